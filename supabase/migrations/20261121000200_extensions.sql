@@ -1,0 +1,6 @@
+-- Extensions live in their own schema, as on Supabase (linter: extension_in_public).
+-- pg_trgm gives search its typo tolerance and partial-id matching.
+create schema if not exists extensions;
+grant usage on schema extensions to anon, authenticated, service_role;
+
+create extension if not exists pg_trgm with schema extensions;

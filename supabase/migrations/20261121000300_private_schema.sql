@@ -1,0 +1,39 @@
+-- kiwi_internal holds what must not be an API: security-definer helpers, trigger
+-- functions and the write paths behind the public RPCs. It is never listed in the
+-- API's exposed schemas, so nothing here is reachable over REST except through the
+-- public functions that call it.
+create schema if not exists kiwi_internal;
+revoke all on schema kiwi_internal from public;
+grant usage on schema kiwi_internal to anon, authenticated, service_role;
+
+-- Nothing created from here on is granted by default: every grant is explicit and
+-- stands next to its object.
+alter default privileges in schema public revoke all on tables from public, anon, authenticated, service_role;
+alter default privileges in schema public revoke all on sequences from public, anon, authenticated, service_role;
+alter default privileges in schema public revoke execute on functions from public, anon, authenticated, service_role;
+alter default privileges in schema kiwi_internal revoke execute on functions from public;
+revoke execute on all functions in schema kiwi_internal from public;
+
+-- The role the caller really acts as. Inside a security-definer function current_user
+-- is the owner, but the `role` setting still holds what PostgREST (or a person) set.
+create function kiwi_internal.caller_role() returns text
+  language sql stable
+  set search_path = ''
+as $$
+  select case when current_setting('role') = 'none' then session_user::text
+              else current_setting('role') end
+$$;
+grant execute on function kiwi_internal.caller_role() to anon, authenticated, service_role;
+
+-- Admins: service_role, or a role that bypasses RLS anyway (the dashboard's postgres).
+create function kiwi_internal.caller_is_admin() returns boolean
+  language sql stable
+  set search_path = ''
+as $$
+  select coalesce((
+    select r.rolname = 'service_role' or r.rolsuper or r.rolbypassrls
+      from pg_catalog.pg_roles r
+     where r.rolname = kiwi_internal.caller_role()
+  ), false)
+$$;
+grant execute on function kiwi_internal.caller_is_admin() to anon, authenticated, service_role;

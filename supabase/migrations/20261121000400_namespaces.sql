@@ -1,0 +1,115 @@
+-- Namespaces own tools. A namespace has members; its owner adds and removes them.
+-- The `public` namespace is the platform's: bare tool references (`hello_world`)
+-- mean `public/hello_world`, and only admins (service_role) publish there unless
+-- they add members.
+
+create table public.namespaces (
+  namespace    text primary key
+               constraint namespace_format check (namespace ~ '^[a-z0-9][a-z0-9_-]{0,62}$'),
+  display_name text,
+  description  text,
+  owner_id     uuid,            -- null for platform namespaces such as `public`
+  created_at   timestamptz not null default now()
+);
+comment on table public.namespaces is
+  'Who owns tools. Bare references (hello_world) resolve in the `public` namespace; others are written namespace/tool_id.';
+
+alter table public.namespaces enable row level security;
+revoke all on table public.namespaces from public, anon, authenticated;
+grant select on table public.namespaces to anon, authenticated;
+grant insert (namespace, display_name, description, owner_id) on table public.namespaces to authenticated;
+grant update (display_name, description) on table public.namespaces to authenticated;
+grant delete on table public.namespaces to authenticated;
+grant all on table public.namespaces to service_role;
+
+create table public.namespace_members (
+  namespace  text not null references public.namespaces (namespace) on delete cascade,
+  user_id    uuid not null,
+  role       text not null default 'member' constraint member_role check (role in ('owner', 'member')),
+  created_at timestamptz not null default now(),
+  primary key (namespace, user_id)
+);
+comment on table public.namespace_members is
+  'Members may publish into their namespace and read its private tools; owners also manage members.';
+create index namespace_members_user_id_idx on public.namespace_members (user_id);
+
+alter table public.namespace_members enable row level security;
+revoke all on table public.namespace_members from public, anon, authenticated;
+grant select, delete on table public.namespace_members to authenticated;
+grant insert (namespace, user_id, role) on table public.namespace_members to authenticated;
+grant all on table public.namespace_members to service_role;
+
+-- Membership lookups bypass RLS (security definer) so that policies on
+-- namespace_members can use them without recursing into themselves.
+create function kiwi_internal.my_namespaces() returns text[]
+  language sql stable security definer
+  set search_path = ''
+as $$
+  select coalesce(array_agg(m.namespace), '{}')
+    from public.namespace_members m
+   where m.user_id = (select auth.uid())
+$$;
+grant execute on function kiwi_internal.my_namespaces() to anon, authenticated, service_role;
+
+create function kiwi_internal.my_owned_namespaces() returns text[]
+  language sql stable security definer
+  set search_path = ''
+as $$
+  select coalesce(array_agg(m.namespace), '{}')
+    from public.namespace_members m
+   where m.user_id = (select auth.uid()) and m.role = 'owner'
+$$;
+grant execute on function kiwi_internal.my_owned_namespaces() to anon, authenticated, service_role;
+
+create function kiwi_internal.can_publish_to(p_namespace text) returns boolean
+  language sql stable
+  set search_path = ''
+as $$
+  select kiwi_internal.caller_is_admin() or p_namespace = any (kiwi_internal.my_namespaces())
+$$;
+grant execute on function kiwi_internal.can_publish_to(text) to anon, authenticated, service_role;
+
+create policy "namespaces are a public directory"
+  on public.namespaces for select to anon, authenticated
+  using (true);
+create policy "signed-in users create namespaces they own"
+  on public.namespaces for insert to authenticated
+  with check (owner_id = (select auth.uid()));
+create policy "owners describe their namespaces"
+  on public.namespaces for update to authenticated
+  using (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[]))
+  with check (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[]));
+create policy "owners delete their namespaces"
+  on public.namespaces for delete to authenticated
+  using (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[]));
+
+create policy "members see their namespaces' members"
+  on public.namespace_members for select to authenticated
+  using (user_id = (select auth.uid()) or namespace = any ((select kiwi_internal.my_namespaces())::text[]));
+create policy "owners add members"
+  on public.namespace_members for insert to authenticated
+  with check (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[]));
+create policy "owners remove members"
+  on public.namespace_members for delete to authenticated
+  using (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[]));
+
+-- The creator of a namespace becomes its first owner.
+create function kiwi_internal.add_namespace_owner() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+begin
+  if new.owner_id is not null then
+    insert into public.namespace_members (namespace, user_id, role)
+    values (new.namespace, new.owner_id, 'owner')
+    on conflict (namespace, user_id) do update set role = 'owner';
+  end if;
+  return null;
+end
+$$;
+create trigger namespaces_add_owner
+  after insert on public.namespaces
+  for each row execute function kiwi_internal.add_namespace_owner();
+
+insert into public.namespaces (namespace, display_name, description)
+values ('public', 'Public', 'The platform namespace: bare tool references resolve here.');

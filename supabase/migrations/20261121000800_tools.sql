@@ -1,0 +1,181 @@
+-- tools: the stable identity of a tool. Its descriptive columns mirror the latest
+-- version's manifest (kiwi_internal.refresh_latest keeps them in step); `ref` is the
+-- reference people write: tool_id in the public namespace, namespace/tool_id elsewhere.
+
+create table public.tools (
+  id             uuid primary key default gen_random_uuid(),
+  namespace      text not null default 'public'
+                 references public.namespaces (namespace) on update restrict on delete restrict,
+  tool_id        text not null
+                 constraint tool_id_format check (tool_id ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$'),
+  ref            text generated always as
+                 (case when namespace = 'public' then tool_id else namespace || '/' || tool_id end) stored,
+  tool_type      text not null references public.tool_type_rules (tool_type),
+  executor_id    text,
+  name           text not null,
+  description    text not null default '',
+  category       text,
+  subcategory    text,
+  tags           text[] not null default '{}',
+  visibility     text not null default 'public'
+                 constraint visibility_values check (visibility in ('public', 'unlisted', 'private')),
+  is_official    boolean not null default false,
+  is_builtin     boolean not null default false,
+  owner_id       uuid,
+  latest_version text,
+  download_count bigint not null default 0,
+  run_count      bigint not null default 0,
+  search_vector  tsvector not null default ''::tsvector,
+  created_at     timestamptz not null default now(),
+  updated_at     timestamptz not null default now(),
+  constraint tools_namespace_tool_id_key unique (namespace, tool_id),
+  constraint tools_ref_key unique (ref),
+  constraint tools_executor_fkey foreign key (executor_id)
+    references public.tools (ref) on update restrict on delete restrict
+);
+comment on table public.tools is
+  'Every tool''s identity; descriptive columns follow its latest version. Written only through publish_tool_version.';
+comment on column public.tools.ref is 'The reference people write: tool_id in the public namespace, namespace/tool_id elsewhere.';
+comment on column public.tools.executor_id is 'The ref of the tool that executes this one (its latest version''s executor).';
+
+create index tools_executor_id_idx on public.tools (executor_id);
+create index tools_tool_type_idx on public.tools (tool_type);
+create index tools_popularity_idx on public.tools ((run_count + download_count) desc);
+
+alter table public.tools enable row level security;
+revoke all on table public.tools from public, anon, authenticated;
+grant select on table public.tools to anon, authenticated;
+grant all on table public.tools to service_role;
+
+create policy "anyone reads public tools"
+  on public.tools for select to anon
+  using (visibility = 'public');
+create policy "members also read their namespaces' tools"
+  on public.tools for select to authenticated
+  using (visibility = 'public' or namespace = any ((select kiwi_internal.my_namespaces())::text[]));
+
+-- Whether the caller may read a tool by its exact reference: public and unlisted
+-- tools, a member's private tools, everything for admins.
+create function kiwi_internal.can_read(p_visibility text, p_namespace text) returns boolean
+  language sql stable
+  set search_path = ''
+as $$
+  select p_visibility <> 'private' or kiwi_internal.caller_is_admin()
+         or p_namespace = any (kiwi_internal.my_namespaces())
+$$;
+grant execute on function kiwi_internal.can_read(text, text) to anon, authenticated, service_role;
+
+create function kiwi_internal.normalize_ref(p_ref text) returns text
+  language sql immutable strict parallel safe
+  set search_path = ''
+as $$
+  select case when btrim(p_ref) like 'public/%' then substr(btrim(p_ref), 8) else btrim(p_ref) end
+$$;
+grant execute on function kiwi_internal.normalize_ref(text) to anon, authenticated, service_role;
+
+-- The executor rules, shared by tools and tool_versions: the matrix in
+-- tool_type_rules, an executor that exists, and no cycle. Reads bypass RLS so that a
+-- rule cannot be dodged through what the caller happens to see.
+create function kiwi_internal.check_executor(p_ref text, p_tool_type text, p_executor text)
+  returns void
+  language plpgsql stable security definer
+  set search_path = ''
+as $$
+declare
+  v_rule     public.tool_type_rules;
+  v_exec     record;
+  v_path     text[] := array[p_ref];
+  v_next     text := p_executor;
+begin
+  select * into v_rule from public.tool_type_rules r where r.tool_type = p_tool_type;
+  if not v_rule.requires_executor then
+    if p_executor is not null then
+      raise exception 'tool "%" is a %: it has no executor, but names "%"', p_ref, p_tool_type, p_executor
+        using errcode = '23514';
+    end if;
+    return;
+  end if;
+  if p_executor is null then
+    raise exception 'tool "%" is a % and needs an executor (one of: %)',
+      p_ref, p_tool_type, array_to_string(v_rule.executor_types, ', ')
+      using errcode = '23502';
+  end if;
+  select t.ref, t.tool_type into v_exec from public.tools t where t.ref = p_executor;
+  if not found then
+    raise exception 'executor "%" of tool "%" does not exist', p_executor, p_ref
+      using errcode = '23503', hint = 'publish the executor first, or name an existing one';
+  end if;
+  if not v_exec.tool_type = any (v_rule.executor_types) then
+    raise exception 'tool "%" (%) cannot execute on "%" (%): a % executes on %',
+      p_ref, p_tool_type, v_exec.ref, v_exec.tool_type, p_tool_type,
+      array_to_string(v_rule.executor_types, ' or ')
+      using errcode = '23514', hint = 'see the executor matrix: select * from tool_type_rules';
+  end if;
+  -- Walk the executors' own chain: reaching this tool again would close a cycle.
+  while v_next is not null loop
+    v_path := v_path || v_next;
+    if v_next = p_ref then
+      raise exception 'executor cycle: %', array_to_string(v_path, ' -> ')
+        using errcode = '23514', hint = 'a tool cannot execute on itself, directly or through its executors';
+    end if;
+    exit when cardinality(v_path) > 64;
+    select t.executor_id into v_next from public.tools t where t.ref = v_next;
+  end loop;
+end
+$$;
+revoke execute on function kiwi_internal.check_executor(text, text, text) from public;
+
+create function kiwi_internal.tools_before_write() returns trigger
+  language plpgsql
+  set search_path = ''
+as $$
+begin
+  if tg_op = 'UPDATE' then
+    if new.namespace is distinct from old.namespace or new.tool_id is distinct from old.tool_id then
+      raise exception 'tool "%" cannot be renamed or moved to another namespace', old.ref
+        using errcode = '23514', hint = 'publish it under the new name instead';
+    end if;
+    if new.tool_type is distinct from old.tool_type then
+      raise exception 'tool "%" is a %: its type cannot change to %', old.ref, old.tool_type, new.tool_type
+        using errcode = '23514', hint = 'publish a new tool with the new type';
+    end if;
+    new.updated_at := now();
+  end if;
+  if tg_op = 'INSERT' or new.executor_id is distinct from old.executor_id then
+    perform kiwi_internal.check_executor(
+      case when new.namespace = 'public' then new.tool_id else new.namespace || '/' || new.tool_id end,
+      new.tool_type, new.executor_id);
+  end if;
+  return new;
+end
+$$;
+create trigger tools_before_write
+  before insert or update on public.tools
+  for each row execute function kiwi_internal.tools_before_write();
+
+-- Removing a tool that others execute on is refused, naming them (the foreign keys
+-- would refuse too, but without saying who depends on it).
+create function kiwi_internal.tools_refuse_delete_in_use() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+declare
+  v_users text;
+begin
+  select string_agg(u, ', ' order by u) into v_users
+    from (select t.ref as u from public.tools t
+           where t.executor_id = old.ref and t.id <> old.id
+          union
+          select t.ref || '@' || v.version
+            from public.tool_versions v join public.tools t on t.id = v.tool_uuid
+           where v.executor_id = old.ref and t.id <> old.id and t.executor_id is distinct from old.ref) s;
+  if v_users is not null then
+    raise exception 'cannot remove tool "%": % execute on it', old.ref, v_users
+      using errcode = '23503', hint = 'remove those tools, or publish them on another executor, first';
+  end if;
+  return old;
+end
+$$;
+create trigger tools_refuse_delete_in_use
+  before delete on public.tools
+  for each row execute function kiwi_internal.tools_refuse_delete_in_use();
