@@ -170,7 +170,7 @@ begin
             from public.tool_versions v join public.tools t on t.id = v.tool_uuid
            where v.executor_id = old.ref and t.id <> old.id and t.executor_id is distinct from old.ref) s;
   if v_users is not null then
-    raise exception 'cannot remove tool "%": % execute on it', old.ref, v_users
+    raise exception 'cannot remove tool "%": other tools execute on it: %', old.ref, v_users
       using errcode = '23503', hint = 'remove those tools, or publish them on another executor, first';
   end if;
   return old;

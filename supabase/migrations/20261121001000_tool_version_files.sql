@@ -127,9 +127,14 @@ create function kiwi_internal.verify_content_hash() returns trigger
   set search_path = ''
 as $$
 declare
-  v_version_id uuid := case when tg_table_name = 'tool_versions' then new.id else new.version_id end;
+  v_version_id uuid;
   v_row record;
 begin
+  if tg_table_name = 'tool_versions' then
+    v_version_id := new.id;
+  else
+    v_version_id := new.version_id;
+  end if;
   select v.content_hash as stored, t.ref, v.version,
          kiwi_internal.content_hash(v.manifest, coalesce((
            select jsonb_agg(jsonb_build_object('path', f.path, 'sha256', f.sha256))

@@ -1,0 +1,416 @@
+-- publish_tool_version: the only way tools are written. It validates the manifest and
+-- files (every problem named by its field), checks that the caller may publish into
+-- the namespace, computes hashes, inserts, lets the triggers move is_latest, and
+-- checks that the new version's chain resolves. It runs in the caller's transaction:
+-- any refusal leaves the registry as it was.
+
+create function kiwi_internal.manifest_problems(p_manifest jsonb) returns text[]
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  p        text[] := '{}';
+  v_rule   public.tool_type_rules;
+  v_key    text;
+  v_param  jsonb;
+  v_names  text[] := '{}';
+  v_i      int := 0;
+  v_allowed constant text[] := array[
+    'tool_id', 'namespace', 'tool_type', 'executor', 'version', 'name', 'description',
+    'category', 'subcategory', 'tags', 'visibility', 'config', 'parameters', 'outputs',
+    'entrypoint', 'changelog', 'is_official', 'is_builtin', 'author', 'license',
+    'homepage', 'metadata'];
+begin
+  if p_manifest is null or jsonb_typeof(p_manifest) <> 'object' then
+    return array['manifest: must be a JSON object'];
+  end if;
+
+  for v_key in select jsonb_object_keys(p_manifest) loop
+    if not v_key = any (v_allowed) then
+      p := p || format('%s: unknown field (allowed: %s)', v_key, array_to_string(v_allowed, ', '));
+    end if;
+  end loop;
+
+  -- identity
+  if jsonb_typeof(p_manifest -> 'tool_id') is distinct from 'string' then
+    p := p || 'tool_id: required, a string such as "my_tool" or "namespace/my_tool"'::text;
+  elsif (p_manifest ->> 'tool_id') !~ '^([a-z0-9][a-z0-9_-]{0,62}/)?[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$' then
+    p := p || format('tool_id: "%s" is not a valid id (letters, digits, _ . -; start with a letter or digit; at most 128 characters; optionally namespace/ first)',
+                     p_manifest ->> 'tool_id');
+  end if;
+  if p_manifest ? 'namespace' then
+    if jsonb_typeof(p_manifest -> 'namespace') <> 'string'
+       or (p_manifest ->> 'namespace') !~ '^[a-z0-9][a-z0-9_-]{0,62}$' then
+      p := p || 'namespace: must be a lower-case name (a-z, 0-9, _ -)'::text;
+    elsif position('/' in coalesce(p_manifest ->> 'tool_id', '')) > 0
+          and split_part(p_manifest ->> 'tool_id', '/', 1) <> (p_manifest ->> 'namespace') then
+      p := p || format('namespace: "%s" disagrees with tool_id "%s"', p_manifest ->> 'namespace', p_manifest ->> 'tool_id');
+    end if;
+  end if;
+
+  -- type and executor
+  select * into v_rule from public.tool_type_rules r where r.tool_type = p_manifest ->> 'tool_type';
+  if not found then
+    p := p || format('tool_type: required, one of %s',
+                     (select string_agg(r.tool_type, ', ' order by r.tool_type) from public.tool_type_rules r));
+  elsif v_rule.requires_executor and jsonb_typeof(p_manifest -> 'executor') is distinct from 'string' then
+    p := p || format('executor: required for a %s (a tool reference to a %s)', v_rule.tool_type,
+                     array_to_string(v_rule.executor_types, ' or '));
+  elsif not v_rule.requires_executor and p_manifest ? 'executor' and p_manifest -> 'executor' <> 'null' then
+    p := p || format('executor: a %s has no executor', v_rule.tool_type);
+  end if;
+  if jsonb_typeof(p_manifest -> 'executor') = 'string'
+     and (p_manifest ->> 'executor') !~ '^([a-z0-9][a-z0-9_-]{0,62}/)?[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$' then
+    p := p || format('executor: "%s" is not a tool reference', p_manifest ->> 'executor');
+  end if;
+
+  -- version
+  if jsonb_typeof(p_manifest -> 'version') is distinct from 'string' then
+    p := p || 'version: required, a semantic version string such as "1.0.0"'::text;
+  elsif not kiwi_internal.is_semver(p_manifest ->> 'version') then
+    p := p || format('version: "%s" is not a semantic version (MAJOR.MINOR.PATCH[-PRERELEASE], no leading zeros%s)',
+                     p_manifest ->> 'version',
+                     case when (p_manifest ->> 'version') like '%+%' then ', no +build metadata' else '' end);
+  end if;
+
+  -- descriptive strings
+  foreach v_key in array array['name', 'description', 'category', 'subcategory', 'entrypoint',
+                               'changelog', 'author', 'license', 'homepage'] loop
+    if p_manifest ? v_key and jsonb_typeof(p_manifest -> v_key) <> 'string' then
+      p := p || format('%s: must be a string', v_key);
+    end if;
+  end loop;
+  if p_manifest ? 'tags' and (jsonb_typeof(p_manifest -> 'tags') <> 'array'
+       or exists (select 1 from jsonb_array_elements(p_manifest -> 'tags') t where jsonb_typeof(t) <> 'string')) then
+    p := p || 'tags: must be a list of strings'::text;
+  end if;
+  if p_manifest ? 'visibility' and coalesce(p_manifest ->> 'visibility', '') not in ('public', 'unlisted', 'private') then
+    p := p || format('visibility: "%s" is not one of public, unlisted, private', p_manifest ->> 'visibility');
+  end if;
+  foreach v_key in array array['is_official', 'is_builtin'] loop
+    if p_manifest ? v_key and jsonb_typeof(p_manifest -> v_key) <> 'boolean' then
+      p := p || format('%s: must be true or false', v_key);
+    end if;
+  end loop;
+  foreach v_key in array array['config', 'metadata'] loop
+    if p_manifest ? v_key and jsonb_typeof(p_manifest -> v_key) <> 'object' then
+      p := p || format('%s: must be an object', v_key);
+    end if;
+  end loop;
+  if p_manifest ? 'outputs' and jsonb_typeof(p_manifest -> 'outputs') not in ('object', 'array') then
+    p := p || 'outputs: must be an object (a JSON Schema) or a list'::text;
+  end if;
+
+  -- parameters: a list of {name, type, ...} or a JSON Schema object
+  if p_manifest ? 'parameters' then
+    case jsonb_typeof(p_manifest -> 'parameters')
+      when 'object' then
+        if coalesce(p_manifest #>> '{parameters,type}', 'object') <> 'object' then
+          p := p || 'parameters: a JSON Schema for parameters must have "type": "object"'::text;
+        end if;
+        if p_manifest #> '{parameters,properties}' is not null
+           and jsonb_typeof(p_manifest #> '{parameters,properties}') <> 'object' then
+          p := p || 'parameters.properties: must be an object'::text;
+        end if;
+      when 'array' then
+        for v_param in select * from jsonb_array_elements(p_manifest -> 'parameters') loop
+          v_i := v_i + 1;
+          if jsonb_typeof(v_param) <> 'object' then
+            p := p || format('parameters[%s]: must be an object with a name', v_i);
+            continue;
+          end if;
+          if jsonb_typeof(v_param -> 'name') is distinct from 'string'
+             or (v_param ->> 'name') !~ '^[A-Za-z_][A-Za-z0-9_]{0,63}$' then
+            p := p || format('parameters[%s].name: required, an identifier (letters, digits, _)', v_i);
+          elsif (v_param ->> 'name') = any (v_names) then
+            p := p || format('parameters[%s].name: "%s" is declared twice', v_i, v_param ->> 'name');
+          else
+            v_names := v_names || (v_param ->> 'name');
+          end if;
+          if v_param ? 'type' and coalesce(v_param ->> 'type', '') not in
+               ('string', 'integer', 'number', 'boolean', 'array', 'object') then
+            p := p || format('parameters[%s].type: "%s" is not one of string, integer, number, boolean, array, object',
+                             v_i, v_param ->> 'type');
+          end if;
+          if v_param ? 'required' and jsonb_typeof(v_param -> 'required') <> 'boolean' then
+            p := p || format('parameters[%s].required: must be true or false', v_i);
+          end if;
+          if v_param ? 'enum' and jsonb_typeof(v_param -> 'enum') <> 'array' then
+            p := p || format('parameters[%s].enum: must be a list', v_i);
+          end if;
+          if v_param ? 'description' and jsonb_typeof(v_param -> 'description') <> 'string' then
+            p := p || format('parameters[%s].description: must be a string', v_i);
+          end if;
+          for v_key in select jsonb_object_keys(v_param) loop
+            if not v_key = any (array['name', 'type', 'required', 'description', 'default', 'enum', 'items']) then
+              p := p || format('parameters[%s].%s: unknown field (allowed: name, type, required, description, default, enum, items)',
+                               v_i, v_key);
+            end if;
+          end loop;
+        end loop;
+      else
+        p := p || 'parameters: must be a list of {name, type, ...} or a JSON Schema object'::text;
+    end case;
+  end if;
+  return p;
+end
+$$;
+grant execute on function kiwi_internal.manifest_problems(jsonb) to anon, authenticated, service_role;
+
+create function kiwi_internal.files_problems(p_files jsonb, p_manifest jsonb) returns text[]
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  p       text[] := '{}';
+  v_file  jsonb;
+  v_i     int := 0;
+  v_key   text;
+  v_paths text[] := '{}';
+  v_entry text[] := '{}';
+begin
+  if p_files is null or jsonb_typeof(p_files) <> 'array' then
+    return array['files: must be a list of {path, content_text, is_entrypoint, media_type}'];
+  end if;
+  for v_file in select * from jsonb_array_elements(p_files) loop
+    v_i := v_i + 1;
+    if jsonb_typeof(v_file) <> 'object' then
+      p := p || format('files[%s]: must be an object with a path', v_i);
+      continue;
+    end if;
+    for v_key in select jsonb_object_keys(v_file) loop
+      if not v_key = any (array['path', 'content_text', 'storage_key', 'sha256', 'size_bytes',
+                                'is_entrypoint', 'media_type']) then
+        p := p || format('files[%s].%s: unknown field', v_i, v_key);
+      end if;
+    end loop;
+    if jsonb_typeof(v_file -> 'path') is distinct from 'string' then
+      p := p || format('files[%s].path: required, a relative path', v_i);
+      continue;
+    end if;
+    if not kiwi_internal.is_safe_path(v_file ->> 'path') then
+      p := p || format('files[%s].path: "%s" must be relative and stay inside the tool (no leading /, no . or .. segments, no \ : or control characters)',
+                       v_i, v_file ->> 'path');
+    elsif (v_file ->> 'path') = any (v_paths) then
+      p := p || format('files[%s].path: "%s" appears twice', v_i, v_file ->> 'path');
+    end if;
+    v_paths := v_paths || (v_file ->> 'path');
+    if (jsonb_typeof(v_file -> 'content_text') = 'string') = (jsonb_typeof(v_file -> 'storage_key') = 'string') then
+      p := p || format('files[%s] ("%s"): give exactly one of content_text or storage_key (a string)', v_i, v_file ->> 'path');
+    end if;
+    if jsonb_typeof(v_file -> 'storage_key') = 'string' and (
+         coalesce(v_file ->> 'sha256', '') !~ '^[0-9a-f]{64}$'
+         or jsonb_typeof(v_file -> 'size_bytes') is distinct from 'number') then
+      p := p || format('files[%s] ("%s"): a stored file needs its sha256 (64 hex digits) and size_bytes', v_i, v_file ->> 'path');
+    end if;
+    if v_file ? 'sha256' and jsonb_typeof(v_file -> 'content_text') = 'string'
+       and (v_file ->> 'sha256') <> kiwi_internal.sha256_hex(v_file ->> 'content_text') then
+      p := p || format('files[%s].sha256: does not match the content of "%s"', v_i, v_file ->> 'path');
+    end if;
+    if v_file ? 'is_entrypoint' and jsonb_typeof(v_file -> 'is_entrypoint') <> 'boolean' then
+      p := p || format('files[%s].is_entrypoint: must be true or false', v_i);
+    elsif (v_file ->> 'is_entrypoint')::boolean is true then
+      v_entry := v_entry || (v_file ->> 'path');
+    end if;
+    if v_file ? 'media_type' and jsonb_typeof(v_file -> 'media_type') <> 'string' then
+      p := p || format('files[%s].media_type: must be a string', v_i);
+    end if;
+  end loop;
+  if cardinality(v_entry) > 1 then
+    p := p || format('files: only one entrypoint allowed, found %s', array_to_string(v_entry, ', '));
+  end if;
+  if jsonb_typeof(p_manifest -> 'entrypoint') = 'string' then
+    if not (p_manifest ->> 'entrypoint') = any (v_paths) then
+      p := p || format('entrypoint: "%s" is not among the files (%s)', p_manifest ->> 'entrypoint',
+                       coalesce(nullif(array_to_string(v_paths, ', '), ''), 'none given'));
+    elsif cardinality(v_entry) = 1 and v_entry[1] <> (p_manifest ->> 'entrypoint') then
+      p := p || format('entrypoint: "%s" disagrees with the file marked is_entrypoint ("%s")',
+                       p_manifest ->> 'entrypoint', v_entry[1]);
+    end if;
+  end if;
+  if (p_manifest ->> 'tool_type') = 'script' and cardinality(v_paths) = 0 then
+    p := p || 'files: a script needs at least one file, its entrypoint'::text;
+  elsif (p_manifest ->> 'tool_type') = 'script' and cardinality(v_entry) = 0
+        and cardinality(v_paths) > 1 and not p_manifest ? 'entrypoint' then
+    p := p || 'entrypoint: a script with several files must say which one runs (entrypoint, or is_entrypoint on the file)'::text;
+  end if;
+  return p;
+end
+$$;
+grant execute on function kiwi_internal.files_problems(jsonb, jsonb) to anon, authenticated, service_role;
+
+create function kiwi_internal.publish(p_manifest jsonb, p_files jsonb, p_manifest_yaml text)
+  returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_problems text[];
+  v_admin    boolean := kiwi_internal.caller_is_admin();
+  v_uid      uuid := auth.uid();
+  v_ns       text;
+  v_tool_id  text;
+  v_ref      text;
+  v_version  text := p_manifest ->> 'version';
+  v_exec     text;
+  v_entry    text;
+  v_files    jsonb;
+  v_hash     text;
+  v_tool     public.tools;
+  v_rule     public.tool_type_rules;
+  v_existing public.tool_versions;
+  v_chain    kiwi_internal.chain_row[];
+  v_official boolean := (p_manifest ->> 'is_official')::boolean;
+  v_builtin  boolean := (p_manifest ->> 'is_builtin')::boolean;
+begin
+  p_files := coalesce(p_files, '[]'::jsonb);
+  v_problems := kiwi_internal.manifest_problems(p_manifest);
+  if cardinality(v_problems) = 0 then
+    v_problems := kiwi_internal.files_problems(p_files, p_manifest);
+  end if;
+  if cardinality(v_problems) > 0 then
+    raise exception 'invalid manifest: %', array_to_string(v_problems, '; ')
+      using errcode = '22023', detail = to_jsonb(v_problems)::text,
+            hint = 'fix the fields named above; nothing was published';
+  end if;
+
+  v_tool_id := p_manifest ->> 'tool_id';
+  if position('/' in v_tool_id) > 0 then
+    v_ns := split_part(v_tool_id, '/', 1);
+    v_tool_id := split_part(v_tool_id, '/', 2);
+  else
+    v_ns := coalesce(p_manifest ->> 'namespace', 'public');
+  end if;
+  v_ref := case when v_ns = 'public' then v_tool_id else v_ns || '/' || v_tool_id end;
+
+  -- who may publish
+  if not exists (select 1 from public.namespaces n where n.namespace = v_ns) then
+    raise exception 'namespace "%" does not exist', v_ns
+      using errcode = 'PT404', hint = 'create it first: insert into namespaces (namespace, owner_id) values (...)';
+  end if;
+  if not kiwi_internal.can_publish_to(v_ns) then
+    raise exception 'you cannot publish into namespace "%"', v_ns
+      using errcode = '42501',
+            hint = case when v_uid is null then 'sign in: anonymous callers cannot publish'
+                        else 'ask an owner of the namespace to add you as a member' end;
+  end if;
+  if (v_official or v_builtin) and not v_admin then
+    raise exception 'only service_role publishes official or builtin tools (tool "%")', v_ref
+      using errcode = '42501';
+  end if;
+
+  -- the executor must be one the publisher can see
+  v_exec := kiwi_internal.normalize_ref(p_manifest ->> 'executor');
+  if v_exec is not null and not exists (
+       select 1 from public.tools t where t.ref = v_exec and kiwi_internal.can_read(t.visibility, t.namespace)) then
+    raise exception 'executor "%" of tool "%" not found', v_exec, v_ref
+      using errcode = 'PT404', hint = 'publish the executor first, or name one you can see';
+  end if;
+
+  -- files with their hashes, and the content hash over both
+  v_entry := coalesce(p_manifest ->> 'entrypoint',
+                      (select f ->> 'path' from jsonb_array_elements(p_files) f
+                        where (f ->> 'is_entrypoint')::boolean is true),
+                      case when jsonb_array_length(p_files) = 1 then p_files #>> '{0,path}' end);
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'path', f ->> 'path',
+           'sha256', coalesce(kiwi_internal.sha256_hex(f ->> 'content_text'), f ->> 'sha256'),
+           'size_bytes', coalesce(octet_length(f ->> 'content_text'), (f ->> 'size_bytes')::bigint),
+           'content_text', f ->> 'content_text',
+           'storage_key', f ->> 'storage_key',
+           'media_type', f ->> 'media_type',
+           'is_entrypoint', (f ->> 'path') is not distinct from v_entry)), '[]'::jsonb)
+    into v_files
+    from jsonb_array_elements(p_files) f;
+  v_hash := kiwi_internal.content_hash(p_manifest, v_files);
+
+  -- the tool row, locked: concurrent publishes to one tool take turns from here
+  select * into v_tool from public.tools t where t.namespace = v_ns and t.tool_id = v_tool_id for update;
+  if not found then
+    insert into public.tools (namespace, tool_id, tool_type, executor_id, name, visibility, owner_id)
+    values (v_ns, v_tool_id, p_manifest ->> 'tool_type', v_exec,
+            coalesce(p_manifest ->> 'name', v_tool_id), coalesce(p_manifest ->> 'visibility', 'public'), v_uid)
+    on conflict (namespace, tool_id) do nothing;
+    select * into v_tool from public.tools t where t.namespace = v_ns and t.tool_id = v_tool_id for update;
+  end if;
+  if v_tool.tool_type <> (p_manifest ->> 'tool_type') then
+    raise exception 'tool "%" is a %, not a %', v_ref, v_tool.tool_type, p_manifest ->> 'tool_type'
+      using errcode = 'PT409', hint = 'a tool keeps its type; publish a new tool for another type';
+  end if;
+  if (v_tool.is_official or v_tool.is_builtin) and not v_admin then
+    raise exception 'tool "%" is official or builtin: only service_role publishes it', v_ref
+      using errcode = '42501';
+  end if;
+
+  -- the same version again: a no-op when identical, refused when different
+  select * into v_existing from public.tool_versions v where v.tool_uuid = v_tool.id and v.version = v_version;
+  if found then
+    if v_existing.content_hash = v_hash then
+      return jsonb_build_object(
+        'tool_id', v_ref, 'namespace', v_ns, 'version', v_version, 'content_hash', v_hash,
+        'is_latest', v_existing.is_latest, 'latest_version', v_tool.latest_version,
+        'created', false, 'unchanged', true);
+    end if;
+    raise exception 'version % of tool "%" is already published with different content', v_version, v_ref
+      using errcode = 'PT409',
+            detail = format('published content_hash %s, this content_hash %s', v_existing.content_hash, v_hash),
+            hint = 'published versions are immutable: publish this as a new version';
+  end if;
+
+  insert into public.tool_versions (tool_uuid, version, executor_id, manifest, manifest_yaml,
+                                    content_hash, changelog, published_by)
+  values (v_tool.id, v_version, v_exec, p_manifest, p_manifest_yaml, v_hash,
+          p_manifest ->> 'changelog', v_uid)
+  returning * into v_existing;
+
+  insert into public.tool_version_files (version_id, path, media_type, sha256, size_bytes,
+                                         is_entrypoint, content_text, storage_key)
+  select v_existing.id, f ->> 'path', f ->> 'media_type', f ->> 'sha256', (f ->> 'size_bytes')::bigint,
+         (f ->> 'is_entrypoint')::boolean, f ->> 'content_text', f ->> 'storage_key'
+    from jsonb_array_elements(v_files) f;
+
+  if v_admin and (v_official is not null or v_builtin is not null) then
+    update public.tools t set is_official = coalesce(v_official, t.is_official),
+                              is_builtin  = coalesce(v_builtin, t.is_builtin)
+     where t.id = v_tool.id;
+  end if;
+
+  -- the new version's chain must resolve, and end where its type requires
+  select array_agg(c order by c.depth) into v_chain
+    from kiwi_internal.resolve_chains(array[v_ref], v_version) c;
+  if v_chain[1].error is not null then
+    raise exception '%', v_chain[1].error using errcode = v_chain[1].error_code;
+  end if;
+  select * into v_rule from public.tool_type_rules r where r.tool_type = v_tool.tool_type;
+  if v_rule.terminal_primitive is not null
+     and v_chain[cardinality(v_chain)].tool_id <> v_rule.terminal_primitive then
+    raise exception 'tool "%" is a %: its chain must end in %, but ends in % (chain: %)',
+      v_ref, v_tool.tool_type, v_rule.terminal_primitive, v_chain[cardinality(v_chain)].tool_id,
+      (select string_agg(c.tool_id, ' -> ' order by c.depth) from unnest(v_chain) c)
+      using errcode = 'PT422';
+  end if;
+
+  select * into v_tool from public.tools t where t.id = v_tool.id;
+  return jsonb_build_object(
+    'tool_id', v_ref, 'namespace', v_ns, 'version', v_version, 'content_hash', v_hash,
+    'is_latest', v_tool.latest_version = v_version, 'latest_version', v_tool.latest_version,
+    'created', true, 'unchanged', false, 'files', jsonb_array_length(v_files),
+    'executor_chain', (select jsonb_agg(c.tool_id order by c.depth) from unnest(v_chain) c));
+end
+$$;
+grant execute on function kiwi_internal.publish(jsonb, jsonb, text) to anon, authenticated, service_role;
+
+create function public.publish_tool_version(p_manifest jsonb, p_files jsonb default '[]',
+                                            p_manifest_yaml text default null)
+  returns jsonb
+  language plpgsql volatile
+  set search_path = ''
+as $$
+begin
+  return kiwi_internal.publish(p_manifest, p_files, p_manifest_yaml);
+end
+$$;
+comment on function public.publish_tool_version(jsonb, jsonb, text) is
+  'Publish one version: validates (naming each bad field), hashes, inserts and moves is_latest in one transaction. The identical version again is a no-op; the same version with other content is refused.';
+revoke execute on function public.publish_tool_version(jsonb, jsonb, text) from public;
+grant execute on function public.publish_tool_version(jsonb, jsonb, text) to anon, authenticated, service_role;

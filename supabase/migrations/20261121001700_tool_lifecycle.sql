@@ -1,0 +1,94 @@
+-- After publishing, a version may only be deprecated or yanked (and un-yanked); a tool
+-- may be removed when nothing executes on it. Members of the tool's namespace and
+-- admins may do so; official and builtin tools only admins.
+
+create function kiwi_internal.writable_tool(p_tool_id text) returns public.tools
+  language plpgsql stable security definer
+  set search_path = ''
+as $$
+declare
+  v_tool public.tools;
+begin
+  select * into v_tool from public.tools t where t.ref = kiwi_internal.normalize_ref(p_tool_id);
+  if not found or not kiwi_internal.can_read(v_tool.visibility, v_tool.namespace) then
+    raise exception 'tool "%" not found', p_tool_id using errcode = 'PT404';
+  end if;
+  if not kiwi_internal.can_publish_to(v_tool.namespace)
+     or ((v_tool.is_official or v_tool.is_builtin) and not kiwi_internal.caller_is_admin()) then
+    raise exception 'you cannot change tool "%"', v_tool.ref
+      using errcode = '42501', hint = 'only members of its namespace (and admins, for official or builtin tools) can';
+  end if;
+  return v_tool;
+end
+$$;
+revoke execute on function kiwi_internal.writable_tool(text) from public;
+
+create function kiwi_internal.set_version_status(p_tool_id text, p_version text, p_action text, p_message text)
+  returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_tool public.tools := kiwi_internal.writable_tool(p_tool_id);
+  v_row  public.tool_versions;
+begin
+  update public.tool_versions v set
+    is_yanked           = case p_action when 'yank' then true when 'unyank' then false else v.is_yanked end,
+    yanked_reason       = case p_action when 'yank' then p_message when 'unyank' then null else v.yanked_reason end,
+    yanked_at           = case p_action when 'yank' then now() when 'unyank' then null else v.yanked_at end,
+    is_deprecated       = case p_action when 'deprecate' then true else v.is_deprecated end,
+    deprecation_message = case p_action when 'deprecate' then p_message else v.deprecation_message end
+   where v.tool_uuid = v_tool.id and v.version = p_version
+  returning * into v_row;
+  if not found then
+    raise exception 'version % of tool "%" not found', p_version, v_tool.ref using errcode = 'PT404';
+  end if;
+  select * into v_tool from public.tools t where t.id = v_tool.id;
+  return jsonb_build_object('tool_id', v_tool.ref, 'version', v_row.version,
+                            'is_yanked', v_row.is_yanked, 'is_deprecated', v_row.is_deprecated,
+                            'latest_version', v_tool.latest_version);
+end
+$$;
+grant execute on function kiwi_internal.set_version_status(text, text, text, text) to anon, authenticated, service_role;
+
+create function public.yank_tool_version(p_tool_id text, p_version text, p_reason text default null)
+  returns jsonb language plpgsql volatile set search_path = ''
+as $$ begin return kiwi_internal.set_version_status(p_tool_id, p_version, 'yank', p_reason); end $$;
+comment on function public.yank_tool_version(text, text, text) is
+  'Withdraw a version: it stays readable by exact version but is never latest.';
+revoke execute on function public.yank_tool_version(text, text, text) from public;
+grant execute on function public.yank_tool_version(text, text, text) to authenticated, service_role;
+
+create function public.unyank_tool_version(p_tool_id text, p_version text)
+  returns jsonb language plpgsql volatile set search_path = ''
+as $$ begin return kiwi_internal.set_version_status(p_tool_id, p_version, 'unyank', null); end $$;
+revoke execute on function public.unyank_tool_version(text, text) from public;
+grant execute on function public.unyank_tool_version(text, text) to authenticated, service_role;
+
+create function public.deprecate_tool_version(p_tool_id text, p_version text, p_message text default null)
+  returns jsonb language plpgsql volatile set search_path = ''
+as $$ begin return kiwi_internal.set_version_status(p_tool_id, p_version, 'deprecate', p_message); end $$;
+revoke execute on function public.deprecate_tool_version(text, text, text) from public;
+grant execute on function public.deprecate_tool_version(text, text, text) to authenticated, service_role;
+
+create function kiwi_internal.delete_tool(p_tool_id text) returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_tool public.tools := kiwi_internal.writable_tool(p_tool_id);
+  v_versions int;
+begin
+  select count(*) into v_versions from public.tool_versions v where v.tool_uuid = v_tool.id;
+  delete from public.tools t where t.id = v_tool.id;   -- refused, naming them, if others execute on it
+  return jsonb_build_object('tool_id', v_tool.ref, 'deleted', true, 'versions', v_versions);
+end
+$$;
+grant execute on function kiwi_internal.delete_tool(text) to anon, authenticated, service_role;
+
+create function public.delete_tool(p_tool_id text)
+  returns jsonb language plpgsql volatile set search_path = ''
+as $$ begin return kiwi_internal.delete_tool(p_tool_id); end $$;
+comment on function public.delete_tool(text) is 'Remove a tool and all its versions; refused while other tools execute on it.';
+revoke execute on function public.delete_tool(text) from public;
+grant execute on function public.delete_tool(text) to authenticated, service_role;
