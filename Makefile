@@ -1,0 +1,58 @@
+# Kiwi: the two commands are `make demo` and `make test`; `make db` brings up the stack alone.
+# Every target is idempotent: a second run only confirms what is already in place.
+
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+DB_URL := postgresql://postgres:postgres@127.0.0.1:54322/postgres
+
+.PHONY: deps db reset demo test bench lint seed stop status clean
+
+## deps: Python (uv, into .venv) and Node (npm ci) dependencies
+deps: $(VENV)/.synced node_modules/.installed
+
+$(VENV)/.synced: pyproject.toml uv.lock
+	@command -v uv >/dev/null || python3 -m pip install --quiet --user uv==0.13.9 || python3 -m pip install --quiet --break-system-packages uv==0.13.9
+	@PATH="$$HOME/.local/bin:$$PATH" uv sync --frozen --quiet
+	@touch $@
+
+node_modules/.installed: package.json package-lock.json
+	@npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+## db: PostgreSQL 15 on 127.0.0.1:54322 with migrations and seed applied
+db: deps
+	@scripts/stack up
+
+## reset: re-apply migrations and seed now (drops all data)
+reset: deps
+	@scripts/stack reset
+
+## demo: the registry at work: a chain, a merged plan, a search
+demo: db
+	@KIWI_DATABASE_URL=$(DB_URL) $(PY) scripts/demo.py
+
+## test: the whole suite (pytest, which runs the pgTAP files through pg_prove)
+test: db
+	@$(PY) -m pytest
+
+## bench: performance figures (see README); not part of the test suite
+bench: db
+	@$(PY) bench/registry_bench.py
+
+## lint: ruff, and the seed compiled from supabase/seed/ is current
+lint: deps
+	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(PY) scripts/build_seed.py --check
+
+## seed: recompile supabase/seed.sql from supabase/seed/*/
+seed: deps
+	@$(PY) scripts/build_seed.py
+
+stop:
+	@scripts/stack stop
+
+status:
+	@scripts/stack status
+
+clean: stop
+	rm -rf .kiwi $(VENV) node_modules
