@@ -25,8 +25,7 @@ def main() -> None:
             "select depth, tool_id, tool_type, executor_id, version, content_hash"
             " from resolve_executor_chain('format_bytes')"
         ):
-            print(f"  {depth}  {tool_id:<16} {tool_type:<10} -> {executor or '-':<16} "
-                  f"{version}  {content_hash[:12]}")
+            print(f"  {depth}  {tool_id:<16} {tool_type:<10} -> {executor or '-':<16} {version}  {content_hash[:12]}")
 
         heading("select resolve_execution_plan('format_bytes')  (config merged in SQL)")
         plan = conn.execute("select resolve_execution_plan('format_bytes')").fetchone()[0]
@@ -37,8 +36,10 @@ def main() -> None:
             text = json.dumps(value)
             print(f"    {key:<17} {text if len(text) <= 90 else text[:87] + '...'}")
         print("  parameters:", json.dumps(plan["parameters"]))
-        print("  files:     ", ", ".join(f"{f['path']} ({f['size_bytes']} B, sha256 {f['sha256'][:12]})"
-                                        for f in plan["files"]))
+        print(
+            "  files:     ",
+            ", ".join(f"{f['path']} ({f['size_bytes']} B, sha256 {f['sha256'][:12]})" for f in plan["files"]),
+        )
 
         heading("select * from resolve_executor_chains_batch(array['hello_world', 'no_such_tool', 'http_echo'])")
         for requested, depth, tool_id, error in conn.execute(
@@ -50,7 +51,8 @@ def main() -> None:
         for query in ("helo wrld", "type:python", "mcp server category:mcp", "bytes"):
             heading(f"select * from search_tools('{query}')")
             rows = conn.execute(
-                "select tool_id, tool_type, rank, description from search_tools(%s, p_limit => 5)", (query,)
+                "select tool_id, tool_type, rank, description from search_tools(%s, p_limit => 5)",
+                (query,),
             ).fetchall()
             for tool_id, tool_type, rank, description in rows:
                 print(f"  {rank:6.2f}  {tool_id:<20} {tool_type:<10} {description[:60]}")

@@ -1,0 +1,130 @@
+-- The grants half of the matrix: which API role holds which privilege on every table
+-- and RPC of schema public, and that nothing is left to PUBLIC or to defaults. The
+-- behaviour behind each grant (what RLS lets each caller see and do) is tested per
+-- table in *_matrix_by_role.test.sql.
+begin;
+\ir ../_setup.sql
+select plan(46);
+select tests.make_acme();
+
+-- The six tables of the matrix: a new table must join it (and this list).
+select tables_are('public',
+  array['namespaces', 'namespace_members', 'tools', 'tool_versions', 'tool_version_files', 'tool_type_rules'],
+  'schema public holds exactly the six tables of the RLS matrix');
+select is_empty(
+  $$select c.relname from pg_catalog.pg_class c
+     where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p') and not c.relrowsecurity$$,
+  'row level security is enabled on every table in public');
+select is_empty(
+  $$select c.relname from pg_catalog.pg_class c
+     where c.relnamespace = 'public'::regnamespace and c.relkind = 'v'
+       and not coalesce('security_invoker=true' = any (c.reloptions), false)$$,
+  'every view in public is security_invoker, so RLS applies to its readers');
+select is_empty(
+  $$select c.relname from pg_catalog.pg_class c
+     where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p', 'v')
+       and has_table_privilege('public', c.oid, 'select, insert, update, delete, truncate, references, trigger')$$,
+  'PUBLIC holds no privilege on any table or view in public');
+select is_empty(
+  $$select p.oid::regprocedure::text from pg_catalog.pg_proc p
+     where p.pronamespace = 'public'::regnamespace and has_function_privilege('public', p.oid, 'execute')$$,
+  'PUBLIC may execute no function in public: every grant is explicit');
+select is_empty(
+  $$select p.oid::regprocedure::text from pg_catalog.pg_proc p
+     where p.pronamespace = 'public'::regnamespace and p.prosecdef$$,
+  'every function in public is security invoker');
+
+-- Table privileges, role by role (authenticated covers owner, member and stranger).
+select table_privs_are('public', 'namespaces', 'anon', array['SELECT'],
+  'anon may only select namespaces');
+select table_privs_are('public', 'namespaces', 'authenticated', array['SELECT', 'DELETE'],
+  'authenticated may select and delete namespaces (insert and update are granted per column)');
+select table_privs_are('public', 'namespaces', 'service_role',
+  array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'],
+  'service_role holds every privilege on namespaces');
+select table_privs_are('public', 'namespace_members', 'anon', array[]::text[],
+  'anon holds no privilege on namespace_members');
+select table_privs_are('public', 'namespace_members', 'authenticated', array['SELECT', 'DELETE'],
+  'authenticated may select and delete memberships (insert is granted per column)');
+select table_privs_are('public', 'namespace_members', 'service_role',
+  array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'],
+  'service_role holds every privilege on namespace_members');
+select table_privs_are('public', 'tools', 'anon', array['SELECT'],
+  'anon may only select tools');
+select table_privs_are('public', 'tools', 'authenticated', array['SELECT'],
+  'authenticated may only select tools: writes go through publish_tool_version');
+select table_privs_are('public', 'tools', 'service_role',
+  array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'],
+  'service_role holds every privilege on tools');
+select table_privs_are('public', 'tool_versions', 'anon', array['SELECT'],
+  'anon may only select tool_versions');
+select table_privs_are('public', 'tool_versions', 'authenticated', array['SELECT'],
+  'authenticated may only select tool_versions');
+select table_privs_are('public', 'tool_versions', 'service_role',
+  array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'],
+  'service_role holds every privilege on tool_versions');
+select table_privs_are('public', 'tool_version_files', 'anon', array['SELECT'],
+  'anon may only select tool_version_files');
+select table_privs_are('public', 'tool_version_files', 'authenticated', array['SELECT'],
+  'authenticated may only select tool_version_files');
+select table_privs_are('public', 'tool_version_files', 'service_role',
+  array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'],
+  'service_role holds every privilege on tool_version_files');
+select table_privs_are('public', 'tool_type_rules', 'anon', array['SELECT'],
+  'anon may only select tool_type_rules');
+select table_privs_are('public', 'tool_type_rules', 'authenticated', array['SELECT'],
+  'authenticated may only select tool_type_rules');
+select table_privs_are('public', 'tool_type_rules', 'service_role',
+  array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'],
+  'service_role holds every privilege on tool_type_rules');
+
+-- Column grants: what authenticated may write into namespaces and namespace_members.
+select column_privs_are('public', 'namespaces', 'namespace', 'authenticated', array['SELECT', 'INSERT'],
+  'authenticated may name a new namespace but never rename one');
+select column_privs_are('public', 'namespaces', 'owner_id', 'authenticated', array['SELECT', 'INSERT'],
+  'authenticated may set owner_id on insert but never change it');
+select column_privs_are('public', 'namespaces', 'display_name', 'authenticated', array['SELECT', 'INSERT', 'UPDATE'],
+  'authenticated may set and change display_name');
+select column_privs_are('public', 'namespaces', 'description', 'authenticated', array['SELECT', 'INSERT', 'UPDATE'],
+  'authenticated may set and change description');
+select column_privs_are('public', 'namespaces', 'created_at', 'authenticated', array['SELECT'],
+  'authenticated cannot write created_at of a namespace');
+select column_privs_are('public', 'namespace_members', 'role', 'authenticated', array['SELECT', 'INSERT'],
+  'authenticated may give a role when adding a member but never update it');
+select column_privs_are('public', 'namespace_members', 'created_at', 'authenticated', array['SELECT'],
+  'authenticated cannot write created_at of a membership');
+
+-- RPCs: reading is for everyone, lifecycle changes need a signed-in caller.
+select function_privs_are('public', 'resolve_executor_chain', array['text'], 'anon', array['EXECUTE'],
+  'anon may resolve executor chains');
+select function_privs_are('public', 'resolve_executor_chains_batch', array['text[]'], 'anon', array['EXECUTE'],
+  'anon may resolve chains in batch');
+select function_privs_are('public', 'resolve_execution_plan', array['text', 'text'], 'anon', array['EXECUTE'],
+  'anon may ask for execution plans');
+select function_privs_are('public', 'search_tools', array['text', 'text', 'text', 'integer'], 'anon', array['EXECUTE'],
+  'anon may search tools');
+select function_privs_are('public', 'publish_tool_version', array['jsonb', 'jsonb', 'text'], 'anon', array['EXECUTE'],
+  'anon may call publish_tool_version (which then refuses it)');
+select function_privs_are('public', 'yank_tool_version', array['text', 'text', 'text'], 'anon', array[]::text[],
+  'anon may not execute yank_tool_version');
+select function_privs_are('public', 'unyank_tool_version', array['text', 'text'], 'anon', array[]::text[],
+  'anon may not execute unyank_tool_version');
+select function_privs_are('public', 'deprecate_tool_version', array['text', 'text', 'text'], 'anon', array[]::text[],
+  'anon may not execute deprecate_tool_version');
+select function_privs_are('public', 'delete_tool', array['text'], 'anon', array[]::text[],
+  'anon may not execute delete_tool');
+select function_privs_are('public', 'publish_tool_version', array['jsonb', 'jsonb', 'text'], 'authenticated', array['EXECUTE'],
+  'authenticated may execute publish_tool_version');
+select function_privs_are('public', 'yank_tool_version', array['text', 'text', 'text'], 'authenticated', array['EXECUTE'],
+  'authenticated may execute yank_tool_version');
+select function_privs_are('public', 'unyank_tool_version', array['text', 'text'], 'authenticated', array['EXECUTE'],
+  'authenticated may execute unyank_tool_version');
+select function_privs_are('public', 'deprecate_tool_version', array['text', 'text', 'text'], 'authenticated', array['EXECUTE'],
+  'authenticated may execute deprecate_tool_version');
+select function_privs_are('public', 'delete_tool', array['text'], 'authenticated', array['EXECUTE'],
+  'authenticated may execute delete_tool');
+select function_privs_are('public', 'delete_tool', array['text'], 'service_role', array['EXECUTE'],
+  'service_role may execute delete_tool');
+
+select * from finish();
+rollback;
