@@ -52,9 +52,11 @@ def tool_id(conn: psycopg.Connection) -> Iterator[str]:
     conn.execute("delete from tools where ref = %s", (name,))
 
 
+@pytest.mark.parametrize("round_", range(3))
 def test_twenty_concurrent_versions_leave_exactly_one_latest_and_lose_nothing(
-    database_url: str, conn: psycopg.Connection, tool_id: str
+    database_url: str, conn: psycopg.Connection, tool_id: str, round_: int
 ) -> None:
+    """Regression: first publishes of a new tool used to deadlock on its unique index."""
     results = run_together(database_url, [publish_call(tool_id, f"1.{i}.0") for i in range(WORKERS)])
     assert [r for r in results if isinstance(r, Exception)] == []
     versions = conn.execute(

@@ -11,8 +11,9 @@ grant usage on schema kiwi_internal to anon, authenticated, service_role;
 alter default privileges in schema public revoke all on tables from public, anon, authenticated, service_role;
 alter default privileges in schema public revoke all on sequences from public, anon, authenticated, service_role;
 alter default privileges in schema public revoke execute on functions from public, anon, authenticated, service_role;
-alter default privileges in schema kiwi_internal revoke execute on functions from public;
-revoke execute on all functions in schema kiwi_internal from public;
+-- PostgreSQL grants EXECUTE on every new function to PUBLIC, and a per-schema default
+-- cannot take a built-in grant away (a global one would also strip extensions added
+-- later). So each kiwi_internal function revokes it next to its own grants.
 
 -- The role the caller really acts as. Inside a security-definer function current_user
 -- is the owner, but the `role` setting still holds what PostgREST (or a person) set.
@@ -23,6 +24,7 @@ as $$
   select case when current_setting('role') = 'none' then session_user::text
               else current_setting('role') end
 $$;
+revoke execute on function kiwi_internal.caller_role() from public;
 grant execute on function kiwi_internal.caller_role() to anon, authenticated, service_role;
 
 -- Admins: service_role, or a role that bypasses RLS anyway (the dashboard's postgres).
@@ -36,4 +38,5 @@ as $$
      where r.rolname = kiwi_internal.caller_role()
   ), false)
 $$;
+revoke execute on function kiwi_internal.caller_is_admin() from public;
 grant execute on function kiwi_internal.caller_is_admin() to anon, authenticated, service_role;

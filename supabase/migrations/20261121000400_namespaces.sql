@@ -49,6 +49,7 @@ as $$
     from public.namespace_members m
    where m.user_id = (select auth.uid())
 $$;
+revoke execute on function kiwi_internal.my_namespaces() from public;
 grant execute on function kiwi_internal.my_namespaces() to anon, authenticated, service_role;
 
 create function kiwi_internal.my_owned_namespaces() returns text[]
@@ -59,6 +60,7 @@ as $$
     from public.namespace_members m
    where m.user_id = (select auth.uid()) and m.role = 'owner'
 $$;
+revoke execute on function kiwi_internal.my_owned_namespaces() from public;
 grant execute on function kiwi_internal.my_owned_namespaces() to anon, authenticated, service_role;
 
 create function kiwi_internal.can_publish_to(p_namespace text) returns boolean
@@ -67,6 +69,7 @@ create function kiwi_internal.can_publish_to(p_namespace text) returns boolean
 as $$
   select kiwi_internal.caller_is_admin() or p_namespace = any (kiwi_internal.my_namespaces())
 $$;
+revoke execute on function kiwi_internal.can_publish_to(text) from public;
 grant execute on function kiwi_internal.can_publish_to(text) to anon, authenticated, service_role;
 
 create policy "namespaces are a public directory"
@@ -89,9 +92,10 @@ create policy "members see their namespaces' members"
 create policy "owners add members"
   on public.namespace_members for insert to authenticated
   with check (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[]));
-create policy "owners remove members"
+create policy "owners remove members and members leave"
   on public.namespace_members for delete to authenticated
-  using (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[]));
+  using (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[])
+         or user_id = (select auth.uid()));
 
 -- The creator of a namespace becomes its first owner.
 create function kiwi_internal.add_namespace_owner() returns trigger
@@ -107,9 +111,32 @@ begin
   return null;
 end
 $$;
+revoke execute on function kiwi_internal.add_namespace_owner() from public;
 create trigger namespaces_add_owner
   after insert on public.namespaces
   for each row execute function kiwi_internal.add_namespace_owner();
+
+-- A namespace keeps at least one owner while it exists (removing the namespace itself
+-- cascades to its members from a deeper trigger level and is not stopped here).
+create function kiwi_internal.keep_an_owner() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+begin
+  if pg_trigger_depth() = 1 and old.role = 'owner'
+     and (tg_op = 'DELETE' or new.role <> 'owner')
+     and not exists (select 1 from public.namespace_members m
+                      where m.namespace = old.namespace and m.role = 'owner' and m.user_id <> old.user_id) then
+    raise exception 'namespace "%" would have no owner left', old.namespace
+      using errcode = '23514', hint = 'make another member an owner first, or delete the namespace';
+  end if;
+  return coalesce(new, old);
+end
+$$;
+revoke execute on function kiwi_internal.keep_an_owner() from public;
+create trigger namespace_members_keep_an_owner
+  before update or delete on public.namespace_members
+  for each row execute function kiwi_internal.keep_an_owner();
 
 insert into public.namespaces (namespace, display_name, description)
 values ('public', 'Public', 'The platform namespace: bare tool references resolve here.');

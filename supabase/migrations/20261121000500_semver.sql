@@ -10,6 +10,7 @@ create function kiwi_internal.is_semver(p_version text) returns boolean
 as $$
   select p_version ~ '^(0|[1-9][0-9]{0,9})\.(0|[1-9][0-9]{0,9})\.(0|[1-9][0-9]{0,9})(-((0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(\.(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*))?$'
 $$;
+revoke execute on function kiwi_internal.is_semver(text) from public;
 grant execute on function kiwi_internal.is_semver(text) to anon, authenticated, service_role;
 
 create function kiwi_internal.semver_key(p_version text) returns text[]
@@ -39,4 +40,5 @@ begin
   return v_key;
 end
 $$;
+revoke execute on function kiwi_internal.semver_key(text) from public;
 grant execute on function kiwi_internal.semver_key(text) to anon, authenticated, service_role;

@@ -41,6 +41,7 @@ begin
   return v_out;
 end
 $$;
+revoke execute on function kiwi_internal.canonical_json(jsonb) from public;
 grant execute on function kiwi_internal.canonical_json(jsonb) to anon, authenticated, service_role;
 
 create function kiwi_internal.sha256_hex(p_text text) returns text
@@ -49,6 +50,7 @@ create function kiwi_internal.sha256_hex(p_text text) returns text
 as $$
   select encode(sha256(convert_to(p_text, 'UTF8')), 'hex')
 $$;
+revoke execute on function kiwi_internal.sha256_hex(text) from public;
 grant execute on function kiwi_internal.sha256_hex(text) to anon, authenticated, service_role;
 
 -- p_files: [{path, sha256}, ...]
@@ -62,4 +64,5 @@ as $$
                                 order by (f ->> 'path') collate "C")
                 from jsonb_array_elements(coalesce(p_files, '[]')) as f), ''))
 $$;
+revoke execute on function kiwi_internal.content_hash(jsonb, jsonb) from public;
 grant execute on function kiwi_internal.content_hash(jsonb, jsonb) to anon, authenticated, service_role;

@@ -63,6 +63,7 @@ as $$
   select p_visibility <> 'private' or kiwi_internal.caller_is_admin()
          or p_namespace = any (kiwi_internal.my_namespaces())
 $$;
+revoke execute on function kiwi_internal.can_read(text, text) from public;
 grant execute on function kiwi_internal.can_read(text, text) to anon, authenticated, service_role;
 
 create function kiwi_internal.normalize_ref(p_ref text) returns text
@@ -71,6 +72,7 @@ create function kiwi_internal.normalize_ref(p_ref text) returns text
 as $$
   select case when btrim(p_ref) like 'public/%' then substr(btrim(p_ref), 8) else btrim(p_ref) end
 $$;
+revoke execute on function kiwi_internal.normalize_ref(text) from public;
 grant execute on function kiwi_internal.normalize_ref(text) to anon, authenticated, service_role;
 
 -- The executor rules, shared by tools and tool_versions: the matrix in
@@ -124,6 +126,8 @@ begin
 end
 $$;
 revoke execute on function kiwi_internal.check_executor(text, text, text) from public;
+-- Triggers run as the writer: service_role writes tables directly.
+grant execute on function kiwi_internal.check_executor(text, text, text) to service_role;
 
 create function kiwi_internal.tools_before_write() returns trigger
   language plpgsql
@@ -149,6 +153,7 @@ begin
   return new;
 end
 $$;
+revoke execute on function kiwi_internal.tools_before_write() from public;
 create trigger tools_before_write
   before insert or update on public.tools
   for each row execute function kiwi_internal.tools_before_write();
@@ -160,22 +165,31 @@ create function kiwi_internal.tools_refuse_delete_in_use() returns trigger
   set search_path = ''
 as $$
 declare
-  v_users text;
+  v_named  text;
+  v_hidden int;
 begin
-  select string_agg(u, ', ' order by u) into v_users
-    from (select t.ref as u from public.tools t
+  -- Name only what the caller may read; private tools of other namespaces are counted.
+  select string_agg(u.label, ', ' order by u.label) filter (where u.readable),
+         count(*) filter (where not u.readable)
+    into v_named, v_hidden
+    from (select t.ref as label, kiwi_internal.can_read(t.visibility, t.namespace) as readable
+            from public.tools t
            where t.executor_id = old.ref and t.id <> old.id
           union
-          select t.ref || '@' || v.version
+          select t.ref || '@' || v.version, kiwi_internal.can_read(t.visibility, t.namespace)
             from public.tool_versions v join public.tools t on t.id = v.tool_uuid
-           where v.executor_id = old.ref and t.id <> old.id and t.executor_id is distinct from old.ref) s;
-  if v_users is not null then
-    raise exception 'cannot remove tool "%": other tools execute on it: %', old.ref, v_users
+           where v.executor_id = old.ref and t.id <> old.id and t.executor_id is distinct from old.ref) u;
+  if v_named is not null or v_hidden > 0 then
+    raise exception 'cannot remove tool "%": other tools execute on it: %', old.ref,
+      concat_ws(' and ', v_named,
+                case when v_hidden = 1 then '1 private tool'
+                     when v_hidden > 1 then v_hidden || ' private tools' end)
       using errcode = '23503', hint = 'remove those tools, or publish them on another executor, first';
   end if;
   return old;
 end
 $$;
+revoke execute on function kiwi_internal.tools_refuse_delete_in_use() from public;
 create trigger tools_refuse_delete_in_use
   before delete on public.tools
   for each row execute function kiwi_internal.tools_refuse_delete_in_use();

@@ -29,6 +29,7 @@ as $$
     else '{"type": "object", "properties": {}}'::jsonb
   end
 $$;
+revoke execute on function kiwi_internal.parameters_schema(jsonb) from public;
 grant execute on function kiwi_internal.parameters_schema(jsonb) to anon, authenticated, service_role;
 
 create table public.tool_versions (
@@ -86,6 +87,7 @@ as $$
       || setweight(to_tsvector('simple', coalesce(p_description, '')), 'C')
       || setweight(to_tsvector('simple', regexp_replace(coalesce(p_category, '') || ' ' || coalesce(p_subcategory, ''), '[^[:alnum:]]+', ' ', 'g')), 'D')
 $$;
+revoke execute on function kiwi_internal.tool_search_vector(text, text, text[], text, text, text) from public;
 grant execute on function kiwi_internal.tool_search_vector(text, text, text[], text, text, text) to anon, authenticated, service_role;
 
 -- Moves is_latest to the highest non-yanked semver and copies that version's
@@ -127,6 +129,8 @@ begin
 end
 $$;
 revoke execute on function kiwi_internal.refresh_latest(uuid) from public;
+-- Triggers run as the writer: service_role writes tables directly.
+grant execute on function kiwi_internal.refresh_latest(uuid) to service_role;
 
 create function kiwi_internal.tool_versions_before_insert() returns trigger
   language plpgsql security definer
@@ -146,6 +150,7 @@ begin
   return new;
 end
 $$;
+revoke execute on function kiwi_internal.tool_versions_before_insert() from public;
 create trigger tool_versions_before_insert
   before insert on public.tool_versions
   for each row execute function kiwi_internal.tool_versions_before_insert();
@@ -174,6 +179,7 @@ begin
   return new;
 end
 $$;
+revoke execute on function kiwi_internal.tool_versions_immutable() from public;
 create trigger tool_versions_immutable
   before update or delete on public.tool_versions
   for each row execute function kiwi_internal.tool_versions_immutable();
@@ -187,6 +193,7 @@ begin
   return null;
 end
 $$;
+revoke execute on function kiwi_internal.tool_versions_after_change() from public;
 create trigger tool_versions_after_insert
   after insert on public.tool_versions
   for each row execute function kiwi_internal.tool_versions_after_change();

@@ -16,6 +16,7 @@ as $$
      and not exists (select 1 from unnest(string_to_array(p_path, '/')) s(seg)
                       where s.seg in ('', '.', '..'))
 $$;
+revoke execute on function kiwi_internal.is_safe_path(text) from public;
 grant execute on function kiwi_internal.is_safe_path(text) to anon, authenticated, service_role;
 
 create function kiwi_internal.guess_media_type(p_path text) returns text
@@ -42,6 +43,7 @@ as $$
     else 'text/plain'
   end
 $$;
+revoke execute on function kiwi_internal.guess_media_type(text) from public;
 grant execute on function kiwi_internal.guess_media_type(text) to anon, authenticated, service_role;
 
 create table public.tool_version_files (
@@ -96,6 +98,7 @@ begin
   return new;
 end
 $$;
+revoke execute on function kiwi_internal.files_before_insert() from public;
 create trigger files_before_insert
   before insert on public.tool_version_files
   for each row execute function kiwi_internal.files_before_insert();
@@ -116,6 +119,7 @@ begin
     using errcode = '23514', hint = 'publish a new version instead';
 end
 $$;
+revoke execute on function kiwi_internal.files_immutable() from public;
 create trigger files_immutable
   before update or delete on public.tool_version_files
   for each row execute function kiwi_internal.files_immutable();
@@ -150,6 +154,7 @@ begin
   return null;
 end
 $$;
+revoke execute on function kiwi_internal.verify_content_hash() from public;
 create constraint trigger tool_versions_verify_content_hash
   after insert on public.tool_versions
   deferrable initially deferred

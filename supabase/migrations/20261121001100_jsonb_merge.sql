@@ -27,12 +27,24 @@ begin
   return v_out;
 end
 $$;
+revoke execute on function kiwi_internal.jsonb_deep_merge(jsonb, jsonb) from public;
 grant execute on function kiwi_internal.jsonb_deep_merge(jsonb, jsonb) to anon, authenticated, service_role;
 
--- Folds configs in the order given: jsonb_deep_merge_agg(config order by depth desc)
--- merges from the primitive up to the tool.
-create aggregate kiwi_internal.jsonb_deep_merge_agg(jsonb) (
-  sfunc = kiwi_internal.jsonb_deep_merge,
-  stype = jsonb
-);
-grant execute on function kiwi_internal.jsonb_deep_merge_agg(jsonb) to anon, authenticated, service_role;
+-- Folds configs in the order given: pass them from the primitive up to the tool.
+-- A function rather than an aggregate, because an aggregate cannot pin its search_path.
+create function kiwi_internal.jsonb_deep_merge_all(p_values jsonb[]) returns jsonb
+  language plpgsql immutable parallel safe
+  set search_path = ''
+as $$
+declare
+  v_value jsonb;
+  v_out   jsonb;
+begin
+  foreach v_value in array coalesce(p_values, '{}') loop
+    v_out := kiwi_internal.jsonb_deep_merge(v_out, v_value);
+  end loop;
+  return v_out;
+end
+$$;
+revoke execute on function kiwi_internal.jsonb_deep_merge_all(jsonb[]) from public;
+grant execute on function kiwi_internal.jsonb_deep_merge_all(jsonb[]) to anon, authenticated, service_role;

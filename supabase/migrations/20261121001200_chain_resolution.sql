@@ -118,6 +118,7 @@ begin
   order by 1, 3;
 end
 $$;
+revoke execute on function kiwi_internal.resolve_chains(text[], text) from public;
 grant execute on function kiwi_internal.resolve_chains(text[], text) to anon, authenticated, service_role;
 
 create function public.resolve_executor_chain(p_tool_id text)

@@ -27,8 +27,8 @@ begin
                                                          'version', r.version, 'content_hash', r.content_hash)
                                       order by r.depth)
                        from unnest(v_rows) r),
-    'config',       coalesce((select kiwi_internal.jsonb_deep_merge_agg(r.manifest -> 'config' order by r.depth desc)
-                                from unnest(v_rows) r), '{}'::jsonb),
+    'config',       coalesce(kiwi_internal.jsonb_deep_merge_all(array(
+                               select r.manifest -> 'config' from unnest(v_rows) r order by r.depth desc)), '{}'::jsonb),
     'parameters',   (select v.parameters_schema from public.tool_versions v where v.id = v_root.version_uuid),
     'outputs',      v_root.manifest -> 'outputs',
     'files',        coalesce((select jsonb_agg(jsonb_build_object(
@@ -41,6 +41,7 @@ begin
   );
 end
 $$;
+revoke execute on function kiwi_internal.execution_plan(text, text) from public;
 grant execute on function kiwi_internal.execution_plan(text, text) to anon, authenticated, service_role;
 
 create function public.resolve_execution_plan(p_tool_id text, p_version text default null)

@@ -155,6 +155,7 @@ begin
   return p;
 end
 $$;
+revoke execute on function kiwi_internal.manifest_problems(jsonb) from public;
 grant execute on function kiwi_internal.manifest_problems(jsonb) to anon, authenticated, service_role;
 
 create function kiwi_internal.files_problems(p_files jsonb, p_manifest jsonb) returns text[]
@@ -237,6 +238,7 @@ begin
   return p;
 end
 $$;
+revoke execute on function kiwi_internal.files_problems(jsonb, jsonb) from public;
 grant execute on function kiwi_internal.files_problems(jsonb, jsonb) to anon, authenticated, service_role;
 
 create function kiwi_internal.publish(p_manifest jsonb, p_files jsonb, p_manifest_yaml text)
@@ -324,7 +326,11 @@ begin
     from jsonb_array_elements(p_files) f;
   v_hash := kiwi_internal.content_hash(p_manifest, v_files);
 
-  -- the tool row, locked: concurrent publishes to one tool take turns from here
+  -- Concurrent publishes to one tool take turns from here. The advisory lock comes
+  -- first because a row lock cannot cover a tool that does not exist yet: two
+  -- speculative inserts of one new tool would otherwise deadlock on the unique index
+  -- when the first one updates its row (tests/test_concurrent_publish.py).
+  perform pg_advisory_xact_lock(hashtext('kiwi.publish'), hashtext(v_ref));
   select * into v_tool from public.tools t where t.namespace = v_ns and t.tool_id = v_tool_id for update;
   if not found then
     insert into public.tools (namespace, tool_id, tool_type, executor_id, name, visibility, owner_id)
@@ -398,6 +404,7 @@ begin
     'executor_chain', (select jsonb_agg(c.tool_id order by c.depth) from unnest(v_chain) c));
 end
 $$;
+revoke execute on function kiwi_internal.publish(jsonb, jsonb, text) from public;
 grant execute on function kiwi_internal.publish(jsonb, jsonb, text) to anon, authenticated, service_role;
 
 create function public.publish_tool_version(p_manifest jsonb, p_files jsonb default '[]',

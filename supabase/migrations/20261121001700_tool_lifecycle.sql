@@ -49,6 +49,7 @@ begin
                             'latest_version', v_tool.latest_version);
 end
 $$;
+revoke execute on function kiwi_internal.set_version_status(text, text, text, text) from public;
 grant execute on function kiwi_internal.set_version_status(text, text, text, text) to anon, authenticated, service_role;
 
 create function public.yank_tool_version(p_tool_id text, p_version text, p_reason text default null)
@@ -84,6 +85,7 @@ begin
   return jsonb_build_object('tool_id', v_tool.ref, 'deleted', true, 'versions', v_versions);
 end
 $$;
+revoke execute on function kiwi_internal.delete_tool(text) from public;
 grant execute on function kiwi_internal.delete_tool(text) to anon, authenticated, service_role;
 
 create function public.delete_tool(p_tool_id text)
