@@ -8,7 +8,7 @@ DB_URL := postgresql://postgres:postgres@127.0.0.1:54322/postgres
 
 .PHONY: deps db reset demo test bench lint seed stop status clean
 
-## deps: Python (uv, into .venv) and Node (npm ci) dependencies
+## deps: Python (uv, into .venv) and Node (npm) dependencies
 deps: $(VENV)/.synced node_modules/.installed
 
 $(VENV)/.synced: pyproject.toml uv.lock
@@ -16,8 +16,11 @@ $(VENV)/.synced: pyproject.toml uv.lock
 	@PATH="$$HOME/.local/bin:$$PATH" uv sync --frozen --quiet
 	@touch $@
 
+# `npm install`, not `npm ci`: the registry mirror here serves only this platform's
+# build of the Supabase CLI, so the lock cannot list the other platforms' optional
+# packages that `npm ci` insists on. Versions are pinned exactly in package.json.
 node_modules/.installed: package.json package-lock.json
-	@npm ci --no-audit --no-fund --loglevel=error
+	@npm install --no-audit --no-fund --loglevel=error
 	@touch $@
 
 ## db: PostgreSQL 15 on 127.0.0.1:54322 with migrations and seed applied
