@@ -1,7 +1,9 @@
 -- What a Supabase project provides and an embedded PostgreSQL lacks: the API roles and
 -- the auth helpers that read PostgREST's request JWT claims. `supabase db reset --remote`
 -- drops every non-system schema but keeps roles, so each piece is created only where it
--- is absent; on a real Supabase project this migration changes nothing.
+-- is absent; on a real Supabase project this migration changes nothing. The auth
+-- functions are defined as Supabase defines them, without a SET clause, so that
+-- PostgreSQL can inline them into policies (their bodies name only pg_catalog).
 
 do $$
 begin
@@ -25,7 +27,6 @@ begin
     -- PostgREST sets `request.jwt.claims` (JSON); older versions set `request.jwt.claim`.
     create function auth.jwt() returns jsonb
       language sql stable
-      set search_path = ''
     as $fn$
       select coalesce(
         nullif(current_setting('request.jwt.claim', true), ''),
@@ -39,7 +40,6 @@ begin
   if to_regprocedure('auth.uid()') is null then
     create function auth.uid() returns uuid
       language sql stable
-      set search_path = ''
     as $fn$
       select coalesce(
         nullif(current_setting('request.jwt.claim.sub', true), ''),
@@ -52,7 +52,6 @@ begin
   if to_regprocedure('auth.role()') is null then
     create function auth.role() returns text
       language sql stable
-      set search_path = ''
     as $fn$
       select coalesce(
         nullif(current_setting('request.jwt.claim.role', true), ''),

@@ -17,26 +17,41 @@ alter default privileges in schema public revoke execute on functions from publi
 
 -- The role the caller really acts as. Inside a security-definer function current_user
 -- is the owner, but the `role` setting still holds what PostgREST (or a person) set.
+-- plpgsql rather than SQL: these run on every resolution, and plpgsql keeps its plans.
 create function kiwi_internal.caller_role() returns text
-  language sql stable
+  language plpgsql stable
   set search_path = ''
 as $$
-  select case when current_setting('role') = 'none' then session_user::text
-              else current_setting('role') end
+declare
+  v_role text := current_setting('role');
+begin
+  return case when v_role = 'none' then session_user::text else v_role end;
+end
 $$;
 revoke execute on function kiwi_internal.caller_role() from public;
 grant execute on function kiwi_internal.caller_role() to anon, authenticated, service_role;
 
 -- Admins: service_role, or a role that bypasses RLS anyway (the dashboard's postgres).
 create function kiwi_internal.caller_is_admin() returns boolean
-  language sql stable
+  language plpgsql stable
   set search_path = ''
 as $$
-  select coalesce((
-    select r.rolname = 'service_role' or r.rolsuper or r.rolbypassrls
-      from pg_catalog.pg_roles r
-     where r.rolname = kiwi_internal.caller_role()
-  ), false)
+declare
+  v_role text := current_setting('role');
+begin
+  if v_role in ('anon', 'authenticated') then
+    return false;
+  elsif v_role = 'service_role' then
+    return true;
+  elsif current_setting('is_superuser') = 'on' then
+    -- Reports the caller even inside security-definer code, and cannot be SET.
+    return true;
+  elsif v_role = 'none' then
+    v_role := session_user;
+  end if;
+  return coalesce((select r.rolsuper or r.rolbypassrls
+                     from pg_catalog.pg_roles r where r.rolname = v_role), false);
+end
 $$;
 revoke execute on function kiwi_internal.caller_is_admin() from public;
 grant execute on function kiwi_internal.caller_is_admin() to anon, authenticated, service_role;

@@ -42,23 +42,41 @@ grant all on table public.namespace_members to service_role;
 -- Membership lookups bypass RLS (security definer) so that policies on
 -- namespace_members can use them without recursing into themselves.
 create function kiwi_internal.my_namespaces() returns text[]
-  language sql stable security definer
+  language plpgsql stable security definer
   set search_path = ''
 as $$
-  select coalesce(array_agg(m.namespace), '{}')
+declare
+  v_uid uuid := auth.uid();
+  v_out text[];
+begin
+  if v_uid is null then
+    return '{}';
+  end if;
+  select coalesce(array_agg(m.namespace), '{}') into v_out
     from public.namespace_members m
-   where m.user_id = (select auth.uid())
+   where m.user_id = v_uid;
+  return v_out;
+end
 $$;
 revoke execute on function kiwi_internal.my_namespaces() from public;
 grant execute on function kiwi_internal.my_namespaces() to anon, authenticated, service_role;
 
 create function kiwi_internal.my_owned_namespaces() returns text[]
-  language sql stable security definer
+  language plpgsql stable security definer
   set search_path = ''
 as $$
-  select coalesce(array_agg(m.namespace), '{}')
+declare
+  v_uid uuid := auth.uid();
+  v_out text[];
+begin
+  if v_uid is null then
+    return '{}';
+  end if;
+  select coalesce(array_agg(m.namespace), '{}') into v_out
     from public.namespace_members m
-   where m.user_id = (select auth.uid()) and m.role = 'owner'
+   where m.user_id = v_uid and m.role = 'owner';
+  return v_out;
+end
 $$;
 revoke execute on function kiwi_internal.my_owned_namespaces() from public;
 grant execute on function kiwi_internal.my_owned_namespaces() to anon, authenticated, service_role;

@@ -1,14 +1,11 @@
 -- Config merging for execution plans: objects merge recursively, arrays and scalars
--- are replaced, the patch (the child) wins. plpgsql so that plans stay cached.
+-- are replaced, the patch (the child) wins. plpgsql so that plans stay cached, and
+-- most merges (no object on both sides) run no query at all.
 
 create function kiwi_internal.jsonb_deep_merge(p_base jsonb, p_patch jsonb) returns jsonb
   language plpgsql immutable parallel safe
   set search_path = ''
 as $$
-declare
-  v_key   text;
-  v_value jsonb;
-  v_out   jsonb;
 begin
   if p_patch is null then
     return p_base;
@@ -16,15 +13,15 @@ begin
   if p_base is null or jsonb_typeof(p_base) <> 'object' or jsonb_typeof(p_patch) <> 'object' then
     return p_patch;
   end if;
-  v_out := p_base;
-  for v_key, v_value in select e.key, e.value from jsonb_each(p_patch) e loop
-    if jsonb_typeof(v_value) = 'object' and jsonb_typeof(v_out -> v_key) = 'object' then
-      v_out := jsonb_set(v_out, array[v_key], kiwi_internal.jsonb_deep_merge(v_out -> v_key, v_value));
-    else
-      v_out := v_out || jsonb_build_object(v_key, v_value);
-    end if;
-  end loop;
-  return v_out;
+  -- No nested object in the patch: a shallow merge is the deep merge (no query at all).
+  if not jsonb_path_exists(p_patch, '$.* ? (@.type() == "object")') then
+    return p_base || p_patch;
+  end if;
+  -- Otherwise recurse only into keys that are objects on both sides.
+  return p_base || p_patch || coalesce((
+    select jsonb_object_agg(e.key, kiwi_internal.jsonb_deep_merge(p_base -> e.key, e.value))
+      from jsonb_each(p_patch) e
+     where jsonb_typeof(e.value) = 'object' and jsonb_typeof(p_base -> e.key) = 'object'), '{}'::jsonb);
 end
 $$;
 revoke execute on function kiwi_internal.jsonb_deep_merge(jsonb, jsonb) from public;

@@ -1,4 +1,217 @@
 -- The one RPC the runner needs: chain, merged config, parameter schema and files.
+--
+-- Plans are computed by walking the chain (compute_plan) and, for every latest
+-- version, kept precomputed in kiwi_internal.plan_cache, so the runner's hot path is
+-- one indexed read. The cache is the admin's view of a plan; visibility is still
+-- checked per caller on every read (the root by RLS-equivalent rules, the rest
+-- through the namespaces of the private tools the chain passes through). Anything
+-- the cache cannot answer (a pinned older version, a caller who cannot see a link, a
+-- broken chain) is computed live, raising the same errors as resolve_chains.
+--
+-- Freshness: any change to a tool's latest version, executor or visibility deletes at
+-- once every cached plan whose chain passes through that tool (reads in the same
+-- transaction compute live), and rebuilds them at commit, when the version's files
+-- are in place.
+
+create type kiwi_internal.plan_build as (
+  plan          jsonb,
+  chain_tools   uuid[],   -- every tool of the chain, root first
+  restricted_ns text[],   -- namespaces of the private tools below the root
+  error         text[]    -- {message, sqlstate} when the chain cannot run
+);
+
+create function kiwi_internal.compute_plan(p_version_uuid uuid, p_admin boolean, p_ns text[])
+  returns kiwi_internal.plan_build
+  language plpgsql stable security definer
+  set search_path = ''
+as $$
+declare
+  v_root       record;
+  v_link       record;
+  v_chain      jsonb;
+  v_configs    jsonb[];
+  v_path       text[];
+  v_tools      uuid[];
+  v_restricted text[] := '{}';
+  v_next       text;
+  v_type       text;
+  v_files      jsonb;
+  v_out        kiwi_internal.plan_build;
+begin
+  select t.id as tool_uuid, t.ref, t.tool_type, v.id, v.version, v.content_hash, v.executor_id,
+         v.manifest -> 'config' as config, v.manifest -> 'outputs' as outputs, v.parameters_schema
+    into v_root
+    from public.tool_versions v join public.tools t on t.id = v.tool_uuid
+   where v.id = p_version_uuid;
+
+  v_chain := jsonb_build_array(jsonb_build_object('tool_id', v_root.ref, 'tool_type', v_root.tool_type,
+                                                  'version', v_root.version, 'content_hash', v_root.content_hash));
+  v_configs := array[v_root.config];
+  v_path := array[v_root.ref];
+  v_tools := array[v_root.tool_uuid];
+  v_next := v_root.executor_id;
+  v_type := v_root.tool_type;
+  while v_next is not null loop
+    if v_next = any (v_path) then
+      v_out.error := kiwi_internal.chain_error('cycle', v_root.ref, v_path, v_next);
+      return v_out;
+    elsif cardinality(v_path) > 10 then
+      v_out.error := kiwi_internal.chain_error('too_deep', v_root.ref, v_path, v_next);
+      return v_out;
+    end if;
+    select t.id, t.ref, t.tool_type, t.visibility, t.namespace, v.version, v.content_hash, v.executor_id,
+           v.manifest -> 'config' as config
+      into v_link
+      from public.tools t
+      join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
+     where t.ref = v_next
+       and (t.visibility <> 'private' or p_admin or t.namespace = any (p_ns));
+    if not found then
+      v_out.error := kiwi_internal.chain_error('dangling', v_root.ref, v_path, v_next);
+      return v_out;
+    end if;
+    v_chain := v_chain || jsonb_build_object('tool_id', v_link.ref, 'tool_type', v_link.tool_type,
+                                             'version', v_link.version, 'content_hash', v_link.content_hash);
+    v_configs := array_prepend(v_link.config, v_configs);   -- primitive first
+    v_path := v_path || v_link.ref;
+    v_tools := v_tools || v_link.id;
+    if v_link.visibility = 'private' then
+      v_restricted := v_restricted || v_link.namespace;
+    end if;
+    v_next := v_link.executor_id;
+    v_type := v_link.tool_type;
+  end loop;
+  if v_type <> 'primitive' and not (cardinality(v_path) = 1 and v_type = 'knowledge') then
+    v_out.error := kiwi_internal.chain_error('no_primitive', v_root.ref, v_path, null, v_type);
+    return v_out;
+  end if;
+
+  select jsonb_agg(jsonb_build_object('path', f.path, 'sha256', f.sha256, 'size_bytes', f.size_bytes,
+                                      'is_entrypoint', f.is_entrypoint, 'media_type', f.media_type,
+                                      'content_text', f.content_text, 'storage_key', f.storage_key)
+                   order by f.path)
+    into v_files
+    from public.tool_version_files f
+   where f.version_id = v_root.id;
+
+  v_out.plan := jsonb_build_object(
+    'tool_id',      v_root.ref,
+    'version',      v_root.version,
+    'tool_type',    v_root.tool_type,
+    'content_hash', v_root.content_hash,
+    'executor_id',  v_root.executor_id,
+    'primitive',    case when v_type = 'primitive' then v_path[cardinality(v_path)] end,
+    'chain',        v_chain,
+    'config',       coalesce(kiwi_internal.jsonb_deep_merge_all(v_configs), '{}'::jsonb),
+    'parameters',   v_root.parameters_schema,
+    'outputs',      v_root.outputs,
+    'files',        coalesce(v_files, '[]'::jsonb));
+  v_out.chain_tools := v_tools;
+  v_out.restricted_ns := v_restricted;
+  return v_out;
+end
+$$;
+revoke execute on function kiwi_internal.compute_plan(uuid, boolean, text[]) from public;
+grant execute on function kiwi_internal.compute_plan(uuid, boolean, text[]) to anon, authenticated, service_role;
+
+create table kiwi_internal.plan_cache (
+  tool_uuid     uuid primary key references public.tools (id) on delete cascade,
+  tool_ref      text not null unique,
+  version_uuid  uuid not null unique references public.tool_versions (id) on delete cascade,
+  version       text not null,
+  visibility    text not null,    -- the root's, so that a hit needs no other table
+  namespace     text not null,
+  chain_tools   uuid[] not null,
+  restricted_ns text[] not null,
+  plan          jsonb not null,
+  built_at      timestamptz not null default now()
+);
+comment on table kiwi_internal.plan_cache is
+  'Precomputed execution plans of latest versions (admin view). Maintained by triggers on tools; never exposed.';
+-- Kept inline and uncompressed: reading a plan is the runner's hot path, and a
+-- compressed or out-of-line value costs more to read than the lookup itself.
+alter table kiwi_internal.plan_cache alter column plan set storage external;
+alter table kiwi_internal.plan_cache set (toast_tuple_target = 8160);
+create index plan_cache_chain_tools_idx on kiwi_internal.plan_cache using gin (chain_tools);
+revoke all on table kiwi_internal.plan_cache from public, anon, authenticated, service_role;
+
+-- (Re)build the cached plans of the given tools' latest versions, and of every tool
+-- whose chain passes through them. No argument: every tool (after a bulk load).
+create function kiwi_internal.rebuild_plans(p_tool_uuids uuid[] default null) returns int
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_affected uuid[];
+  v_count    int;
+begin
+  if p_tool_uuids is null then
+    select array_agg(t.id) into v_affected from public.tools t;
+  else
+    with recursive affected (id, ref, depth) as (
+      select t.id, t.ref, 0 from public.tools t where t.id = any (p_tool_uuids)
+      union
+      select t.id, t.ref, a.depth + 1
+        from affected a join public.tools t on t.executor_id = a.ref
+       where a.depth < 11
+    )
+    select array_agg(distinct a.id) into v_affected from affected a;
+  end if;
+  delete from kiwi_internal.plan_cache pc where pc.tool_uuid = any (v_affected);
+  insert into kiwi_internal.plan_cache (tool_uuid, tool_ref, version_uuid, version, visibility, namespace,
+                                        chain_tools, restricted_ns, plan)
+  select t.id, t.ref, v.id, v.version, t.visibility, t.namespace, b.chain_tools, b.restricted_ns, b.plan
+    from public.tools t
+    join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
+    cross join lateral kiwi_internal.compute_plan(v.id, true, '{}') b
+   where t.id = any (v_affected) and b.error is null
+  on conflict (tool_uuid) do update
+    set tool_ref = excluded.tool_ref, version_uuid = excluded.version_uuid, version = excluded.version,
+        visibility = excluded.visibility, namespace = excluded.namespace, chain_tools = excluded.chain_tools,
+        restricted_ns = excluded.restricted_ns, plan = excluded.plan, built_at = now();
+  get diagnostics v_count = row_count;
+  return v_count;
+end
+$$;
+revoke execute on function kiwi_internal.rebuild_plans(uuid[]) from public;
+grant execute on function kiwi_internal.rebuild_plans(uuid[]) to service_role;
+
+create function kiwi_internal.tools_invalidate_plans() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+begin
+  delete from kiwi_internal.plan_cache pc where pc.chain_tools @> array[new.id];
+  return null;
+end
+$$;
+revoke execute on function kiwi_internal.tools_invalidate_plans() from public;
+create trigger tools_invalidate_plans
+  after update on public.tools
+  for each row
+  when (old.latest_version is distinct from new.latest_version
+        or old.executor_id is distinct from new.executor_id
+        or old.visibility is distinct from new.visibility)
+  execute function kiwi_internal.tools_invalidate_plans();
+
+create function kiwi_internal.tools_rebuild_plans() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+begin
+  perform kiwi_internal.rebuild_plans(array[new.id]);
+  return null;
+end
+$$;
+revoke execute on function kiwi_internal.tools_rebuild_plans() from public;
+create constraint trigger tools_rebuild_plans
+  after update on public.tools
+  deferrable initially deferred
+  for each row
+  when (old.latest_version is distinct from new.latest_version
+        or old.executor_id is distinct from new.executor_id
+        or old.visibility is distinct from new.visibility)
+  execute function kiwi_internal.tools_rebuild_plans();
 
 create function kiwi_internal.execution_plan(p_tool_id text, p_version text default null)
   returns jsonb
@@ -6,39 +219,46 @@ create function kiwi_internal.execution_plan(p_tool_id text, p_version text defa
   set search_path = ''
 as $$
 declare
-  v_rows kiwi_internal.chain_row[];
-  v_root kiwi_internal.chain_row;
+  v_admin boolean := kiwi_internal.caller_is_admin();
+  v_ns    text[] := case when v_admin then '{}'::text[] else kiwi_internal.my_namespaces() end;
+  v_ref   text := case when btrim(p_tool_id) like 'public/%' then substr(btrim(p_tool_id), 8)
+                       else btrim(p_tool_id) end;
+  v_hit   record;
+  v_root  record;
+  v_built kiwi_internal.plan_build;
 begin
-  select array_agg(c order by c.depth) into v_rows
-    from kiwi_internal.resolve_chains(array[p_tool_id], p_version) c;
-  v_root := v_rows[1];
-  if v_root.error is not null then
-    raise exception '%', v_root.error using errcode = v_root.error_code;
+  -- the hot path: one probe of the cache, visibility checked on the row
+  select pc.plan, pc.version, pc.visibility, pc.namespace, pc.restricted_ns
+    into v_hit
+    from kiwi_internal.plan_cache pc
+   where pc.tool_ref = v_ref;
+  if found and (p_version is null or p_version = v_hit.version)
+     and (v_hit.visibility <> 'private' or v_admin or v_hit.namespace = any (v_ns))
+     and (v_admin or v_hit.restricted_ns <@ v_ns) then
+    return v_hit.plan;
   end if;
-  return jsonb_build_object(
-    'tool_id',      v_root.tool_id,
-    'version',      v_root.version,
-    'tool_type',    v_root.tool_type,
-    'content_hash', v_root.content_hash,
-    'executor_id',  v_root.executor_id,
-    'primitive',    case when v_rows[cardinality(v_rows)].tool_type = 'primitive'
-                         then v_rows[cardinality(v_rows)].tool_id end,
-    'chain',        (select jsonb_agg(jsonb_build_object('tool_id', r.tool_id, 'tool_type', r.tool_type,
-                                                         'version', r.version, 'content_hash', r.content_hash)
-                                      order by r.depth)
-                       from unnest(v_rows) r),
-    'config',       coalesce(kiwi_internal.jsonb_deep_merge_all(array(
-                               select r.manifest -> 'config' from unnest(v_rows) r order by r.depth desc)), '{}'::jsonb),
-    'parameters',   (select v.parameters_schema from public.tool_versions v where v.id = v_root.version_uuid),
-    'outputs',      v_root.manifest -> 'outputs',
-    'files',        coalesce((select jsonb_agg(jsonb_build_object(
-                                 'path', f.path, 'sha256', f.sha256, 'size_bytes', f.size_bytes,
-                                 'is_entrypoint', f.is_entrypoint, 'media_type', f.media_type,
-                                 'content_text', f.content_text, 'storage_key', f.storage_key)
-                               order by f.path)
-                                from public.tool_version_files f
-                               where f.version_id = v_root.version_uuid), '[]'::jsonb)
-  );
+
+  select t.ref, v.id
+    into v_root
+    from public.tools t
+    left join public.tool_versions v
+      on v.tool_uuid = t.id
+     and (case when p_version is null then v.is_latest else v.version = p_version end)
+   where t.ref = v_ref
+     and (t.visibility <> 'private' or v_admin or t.namespace = any (v_ns));
+  if not found then
+    v_built.error := kiwi_internal.chain_error('not_found', p_tool_id, null);
+  elsif v_root.id is null and p_version is not null then
+    v_built.error := kiwi_internal.chain_error('no_version', v_root.ref, null, null, p_version);
+  elsif v_root.id is null then
+    v_built.error := kiwi_internal.chain_error('all_yanked', v_root.ref, null);
+  else
+    v_built := kiwi_internal.compute_plan(v_root.id, v_admin, v_ns);
+  end if;
+  if v_built.error is not null then
+    raise exception '%', v_built.error[1] using errcode = v_built.error[2];
+  end if;
+  return v_built.plan;
 end
 $$;
 revoke execute on function kiwi_internal.execution_plan(text, text) from public;
