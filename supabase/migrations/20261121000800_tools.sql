@@ -25,7 +25,8 @@ create table public.tools (
   latest_version text,
   download_count bigint not null default 0,
   run_count      bigint not null default 0,
-  search_vector  tsvector not null default ''::tsvector,
+  search_vector  tsvector not null default ''::tsvector,  -- id, name, tags, description, category
+  name_vector    tsvector not null default ''::tsvector,  -- id and name only: search's first tier
   created_at     timestamptz not null default now(),
   updated_at     timestamptz not null default now(),
   constraint tools_namespace_tool_id_key unique (namespace, tool_id),
@@ -129,6 +130,60 @@ revoke execute on function kiwi_internal.check_executor(text, text, text) from p
 -- Triggers run as the writer: service_role writes tables directly.
 grant execute on function kiwi_internal.check_executor(text, text, text) to service_role;
 
+-- The search document. Identifiers are split on punctuation and camelCase so that
+-- `read_file`, `longRunningOperation` and `server.tool` match their words.
+create function kiwi_internal.search_words_of(p_text text) returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select lower(regexp_replace(regexp_replace(coalesce(p_text, ''), '([a-z])([A-Z])', '\1 \2', 'g'),
+                              '[^[:alnum:]]+', ' ', 'g'))
+$$;
+revoke execute on function kiwi_internal.search_words_of(text) from public;
+grant execute on function kiwi_internal.search_words_of(text) to anon, authenticated, service_role;
+
+create function kiwi_internal.tool_search_vector(
+  p_tool_id text, p_name text, p_tags text[], p_description text, p_category text, p_subcategory text)
+  returns tsvector
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select setweight(to_tsvector('simple', kiwi_internal.search_words_of(p_tool_id || ' ' || coalesce(p_name, ''))), 'A')
+      || setweight(to_tsvector('simple', kiwi_internal.search_words_of(array_to_string(coalesce(p_tags, '{}'), ' '))), 'B')
+      || setweight(to_tsvector('simple', coalesce(p_description, '')), 'C')
+      || setweight(to_tsvector('simple', kiwi_internal.search_words_of(concat_ws(' ', p_category, p_subcategory))), 'D')
+$$;
+revoke execute on function kiwi_internal.tool_search_vector(text, text, text[], text, text, text) from public;
+grant execute on function kiwi_internal.tool_search_vector(text, text, text[], text, text, text) to anon, authenticated, service_role;
+
+create function kiwi_internal.tool_name_vector(p_tool_id text, p_name text) returns tsvector
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select to_tsvector('simple', kiwi_internal.search_words_of(p_tool_id || ' ' || coalesce(p_name, '')))
+$$;
+revoke execute on function kiwi_internal.tool_name_vector(text, text) from public;
+grant execute on function kiwi_internal.tool_name_vector(text, text) to anon, authenticated, service_role;
+
+-- Every word of ids, names, tags and categories: the vocabulary that search corrects
+-- typos against (matching a misspelt word to this small table is far cheaper than
+-- comparing it with every tool). Read only through search; never exposed.
+create table kiwi_internal.search_words (word text primary key);
+revoke all on table kiwi_internal.search_words from public, anon, authenticated, service_role;
+
+create function kiwi_internal.remember_search_words(p_text text) returns void
+  language sql volatile security definer
+  set search_path = ''
+as $$
+  insert into kiwi_internal.search_words (word)
+  select distinct w from regexp_split_to_table(kiwi_internal.search_words_of(p_text), ' ') w
+   where length(w) >= 3
+  on conflict (word) do nothing
+$$;
+revoke execute on function kiwi_internal.remember_search_words(text) from public;
+-- Triggers run as the writer: service_role writes tables directly.
+grant execute on function kiwi_internal.remember_search_words(text) to service_role;
+
 create function kiwi_internal.tools_before_write() returns trigger
   language plpgsql
   set search_path = ''
@@ -144,6 +199,14 @@ begin
         using errcode = '23514', hint = 'publish a new tool with the new type';
     end if;
     new.updated_at := now();
+  end if;
+  if tg_op = 'INSERT' or (new.name, new.description, new.tags, new.category, new.subcategory)
+                          is distinct from (old.name, old.description, old.tags, old.category, old.subcategory) then
+    new.search_vector := kiwi_internal.tool_search_vector(new.tool_id, new.name, new.tags, new.description,
+                                                          new.category, new.subcategory);
+    new.name_vector := kiwi_internal.tool_name_vector(new.tool_id, new.name);
+    perform kiwi_internal.remember_search_words(
+      concat_ws(' ', new.tool_id, new.name, array_to_string(new.tags, ' '), new.category, new.subcategory));
   end if;
   if tg_op = 'INSERT' or new.executor_id is distinct from old.executor_id then
     perform kiwi_internal.check_executor(

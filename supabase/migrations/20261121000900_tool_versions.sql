@@ -72,26 +72,10 @@ create policy "versions are readable with their tool"
   on public.tool_versions for select to anon, authenticated
   using (exists (select 1 from public.tools t where t.id = tool_uuid));
 
-create function kiwi_internal.tool_search_vector(
-  p_tool_id text, p_name text, p_tags text[], p_description text, p_category text, p_subcategory text)
-  returns tsvector
-  language sql immutable parallel safe
-  set search_path = ''
-as $$
-  -- Identifiers are split on punctuation and camelCase so that `read_file`,
-  -- `longRunningOperation` and `server.tool` match their words.
-  select setweight(to_tsvector('simple', regexp_replace(
-           regexp_replace(coalesce(p_tool_id, '') || ' ' || coalesce(p_name, ''), '([a-z])([A-Z])', '\1 \2', 'g'),
-           '[^[:alnum:]]+', ' ', 'g')), 'A')
-      || setweight(to_tsvector('simple', regexp_replace(array_to_string(coalesce(p_tags, '{}'), ' '), '[^[:alnum:]]+', ' ', 'g')), 'B')
-      || setweight(to_tsvector('simple', coalesce(p_description, '')), 'C')
-      || setweight(to_tsvector('simple', regexp_replace(coalesce(p_category, '') || ' ' || coalesce(p_subcategory, ''), '[^[:alnum:]]+', ' ', 'g')), 'D')
-$$;
-revoke execute on function kiwi_internal.tool_search_vector(text, text, text[], text, text, text) from public;
-grant execute on function kiwi_internal.tool_search_vector(text, text, text[], text, text, text) to anon, authenticated, service_role;
 
 -- Moves is_latest to the highest non-yanked semver and copies that version's
--- descriptive fields onto the tool. Called after every insert and (un)yank.
+-- descriptive fields onto the tool (whose trigger indexes them for search). Called
+-- after every insert and (un)yank.
 create function kiwi_internal.refresh_latest(p_tool_uuid uuid) returns void
   language plpgsql security definer
   set search_path = ''
@@ -119,12 +103,7 @@ begin
     category       = v_best.manifest ->> 'category',
     subcategory    = v_best.manifest ->> 'subcategory',
     tags           = coalesce((select array_agg(x) from jsonb_array_elements_text(v_best.manifest -> 'tags') x), '{}'),
-    visibility     = coalesce(v_best.manifest ->> 'visibility', 'public'),
-    search_vector  = kiwi_internal.tool_search_vector(
-                       t.tool_id, coalesce(v_best.manifest ->> 'name', t.tool_id),
-                       coalesce((select array_agg(x) from jsonb_array_elements_text(v_best.manifest -> 'tags') x), '{}'),
-                       v_best.manifest ->> 'description', v_best.manifest ->> 'category',
-                       v_best.manifest ->> 'subcategory')
+    visibility     = coalesce(v_best.manifest ->> 'visibility', 'public')
    where t.id = p_tool_uuid;
 end
 $$;
