@@ -51,10 +51,13 @@ $$;
 revoke execute on function kiwi_internal.chain_error(text, text, text[], text, text) from public;
 grant execute on function kiwi_internal.chain_error(text, text, text[], text, text) to anon, authenticated, service_role;
 
+-- force_generic_plan: a custom plan for a one-element array always looks cheaper than
+-- the generic one, so PostgreSQL would otherwise re-plan the root query on every call.
 create function kiwi_internal.resolve_chains(p_refs text[], p_version text default null)
   returns setof kiwi_internal.chain_row
   language plpgsql stable security definer
   set search_path = ''
+  set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_admin    boolean := kiwi_internal.caller_is_admin();
