@@ -1,0 +1,1548 @@
+"""Synthetic Kiwi registries for benchmarks.
+
+`ensure_registry(n)` gives a database `kiwi_bench_<n>` in the local cluster holding the
+real schema (every migration, then the seed) plus enough synthetic tools to make `n` in
+all. It is rebuilt only when `n`, the migrations, the seed or this generator change, so
+a benchmark run pays for a 100k registry once.
+
+Publishing 100k tools one by one through `publish_tool_version` would take many
+minutes, so the synthetic tools are bulk-inserted with triggers and foreign-key checks
+off (`session_replication_role = replica`). Every column the triggers would have
+derived is filled with the same SQL functions the triggers use
+(`kiwi_internal.content_hash`, `sha256_hex`, `tool_search_vector`, `normalize_ref`,
+`guess_media_type`), then the registry's own bulk-load repairs run (search vocabulary,
+precomputed plans: BULK_LOAD_REPAIRS). `verify()` checks a sample against
+`refresh_latest`, `manifest_problems`, the content-hash check and
+`resolve_executor_chains_batch`, and deletes and republishes some tools through
+`publish_tool_version` to prove a bulk-loaded tool indistinguishable from a published one.
+
+The catalogue: a few synthetic runtimes chained so that most scripts resolve
+script -> runtime -> runtime -> subprocess (depth 3), others run on the seed's runtimes;
+api tools on http_client; MCP servers with their mcp_tools; knowledge. Ids, names, tags
+and descriptions come from a vocabulary with Zipf-like word frequencies (a specific
+word such as "markdown" matches about 1% of tools, a common one a few percent).
+
+Run alone to build or check registries:
+    .venv/bin/python bench/synthetic.py --sizes 1000,10000,100000 [--rebuild]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+ROOT = Path(__file__).resolve().parent.parent
+MIGRATIONS_DIR = ROOT / "supabase" / "migrations"
+SEED_FILE = ROOT / "supabase" / "seed.sql"
+DEFAULT_ADMIN_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
+
+# Bump when the generated data changes shape: registries built by an older generator
+# are then rebuilt instead of reused.
+GENERATOR_VERSION = 3
+DB_PREFIX = "kiwi_bench_"
+
+Log = Callable[[str], None]
+Manifest = dict[str, Any]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------
+# Vocabulary. Domains weight the categories; inside a domain, nouns are drawn with a
+# Zipf-like weight so that some words are common (hundreds or thousands of hits at 100k)
+# and others rare (a handful), as in a real catalogue.
+# --------------------------------------------------------------------------------------
+
+DOMAINS: dict[str, tuple[float, list[str]]] = {
+    "data": (
+        1.6,
+        [
+            "csv",
+            "json",
+            "records",
+            "table",
+            "yaml",
+            "spreadsheet",
+            "schema",
+            "xml",
+            "excel",
+            "parquet",
+            "dataframe",
+            "sqlite",
+            "dataset",
+            "column",
+            "row",
+            "pivot",
+            "avro",
+            "ndjson",
+            "tsv",
+            "protobuf",
+            "arrow",
+            "duckdb",
+            "bigquery",
+            "snowflake",
+            "etl",
+            "lineage",
+            "catalog",
+            "sample",
+            "outlier",
+            "histogram",
+        ],
+    ),
+    "text": (
+        1.4,
+        [
+            "text",
+            "document",
+            "pdf",
+            "markdown",
+            "summary",
+            "translation",
+            "template",
+            "regex",
+            "words",
+            "encoding",
+            "slug",
+            "paragraph",
+            "sentence",
+            "spelling",
+            "grammar",
+            "docx",
+            "latex",
+            "rtf",
+            "epub",
+            "ocr",
+            "keyword",
+            "glossary",
+            "citation",
+            "footnote",
+            "outline",
+            "headline",
+            "diffstat",
+            "unicode",
+            "emoji",
+            "transliteration",
+        ],
+    ),
+    "web": (
+        1.2,
+        [
+            "url",
+            "page",
+            "html",
+            "links",
+            "scraper",
+            "screenshot",
+            "feed",
+            "headers",
+            "sitemap",
+            "rss",
+            "cookies",
+            "browser",
+            "form",
+            "redirect",
+            "favicon",
+            "robots",
+            "seo",
+            "crawler",
+            "dom",
+            "selector",
+            "iframe",
+            "websocket",
+            "graphql",
+            "oauth",
+            "cors",
+            "captcha",
+            "lighthouse",
+            "accessibility",
+            "bookmark",
+            "archive",
+        ],
+    ),
+    "devops": (
+        1.1,
+        [
+            "logs",
+            "deploy",
+            "docker",
+            "kubernetes",
+            "metrics",
+            "pipeline",
+            "container",
+            "release",
+            "secrets",
+            "terraform",
+            "cron",
+            "helm",
+            "ansible",
+            "nginx",
+            "systemd",
+            "uptime",
+            "incident",
+            "alert",
+            "rollback",
+            "canary",
+            "runner",
+            "artifact",
+            "registry",
+            "prometheus",
+            "grafana",
+            "tracing",
+            "healthcheck",
+            "autoscaler",
+            "daemon",
+            "sandbox",
+        ],
+    ),
+    "cloud": (
+        0.9,
+        [
+            "storage",
+            "bucket",
+            "s3",
+            "queue",
+            "lambda",
+            "dns",
+            "cdn",
+            "blob",
+            "certificate",
+            "vm",
+            "vpc",
+            "iam",
+            "billing",
+            "region",
+            "quota",
+            "volume",
+            "loadbalancer",
+            "firewall",
+            "subnet",
+            "gateway",
+            "cloudwatch",
+            "pubsub",
+            "kinesis",
+            "dynamodb",
+            "cosmosdb",
+            "workers",
+            "edge",
+            "tenant",
+            "cluster",
+            "zone",
+        ],
+    ),
+    "comms": (
+        1.0,
+        [
+            "email",
+            "message",
+            "slack",
+            "notification",
+            "channel",
+            "calendar",
+            "webhook",
+            "meeting",
+            "sms",
+            "invite",
+            "inbox",
+            "thread",
+            "mention",
+            "reminder",
+            "newsletter",
+            "attachment",
+            "signature",
+            "voicemail",
+            "teams",
+            "zoom",
+            "telegram",
+            "whatsapp",
+            "mailbox",
+            "digest",
+            "standup",
+            "agenda",
+            "rsvp",
+            "broadcast",
+            "autoresponder",
+            "unsubscribe",
+        ],
+    ),
+    "finance": (
+        0.8,
+        [
+            "invoice",
+            "payment",
+            "price",
+            "currency",
+            "tax",
+            "receipt",
+            "subscription",
+            "budget",
+            "ledger",
+            "refund",
+            "expense",
+            "payroll",
+            "quote",
+            "discount",
+            "coupon",
+            "chargeback",
+            "vat",
+            "iban",
+            "swift",
+            "forecast",
+            "revenue",
+            "margin",
+            "dividend",
+            "portfolio",
+            "stock",
+            "crypto",
+            "wallet",
+            "reconciliation",
+            "audit",
+            "statement",
+        ],
+    ),
+    "development": (
+        1.3,
+        [
+            "repository",
+            "issue",
+            "commit",
+            "test",
+            "branch",
+            "git",
+            "diff",
+            "dependency",
+            "lint",
+            "coverage",
+            "changelog",
+            "pullrequest",
+            "review",
+            "benchmark",
+            "profiler",
+            "debugger",
+            "snippet",
+            "refactor",
+            "license",
+            "semver",
+            "monorepo",
+            "submodule",
+            "hook",
+            "fixture",
+            "mock",
+            "stacktrace",
+            "typecheck",
+            "formatter",
+            "bundler",
+            "docs",
+        ],
+    ),
+    "media": (
+        0.7,
+        [
+            "image",
+            "video",
+            "audio",
+            "thumbnail",
+            "color",
+            "icon",
+            "transcript",
+            "caption",
+            "font",
+            "gif",
+            "svg",
+            "png",
+            "webp",
+            "podcast",
+            "playlist",
+            "subtitle",
+            "waveform",
+            "palette",
+            "watermark",
+            "exif",
+            "frame",
+            "codec",
+            "stream",
+            "avatar",
+            "banner",
+            "sprite",
+            "mp3",
+            "mp4",
+            "lut",
+            "collage",
+        ],
+    ),
+    "security": (
+        0.6,
+        [
+            "password",
+            "token",
+            "key",
+            "hash",
+            "permission",
+            "jwt",
+            "signature",
+            "vulnerability",
+            "secret",
+            "certificate",
+            "mfa",
+            "sso",
+            "saml",
+            "acl",
+            "cve",
+            "sbom",
+            "malware",
+            "phishing",
+            "encryption",
+            "keystore",
+            "vault",
+            "rbac",
+            "session",
+            "csrf",
+            "xss",
+            "firewall",
+            "pentest",
+            "compliance",
+            "gdpr",
+            "checksum",
+        ],
+    ),
+    "ai": (
+        1.0,
+        [
+            "model",
+            "prompt",
+            "embedding",
+            "completion",
+            "vector",
+            "classifier",
+            "chunk",
+            "sentiment",
+            "entities",
+            "agent",
+            "rag",
+            "reranker",
+            "tokenizer",
+            "dataset",
+            "finetune",
+            "inference",
+            "evaluation",
+            "guardrail",
+            "moderation",
+            "persona",
+            "memory",
+            "transcription",
+            "diffusion",
+            "caption",
+            "ner",
+            "topic",
+            "intent",
+            "hallucination",
+            "benchmark",
+            "distillation",
+        ],
+    ),
+    "geo": (
+        0.4,
+        [
+            "address",
+            "map",
+            "weather",
+            "timezone",
+            "coordinates",
+            "route",
+            "distance",
+            "country",
+            "geocode",
+            "postcode",
+            "elevation",
+            "satellite",
+            "forecast",
+            "tile",
+            "polygon",
+            "geofence",
+            "isochrone",
+            "transit",
+            "flight",
+            "airport",
+        ],
+    ),
+    "crm": (
+        0.5,
+        [
+            "customer",
+            "contact",
+            "lead",
+            "deal",
+            "ticket",
+            "account",
+            "survey",
+            "pipeline",
+            "opportunity",
+            "churn",
+            "segment",
+            "campaign",
+            "persona",
+            "feedback",
+            "nps",
+            "onboarding",
+            "renewal",
+            "quota",
+            "territory",
+            "crm",
+        ],
+    ),
+    "database": (
+        0.8,
+        [
+            "query",
+            "migration",
+            "backup",
+            "index",
+            "postgres",
+            "snapshot",
+            "replica",
+            "mysql",
+            "mongodb",
+            "redis",
+            "schema",
+            "vacuum",
+            "partition",
+            "trigger",
+            "view",
+            "sequence",
+            "transaction",
+            "deadlock",
+            "cursor",
+            "fixture",
+        ],
+    ),
+}
+VERBS = [
+    "parse",
+    "convert",
+    "validate",
+    "format",
+    "fetch",
+    "list",
+    "create",
+    "update",
+    "delete",
+    "search",
+    "summarize",
+    "extract",
+    "generate",
+    "merge",
+    "split",
+    "compress",
+    "resize",
+    "sync",
+    "export",
+    "import",
+    "analyze",
+    "monitor",
+    "scan",
+    "encrypt",
+    "decrypt",
+    "translate",
+    "render",
+    "schedule",
+    "send",
+    "archive",
+    "backup",
+    "clean",
+    "count",
+    "compare",
+    "transform",
+    "upload",
+    "download",
+    "check",
+    "notify",
+    "index",
+    "classify",
+    "detect",
+    "deduplicate",
+    "normalize",
+    "sort",
+    "filter",
+    "aggregate",
+    "watch",
+    "rotate",
+    "sign",
+    "verify",
+]
+QUALIFIERS = [
+    "batch",
+    "fast",
+    "simple",
+    "bulk",
+    "safe",
+    "smart",
+    "incremental",
+    "streaming",
+    "local",
+    "remote",
+    "quick",
+    "lite",
+    "auto",
+    "daily",
+    "pro",
+]
+PROVIDERS = [
+    "acme",
+    "github",
+    "gitlab",
+    "stripe",
+    "aws",
+    "gcp",
+    "azure",
+    "notion",
+    "jira",
+    "hubspot",
+    "salesforce",
+    "zendesk",
+    "twilio",
+    "sendgrid",
+    "shopify",
+    "airtable",
+    "dropbox",
+    "figma",
+    "linear",
+    "sentry",
+    "datadog",
+    "openai",
+    "cloudflare",
+    "vercel",
+    "supabase",
+    "discord",
+    "trello",
+    "asana",
+    "okta",
+    "mailchimp",
+]
+NAMESPACES = [
+    "acme",
+    "globex",
+    "initech",
+    "umbrella",
+    "hooli",
+    "stark",
+    "wayne",
+    "wonka",
+    "tyrell",
+    "cyberdyne",
+    "soylent",
+    "gringotts",
+    "aperture",
+    "oscorp",
+    "massive",
+    "vandelay",
+    "dunder",
+    "pied-piper",
+    "monsters",
+    "nakatomi",
+]
+FILLERS = [
+    "quickly",
+    "with retries",
+    "for agents",
+    "in one call",
+    "without loading it all into memory",
+    "with sensible defaults",
+    "and reports what changed",
+    "idempotently",
+    "with a dry-run mode",
+    "respecting rate limits",
+    "and returns structured JSON",
+    "from the command line",
+]
+DESCRIPTION_TEMPLATES = [
+    "{Verb}s {noun} {filler}.",
+    "{Verb}s {noun} and {noun2} files {filler}.",
+    "{Verb}s {noun} data from {provider} {filler}; handy in {domain} workflows.",
+    "A small tool that {verb}s {noun} into {noun2}, {filler}.",
+    "{Verb}s every {noun} in a {noun2} {filler}, then reports the result.",
+    "Helps {domain} teams {verb} {noun} with {provider}, {filler}.",
+]
+
+
+def _zipf_weights(count: int, exponent: float = 1.0) -> list[float]:
+    """Cumulative Zipf weights (rank r weighs 1/r**exponent), ready for cum_weights=."""
+    return list(accumulate(1.0 / (rank**exponent) for rank in range(1, count + 1)))
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A synthetic runtime: layer-1 ones run on `subprocess`, layer-2 ones on a layer-1
+    runtime, so a script on a layer-2 runtime has the depth-3 chain
+    script -> runtime -> runtime -> subprocess."""
+
+    tool_id: str
+    executor: str
+    name: str
+    language: str
+    extension: str
+    config: dict[str, Any]
+
+
+LAYER1_RUNTIMES = [
+    Runtime(
+        "uv_env_runtime",
+        "subprocess",
+        "uv environments",
+        "python",
+        "py",
+        {
+            "environment": {"key": ["uv", "{requires}"], "steps": [{"command": "uv", "args": ["venv", "{env_dir}"]}]},
+            "env": {"UV_CACHE_DIR": "{cache_dir}/uv"},
+        },
+    ),
+    Runtime(
+        "nvm_env_runtime",
+        "subprocess",
+        "Node environments",
+        "node",
+        "js",
+        {
+            "environment": {
+                "key": ["node", "{requires}"],
+                "steps": [{"command": "npm", "args": ["ci", "--prefix", "{env_dir}"]}],
+            }
+        },
+    ),
+    Runtime(
+        "sandbox_env_runtime",
+        "subprocess",
+        "Sandboxed environments",
+        "sandbox",
+        "sh",
+        {"sandbox": {"network": False, "read_only_root": True}, "timeout_s": 120},
+    ),
+]
+LAYER2_RUNTIMES = [
+    Runtime(
+        "python311_runtime",
+        "uv_env_runtime",
+        "Python 3.11",
+        "python",
+        "py",
+        {"command": "{env_dir}/bin/python3.11", "args": ["{entrypoint}"], "env": {"PYTHONUNBUFFERED": "1"}},
+    ),
+    Runtime(
+        "python312_runtime",
+        "uv_env_runtime",
+        "Python 3.12",
+        "python",
+        "py",
+        {"command": "{env_dir}/bin/python3.12", "args": ["{entrypoint}"], "env": {"PYTHONUNBUFFERED": "1"}},
+    ),
+    Runtime(
+        "node22_runtime",
+        "nvm_env_runtime",
+        "Node.js 22",
+        "node",
+        "js",
+        {"command": "node", "args": ["{entrypoint}"], "env": {"NODE_ENV": "production"}},
+    ),
+    Runtime(
+        "deno_runtime",
+        "sandbox_env_runtime",
+        "Deno",
+        "deno",
+        "ts",
+        {"command": "deno", "args": ["run", "--quiet", "{entrypoint}"]},
+    ),
+    Runtime("ruby_runtime", "sandbox_env_runtime", "Ruby", "ruby", "rb", {"command": "ruby", "args": ["{entrypoint}"]}),
+    Runtime(
+        "rust_script_runtime",
+        "sandbox_env_runtime",
+        "Rust scripts",
+        "rust",
+        "rs",
+        {"command": "rust-script", "args": ["{entrypoint}"]},
+    ),
+]
+LAYER2_RUNTIME_IDS = tuple(r.tool_id for r in LAYER2_RUNTIMES)
+# Scripts on the seed's runtimes have depth-2 chains; `type:python` finds those on
+# python_runtime.
+SEED_SCRIPT_RUNTIMES = {
+    "python_runtime": ("python", "py"),
+    "node_runtime": ("node", "js"),
+    "bash_runtime": ("bash", "sh"),
+}
+
+# Share of the synthetic (non-runtime) tools by type; mcp_tools hang off the servers.
+TYPE_MIX = {"script": 0.55, "api": 0.12, "mcp_server": 0.03, "mcp_tool": 0.15, "knowledge": 0.15}
+SCRIPT_ON_LAYER2 = 0.70
+
+
+@dataclass
+class SynthTool:
+    """One tool to bulk-insert: its manifest and its single file."""
+
+    namespace: str
+    tool_id: str
+    manifest: Manifest
+    file_path: str
+    file_content: str
+    run_count: int = 0
+    download_count: int = 0
+
+
+@dataclass
+class _Names:
+    """Keeps tool ids unique within a namespace while drawing them from the vocabulary."""
+
+    taken: set[tuple[str, str]] = field(default_factory=set)
+    next_suffix: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def free(self, namespace: str, candidate: str) -> bool:
+        return (namespace, candidate) not in self.taken
+
+    def claim(self, namespace: str, candidate: str) -> str:
+        """The candidate itself when free, else candidate_2, _3 ... (a fork's name)."""
+        name, key = candidate, (namespace, candidate)
+        while (namespace, name) in self.taken:
+            k = self.next_suffix.get(key, 2)
+            self.next_suffix[key] = k + 1
+            name = f"{candidate}_{k}"
+        self.taken.add((namespace, name))
+        return name
+
+
+class Generator:
+    """Draws a deterministic synthetic catalogue (same n, same tools)."""
+
+    def __init__(self, n_tools: int, seed: int) -> None:
+        self.n_tools = n_tools
+        self.rng = random.Random(seed)
+        self.names = _Names()
+        self.domains = list(DOMAINS)
+        self.domain_weights = list(accumulate(DOMAINS[d][0] for d in self.domains))
+        self.noun_weights = {d: _zipf_weights(len(DOMAINS[d][1])) for d in self.domains}
+        self.verb_weights = _zipf_weights(len(VERBS), 0.7)
+
+    # -- vocabulary draws ---------------------------------------------------------------
+    def _domain(self) -> str:
+        return self.rng.choices(self.domains, cum_weights=self.domain_weights)[0]
+
+    def _noun(self, domain: str) -> str:
+        return self.rng.choices(DOMAINS[domain][1], cum_weights=self.noun_weights[domain])[0]
+
+    def _verb(self) -> str:
+        return self.rng.choices(VERBS, cum_weights=self.verb_weights)[0]
+
+    def _namespace(self) -> str:
+        return "public" if self.rng.random() < 0.9 else self.rng.choice(NAMESPACES)
+
+    def _visibility(self, namespace: str) -> str | None:
+        roll = self.rng.random()
+        if roll < 0.03:
+            return "unlisted"
+        if namespace != "public" and roll < 0.23:
+            return "private"
+        return None  # public, the default: most manifests leave it out
+
+    def _version(self) -> str:
+        r = self.rng
+        return f"{r.choice([0, 1, 1, 1, 2, 3])}.{r.randint(0, 12)}.{r.randint(0, 20)}"
+
+    def _popularity(self) -> tuple[int, int]:
+        runs = int(self.rng.paretovariate(1.2) * 10) - 10
+        return runs, int(runs * self.rng.uniform(0.05, 0.5))
+
+    def _describe(self, verb: str, noun: str, domain: str, provider: str) -> str:
+        template = self.rng.choice(DESCRIPTION_TEMPLATES)
+        return template.format(
+            Verb=verb.capitalize(),
+            verb=verb,
+            noun=noun,
+            noun2=self._noun(domain),
+            filler=self.rng.choice(FILLERS),
+            provider=provider.capitalize(),
+            domain=domain,
+        )
+
+    def _identity(self, namespace: str, *, with_provider: float = 0.3) -> dict[str, Any]:
+        """tool_id, name, description, category, tags: the searchable part."""
+        r = self.rng
+        # A taken id is redrawn a few times, each time likelier to carry a provider or a
+        # qualifier, before falling back to a numeric suffix: ids stay word-like.
+        for attempt in range(6):
+            domain, verb = self._domain(), self._verb()
+            noun = self._noun(domain)
+            provider = r.choice(PROVIDERS)
+            parts = [provider] if r.random() < with_provider + 0.15 * attempt else []
+            parts += [verb, noun]
+            if r.random() < 0.35 + 0.15 * attempt:
+                parts.append(r.choice(QUALIFIERS))
+            if self.names.free(namespace, "_".join(parts)):
+                break
+        tool_id = self.names.claim(namespace, "_".join(parts))
+        tags = list(dict.fromkeys([domain, noun, verb, *r.sample(DOMAINS[domain][1], 2)]))
+        if parts[0] == provider:
+            tags.append(provider)
+        identity: dict[str, Any] = {
+            "tool_id": tool_id,
+            "name": " ".join(p.capitalize() if i == 0 else p for i, p in enumerate(parts)),
+            "description": self._describe(verb, noun, domain, provider),
+            "category": domain,
+            "tags": tags[: r.randint(3, 6)],
+            "_noun": noun,
+            "_verb": verb,
+            "_provider": provider,
+        }
+        if r.random() < 0.5:
+            identity["subcategory"] = noun
+        return identity
+
+    def _parameters(self, noun: str) -> list[dict[str, Any]]:
+        params: list[dict[str, Any]] = [
+            {
+                "name": noun.replace("-", "_"),
+                "type": "string",
+                "required": True,
+                "description": f"The {noun} to work on.",
+            }
+        ]
+        if self.rng.random() < 0.6:
+            params.append(
+                {"name": "limit", "type": "integer", "default": 100, "description": "How many items at most."}
+            )
+        if self.rng.random() < 0.3:
+            params.append(
+                {
+                    "name": "mode",
+                    "type": "string",
+                    "enum": ["fast", "thorough"],
+                    "default": "fast",
+                    "description": "Speed against depth.",
+                }
+            )
+        return params
+
+    # -- tools ----------------------------------------------------------------------------
+    def _tool(
+        self,
+        namespace: str,
+        tool_type: str,
+        identity: dict[str, Any],
+        executor: str | None,
+        extra: Manifest,
+        file_path: str,
+        content: str,
+    ) -> SynthTool:
+        ref_id = identity["tool_id"] if namespace == "public" else f"{namespace}/{identity['tool_id']}"
+        manifest: Manifest = {"tool_id": ref_id, "tool_type": tool_type}
+        if executor is not None:
+            manifest["executor"] = executor
+        manifest["version"] = self._version()
+        manifest.update({k: v for k, v in identity.items() if not k.startswith("_") and k != "tool_id"})
+        visibility = self._visibility(namespace)
+        if visibility:
+            manifest["visibility"] = visibility
+        manifest.update(extra)
+        runs, downloads = self._popularity()
+        return SynthTool(namespace, identity["tool_id"], manifest, file_path, content, runs, downloads)
+
+    def runtimes(self) -> list[SynthTool]:
+        tools = []
+        for rt in LAYER1_RUNTIMES + LAYER2_RUNTIMES:
+            self.names.claim("public", rt.tool_id)
+            layer = "environment" if rt.executor == "subprocess" else "interpreter"
+            identity = {
+                "tool_id": rt.tool_id,
+                "name": rt.name,
+                "description": f"Synthetic {rt.language} {layer} for benchmarks.",
+                "category": "runtimes",
+                "tags": ["runtime", rt.language, layer],
+            }
+            content = f"# {rt.name}\n\nRuns {rt.language} tools ({layer} layer).\n"
+            tools.append(
+                self._tool(
+                    "public",
+                    "runtime",
+                    identity,
+                    rt.executor,
+                    {"config": rt.config, "is_builtin": True},
+                    "README.md",
+                    content,
+                )
+            )
+        return tools
+
+    def script(self) -> SynthTool:
+        r = self.rng
+        namespace = self._namespace()
+        identity = self._identity(namespace)
+        if r.random() < SCRIPT_ON_LAYER2:
+            rt = r.choice(LAYER2_RUNTIMES)
+            executor, language, ext = rt.tool_id, rt.language, rt.extension
+        else:
+            executor = r.choices(list(SEED_SCRIPT_RUNTIMES), [0.5, 0.27, 0.23])[0]
+            language, ext = SEED_SCRIPT_RUNTIMES[executor]
+        identity["tags"] = [*identity["tags"], language]
+        entry = f"main.{ext}"
+        config: dict[str, Any] = {"timeout_s": r.choice([10, 30, 60, 120])}
+        if language in ("python", "node") and r.random() < 0.5:
+            config["requires"] = [f"{identity['_noun']}-lib=={r.randint(1, 9)}.{r.randint(0, 9)}"]
+        content = (
+            f"# {identity['name']}: {identity['description']}\n"
+            f"# tool {identity['tool_id']} ({language})\n"
+            f"params = read_json_from_stdin()\n"
+            f"print_json({{'tool': '{identity['tool_id']}', "
+            f"'{identity['_verb']}': params}})\n"
+        )
+        return self._tool(
+            namespace,
+            "script",
+            identity,
+            executor,
+            {"entrypoint": entry, "parameters": self._parameters(identity["_noun"]), "config": config},
+            entry,
+            content,
+        )
+
+    def api(self) -> SynthTool:
+        namespace = self._namespace()
+        identity = self._identity(namespace, with_provider=0.8)
+        provider, noun = identity["_provider"], identity["_noun"]
+        config = {
+            "method": self.rng.choice(["GET", "POST", "POST", "PUT"]),
+            "url": f"https://api.{provider}.example/v1/{noun}s",
+            "headers": {"Accept": "application/json"},
+            "auth": {"type": "bearer", "token": f"${{{provider.upper()}_TOKEN}}"},
+            "response_transform": "$.data",
+        }
+        spec = json.dumps(
+            {"openapi": "3.1.0", "info": {"title": identity["name"]}, "paths": {f"/v1/{noun}s": {}}}, indent=1
+        )
+        return self._tool(
+            namespace,
+            "api",
+            identity,
+            "http_client",
+            {"parameters": self._parameters(noun), "config": config},
+            "openapi.json",
+            spec,
+        )
+
+    def mcp_server(self) -> SynthTool:
+        namespace = self._namespace()
+        identity = self._identity(namespace, with_provider=1.0)
+        identity["tool_id"] = self.names.claim(namespace, f"{identity['_provider']}_{identity['_noun']}_mcp")
+        identity["name"] = f"{identity['_provider'].capitalize()} {identity['_noun']} MCP server"
+        if self.rng.random() < 0.6:
+            executor = "subprocess"
+            config: dict[str, Any] = {
+                "transport": "stdio",
+                "command": "npx",
+                "args": ["-y", f"@{identity['_provider']}/{identity['_noun']}-mcp@1.2.3"],
+            }
+        else:
+            executor = "http_client"
+            config = {
+                "transport": "streamable_http",
+                "url": f"https://mcp.{identity['_provider']}.example/{identity['_noun']}",
+            }
+        readme = f"# {identity['name']}\n\n{identity['description']}\n"
+        return self._tool(namespace, "mcp_server", identity, executor, {"config": config}, "README.md", readme)
+
+    def mcp_tool(self, server: SynthTool) -> SynthTool:
+        identity = self._identity(server.namespace, with_provider=0.0)
+        local = f"{identity['_verb']}_{identity['_noun']}"
+        identity["tool_id"] = self.names.claim(server.namespace, f"{server.tool_id}.{local}")
+        schema = {
+            "type": "object",
+            "properties": {identity["_noun"]: {"type": "string"}, "limit": {"type": "integer", "default": 50}},
+            "required": [identity["_noun"]],
+        }
+        body = json.dumps({"name": local, "inputSchema": schema}, indent=1)
+        return self._tool(
+            server.namespace,
+            "mcp_tool",
+            identity,
+            server.manifest["tool_id"],
+            {"parameters": schema, "config": {"tool_name": local}},
+            "tool.json",
+            body,
+        )
+
+    def knowledge(self) -> SynthTool:
+        namespace = self._namespace()
+        identity = self._identity(namespace, with_provider=0.2)
+        identity["name"] = f"Guide: {identity['name']}"
+        text = (
+            f"# {identity['name']}\n\n{identity['description']}\n\n"
+            + " ".join(self.rng.choices(DOMAINS[identity["category"]][1], k=60))
+            + "\n"
+        )
+        return self._tool(namespace, "knowledge", identity, None, {"entrypoint": "guide.md"}, "guide.md", text)
+
+    def catalogue(self, existing: int) -> list[SynthTool]:
+        """Runtimes first, then enough tools of each type to reach n_tools in all."""
+        tools = self.runtimes()
+        remaining = max(self.n_tools - existing - len(tools), 0)
+        counts = {t: int(remaining * share) for t, share in TYPE_MIX.items()}
+        counts["script"] += remaining - sum(counts.values())
+        if counts["mcp_tool"] and not counts["mcp_server"]:
+            counts["mcp_server"], counts["mcp_tool"] = 1, counts["mcp_tool"] - 1
+        servers = [self.mcp_server() for _ in range(counts["mcp_server"])]
+        tools += servers
+        tools += [self.mcp_tool(self.rng.choice(servers)) for _ in range(counts["mcp_tool"])]
+        tools += [self.script() for _ in range(counts["script"])]
+        tools += [self.api() for _ in range(counts["api"])]
+        tools += [self.knowledge() for _ in range(counts["knowledge"])]
+        return tools
+
+
+# --------------------------------------------------------------------------------------
+# Building a database
+# --------------------------------------------------------------------------------------
+
+
+def migration_files() -> list[Path]:
+    return sorted(MIGRATIONS_DIR.glob("*.sql"))
+
+
+def schema_hash() -> str:
+    """What a built registry depends on: migrations, seed and this generator's version."""
+    digest = hashlib.sha256(f"generator-v{GENERATOR_VERSION}\n".encode())
+    for path in [*migration_files(), SEED_FILE]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def database_name(n_tools: int) -> str:
+    return f"{DB_PREFIX}{int(n_tools)}"
+
+
+def database_url(admin_url: str, dbname: str) -> str:
+    return make_conninfo(admin_url, dbname=dbname)
+
+
+@dataclass
+class Registry:
+    """A synthetic registry ready to benchmark."""
+
+    n_tools: int
+    dbname: str
+    url: str
+    built: bool
+    build_seconds: float
+    tool_count: int
+    schema: str  # hash of the migrations and seed it was built from (see schema_hash)
+
+
+def _marker(n_tools: int) -> str:
+    return json.dumps({"kiwi_bench": True, "n": n_tools, "hash": schema_hash()}, sort_keys=True)
+
+
+def _current_marker(admin: psycopg.Connection, dbname: str) -> str | None:
+    row = admin.execute(
+        "select shobj_description(oid, 'pg_database') from pg_database where datname = %s", (dbname,)
+    ).fetchone()
+    return None if row is None else (row[0] or "")
+
+
+def _apply_sql_files(conn: psycopg.Connection, files: Iterable[Path]) -> None:
+    """Each file in its own transaction, as the Supabase CLI applies migrations."""
+    for path in files:
+        with conn.transaction():
+            conn.execute(path.read_text())  # type: ignore[arg-type]  # plain SQL, no params
+
+
+_STAGE_DDL = """
+create temp table bench_stage (
+  ord            int primary key,
+  namespace      text not null,
+  tool_id        text not null,
+  manifest       jsonb not null,
+  file_path      text not null,
+  file_content   text not null,
+  run_count      bigint not null,
+  download_count bigint not null,
+  tool_uuid      uuid not null default gen_random_uuid(),
+  version_uuid   uuid not null default gen_random_uuid()
+) on commit drop
+"""
+
+# The derived columns, computed exactly as kiwi_internal.publish, refresh_latest and the
+# file and hash triggers compute them.
+_BULK_INSERT = [
+    """
+    insert into public.namespaces (namespace, display_name, description)
+    select distinct s.namespace, initcap(s.namespace), 'Synthetic benchmark namespace.'
+      from bench_stage s
+     where s.namespace <> 'public'
+    on conflict do nothing
+    """,
+    """
+    insert into public.tools (id, namespace, tool_id, tool_type, executor_id, name,
+                              description, category, subcategory, tags, visibility,
+                              is_official, is_builtin, latest_version, run_count,
+                              download_count, search_vector)
+    select s.tool_uuid, s.namespace, s.tool_id, s.manifest ->> 'tool_type',
+           kiwi_internal.normalize_ref(s.manifest ->> 'executor'),
+           coalesce(s.manifest ->> 'name', s.tool_id),
+           coalesce(s.manifest ->> 'description', ''),
+           s.manifest ->> 'category', s.manifest ->> 'subcategory', tg.tags,
+           coalesce(s.manifest ->> 'visibility', 'public'),
+           coalesce((s.manifest ->> 'is_official')::boolean, false),
+           coalesce((s.manifest ->> 'is_builtin')::boolean, false),
+           s.manifest ->> 'version', s.run_count, s.download_count,
+           kiwi_internal.tool_search_vector(
+             s.tool_id, coalesce(s.manifest ->> 'name', s.tool_id), tg.tags,
+             s.manifest ->> 'description', s.manifest ->> 'category',
+             s.manifest ->> 'subcategory')
+      from bench_stage s
+      cross join lateral (
+        select coalesce((select array_agg(x)
+                           from jsonb_array_elements_text(s.manifest -> 'tags') x), '{}') as tags
+      ) tg
+    """,
+    """
+    insert into public.tool_versions (id, tool_uuid, version, executor_id, manifest,
+                                      content_hash, changelog, is_latest)
+    select s.version_uuid, s.tool_uuid, s.manifest ->> 'version',
+           kiwi_internal.normalize_ref(s.manifest ->> 'executor'), s.manifest,
+           kiwi_internal.content_hash(s.manifest, jsonb_build_array(jsonb_build_object(
+             'path', s.file_path, 'sha256', kiwi_internal.sha256_hex(s.file_content)))),
+           s.manifest ->> 'changelog', true
+      from bench_stage s
+    """,
+    """
+    insert into public.tool_version_files (version_id, path, media_type, sha256, size_bytes,
+                                           is_entrypoint, content_text)
+    select s.version_uuid, s.file_path, kiwi_internal.guess_media_type(s.file_path),
+           kiwi_internal.sha256_hex(s.file_content), octet_length(s.file_content),
+           coalesce(s.manifest ->> 'entrypoint', s.file_path) = s.file_path,
+           s.file_content
+      from bench_stage s
+    """,
+]
+
+
+def bulk_insert(conn: psycopg.Connection, tools: list[SynthTool]) -> None:
+    """Stage the tools with COPY, then insert them with triggers and FK checks off."""
+    with conn.transaction():
+        conn.execute("set local session_replication_role = replica")
+        conn.execute(_STAGE_DDL)
+        with conn.cursor().copy(
+            "copy bench_stage (ord, namespace, tool_id, manifest, file_path, file_content,"
+            " run_count, download_count) from stdin"
+        ) as copy:
+            for i, t in enumerate(tools):
+                copy.write_row(
+                    (
+                        i,
+                        t.namespace,
+                        t.tool_id,
+                        json.dumps(t.manifest),
+                        t.file_path,
+                        t.file_content,
+                        t.run_count,
+                        t.download_count,
+                    )
+                )
+        for statement in _BULK_INSERT:
+            conn.execute(statement)  # type: ignore[arg-type]
+
+
+# The registry's own repairs for data loaded with triggers off, run when the migrations
+# define them, in this order: search documents and vocabulary, then the precomputed
+# execution plans (which read the tools as finally loaded). verify() then checks that a
+# bulk-loaded tool is indistinguishable from a published one, so a derived structure
+# added later without a repair function here fails the build loudly.
+BULK_LOAD_REPAIRS = (
+    ("kiwi_internal.rebuild_search()", "select kiwi_internal.rebuild_search()"),
+    ("kiwi_internal.rebuild_plans(uuid[])", "select kiwi_internal.rebuild_plans()"),
+)
+
+
+def repair_after_bulk_load(conn: psycopg.Connection) -> list[str]:
+    """Runs the repair functions that exist (triggers stay off: they would redo the work
+    row by row); returns the ones run."""
+    done = []
+    for signature, call in BULK_LOAD_REPAIRS:
+        row = conn.execute("select to_regprocedure(%s) is not null", (signature,)).fetchone()
+        if row and row[0]:
+            with conn.transaction():
+                conn.execute("set local session_replication_role = replica")
+                conn.execute(call)  # type: ignore[arg-type]
+            done.append(signature)
+    return done
+
+
+# --------------------------------------------------------------------------------------
+# Verification
+# --------------------------------------------------------------------------------------
+
+_VERIFY_SAMPLE = """
+create temp table bench_sample on commit drop as
+select t.id, t.ref from public.tools t order by md5(t.ref) limit %s
+"""
+_TOOL_MIRROR_COLUMNS = (
+    "latest_version, executor_id, name, description, category, subcategory, tags, visibility, search_vector"
+)
+
+
+# Everything the registry derives for one tool, minus identities and timestamps that a
+# new publish changes (and the usage counters, which publishing resets).
+_TOOL_STATE = """
+select p.ref,
+       to_jsonb(t) - '{id,created_at,updated_at,run_count,download_count}'::text[] as tool,
+       (select to_jsonb(v) - '{id,tool_uuid,published_at,published_by}'::text[]
+          from public.tool_versions v where v.tool_uuid = t.id and v.is_latest) as version,
+       (select jsonb_agg(to_jsonb(f) - '{version_id,created_at}'::text[] order by f.path)
+          from public.tool_version_files f
+          join public.tool_versions v on v.id = f.version_id
+         where v.tool_uuid = t.id) as files,
+       public.resolve_execution_plan(p.ref) as plan
+       {extra}
+  from bench_pick p join public.tools t on t.ref = p.ref
+"""
+_PLAN_CACHE_STATE = """,
+       (select to_jsonb(pc) - '{tool_uuid,version_uuid,chain_tools,built_at}'::text[]
+          from kiwi_internal.plan_cache pc where pc.tool_ref = p.ref) as cached_plan"""
+
+
+def _republished_differences(conn: psycopg.Connection, k: int) -> int:
+    """Deletes k leaf tools of the sample and publishes them again through
+    publish_tool_version (inside the caller's rolled-back transaction), then counts the
+    tools whose derived state (row, version, files, plan, cached plan) or the search
+    vocabulary changed. Deferred triggers are fired before comparing."""
+    conn.execute(
+        """
+        create temp table bench_pick on commit drop as
+        select s.ref, v.manifest,
+               (select jsonb_agg(jsonb_build_object('path', f.path, 'content_text', f.content_text))
+                  from public.tool_version_files f where f.version_id = v.id) as files
+          from bench_sample s
+          join public.tools t on t.id = s.id
+          join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
+         where not exists (select 1 from public.tools d where d.executor_id = t.ref)
+           and t.visibility = 'public'
+         order by s.ref limit %s""",
+        (k,),
+    )  # type: ignore[arg-type]
+    has_cache = conn.execute("select to_regclass('kiwi_internal.plan_cache') is not null").fetchone()
+    has_words = conn.execute("select to_regclass('kiwi_internal.search_words') is not null").fetchone()
+    state = _TOOL_STATE.replace("{extra}", _PLAN_CACHE_STATE if has_cache and has_cache[0] else "")
+    words = "select count(*) from kiwi_internal.search_words"
+    words_before = conn.execute(words).fetchone() if has_words and has_words[0] else None
+    conn.execute(f"create temp table bench_state_before on commit drop as {state}")  # type: ignore[arg-type]
+    conn.execute("delete from public.tools t using bench_pick p where t.ref = p.ref")
+    conn.execute("select public.publish_tool_version(p.manifest, coalesce(p.files, '[]')) from bench_pick p")
+    conn.execute("set constraints all immediate")  # plan rebuilds and hash checks, now
+    different = conn.execute(
+        f"select count(*) from (select * from bench_state_before except {state}) d"  # type: ignore[arg-type]
+    ).fetchone()
+    words_after = conn.execute(words).fetchone() if words_before else None
+    return (different[0] if different else 0) + int(words_before != words_after)
+
+
+class VerificationError(RuntimeError):
+    """The synthetic data disagrees with what publishing would have produced."""
+
+
+def verify(conn: psycopg.Connection, sample: int = 500) -> dict[str, int]:
+    """Checks a sample of synthetic tools against the registry's own rules; raises if any
+    differs. Runs in a transaction that is rolled back."""
+    checks: dict[str, int] = {}
+    with conn.transaction(force_rollback=True):
+        conn.execute(_VERIFY_SAMPLE, (sample,))  # type: ignore[arg-type]
+        checks["sample"] = conn.execute("select count(*) from bench_sample").fetchone()[0]  # type: ignore[index]
+        # 1. chains resolve, no errors
+        row = conn.execute(
+            "select count(*), count(error), count(distinct requested_tool_id), max(depth) "
+            "from public.resolve_executor_chains_batch("
+            "  (select array_agg(ref) from bench_sample))"
+        ).fetchone()
+        assert row is not None
+        checks["chain_rows"], checks["chain_errors"], checks["chains"], checks["max_depth"] = row
+        # 2. stored content_hash = hash of manifest and files (the commit-time check)
+        checks["bad_content_hash"] = conn.execute("""
+            select count(*) from public.tool_versions v join bench_sample s on s.id = v.tool_uuid
+             where v.content_hash <> kiwi_internal.content_hash(v.manifest, coalesce((
+                     select jsonb_agg(jsonb_build_object('path', f.path, 'sha256', f.sha256))
+                       from public.tool_version_files f where f.version_id = v.id), '[]'))
+        """).fetchone()[0]  # type: ignore[index]
+        # 3. manifests and files pass publish's validation
+        checks["invalid_manifests"] = conn.execute("""
+            select count(*) from public.tool_versions v join bench_sample s on s.id = v.tool_uuid
+             where cardinality(kiwi_internal.manifest_problems(v.manifest)) > 0
+                or cardinality(kiwi_internal.files_problems(
+                     coalesce((select jsonb_agg(jsonb_build_object(
+                                 'path', f.path, 'content_text', f.content_text,
+                                 'sha256', f.sha256, 'is_entrypoint', f.is_entrypoint,
+                                 'media_type', f.media_type))
+                          from public.tool_version_files f where f.version_id = v.id), '[]'),
+                     v.manifest)) > 0
+        """).fetchone()[0]  # type: ignore[index]
+        # 4. the tool rows mirror their latest version exactly as refresh_latest sets them
+        conn.execute(
+            f"create temp table bench_before on commit drop as "  # type: ignore[arg-type]
+            f"select t.id, {_TOOL_MIRROR_COLUMNS} from public.tools t "
+            f"join bench_sample s using (id)"
+        )
+        conn.execute("select kiwi_internal.refresh_latest(s.id) from bench_sample s")
+        checks["tools_not_mirroring_latest"] = conn.execute(  # type: ignore[index]
+            f"select count(*) from (select t.id, {_TOOL_MIRROR_COLUMNS} "  # type: ignore[arg-type]
+            f"from public.tools t join bench_sample s using (id) "
+            f"except select * from bench_before) d"
+        ).fetchone()[0]
+        # 5. publishing the same manifest and file again is a no-op: publish computes the
+        #    same content hash and finds the version already there
+        checks["republish_not_unchanged"] = conn.execute("""
+            select count(*) from (select s.ref from bench_sample s limit 100) s
+              join public.tools t on t.ref = s.ref
+              join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
+             where (public.publish_tool_version(v.manifest, coalesce((
+                      select jsonb_agg(jsonb_build_object('path', f.path,
+                                                          'content_text', f.content_text))
+                        from public.tool_version_files f where f.version_id = v.id), '[]'))
+                    ->> 'unchanged')::boolean is not true
+        """).fetchone()[0]  # type: ignore[index]
+        # 6. exactly one latest version per tool, everywhere
+        checks["tools_without_one_latest"] = conn.execute("""
+            select count(*) from public.tools t
+             where (select count(*) from public.tool_versions v
+                     where v.tool_uuid = t.id and v.is_latest) <> 1
+        """).fetchone()[0]  # type: ignore[index]
+        # 7. a bulk-loaded tool is indistinguishable from a published one
+        checks["differs_from_published"] = _republished_differences(conn, 40)
+    problems = {
+        k: v
+        for k, v in checks.items()
+        if k
+        in (
+            "chain_errors",
+            "bad_content_hash",
+            "invalid_manifests",
+            "tools_not_mirroring_latest",
+            "republish_not_unchanged",
+            "tools_without_one_latest",
+            "differs_from_published",
+        )
+        and v
+    }
+    if problems or checks["chains"] != checks["sample"]:
+        raise VerificationError(f"synthetic registry failed verification: {checks}")
+    return checks
+
+
+# --------------------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------------------
+
+
+def ensure_registry(
+    n_tools: int, admin_url: str = DEFAULT_ADMIN_URL, *, rebuild: bool = False, log: Log = _stderr
+) -> Registry:
+    """The registry `kiwi_bench_<n>`, reused when its marker matches, else built anew."""
+    if n_tools < 100:
+        raise ValueError("a synthetic registry needs at least 100 tools")
+    dbname = database_name(n_tools)
+    url = database_url(admin_url, dbname)
+    marker = _marker(n_tools)
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        current = _current_marker(admin, dbname)
+        if current == marker and not rebuild:
+            with psycopg.connect(url) as conn:
+                count = conn.execute("select count(*) from public.tools").fetchone()[0]  # type: ignore[index]
+            log(f"[synthetic] {dbname}: reusing ({count} tools, migrations unchanged)")
+            return Registry(n_tools, dbname, url, False, 0.0, count, json.loads(marker)["hash"])
+        started = time.perf_counter()
+        reason = (
+            "rebuild asked"
+            if current == marker
+            else "new"
+            if current is None
+            else "no marker: an unfinished or foreign build"
+            if not current
+            else "migrations, seed or generator changed"
+        )
+        log(f"[synthetic] {dbname}: building ({reason})")
+        ident = sql.Identifier(dbname)
+        admin.execute(sql.SQL("drop database if exists {} with (force)").format(ident))
+        admin.execute(sql.SQL("create database {} template template0").format(ident))
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        _apply_sql_files(conn, migration_files())
+        _apply_sql_files(conn, [SEED_FILE])
+        existing = conn.execute("select count(*) from public.tools").fetchone()[0]  # type: ignore[index]
+        t0 = time.perf_counter()
+        tools = Generator(n_tools, seed=20261121 + n_tools).catalogue(existing)
+        log(f"[synthetic] {dbname}: generated {len(tools)} tools in {time.perf_counter() - t0:.1f}s; inserting")
+        t0 = time.perf_counter()
+        bulk_insert(conn, tools)
+        log(f"[synthetic] {dbname}: inserted in {time.perf_counter() - t0:.1f}s")
+        t0 = time.perf_counter()
+        repaired = repair_after_bulk_load(conn)
+        log(
+            f"[synthetic] {dbname}: ran {', '.join(repaired) or 'no repair function'} in "
+            f"{time.perf_counter() - t0:.1f}s; vacuum analyze"
+        )
+        conn.execute("vacuum (analyze)")
+        checks = verify(conn)
+        count = conn.execute("select count(*) from public.tools").fetchone()[0]  # type: ignore[index]
+        log(f"[synthetic] {dbname}: verified {checks}")
+
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("comment on database {} is {}").format(sql.Identifier(dbname), sql.Literal(marker)))
+    seconds = time.perf_counter() - started
+    log(f"[synthetic] {dbname}: built {count} tools in {seconds:.1f}s")
+    return Registry(n_tools, dbname, url, True, seconds, count, json.loads(marker)["hash"])
+
+
+def depth3_refs(conn: psycopg.Connection, k: int) -> list[str]:
+    """k public scripts whose chain is script -> runtime -> runtime -> primitive, chosen
+    deterministically (by hash) so every size and run measures comparable tools."""
+    rows = conn.execute(
+        "select t.ref from public.tools t "
+        "where t.tool_type = 'script' and t.visibility = 'public' and t.namespace = 'public' "
+        "  and t.executor_id = any (%s) order by md5(t.ref) limit %s",
+        (list(LAYER2_RUNTIME_IDS), k),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def parse_sizes(text: str) -> list[int]:
+    sizes = [int(re.sub(r"[_\s]", "", s).lower().replace("k", "000")) for s in text.split(",")]
+    return sorted(set(sizes))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sizes",
+        default="1000,10000,100000",
+        type=parse_sizes,
+        help="comma-separated tool counts (default: %(default)s)",
+    )
+    parser.add_argument("--rebuild", action="store_true", help="rebuild even if up to date")
+    parser.add_argument(
+        "--admin-url", default=DEFAULT_ADMIN_URL, help="a superuser URL on the cluster (default: the local stack)"
+    )
+    args = parser.parse_args()
+    for n in args.sizes:
+        ensure_registry(n, args.admin_url, rebuild=args.rebuild)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
