@@ -90,3 +90,50 @@ def test_twenty_conflicting_publishes_of_one_version_keep_the_first(
         (tool_id,),
     ).fetchall()
     assert stored == [(created[0]["content_hash"],)]
+
+
+def test_cached_plans_stay_exact_when_a_runtime_changes_under_concurrent_publishes(
+    database_url: str, conn: psycopg.Connection, tool_id: str
+) -> None:
+    """Plans are rebuilt at commit; overlapping rebuilds must neither fail nor leave a stale plan."""
+    runtime = f"{tool_id}_rt"
+
+    def publish_runtime(version: str, level: str) -> Callable[[psycopg.Connection], Any]:
+        m = {
+            "tool_id": runtime,
+            "tool_type": "runtime",
+            "executor": "subprocess",
+            "version": version,
+            "config": {"env": {"LEVEL": level}},
+        }
+        return lambda c: c.execute("select publish_tool_version(%s::jsonb)", (json.dumps(m),)).fetchone()[0]
+
+    def publish_script(i: int) -> Callable[[psycopg.Connection], Any]:
+        m = {"tool_id": f"{tool_id}_s{i}", "tool_type": "script", "executor": runtime, "version": "1.0.0"}
+        files = [{"path": "main.sh", "content_text": f"echo {i}"}]
+        return lambda c: c.execute(
+            "select publish_tool_version(%s::jsonb, %s::jsonb)", (json.dumps(m), json.dumps(files))
+        ).fetchone()[0]
+
+    publish_runtime("1.0.0", "one")(conn)
+    try:
+        results = run_together(database_url, [publish_runtime("2.0.0", "two")] + [publish_script(i) for i in range(10)])
+        assert [r for r in results if isinstance(r, Exception)] == []
+        levels = conn.execute(
+            "select resolve_execution_plan(t.ref) #>> '{config,env,LEVEL}' from tools t where t.ref like %s",
+            (f"{tool_id}_s%",),
+        ).fetchall()
+        assert levels == [("two",)] * 10, "every script runs on the runtime's latest version"
+        # A cached plan that could be served (all its versions still latest) equals a fresh one.
+        stale = conn.execute(
+            """select pc.tool_ref from kiwi_internal.plan_cache pc
+                where pc.tool_ref like %s
+                  and (select count(*) from tool_versions v where v.id = any (pc.chain_versions) and v.is_latest)
+                      = cardinality(pc.chain_versions)
+                  and pc.plan is distinct from (kiwi_internal.compute_plan(pc.version_uuid, true, '{}')).plan""",
+            (f"{tool_id}%",),
+        ).fetchall()
+        assert stale == []
+    finally:
+        conn.execute("delete from tools where ref like %s and tool_type = 'script'", (f"{tool_id}_s%",))
+        conn.execute("delete from tools where ref = %s", (runtime,))

@@ -11,12 +11,16 @@
 -- Freshness: any change to a tool's latest version, executor or visibility deletes at
 -- once every cached plan whose chain passes through that tool (reads in the same
 -- transaction compute live), and rebuilds them at commit, when the version's files
--- are in place.
+-- are in place. A hit is also served only while every version it was built from is
+-- still latest (checked in the same lookup), so two transactions committing at once,
+-- each rebuilding without seeing the other, can cost a live computation but never
+-- serve a stale plan.
 
 create type kiwi_internal.plan_build as (
   plan          jsonb,
-  chain_tools   uuid[],   -- every tool of the chain, root first
-  restricted_ns text[],   -- namespaces of the private tools below the root
+  chain_tools    uuid[],  -- every tool of the chain, root first
+  chain_versions uuid[],  -- the version of each, as built
+  restricted_ns  text[],  -- namespaces of the private tools below the root
   error         text[]    -- {message, sqlstate} when the chain cannot run
 );
 
@@ -32,6 +36,7 @@ declare
   v_configs    jsonb[];
   v_path       text[];
   v_tools      uuid[];
+  v_versions   uuid[];
   v_restricted text[] := '{}';
   v_next       text;
   v_type       text;
@@ -49,6 +54,7 @@ begin
   v_configs := array[v_root.config];
   v_path := array[v_root.ref];
   v_tools := array[v_root.tool_uuid];
+  v_versions := array[v_root.id];
   v_next := v_root.executor_id;
   v_type := v_root.tool_type;
   while v_next is not null loop
@@ -59,8 +65,8 @@ begin
       v_out.error := kiwi_internal.chain_error('too_deep', v_root.ref, v_path, v_next);
       return v_out;
     end if;
-    select t.id, t.ref, t.tool_type, t.visibility, t.namespace, v.version, v.content_hash, v.executor_id,
-           v.manifest -> 'config' as config
+    select t.id, t.ref, t.tool_type, t.visibility, t.namespace, v.id as version_uuid, v.version,
+           v.content_hash, v.executor_id, v.manifest -> 'config' as config
       into v_link
       from public.tools t
       join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
@@ -75,6 +81,7 @@ begin
     v_configs := array_prepend(v_link.config, v_configs);   -- primitive first
     v_path := v_path || v_link.ref;
     v_tools := v_tools || v_link.id;
+    v_versions := v_versions || v_link.version_uuid;
     if v_link.visibility = 'private' then
       v_restricted := v_restricted || v_link.namespace;
     end if;
@@ -107,6 +114,7 @@ begin
     'outputs',      v_root.outputs,
     'files',        coalesce(v_files, '[]'::jsonb));
   v_out.chain_tools := v_tools;
+  v_out.chain_versions := v_versions;
   v_out.restricted_ns := v_restricted;
   return v_out;
 end
@@ -121,9 +129,10 @@ create table kiwi_internal.plan_cache (
   version       text not null,
   visibility    text not null,    -- the root's, so that a hit needs no other table
   namespace     text not null,
-  chain_tools   uuid[] not null,
-  restricted_ns text[] not null,
-  plan          jsonb not null,
+  chain_tools    uuid[] not null,
+  chain_versions uuid[] not null,
+  restricted_ns  text[] not null,
+  plan           jsonb not null,
   built_at      timestamptz not null default now()
 );
 comment on table kiwi_internal.plan_cache is
@@ -159,8 +168,9 @@ begin
   end if;
   delete from kiwi_internal.plan_cache pc where pc.tool_uuid = any (v_affected);
   insert into kiwi_internal.plan_cache (tool_uuid, tool_ref, version_uuid, version, visibility, namespace,
-                                        chain_tools, restricted_ns, plan)
-  select t.id, t.ref, v.id, v.version, t.visibility, t.namespace, b.chain_tools, b.restricted_ns, b.plan
+                                        chain_tools, chain_versions, restricted_ns, plan)
+  select t.id, t.ref, v.id, v.version, t.visibility, t.namespace, b.chain_tools, b.chain_versions,
+         b.restricted_ns, b.plan
     from public.tools t
     join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
     cross join lateral kiwi_internal.compute_plan(v.id, true, '{}') b
@@ -168,7 +178,8 @@ begin
   on conflict (tool_uuid) do update
     set tool_ref = excluded.tool_ref, version_uuid = excluded.version_uuid, version = excluded.version,
         visibility = excluded.visibility, namespace = excluded.namespace, chain_tools = excluded.chain_tools,
-        restricted_ns = excluded.restricted_ns, plan = excluded.plan, built_at = now();
+        chain_versions = excluded.chain_versions, restricted_ns = excluded.restricted_ns, plan = excluded.plan,
+        built_at = now();
   get diagnostics v_count = row_count;
   return v_count;
 end
@@ -228,11 +239,13 @@ declare
   v_built kiwi_internal.plan_build;
 begin
   -- the hot path: one probe of the cache, visibility checked on the row
-  select pc.plan, pc.version, pc.visibility, pc.namespace, pc.restricted_ns
+  select pc.plan, pc.version, pc.visibility, pc.namespace, pc.restricted_ns,
+         (select count(*) from public.tool_versions v
+           where v.id = any (pc.chain_versions) and v.is_latest) = cardinality(pc.chain_versions) as fresh
     into v_hit
     from kiwi_internal.plan_cache pc
    where pc.tool_ref = v_ref;
-  if found and (p_version is null or p_version = v_hit.version)
+  if found and v_hit.fresh and (p_version is null or p_version = v_hit.version)
      and (v_hit.visibility <> 'private' or v_admin or v_hit.namespace = any (v_ns))
      and (v_admin or v_hit.restricted_ns <@ v_ns) then
     return v_hit.plan;

@@ -3,7 +3,7 @@
 -- commit; here `set constraints all immediate` stands in for the commit.
 begin;
 \ir ../_setup.sql
-select plan(16);
+select plan(18);
 select tests.make_acme();
 
 create function tests.cached(p_ref text) returns jsonb language sql as $$
@@ -40,6 +40,19 @@ select is(resolve_execution_plan('cache_script') #>> '{config,env,LEVEL}', 'one'
 set constraints all immediate;
 set constraints all deferred;
 select is(tests.cached('cache_script') #>> '{config,env,LEVEL}', 'one', 'in the cache too');
+
+-- a rebuild that raced another commit can leave a plan built from a superseded
+-- version; such a row is never served
+create temporary table stale_row on commit drop as
+  select * from kiwi_internal.plan_cache where tool_ref = 'cache_script';
+select tests.publish('cache_rt', 'runtime', 'subprocess', '3.0.0', '{"env": {"LEVEL": "three"}}');
+insert into kiwi_internal.plan_cache select * from stale_row;
+select is(tests.cached('cache_script') #>> '{config,env,LEVEL}', 'one', 'given a stale cached plan (planted)');
+select is(resolve_execution_plan('cache_script') #>> '{config,env,LEVEL}', 'three',
+          'the plan served is built from the versions that are latest now');
+select yank_tool_version('cache_rt', '3.0.0', 'back to one for the rest');
+set constraints all immediate;
+set constraints all deferred;
 
 -- a pinned older version is computed live, and differs
 select tests.publish('cache_script', 'script', 'cache_rt', '1.1.0', '{"timeout_s": 9}');
