@@ -1,6 +1,6 @@
 begin;
 \ir ../_setup.sql
-select plan(12);
+select plan(13);
 select tests.make_acme();
 
 -- unknown tool
@@ -36,6 +36,8 @@ select throws_ok($$ select * from resolve_executor_chain('loop_a') $$,
 select tests.publish('r1', 'runtime', 'subprocess');
 select tests.publish('r' || i, 'runtime', 'r' || (i - 1)) from generate_series(2, 10) i;
 select is((select max(depth) from resolve_executor_chain('r10')), 10, 'a chain of depth 10 resolves');
+select throws_like($$ select tests.publish('too_deep_published', 'script', 'r10') $$,
+  'executor chain of "too_deep_published" is deeper than 10: %', 'publishing a tool whose chain would be deeper than 10 is refused');
 select tests.force_tool('too_deep', 'script', 'r10');
 select throws_like($$ select * from resolve_executor_chain('too_deep') $$,
   'executor chain of "too_deep" is deeper than 10: too_deep -> r10 -> r9 -> %',

@@ -1,6 +1,6 @@
 begin;
 \ir ../_setup.sql
-select plan(20);
+select plan(22);
 
 create function tests.refusal(p_manifest jsonb, p_files jsonb default '[]') returns text
   language plpgsql as $$
@@ -56,6 +56,12 @@ select matches(tests.refusal('{"tool_id": "x", "tool_type": "script", "executor"
 select matches(tests.refusal('{"tool_id": "x", "tool_type": "runtime", "executor": "subprocess", "version": "1"}', '"no"'),
   'version: "1" is not a semantic version', 'problems are reported together with the first field first');
 
+select matches(tests.refusal('{"tool_id": "x", "tool_type": "knowledge", "version": "1.0.0"}',
+                             '[{"path": "a.md", "content_text": "x", "storage_key": "bucket/a.md"}]'),
+  'files\[1\] \("a.md"\): give exactly one of content_text or storage_key', 'a file is either inline or in storage');
+select matches(tests.refusal('{"tool_id": "x", "tool_type": "knowledge", "version": "1.0.0"}',
+                             '[{"path": "big.bin", "storage_key": "bucket/big.bin"}]'),
+  'a stored file needs its sha256 \(64 hex digits\) and size_bytes', 'a stored file must bring its hash and size');
 select throws_ok($$ select public.publish_tool_version('{"tool_id": "x", "tool_type": "runtime", "version": "nope"}') $$,
   '22023', null, 'manifest errors carry SQLSTATE 22023 (invalid_parameter_value)');
 
