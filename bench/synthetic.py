@@ -1316,7 +1316,7 @@ select p.ref,
   from bench_pick p join public.tools t on t.ref = p.ref
 """
 _PLAN_CACHE_STATE = """,
-       (select to_jsonb(pc) - '{tool_uuid,version_uuid,chain_tools,built_at}'::text[]
+       (select to_jsonb(pc) - '{tool_uuid,version_uuid,chain_tools,chain_versions,built_at}'::text[]
           from kiwi_internal.plan_cache pc where pc.tool_ref = p.ref) as cached_plan"""
 
 
