@@ -41,7 +41,7 @@ grant all on table public.namespace_members to service_role;
 
 -- Membership lookups bypass RLS (security definer) so that policies on
 -- namespace_members can use them without recursing into themselves.
-create function kiwi_internal.my_namespaces() returns text[]
+create function kiwi_internal.my_namespaces(p_owned_only boolean default false) returns text[]
   language plpgsql stable security definer
   set search_path = ''
 as $$
@@ -54,32 +54,12 @@ begin
   end if;
   select coalesce(array_agg(m.namespace), '{}') into v_out
     from public.namespace_members m
-   where m.user_id = v_uid;
+   where m.user_id = v_uid and (not p_owned_only or m.role = 'owner');
   return v_out;
 end
 $$;
-revoke execute on function kiwi_internal.my_namespaces() from public;
-grant execute on function kiwi_internal.my_namespaces() to anon, authenticated, service_role;
-
-create function kiwi_internal.my_owned_namespaces() returns text[]
-  language plpgsql stable security definer
-  set search_path = ''
-as $$
-declare
-  v_uid uuid := auth.uid();
-  v_out text[];
-begin
-  if v_uid is null then
-    return '{}';
-  end if;
-  select coalesce(array_agg(m.namespace), '{}') into v_out
-    from public.namespace_members m
-   where m.user_id = v_uid and m.role = 'owner';
-  return v_out;
-end
-$$;
-revoke execute on function kiwi_internal.my_owned_namespaces() from public;
-grant execute on function kiwi_internal.my_owned_namespaces() to anon, authenticated, service_role;
+revoke execute on function kiwi_internal.my_namespaces(boolean) from public;
+grant execute on function kiwi_internal.my_namespaces(boolean) to anon, authenticated, service_role;
 
 create function kiwi_internal.can_publish_to(p_namespace text) returns boolean
   language sql stable
@@ -98,21 +78,21 @@ create policy "signed-in users create namespaces they own"
   with check (owner_id = (select auth.uid()));
 create policy "owners describe their namespaces"
   on public.namespaces for update to authenticated
-  using (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[]))
-  with check (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[]));
+  using (namespace = any ((select kiwi_internal.my_namespaces(true))::text[]))
+  with check (namespace = any ((select kiwi_internal.my_namespaces(true))::text[]));
 create policy "owners delete their namespaces"
   on public.namespaces for delete to authenticated
-  using (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[]));
+  using (namespace = any ((select kiwi_internal.my_namespaces(true))::text[]));
 
 create policy "members see their namespaces' members"
   on public.namespace_members for select to authenticated
   using (user_id = (select auth.uid()) or namespace = any ((select kiwi_internal.my_namespaces())::text[]));
 create policy "owners add members"
   on public.namespace_members for insert to authenticated
-  with check (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[]));
+  with check (namespace = any ((select kiwi_internal.my_namespaces(true))::text[]));
 create policy "owners remove members and members leave"
   on public.namespace_members for delete to authenticated
-  using (namespace = any ((select kiwi_internal.my_owned_namespaces())::text[])
+  using (namespace = any ((select kiwi_internal.my_namespaces(true))::text[])
          or user_id = (select auth.uid()));
 
 -- The creator of a namespace becomes its first owner.

@@ -75,29 +75,14 @@ begin
     end if;
   end loop;
 
-  if v_text = '' then
-    return query
-    select t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id,
-           t.latest_version, (t.run_count + t.download_count)::real
-      from public.tools t
-     where t.visibility <> 'unlisted'
-       and t.latest_version is not null
-       and (v_type is null or t.tool_type = v_type or t.executor_id in (v_type, v_type || '_runtime'))
-       and (v_category is null or lower(t.category) = v_category or lower(t.subcategory) = v_category)
-       and (v_mcp is null or (t.tool_type = 'mcp_tool' and t.executor_id in (v_mcp, v_mcp || '_mcp')))
-       and (v_namespace is null or t.namespace = v_namespace)
-     order by t.run_count + t.download_count desc, t.ref
-     limit v_limit;
-    return;
-  end if;
-
   v_words := array(select w from unnest(string_to_array(kiwi_internal.search_words_of(v_text), ' ')) w
                     where w <> '');
   if cardinality(v_words) > 0 then
     v_query := to_tsquery('simple', (select string_agg(quote_literal(w) || ':*', ' & ') from unnest(v_words) w));
   end if;
 
-  for v_tier in 1..5 loop
+  -- tier 0 alone for an empty query (everything, most used first); tiers 1-5 otherwise
+  for v_tier in (case when v_text = '' then 0 else 1 end)..(case when v_text = '' then 0 else 5 end) loop
     exit when cardinality(v_seen) >= v_limit;
     if v_tier > 1 and v_query is null then
       exit;
@@ -117,6 +102,7 @@ begin
              t.latest_version, t.run_count + t.download_count as popularity
         from public.tools t
        where case v_tier
+               when 0 then true
                when 1 then t.ref = v_text or t.tool_id = v_text
                when 2 then t.name_vector @@ v_query
                when 3 then t.search_vector @@ v_query
@@ -137,7 +123,8 @@ begin
       tool_id := v_row.ref; namespace := v_row.namespace; name := v_row.name; tool_type := v_row.tool_type;
       category := v_row.category; description := v_row.description; executor_id := v_row.executor_id;
       latest_version := v_row.latest_version;
-      rank := ((6 - v_tier) + least(ln(1 + v_row.popularity) / 100, 0.99))::real;
+      rank := case when v_tier = 0 then v_row.popularity
+                   else (6 - v_tier) + least(ln(1 + v_row.popularity) / 100, 0.99) end;
       return next;
     end loop;
   end loop;
