@@ -2,14 +2,23 @@
 -- version's manifest (kiwi_internal.refresh_latest keeps them in step); `ref` is the
 -- reference people write: tool_id in the public namespace, namespace/tool_id elsewhere.
 
+-- The reference people write: tool_id in the public namespace, namespace/tool_id elsewhere.
+create function kiwi_internal.tool_ref(p_namespace text, p_tool_id text) returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select case when p_namespace = 'public' then p_tool_id else p_namespace || '/' || p_tool_id end
+$$;
+revoke execute on function kiwi_internal.tool_ref(text, text) from public;
+grant execute on function kiwi_internal.tool_ref(text, text) to anon, authenticated, service_role;
+
 create table public.tools (
   id             uuid primary key default gen_random_uuid(),
   namespace      text not null default 'public'
                  references public.namespaces (namespace) on update restrict on delete restrict,
   tool_id        text not null
                  constraint tool_id_format check (tool_id ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$'),
-  ref            text generated always as
-                 (case when namespace = 'public' then tool_id else namespace || '/' || tool_id end) stored,
+  ref            text generated always as (kiwi_internal.tool_ref(namespace, tool_id)) stored,
   tool_type      text not null references public.tool_type_rules (tool_type),
   executor_id    text,
   name           text not null,
@@ -67,11 +76,15 @@ $$;
 revoke execute on function kiwi_internal.can_read(text, text) from public;
 grant execute on function kiwi_internal.can_read(text, text) to anon, authenticated, service_role;
 
+-- `public/x` and ` x ` mean `x`. plpgsql, not SQL: it runs on every resolution, and a
+-- SQL function with a SET clause is re-planned in each query that calls it.
 create function kiwi_internal.normalize_ref(p_ref text) returns text
-  language sql immutable strict parallel safe
+  language plpgsql immutable strict parallel safe
   set search_path = ''
 as $$
-  select case when btrim(p_ref) like 'public/%' then substr(btrim(p_ref), 8) else btrim(p_ref) end
+begin
+  return case when btrim(p_ref) like 'public/%' then substr(btrim(p_ref), 8) else btrim(p_ref) end;
+end
 $$;
 revoke execute on function kiwi_internal.normalize_ref(text) from public;
 grant execute on function kiwi_internal.normalize_ref(text) to anon, authenticated, service_role;
@@ -171,6 +184,17 @@ grant execute on function kiwi_internal.tool_name_vector(text, text) to anon, au
 create table kiwi_internal.search_words (word text primary key);
 revoke all on table kiwi_internal.search_words from public, anon, authenticated, service_role;
 
+-- The text a tool contributes to the vocabulary.
+create function kiwi_internal.tool_vocabulary(p_tool_id text, p_name text, p_tags text[], p_category text,
+                                              p_subcategory text) returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select concat_ws(' ', p_tool_id, p_name, array_to_string(p_tags, ' '), p_category, p_subcategory)
+$$;
+revoke execute on function kiwi_internal.tool_vocabulary(text, text, text[], text, text) from public;
+grant execute on function kiwi_internal.tool_vocabulary(text, text, text[], text, text) to anon, authenticated, service_role;
+
 create function kiwi_internal.remember_search_words(p_text text) returns void
   language sql volatile security definer
   set search_path = ''
@@ -206,11 +230,11 @@ begin
                                                           new.category, new.subcategory);
     new.name_vector := kiwi_internal.tool_name_vector(new.tool_id, new.name);
     perform kiwi_internal.remember_search_words(
-      concat_ws(' ', new.tool_id, new.name, array_to_string(new.tags, ' '), new.category, new.subcategory));
+      kiwi_internal.tool_vocabulary(new.tool_id, new.name, new.tags, new.category, new.subcategory));
   end if;
   if tg_op = 'INSERT' or new.executor_id is distinct from old.executor_id then
     perform kiwi_internal.check_executor(
-      case when new.namespace = 'public' then new.tool_id else new.namespace || '/' || new.tool_id end,
+      kiwi_internal.tool_ref(new.namespace, new.tool_id),
       new.tool_type, new.executor_id);
   end if;
   return new;

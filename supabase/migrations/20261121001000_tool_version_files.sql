@@ -81,14 +81,16 @@ create function kiwi_internal.files_before_insert() returns trigger
   language plpgsql
   set search_path = ''
 as $$
+declare
+  v_sha256 text;
 begin
   if new.content_text is not null then
-    if new.sha256 is not null and new.sha256 <> kiwi_internal.sha256_hex(new.content_text) then
-      raise exception 'file "%": sha256 % does not match its content (%)',
-        new.path, new.sha256, kiwi_internal.sha256_hex(new.content_text)
+    v_sha256 := kiwi_internal.sha256_hex(new.content_text);
+    if new.sha256 is not null and new.sha256 <> v_sha256 then
+      raise exception 'file "%": sha256 % does not match its content (%)', new.path, new.sha256, v_sha256
         using errcode = '23514';
     end if;
-    new.sha256 := kiwi_internal.sha256_hex(new.content_text);
+    new.sha256 := v_sha256;
     new.size_bytes := octet_length(new.content_text);
   elsif new.storage_key is not null and (new.sha256 is null or new.size_bytes is null) then
     raise exception 'file "%" is kept in storage: its sha256 and size_bytes must be given', new.path

@@ -80,9 +80,7 @@ begin
                        e.error[1], e.error[2]
                    )::kiwi_internal.chain_row order by q.ord)
     into v_roots
-    from (select r.ord::int as ord, r.requested,
-                 case when btrim(r.requested) like 'public/%' then substr(btrim(r.requested), 8)
-                      else btrim(r.requested) end as ref
+    from (select r.ord::int as ord, r.requested, kiwi_internal.normalize_ref(r.requested) as ref
             from unnest(p_refs) with ordinality as r(requested, ord)) q
     left join lateral (
       select t.ref, t.tool_type, v.executor_id, v.version, v.content_hash, v.manifest, v.id as version_uuid

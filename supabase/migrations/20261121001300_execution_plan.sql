@@ -232,8 +232,7 @@ as $$
 declare
   v_admin boolean := kiwi_internal.caller_is_admin();
   v_ns    text[] := case when v_admin then '{}'::text[] else kiwi_internal.my_namespaces() end;
-  v_ref   text := case when btrim(p_tool_id) like 'public/%' then substr(btrim(p_tool_id), 8)
-                       else btrim(p_tool_id) end;
+  v_ref   text := kiwi_internal.normalize_ref(p_tool_id);
   v_hit   record;
   v_root  record;
   v_built kiwi_internal.plan_build;

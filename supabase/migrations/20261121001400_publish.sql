@@ -283,7 +283,7 @@ begin
   else
     v_ns := coalesce(p_manifest ->> 'namespace', 'public');
   end if;
-  v_ref := case when v_ns = 'public' then v_tool_id else v_ns || '/' || v_tool_id end;
+  v_ref := kiwi_internal.tool_ref(v_ns, v_tool_id);
 
   -- who may publish
   if not exists (select 1 from public.namespaces n where n.namespace = v_ns) then

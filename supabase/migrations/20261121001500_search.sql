@@ -148,13 +148,9 @@ begin
     search_vector = kiwi_internal.tool_search_vector(t.tool_id, t.name, t.tags, t.description, t.category, t.subcategory),
     name_vector   = kiwi_internal.tool_name_vector(t.tool_id, t.name);
   get diagnostics v_count = row_count;
-  insert into kiwi_internal.search_words (word)
-  select distinct w
-    from public.tools t,
-         regexp_split_to_table(kiwi_internal.search_words_of(
-           concat_ws(' ', t.tool_id, t.name, array_to_string(t.tags, ' '), t.category, t.subcategory)), ' ') w
-   where length(w) >= 3
-  on conflict (word) do nothing;
+  perform kiwi_internal.remember_search_words(
+    string_agg(kiwi_internal.tool_vocabulary(t.tool_id, t.name, t.tags, t.category, t.subcategory), ' '))
+    from public.tools t;
   return v_count;
 end
 $$;
