@@ -1,0 +1,71 @@
+"""The execution plan: what resolve_execution_plan returns, as typed Python.
+
+The plan is the only thing the runner knows about a tool. Its `config` is already the
+deep merge of every config in the chain (primitive first, the tool last), done in SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    tool_id: str
+    tool_type: str
+    version: str
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class PlanFile:
+    path: str
+    sha256: str
+    size_bytes: int
+    is_entrypoint: bool
+    content_text: str | None
+    media_type: str | None = None
+    storage_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    tool_id: str
+    version: str
+    tool_type: str
+    content_hash: str
+    primitive: str | None
+    executor_id: str | None
+    chain: list[ChainLink]
+    config: dict[str, Any]
+    parameters: dict[str, Any] | None
+    outputs: Any = None
+    files: list[PlanFile] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Plan:
+        return cls(
+            tool_id=data["tool_id"],
+            version=data["version"],
+            tool_type=data["tool_type"],
+            content_hash=data["content_hash"],
+            primitive=data.get("primitive"),
+            executor_id=data.get("executor_id"),
+            chain=[
+                ChainLink(**{k: link[k] for k in ("tool_id", "tool_type", "version", "content_hash")})
+                for link in data.get("chain") or []
+            ],
+            config=data.get("config") or {},
+            parameters=data.get("parameters"),
+            outputs=data.get("outputs"),
+            files=[PlanFile(**{k: f.get(k) for k in PlanFile.__dataclass_fields__}) for f in data.get("files") or []],
+        )
+
+    @property
+    def entrypoint(self) -> PlanFile | None:
+        return next((f for f in self.files if f.is_entrypoint), None)
+
+    @property
+    def chain_ids(self) -> list[str]:
+        return [link.tool_id for link in self.chain]

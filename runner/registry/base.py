@@ -1,0 +1,47 @@
+"""One interface to the registry, whatever carries the calls (Postgres or Supabase REST).
+
+Each method is one SQL function of the registry, called by name with the same
+arguments on both backends. Backends translate the database's errors into
+KiwiErrors: PT404 -> NotFound, PT422/PT409/42501 -> Refused, 22023 -> UsageError
+(a bad manifest), a connection failure -> RegistryUnavailable.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Registry(Protocol):
+    async def execution_plan(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
+        """public.resolve_execution_plan(p_tool_id, p_version): the plan as a dict."""
+        ...
+
+    async def chain(self, tool_id: str) -> list[dict[str, Any]]:
+        """public.resolve_executor_chain(p_tool_id): rows ordered by depth."""
+        ...
+
+    async def chains_batch(self, tool_ids: list[str]) -> list[dict[str, Any]]:
+        """public.resolve_executor_chains_batch(p_tool_ids)."""
+        ...
+
+    async def search(
+        self, query: str, *, tool_type: str | None = None, category: str | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        """public.search_tools(p_query, p_tool_type, p_category, p_limit)."""
+        ...
+
+    async def publish(
+        self, manifest: dict[str, Any], files: list[dict[str, Any]], manifest_yaml: str | None = None
+    ) -> dict[str, Any]:
+        """public.publish_tool_version(p_manifest, p_files, p_manifest_yaml)."""
+        ...
+
+    async def record_run(self, record: dict[str, Any]) -> str:
+        """public.record_run(p_run jsonb) -> the run's id."""
+        ...
+
+    async def runs(self, *, tool_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+        """Recent runs the caller may read (public.tool_runs, newest first)."""
+        ...
+
+    async def aclose(self) -> None: ...
