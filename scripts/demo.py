@@ -1,24 +1,61 @@
-"""Show the registry at work from Python: a chain, a merged execution plan, a search.
+"""`make demo`: the registry and the runner at work, end to end.
 
-Until the runner lands this is what `make demo` runs; every figure comes from the SQL
-functions a client would call.
+1. The registry, from SQL: a chain, a merged execution plan, a batch with a bad id, search.
+2. The seeded Python, Bash, Node and API tools run through their chains with the `kiwi`
+   CLI (the API tool against a local echo server this script starts), then a knowledge
+   entry, a bad parameter, and the run records they left.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import psycopg
 
+ROOT = Path(__file__).resolve().parent.parent
 URL = os.environ.get("KIWI_DATABASE_URL", "postgresql://postgres:postgres@127.0.0.1:54322/postgres")
+KIWI = [sys.executable, "-m", "runner.cli"]
 
 
 def heading(text: str) -> None:
-    print(f"\n== {text}")
+    print(f"\n== {text}", flush=True)
 
 
-def main() -> None:
+class EchoHandler(BaseHTTPRequestHandler):
+    """Answers like httpbin's /anything: what it received, as JSON."""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        answer = json.dumps(
+            {
+                "method": self.command,
+                "url": self.path,
+                "json": parsed,
+                "headers": {k: v for k, v in self.headers.items() if k.lower() != "authorization"},
+            }
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def registry_tour() -> None:
     with psycopg.connect(URL, autocommit=True) as conn:
         heading("select * from resolve_executor_chain('format_bytes')")
         for depth, tool_id, tool_type, executor, version, content_hash in conn.execute(
@@ -48,22 +85,49 @@ def main() -> None:
         ):
             print(f"  {requested:<14} {depth if depth is not None else '-'}  {tool_id or ''}{error or ''}")
 
-        for query in ("helo wrld", "type:python", "mcp server category:mcp", "bytes"):
+        for query in ("helo wrld", "type:python"):
             heading(f"select * from search_tools('{query}')")
             rows = conn.execute(
-                "select tool_id, tool_type, rank, description from search_tools(%s, p_limit => 5)",
-                (query,),
+                "select tool_id, tool_type, rank, description from search_tools(%s, p_limit => 5)", (query,)
             ).fetchall()
             for tool_id, tool_type, rank, description in rows:
                 print(f"  {rank:6.2f}  {tool_id:<20} {tool_type:<10} {description[:60]}")
-            if not rows:
-                print("  (nothing)")
 
-        heading("select tool_id, tool_type, latest_version, executor_chain from tool_catalog")
-        for tool_id, tool_type, version, chain in conn.execute(
-            "select tool_id, tool_type, latest_version, executor_chain from tool_catalog"
-        ):
-            print(f"  {tool_id:<20} {tool_type:<10} {version:<7} {chain}")
+
+def kiwi(*args: str, env: dict[str, str], expect: int = 0) -> None:
+    print(f"\n$ kiwi {shlex.join(args)}", flush=True)
+    done = subprocess.run([*KIWI, *args], cwd=ROOT, env=env, text=True, capture_output=True, check=False)
+    for line in done.stdout.rstrip().splitlines():
+        print(f"  {line}")
+    for line in done.stderr.rstrip().splitlines():
+        print(f"  | {line}")
+    print(f"  (exit {done.returncode})", flush=True)
+    if done.returncode != expect:
+        raise SystemExit(f"demo: `kiwi {shlex.join(args)}` exited {done.returncode}, expected {expect}")
+
+
+def runner_tour() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), EchoHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {**os.environ, "KIWI_DATABASE_URL": URL, "HTTP_ECHO_URL": f"http://127.0.0.1:{server.server_port}/anything"}
+    try:
+        heading("running the seeded tools through their chains")
+        kiwi("run", "hello_world", "-p", "name=Ada", env=env)
+        kiwi("run", "format_bytes", "-p", "bytes=123456789", "-p", "binary=true", env=env)
+        kiwi("run", "word_count", "-p", "text=to be or not to be\nthat is the question", env=env)
+        kiwi("run", "http_echo", "-p", "message=hello from kiwi", "--json", env=env)
+        kiwi("run", "kiwi_tool_authoring", env=env)
+        heading("bad input gets a clear error (and a run record)")
+        kiwi("run", "format_bytes", "-p", "bytes=lots", env=env, expect=2)
+        heading("what ran")
+        kiwi("runs", "--limit", "6", env=env)
+    finally:
+        server.shutdown()
+
+
+def main() -> None:
+    registry_tour()
+    runner_tour()
 
 
 if __name__ == "__main__":

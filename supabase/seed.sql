@@ -26,7 +26,15 @@ select public.publish_tool_version(
    "LANG",
    "LC_ALL",
    "TZ",
-   "TMPDIR"
+   "TMPDIR",
+   "SSL_CERT_FILE",
+   "SSL_CERT_DIR",
+   "HTTP_PROXY",
+   "HTTPS_PROXY",
+   "NO_PROXY",
+   "http_proxy",
+   "https_proxy",
+   "no_proxy"
   ]
  }
 }$k$::jsonb,
@@ -47,7 +55,10 @@ config:
   max_output_bytes: 1048576
   env: {}
   # Variables handed down from the runner's environment; nothing else leaks through.
-  env_passthrough: [PATH, HOME, LANG, LC_ALL, TZ, TMPDIR]
+  # (TLS roots and proxies, so that tools and environment steps reach the network the
+  # way the machine is set up to.)
+  env_passthrough: [PATH, HOME, LANG, LC_ALL, TZ, TMPDIR, SSL_CERT_FILE, SSL_CERT_DIR,
+                    HTTP_PROXY, HTTPS_PROXY, NO_PROXY, http_proxy, https_proxy, no_proxy]
 $k$);
 
 -- bash_runtime (runtime)
@@ -301,6 +312,10 @@ select public.publish_tool_version(
     "python3",
     "{requires}"
    ],
+   "env_passthrough": [
+    "UV_*",
+    "PIP_*"
+   ],
    "steps": [
     {
      "command": "uv",
@@ -371,6 +386,8 @@ config:
   requires: []
   environment:
     key: [python3, "{requires}"]
+    # uv's and pip's own settings (index, cache, certificates) reach the install steps
+    env_passthrough: ["UV_*", "PIP_*"]
     steps:
       - command: uv
         args: [venv, --quiet, --python, python3, "{env_dir}"]
@@ -755,6 +772,11 @@ select public.publish_tool_version(
     "node",
     "{requires}"
    ],
+   "env_passthrough": [
+    "NPM_CONFIG_*",
+    "npm_config_*",
+    "NODE_EXTRA_CA_CERTS"
+   ],
    "steps": [
     {
      "command": "npm",
@@ -809,6 +831,8 @@ config:
   requires: []
   environment:
     key: [node, "{requires}"]
+    # npm's own settings (registry, cache, certificates) reach the install step
+    env_passthrough: ["NPM_CONFIG_*", "npm_config_*", NODE_EXTRA_CA_CERTS]
     steps:
       - command: npm
         args: [install, --silent, --no-audit, --no-fund, --prefix, "{env_dir}", "{requires...}"]

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATABASE_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
@@ -29,3 +32,25 @@ def conn(database_url: str) -> Iterator[psycopg.Connection]:
     """An admin connection in autocommit mode, as the dashboard SQL editor has."""
     with psycopg.connect(database_url, autocommit=True) as connection:
         yield connection
+
+
+@pytest.fixture
+def publish_tool(conn: psycopg.Connection) -> Iterator[Callable[..., str]]:
+    """Publish throwaway tools (unique ids, made from `stem`); delete them afterwards, dependents first."""
+    made: list[str] = []
+
+    def publish(
+        stem: str, manifest: dict[str, Any], files: dict[str, str] | None = None, *, entrypoint: str | None = None
+    ) -> str:
+        tool_id = f"{stem}_{uuid.uuid4().hex[:8]}"
+        m = {"version": "1.0.0", **manifest, "tool_id": tool_id}
+        if entrypoint:
+            m["entrypoint"] = entrypoint
+        rows = [{"path": p, "content_text": t, "is_entrypoint": p == entrypoint} for p, t in (files or {}).items()]
+        conn.execute("select publish_tool_version(%s, %s)", (Jsonb(m), Jsonb(rows)))
+        made.append(tool_id)
+        return tool_id
+
+    yield publish
+    for tool_id in reversed(made):
+        conn.execute("delete from tools where ref = %s", (tool_id,))

@@ -4,13 +4,14 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(46);
+select plan(52);
 select tests.make_acme();
 
--- The six tables of the matrix: a new table must join it (and this list).
+-- The seven tables of the matrix: a new table must join it (and this list).
 select tables_are('public',
-  array['namespaces', 'namespace_members', 'tools', 'tool_versions', 'tool_version_files', 'tool_type_rules'],
-  'schema public holds exactly the six tables of the RLS matrix');
+  array['namespaces', 'namespace_members', 'tools', 'tool_versions', 'tool_version_files', 'tool_type_rules',
+        'tool_runs'],
+  'schema public holds exactly the seven tables of the RLS matrix');
 select is_empty(
   $$select c.relname from pg_catalog.pg_class c
      where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p') and not c.relrowsecurity$$,
@@ -77,6 +78,12 @@ select table_privs_are('public', 'tool_type_rules', 'authenticated', array['SELE
 select table_privs_are('public', 'tool_type_rules', 'service_role',
   array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'],
   'service_role holds every privilege on tool_type_rules');
+select table_privs_are('public', 'tool_runs', 'anon', array[]::text[],
+  'anon holds no privilege on tool_runs');
+select table_privs_are('public', 'tool_runs', 'authenticated', array['SELECT'],
+  'authenticated may only select tool_runs: runs are written through record_run');
+select table_privs_are('public', 'tool_runs', 'service_role', array['SELECT', 'DELETE'],
+  'service_role may select and delete runs (retention), never write them directly');
 
 -- Column grants: what authenticated may write into namespaces and namespace_members.
 select column_privs_are('public', 'namespaces', 'namespace', 'authenticated', array['SELECT', 'INSERT'],
@@ -125,6 +132,12 @@ select function_privs_are('public', 'delete_tool', array['text'], 'authenticated
   'authenticated may execute delete_tool');
 select function_privs_are('public', 'delete_tool', array['text'], 'service_role', array['EXECUTE'],
   'service_role may execute delete_tool');
+select function_privs_are('public', 'record_run', array['jsonb'], 'anon', array[]::text[],
+  'anon may not execute record_run');
+select function_privs_are('public', 'record_run', array['jsonb'], 'authenticated', array['EXECUTE'],
+  'authenticated may execute record_run');
+select function_privs_are('public', 'record_run', array['jsonb'], 'service_role', array['EXECUTE'],
+  'service_role may execute record_run');
 
 select * from finish();
 rollback;

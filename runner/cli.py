@@ -1,0 +1,277 @@
+"""The kiwi command line: run, search, show, publish, runs.
+
+Every command takes --json for machines; without it, output is for people. Exit codes:
+0 success, 1 the tool ran and failed, 2 bad usage or parameters, 3 not found,
+4 refused (broken chain, altered file, blocked by validation, bad config),
+5 registry unreachable, 124 the tool timed out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import Settings
+from .errors import KiwiError, UsageError
+from .registry import connect
+from .run import Runner, RunResult
+from .tool_dir import ToolDirError, load_tool_dir
+
+EXIT_TIMEOUT = 124
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return asyncio.run(args.handler(args))
+    except KiwiError as e:
+        return fail(e, args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kiwi",
+        description="Run, find and publish tools from the Kiwi registry.",
+        epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a tool through its executor chain")
+    run.add_argument("tool", metavar="TOOL", help="tool id, namespace/tool or tool@version")
+    run.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one parameter (repeatable); VALUE is read as JSON when the schema wants a non-string",
+    )
+    run.add_argument("--params", metavar="JSON", help="all parameters as one JSON object")
+    run.add_argument("--version", metavar="V", help="run this version instead of the latest")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="resolve, validate and prepare, but do not run; prints the chain and checks",
+    )
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.set_defaults(handler=cmd_run)
+
+    search = sub.add_parser("search", help="search the registry (modifiers: type:, category:, mcp:, namespace:)")
+    search.add_argument("query", nargs="*", help="words; empty lists by popularity")
+    search.add_argument("--type", dest="tool_type", metavar="TYPE", help="only this tool type")
+    search.add_argument("--category", metavar="C", help="only this category")
+    search.add_argument("--limit", type=int, default=20, metavar="N", help="at most N results (default 20)")
+    search.add_argument("--json", action="store_true", help="print a JSON array")
+    search.set_defaults(handler=cmd_search)
+
+    show = sub.add_parser("show", help="a tool's manifest, executor chain and files")
+    show.add_argument("tool", metavar="TOOL")
+    show.add_argument("--version", metavar="V", help="show this version's files and plan")
+    show.add_argument("--json", action="store_true", help="print one JSON object")
+    show.set_defaults(handler=cmd_show)
+
+    publish = sub.add_parser("publish", help="publish a directory holding tool.yaml and its files")
+    publish.add_argument("directory", type=Path, metavar="DIR")
+    publish.add_argument("--json", action="store_true", help="print the registry's answer as JSON")
+    publish.set_defaults(handler=cmd_publish)
+
+    runs = sub.add_parser("runs", help="your recent runs, newest first")
+    runs.add_argument("--tool", metavar="TOOL", help="only runs of this tool")
+    runs.add_argument("--limit", type=int, default=20, metavar="N", help="at most N runs (default 20)")
+    runs.add_argument("--json", action="store_true", help="print a JSON array")
+    runs.set_defaults(handler=cmd_runs)
+    return parser
+
+
+def fail(e: KiwiError, args: argparse.Namespace) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps({"error": e.as_dict()}, ensure_ascii=False))
+    print(f"kiwi: {e}", file=sys.stderr)
+    return e.exit_code
+
+
+def progress(line: str) -> None:
+    print(f"… {line}", file=sys.stderr, flush=True)
+
+
+def split_ref(tool: str, version: str | None) -> tuple[str, str | None]:
+    """`tool@1.2.0` is the same as `tool --version 1.2.0`."""
+    if "@" in tool:
+        tool, _, at = tool.rpartition("@")
+        if version and version != at:
+            raise UsageError(f"two versions given: @{at} and --version {version}")
+        version = at
+    return tool, version
+
+
+def parse_params(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
+    params: dict[str, Any] = {}
+    if args.params:
+        try:
+            params = json.loads(args.params)
+        except ValueError as e:
+            raise UsageError(f"--params is not valid JSON: {e}", hint="""example: --params '{"name": "Ada"}'""") from e
+        if not isinstance(params, dict):
+            raise UsageError("--params must be a JSON object", hint="""example: --params '{"name": "Ada"}'""")
+    raw: dict[str, str] = {}
+    for item in args.param:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"-p expects KEY=VALUE, got {item!r}")
+        raw[key] = value
+    return params, raw
+
+
+async def cmd_run(args: argparse.Namespace) -> int:
+    tool, version = split_ref(args.tool, args.version)
+    params, raw = parse_params(args)
+    runner = Runner(connect(Settings.load()), Settings.load(), on_progress=progress)
+    try:
+        result = await runner.run(tool, params, version=version, raw_params=raw, dry_run=args.dry_run)
+    finally:
+        await runner.aclose()
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.as_json(), ensure_ascii=False, default=str))
+    else:
+        print_run(result, args.dry_run)
+    if result.failure is not None:
+        return result.failure.exit_code
+    return 0 if result.ok else EXIT_TIMEOUT if result.status == "timeout" else 1
+
+
+def print_run(result: RunResult, dry_run: bool) -> None:
+    if result.output is not None:
+        out = result.output
+        print(out if isinstance(out, str) else json.dumps(out, indent=2, ensure_ascii=False, default=str))
+    where = f"{result.tool_id}@{result.version}" if result.version else result.tool_id
+    chain = " -> ".join(result.executor_chain)
+    label = "dry run ok" if dry_run and result.ok else result.status
+    print(f"{label}: {where} via {chain or '?'} in {result.duration_ms:.0f} ms", file=sys.stderr)
+    if result.error:
+        print(f"kiwi: {result.error}", file=sys.stderr)
+    if result.failure is not None and result.failure.hint:
+        print(f"hint: {result.failure.hint}", file=sys.stderr)
+
+
+async def cmd_search(args: argparse.Namespace) -> int:
+    registry = connect(Settings.load())
+    try:
+        rows = await registry.search(
+            " ".join(args.query), tool_type=args.tool_type, category=args.category, limit=args.limit
+        )
+    finally:
+        await registry.aclose()
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, default=str))
+        return 0
+    if not rows:
+        print("no tools found", file=sys.stderr)
+        return 0
+    width = max(len(r["tool_id"]) for r in rows)
+    for r in rows:
+        desc = (r.get("description") or "").strip().splitlines()[0] if r.get("description") else ""
+        print(f"{r['tool_id']:<{width}}  {r['tool_type']:<10} {r.get('latest_version') or '-':<8}  {desc[:80]}")
+    return 0
+
+
+async def cmd_show(args: argparse.Namespace) -> int:
+    tool, version = split_ref(args.tool, args.version)
+    registry = connect(Settings.load())
+    try:
+        chain = await registry.chain(tool)
+        plan = await registry.execution_plan(tool, version)
+    finally:
+        await registry.aclose()
+    manifest = chain[0]["manifest"] if chain and (version is None or chain[0]["version"] == version) else None
+    files = [{k: f[k] for k in ("path", "size_bytes", "sha256", "is_entrypoint")} for f in plan["files"]]
+    shown = {
+        "tool_id": plan["tool_id"],
+        "version": plan["version"],
+        "tool_type": plan["tool_type"],
+        "content_hash": plan["content_hash"],
+        "manifest": manifest,
+        "chain": [{k: row[k] for k in ("depth", "tool_id", "tool_type", "version", "content_hash")} for row in chain],
+        "parameters": plan["parameters"],
+        "files": files,
+    }
+    if args.json:
+        print(json.dumps(shown, ensure_ascii=False, default=str))
+        return 0
+    m = manifest or {}
+    print(f"{plan['tool_id']}@{plan['version']}  ({plan['tool_type']})  {m.get('name', '')}")
+    if m.get("description"):
+        print(f"  {m['description'].strip()}")
+    print("\nchain:")
+    for row in chain:
+        print(
+            f"  {row['depth']}  {row['tool_id']:<20} {row['tool_type']:<10} {row['version']:<8} "
+            f"{row['content_hash'][:12]}"
+        )
+    props = (plan["parameters"] or {}).get("properties") or {}
+    required = set((plan["parameters"] or {}).get("required") or [])
+    print("\nparameters:" + ("" if props else " none"))
+    for name, prop in props.items():
+        flag = "required" if name in required else f"default {json.dumps(prop['default'])}" if "default" in prop else ""
+        print(f"  {name:<16} {prop.get('type', 'any'):<8} {flag:<16} {prop.get('description', '')}")
+    print("\nfiles:" + ("" if files else " none"))
+    for f in files:
+        star = "*" if f["is_entrypoint"] else " "
+        print(f" {star}{f['path']:<30} {f['size_bytes']:>8} B  sha256 {f['sha256'][:16]}")
+    return 0
+
+
+async def cmd_publish(args: argparse.Namespace) -> int:
+    try:
+        tool_dir = load_tool_dir(args.directory)
+    except ToolDirError as e:
+        raise UsageError(str(e), hint="a tool directory holds tool.yaml beside its files") from e
+    registry = connect(Settings.load())
+    try:
+        answer = await registry.publish(tool_dir.manifest, tool_dir.files, tool_dir.manifest_yaml)
+    finally:
+        await registry.aclose()
+    if args.json:
+        print(json.dumps(answer, ensure_ascii=False, default=str))
+    else:
+        what = "unchanged" if answer.get("unchanged") else "published"
+        print(
+            f"{what}: {answer.get('tool_id', tool_dir.tool_id)}@{answer.get('version')} "
+            f"content_hash {str(answer.get('content_hash', ''))[:16]}"
+        )
+        if answer.get("executor_chain"):
+            print("chain: " + " -> ".join(answer["executor_chain"]))
+    return 0
+
+
+async def cmd_runs(args: argparse.Namespace) -> int:
+    registry = connect(Settings.load())
+    try:
+        rows = await registry.runs(tool_id=args.tool, limit=args.limit)
+    finally:
+        await registry.aclose()
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, default=str))
+        return 0
+    if not rows:
+        print("no runs yet", file=sys.stderr)
+    for r in rows:
+        ms = f"{r['duration_ms']:.0f} ms" if r.get("duration_ms") is not None else "-"
+        err = f"  {(r.get('error_summary') or '').splitlines()[0][:70]}" if r.get("error_summary") else ""
+        print(f"{str(r['started_at'])[:19]}  {r['status']:<8} {r['tool_id']}@{r.get('version') or '-':<8} {ms:>8}{err}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Environments a runtime declares (a virtualenv, node_modules), prepared once and cached.
+
+A runtime's config says, as data:
+
+    environment:
+      key: [python3, "{requires}"]          # what the environment depends on
+      env_passthrough: ["UV_*"]             # added to the tool's own passthrough for the steps
+      steps:                                # commands that build it in {env_dir}
+        - {command: uv, args: [venv, "{env_dir}"]}
+        - {command: uv, args: [pip, install, ..., "{requires...}"], when: requires}
+      timeout_s: 600
+
+The directory is named by the hash of the rendered key and steps, so the same inputs
+share one environment and any change builds a new one. A file lock makes two runs
+preparing the same environment at once build it once; a finished environment carries a
+marker, and a half-built one (a crash, a failed step) is removed and built again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, PrimitiveError
+from .expand import expand_vars, fill, render_argv
+from .primitives.subprocess import ProcessSpec, spawn
+
+READY = ".kiwi-ready"
+DEFAULT_STEP_TIMEOUT_S = 600.0
+
+
+def config_values(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's own scalar and list entries, usable as {placeholders} in its environment steps."""
+    return {k: v for k, v in config.items() if isinstance(v, str | int | float | bool | list)}
+
+
+def environment_key(config: Mapping[str, Any]) -> str | None:
+    """The hash naming the environment this config needs, or None when it needs none."""
+    spec = config.get("environment")
+    if not spec:
+        return None
+    values = config_values(config)
+    rendered = {
+        "key": render_argv(list(spec.get("key") or []), {**values, "env_dir": "{env_dir}"}),
+        "steps": [_render_step(step, {**values, "env_dir": "{env_dir}"}) for step in _active_steps(spec, values)],
+    }
+    return hashlib.sha256(json.dumps(rendered, sort_keys=True).encode()).hexdigest()
+
+
+def _active_steps(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    steps = []
+    for step in spec.get("steps") or []:
+        when = step.get("when")
+        if when is None or values.get(when):
+            steps.append(step)
+    return steps
+
+
+def _render_step(step: Mapping[str, Any], values: Mapping[str, Any]) -> list[str]:
+    if not step.get("command"):
+        raise ConfigError("an environment step has no command")
+    return [fill(str(step["command"]), values), *render_argv(list(step.get("args") or []), values)]
+
+
+async def prepare_environment(
+    config: Mapping[str, Any],
+    root: Path,
+    environ: Mapping[str, str],
+    on_progress: Callable[[str], None] | None = None,
+) -> Path | None:
+    """The ready environment directory for this config (built now if needed), or None."""
+    key = environment_key(config)
+    if key is None:
+        return None
+    env_dir = root / "envs" / key
+    if (env_dir / READY).exists():
+        return env_dir
+    env_dir.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = env_dir.parent / f"{key}.lock"
+    lock = await asyncio.to_thread(_acquire, lock_path)
+    try:
+        if (env_dir / READY).exists():  # built by another run while we waited
+            return env_dir
+        await _build(config, env_dir, environ, on_progress)
+        return env_dir
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+def _acquire(path: Path) -> Any:
+    handle = path.open("a")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+async def _build(
+    config: Mapping[str, Any], env_dir: Path, environ: Mapping[str, str], on_progress: Callable[[str], None] | None
+) -> None:
+    spec = config["environment"]
+    values = {**config_values(config), "env_dir": str(env_dir)}
+    timeout = float(spec.get("timeout_s") or DEFAULT_STEP_TIMEOUT_S)
+    shutil.rmtree(env_dir, ignore_errors=True)  # a half-built leftover
+    env_dir.mkdir(parents=True)
+    names = [*(config.get("env_passthrough") or ["PATH", "HOME"]), *(spec.get("env_passthrough") or [])]
+    step_env = passthrough(names, environ)
+    steps = _active_steps(spec, values)
+    started = time.monotonic()
+    try:
+        for n, step in enumerate(steps, 1):
+            argv = [expand_vars(a, environ) for a in _render_step(step, values)]
+            if on_progress:
+                on_progress(f"preparing environment {env_dir.name[:12]} ({n}/{len(steps)}): {' '.join(argv[:3])} …")
+            result = await spawn(
+                ProcessSpec(
+                    argv=argv, env=step_env, cwd=env_dir, stdin=None, timeout_s=timeout, max_output_bytes=256 * 1024
+                )
+            )
+            if result.timed_out or result.exit_code != 0:
+                why = "timed out" if result.timed_out else f"exited with status {result.exit_code}"
+                tail = _tail(result.stderr) or _tail(result.stdout)
+                raise PrimitiveError(
+                    f"preparing the environment failed: `{' '.join(argv)}` {why}" + (f":\n{tail}" if tail else ""),
+                    hint="check the tool's requires and the runtime's environment steps",
+                )
+        (env_dir / READY).write_text(json.dumps({"built_in_s": round(time.monotonic() - started, 3)}))
+    except BaseException:
+        shutil.rmtree(env_dir, ignore_errors=True)
+        raise
+    if on_progress:
+        on_progress(f"environment {env_dir.name[:12]} ready in {time.monotonic() - started:.1f} s")
+
+
+def passthrough(names: list[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables named (a trailing `*` matches a prefix, as in `UV_*`) that are set in environ."""
+    out: dict[str, str] = {}
+    for name in names:
+        if name.endswith("*"):
+            out.update({k: v for k, v in environ.items() if k.startswith(name[:-1])})
+        elif name in environ:
+            out[name] = environ[name]
+    return out
+
+
+def _tail(text: str | bytes, lines: int = 12) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return "\n".join(text.strip().splitlines()[-lines:])

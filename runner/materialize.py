@@ -1,0 +1,89 @@
+"""A plan's files become a directory addressed by the version's content_hash.
+
+Identical versions share the directory. Every file is checked against the sha256 the
+registry recorded, both as it arrives in the plan (so a row altered in the database is
+refused) and on disk when a cached directory is reused; every path must stay inside
+the directory. A directory appears complete or not at all (written aside, renamed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path, PurePosixPath
+
+from .errors import IntegrityError, Refused
+from .plan import Plan, PlanFile
+
+COMPLETE = ".kiwi-complete"
+
+
+def safe_relative(path: str) -> PurePosixPath:
+    """Refuse absolute paths, `..`, NUL and empty names: a file can never land outside its directory."""
+    p = PurePosixPath(path)
+    if not path or "\x00" in path or "\\" in path or p.is_absolute() or any(part in ("..", "") for part in p.parts):
+        raise Refused(f"unsafe file path in the plan: {path!r}")
+    if p.parts and p.parts[0] == COMPLETE:
+        raise Refused(f"reserved file name in the plan: {path!r}")
+    return p
+
+
+def _content(f: PlanFile) -> bytes:
+    if f.content_text is None:
+        raise Refused(
+            f"file {f.path} has no inline content (storage_key {f.storage_key!r})",
+            hint="this runner materialises text files only",
+        )
+    data = f.content_text.encode("utf-8")
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != f.sha256:
+        raise IntegrityError(
+            f"file {f.path} does not match its sha256 (recorded {f.sha256[:12]}…, content {digest[:12]}…)",
+            hint="the registry row was altered after publishing; republish the tool",
+        )
+    return data
+
+
+def materialise(plan: Plan, root: Path) -> Path:
+    """The directory holding the plan's files, written if needed. Raises IntegrityError on a mismatch."""
+    contents = {str(safe_relative(f.path)): (_content(f), f) for f in plan.files}
+    target = root / "tools" / plan.content_hash
+    if (target / COMPLETE).exists():
+        _verify_on_disk(target, contents)
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{plan.content_hash[:16]}-", dir=target.parent))
+    try:
+        for rel, (data, f) in contents.items():
+            dest = staging / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+            dest.chmod(0o755 if f.is_entrypoint else 0o644)
+        (staging / COMPLETE).write_text(plan.content_hash + "\n")
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if not (target / COMPLETE).exists():  # someone else's incomplete directory: replace it
+                shutil.rmtree(target, ignore_errors=True)
+                os.rename(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    _verify_on_disk(target, contents)
+    return target
+
+
+def _verify_on_disk(target: Path, contents: dict[str, tuple[bytes, PlanFile]]) -> None:
+    for rel, (_, f) in contents.items():
+        path = target / rel
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise IntegrityError(f"materialised file {rel} is unreadable: {e.strerror}") from e
+        if hashlib.sha256(data).hexdigest() != f.sha256:
+            raise IntegrityError(
+                f"materialised file {rel} in {target} was changed on disk",
+                hint=f"remove {target} and run again",
+            )

@@ -1,0 +1,98 @@
+"""Parameters are checked against the tool's JSON Schema before anything runs.
+
+The error lists every bad field at once, so a person (or an agent) fixes them in one go.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from .errors import InvalidParameters, Refused
+
+
+@lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Draft202012Validator:
+    schema = json.loads(schema_json)
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as e:
+        raise Refused(f"the tool's parameter schema is invalid: {e.message}") from e
+    return Draft202012Validator(schema)
+
+
+def validate_params(tool_id: str, schema: Mapping[str, Any] | None, params: Any) -> dict[str, Any]:
+    """Return the parameters with schema defaults filled in, or raise InvalidParameters."""
+    if not isinstance(params, dict):
+        raise InvalidParameters(tool_id, [f"parameters must be a JSON object, not {type(params).__name__}"])
+    if not schema:
+        return dict(params)
+    filled = dict(params)
+    for name, prop in (schema.get("properties") or {}).items():
+        if name not in filled and isinstance(prop, dict) and "default" in prop:
+            filled[name] = prop["default"]
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    problems = sorted(line for e in validator.iter_errors(filled) for line in _describe(e).split("; "))
+    if problems:
+        raise InvalidParameters(tool_id, problems)
+    return filled
+
+
+_RULES = {
+    "minimum": ">= {}",
+    "maximum": "<= {}",
+    "exclusiveMinimum": "> {}",
+    "exclusiveMaximum": "< {}",
+    "minLength": "at least {} characters long",
+    "maxLength": "at most {} characters long",
+    "minItems": "a list of at least {} items",
+    "maxItems": "a list of at most {} items",
+    "pattern": "text matching {}",
+    "format": "a valid {}",
+    "const": "exactly {}",
+    "multipleOf": "a multiple of {}",
+    "uniqueItems": "a list without duplicates",
+}
+
+
+def _describe(error: Any) -> str:
+    """Say what the schema wants, never echo the value given: these lines reach run records."""
+    path = ".".join(str(p) for p in error.absolute_path)
+    rule, want = error.validator, error.validator_value
+    if rule == "required":
+        missing = [name for name in want if isinstance(error.instance, dict) and name not in error.instance]
+        return "; ".join(f"{(path + '.') if path else ''}{name}: required" for name in missing) or "required"
+    where = path or "(parameters)"
+    if rule == "additionalProperties":
+        allowed = set((error.schema.get("properties") or {}).keys())
+        extra = sorted(k for k in (error.instance or {}) if k not in allowed)
+        return f"{where}: unexpected parameter{'s' if len(extra) > 1 else ''} {', '.join(extra)}"
+    if rule == "type":
+        return f"{where}: must be of type {' or '.join(want) if isinstance(want, list) else want}"
+    if rule == "enum":
+        return f"{where}: must be one of {json.dumps(want)}"
+    if rule in _RULES:
+        return f"{where}: must be {_RULES[rule].format(json.dumps(want) if rule == 'const' else want)}"
+    return f"{where}: does not satisfy the schema's {rule!r} rule"
+
+
+def coerce_strings(schema: Mapping[str, Any] | None, raw: Mapping[str, str]) -> dict[str, Any]:
+    """`-p key=value` values arrive as text: read them as JSON where the schema wants a non-string."""
+    props = (schema or {}).get("properties") or {}
+    out: dict[str, Any] = {}
+    for key, text in raw.items():
+        wanted = (props.get(key) or {}).get("type")
+        types = set(wanted) if isinstance(wanted, list) else {wanted} if wanted else set()
+        if types and types <= {"string"}:
+            out[key] = text
+            continue
+        try:
+            out[key] = json.loads(text)
+        except ValueError:
+            out[key] = text
+    return out

@@ -1,0 +1,369 @@
+"""The http_client primitive: one HTTP request per run, described entirely by the merged config.
+
+Config keys (all optional but a URL):
+
+* `method` (GET), `url` or `url_template`, `query`, `headers`: templates holding `${VAR}`
+  (the runner's environment) and `{name}` (the run's values; percent-encoded in the URL).
+  A query or header entry that is null, renders empty, or names a value the run lacks is left out.
+* `auth`: `{type: bearer, token}`, `{type: basic, username, password}` or
+  `{type: api_key, name, value, in: header|query}`; an empty secret sends no auth.
+* `body_template` (JSON, `"{n}"` keeps n's type), `body` (text); without either, POST, PUT
+  and PATCH send the parameters as JSON.
+* `timeout_s` (30, per attempt), `follow_redirects` (true),
+  `retry: {attempts: 3, backoff_s: 0.2, max_delay_s: 10, on_status: [429, 502, 503, 504]}`,
+  `response_transform` (a JSONPath), `max_response_bytes` (10 MiB).
+
+Secrets: every value of a `${VAR}` the config refers to is replaced by `***` in `error`,
+`detail` and raised errors, and in `output` when the run failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import json
+import random
+import re
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from time import time
+from typing import Any, NamedTuple
+from urllib.parse import quote, quote_plus
+
+import httpx
+import jsonpath
+
+from ..errors import ConfigError
+from ..expand import as_text, expand_vars, fill, fill_deep, variables_in
+from ..plan import Plan
+from .base import Invocation, Outcome, Status
+
+DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
+DEFAULT_RETRY_STATUSES = (429, 502, 503, 504)
+_BODY_METHODS = {"POST", "PUT", "PATCH"}
+_RETRYABLE = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+_VAR_REF = re.compile(r"(\$\{[^}]*\})")  # split point: ${...} is the environment's, the rest the run's
+_WHOLE_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_EXCERPT = 300
+
+
+class HttpClientPrimitive:
+    """Runs http_client plans through one pooled AsyncClient shared by every run."""
+
+    name = "http_client"
+
+    def __init__(self, transport: httpx.AsyncBaseTransport | None = None, *, max_connections: int = 100) -> None:
+        self._transport = transport
+        self._limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The shared pool, made on first use (so the primitive can be built outside a loop)."""
+        if self._client is None or self._client.is_closed:
+            self._client = httpx.AsyncClient(transport=self._transport, limits=self._limits)
+        return self._client
+
+    def accepts(self, plan: Plan) -> bool:
+        return plan.primitive == self.name
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def run(self, invocation: Invocation) -> Outcome:
+        config = invocation.config
+        redact = _Redactor(config, invocation.environ)
+        transform = _compile_transform(config.get("response_transform"))
+        try:
+            request = _build_request(self.client, invocation)
+        except (httpx.InvalidURL, httpx.HTTPError, ValueError) as exc:
+            raise ConfigError(f"cannot build the HTTP request: {redact(str(exc))}") from None
+        reply = await self._send_with_retries(request, invocation, redact)
+        outcome = reply if isinstance(reply, Outcome) else _outcome(reply, transform)
+        if outcome.status != "success":
+            outcome.output = redact.deep(outcome.output)
+        outcome.error = redact(outcome.error) if outcome.error else None
+        outcome.detail = redact.deep(outcome.detail)
+        return outcome
+
+    async def _send_with_retries(self, request: httpx.Request, inv: Invocation, redact: _Redactor) -> _Reply | Outcome:
+        """Sends until a final answer: a response not worth retrying, the last attempt, or a hard failure."""
+        config = inv.config
+        retry = config.get("retry") or {}
+        attempts = max(1, int(retry.get("attempts", 3)))
+        backoff = float(retry.get("backoff_s", 0.2))
+        max_delay = float(retry.get("max_delay_s", 10))
+        on_status = set(retry.get("on_status", DEFAULT_RETRY_STATUSES))
+        timeout = float(config.get("timeout_s", 30))
+        limit = int(config.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES))
+        follow = bool(config.get("follow_redirects", True))
+        url = _display_url(request.url)
+
+        for attempt in range(1, attempts + 1):
+            try:
+                async with asyncio.timeout(timeout):
+                    response = await self.client.send(request, stream=True, follow_redirects=follow)
+                    try:
+                        raw, truncated = await _read_capped(response, limit)
+                    finally:
+                        await response.aclose()
+            except (TimeoutError, *_RETRYABLE) as exc:
+                timed_out = isinstance(exc, TimeoutError | httpx.TimeoutException)
+                what = f"timed out after {timeout:g} s" if timed_out else f"{type(exc).__name__}: {exc}"
+                if attempt < attempts:
+                    await _pause(inv, what, _backoff(backoff, attempt, max_delay), attempt, attempts, redact)
+                    continue
+                message = f"{request.method} {url} {what} (attempt {attempt} of {attempts})"
+                return _failure("timeout" if timed_out else "error", message, url, attempt)
+            except httpx.HTTPError as exc:  # not worth retrying: a bad scheme, a protocol violation
+                return _failure("error", f"{request.method} {url}: {type(exc).__name__}: {exc}", url, attempt)
+
+            if response.status_code in on_status and attempt < attempts:
+                delay = _retry_after(response, max_delay)
+                delay = _backoff(backoff, attempt, max_delay) if delay is None else delay
+                await _pause(inv, f"HTTP {response.status_code}", delay, attempt, attempts, redact)
+                continue
+            return _Reply(response, raw, truncated, limit, attempt, url)
+        raise AssertionError("unreachable: the last attempt always returns")
+
+
+class _Reply(NamedTuple):
+    """The final response of a run, its body already read (and maybe cut)."""
+
+    response: httpx.Response
+    raw: bytes
+    truncated: bool
+    limit: int
+    attempts: int
+    url: str
+
+
+class _Redactor:
+    """Replaces the values of the config's ${VAR}s (raw and percent-encoded) by ***."""
+
+    def __init__(self, config: Mapping[str, Any], environ: Mapping[str, str]) -> None:
+        forms: set[str] = set()
+        for name in variables_in(config):
+            value = environ.get(name)
+            if value:
+                forms |= {value, quote(value, safe=""), quote_plus(value, safe="")}
+        self._secrets = sorted(forms, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def deep(self, value: Any) -> Any:
+        if not self._secrets:
+            return value
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, list):
+            return [self.deep(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.deep(v) for k, v in value.items()}
+        return value
+
+
+class _Templates:
+    """Renders config templates: ${VAR} from the environment, {name} from the run, in one pass,
+    so a parameter holding '${SECRET}' is never expanded and a secret is never read as a placeholder."""
+
+    def __init__(self, inv: Invocation) -> None:
+        self.environ = inv.environ
+        self.values = inv.values()
+        self.url_values = {k: quote(as_text(v), safe="") for k, v in self.values.items() if v is not None}
+
+    def text(self, template: Any, *, strict: bool = True, url: bool = False) -> str:
+        if not isinstance(template, str):
+            return as_text(template)
+        values = self.url_values if url else self.values
+        parts = _VAR_REF.split(template)
+        return "".join(
+            expand_vars(p, self.environ) if i % 2 else fill(p, values, strict=strict) for i, p in enumerate(parts)
+        )
+
+    def deep(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return fill_deep(value, self.values) if "${" not in value else self.text(value, strict=False)
+        if isinstance(value, list):
+            return [self.deep(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.deep(v) for k, v in value.items()}
+        return value
+
+    def entries(self, mapping: Mapping[str, Any] | None) -> dict[str, str]:
+        """Query or header entries. One that is null (a tool dropping an inherited entry), names an
+        absent value or renders empty is left out."""
+        out: dict[str, str] = {}
+        for key, template in (mapping or {}).items():
+            whole = _WHOLE_PLACEHOLDER.fullmatch(template) if isinstance(template, str) else None
+            if template is None or (whole and self.values.get(whole.group(1)) is None):
+                continue
+            value = self.text(template)
+            if value:
+                out[key] = value
+        return out
+
+
+def _build_request(client: httpx.AsyncClient, inv: Invocation) -> httpx.Request:
+    config = inv.config
+    t = _Templates(inv)
+    method = str(config.get("method") or "GET").upper()
+    url_template = config.get("url_template") or config.get("url")
+    if not url_template:
+        raise ConfigError("http_client config has no url or url_template", hint="add url: https://... to the config")
+    url = t.text(url_template, url=True)
+    query = t.entries(config.get("query"))
+    headers = t.entries(config.get("headers"))
+    _add_auth(config.get("auth"), t, headers, query)
+
+    kwargs: dict[str, Any] = {}
+    if "body_template" in config:
+        kwargs["json"] = t.deep(config["body_template"])
+    elif "body" in config:
+        kwargs["content"] = t.text(config["body"], strict=False).encode()
+    elif method in _BODY_METHODS:
+        kwargs["json"] = inv.params
+    timeout = float(config.get("timeout_s", 30))
+    raw_headers = {k: v.encode() for k, v in headers.items()}  # UTF-8: a parameter may not be ASCII
+    return client.build_request(method, url, params=query or None, headers=raw_headers, timeout=timeout, **kwargs)
+
+
+def _add_auth(auth: Mapping[str, Any] | None, t: _Templates, headers: dict[str, str], query: dict[str, str]) -> None:
+    """Adds the auth the config asks for, unless its secret renders empty (an optional credential)."""
+    if not auth:
+        return
+    kind = auth.get("type")
+    if kind == "bearer":
+        token = t.text(auth.get("token", ""))
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+    elif kind == "basic":
+        username, password = t.text(auth.get("username", "")), t.text(auth.get("password", ""))
+        if username or password:
+            pair = base64.b64encode(f"{username}:{password}".encode()).decode()
+            headers["Authorization"] = f"Basic {pair}"
+    elif kind == "api_key":
+        name, value, place = auth.get("name"), t.text(auth.get("value", "")), auth.get("in", "header")
+        if not name or place not in ("header", "query"):
+            raise ConfigError("api_key auth needs a name and in: header or in: query")
+        if value:
+            (headers if place == "header" else query)[name] = value
+    else:
+        raise ConfigError(f"unknown auth type {kind!r}", hint="use bearer, basic or api_key")
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """Reads at most `limit` bytes of the (decoded) body; says whether it had to stop early."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        if size + len(chunk) > limit:
+            chunks.append(chunk[: limit - size])
+            return b"".join(chunks), True
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks), False
+
+
+def _outcome(reply: _Reply, transform: tuple[str, Any] | None) -> Outcome:
+    """Turns the final response into an Outcome: parsed body, HTTP errors, the cut, the transform."""
+    response = reply.response
+    text = reply.raw.decode(response.encoding or "utf-8", errors="replace")
+    body: Any = None
+    is_json = False
+    if text.strip() and not reply.truncated:
+        try:
+            body, is_json = json.loads(text), True
+        except ValueError:
+            body = text
+    elif text.strip():
+        body = text
+    detail = {
+        "http_status": response.status_code,
+        "headers": dict(response.headers),
+        "body": body,
+        "attempts": reply.attempts,
+        "truncated": reply.truncated,
+        "url": reply.url,
+    }
+    problems: list[str] = []
+    status: Status = "success"
+    output = body
+    if not response.is_success:
+        status = "error"
+        excerpt = text[:_EXCERPT] + ("…" if len(text) > _EXCERPT else "")
+        where = f"HTTP {response.status_code} {response.reason_phrase} from {response.request.method} {reply.url}"
+        problems.append(f"{where}: {excerpt}" if excerpt else where)
+    if reply.truncated:
+        detail["warning"] = f"response body cut at {reply.limit} bytes (max_response_bytes)"
+        problems.append(detail["warning"])
+    if status == "success" and transform is not None:
+        expression, path = transform
+        usable = is_json and not isinstance(body, str)  # python-jsonpath would parse a str as JSON text
+        matches = path.findall(body) if usable else []
+        if not usable:
+            status = "error"
+            problems.insert(0, f"response_transform {expression} needs a JSON object or array in the response")
+        elif not matches:
+            status = "error"
+            problems.insert(0, f"response_transform {expression} matched nothing in the response")
+        else:
+            output = matches[0] if len(matches) == 1 else matches
+    return Outcome(status=status, output=output, error="; ".join(problems) or None, detail=detail)
+
+
+@functools.lru_cache(maxsize=256)
+def _compile_path(expression: str) -> Any:
+    return jsonpath.compile(expression)
+
+
+def _compile_transform(expression: Any) -> tuple[str, Any] | None:
+    """Compiled before the request is sent, so a bad expression fails before any side effect."""
+    if expression is None:
+        return None
+    try:
+        return str(expression), _compile_path(str(expression))
+    except jsonpath.JSONPathError as exc:
+        raise ConfigError(f"response_transform {expression!r} is not a valid JSONPath: {exc}") from None
+
+
+def _failure(status: Status, message: str, url: str, attempts: int) -> Outcome:
+    detail = {"http_status": None, "headers": {}, "body": None, "attempts": attempts, "truncated": False, "url": url}
+    return Outcome(status=status, error=message, detail=detail)
+
+
+def _backoff(base: float, attempt: int, cap: float) -> float:
+    """Exponential backoff with jitter (half fixed, half random), so retrying callers spread out."""
+    delay = min(cap, base * 2 ** (attempt - 1))
+    return delay / 2 + random.uniform(0, delay / 2)
+
+
+def _retry_after(response: httpx.Response, cap: float) -> float | None:
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time()
+        except (TypeError, ValueError):
+            return None
+    return min(cap, max(0.0, seconds))
+
+
+async def _pause(inv: Invocation, why: str, delay: float, attempt: int, attempts: int, redact: _Redactor) -> None:
+    if inv.on_progress is not None:
+        inv.on_progress(redact(f"{why}, retrying in {delay:.1f} s (attempt {attempt + 1} of {attempts})"))
+    await asyncio.sleep(delay)
+
+
+def _display_url(url: httpx.URL) -> str:
+    """The URL as errors and detail show it: no user:password (secret values are redacted later)."""
+    return str(url.copy_with(userinfo=b"")) if url.userinfo else str(url)

@@ -1,0 +1,78 @@
+"""What a run leaves behind: a row saying what ran and how it ended, without secrets.
+
+Parameters are stored as a hash and a size, never as values. Error text is scrubbed of
+every secret the tool's config refers to (${VAR} values) before it is stored or shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .expand import variables_in
+
+MAX_ERROR_CHARS = 2000
+_MIN_SECRET_LEN = 4  # shorter values ("1", "on") would scrub ordinary words
+
+
+def params_digest(params: Any) -> tuple[str, int]:
+    data = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(data).hexdigest(), len(data)
+
+
+def secret_values(config: Any, environ: Mapping[str, str]) -> list[str]:
+    """The values of every ${VAR} the config refers to, longest first."""
+    values = {environ[name] for name in variables_in(config) if environ.get(name)}
+    return sorted((v for v in values if len(v) >= _MIN_SECRET_LEN), key=len, reverse=True)
+
+
+def scrub(text: str | None, secrets: Iterable[str]) -> str | None:
+    if text is None:
+        return None
+    for s in secrets:
+        text = text.replace(s, "***")
+    return text
+
+
+def scrub_deep(value: Any, secrets: list[str]) -> Any:
+    """scrub over every string inside dicts and lists (a primitive's detail: stderr, bodies, headers)."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    if isinstance(value, list):
+        return [scrub_deep(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {k: scrub_deep(v, secrets) for k, v in value.items()}
+    return value
+
+
+def run_record(
+    *,
+    tool_id: str,
+    version: str | None,
+    content_hash: str | None,
+    status: str,
+    exit_code: int | None,
+    duration_ms: float,
+    error: str | None,
+    chain: list[str],
+    primitive: str | None,
+    params: Any,
+) -> dict[str, Any]:
+    digest, size = params_digest(params)
+    return {
+        "tool_id": tool_id,
+        "version": version,
+        "content_hash": content_hash,
+        "status": status,
+        "exit_code": exit_code,
+        "duration_ms": round(duration_ms, 3),
+        "error_summary": error[:MAX_ERROR_CHARS] if error else None,
+        "executor_chain": chain,
+        "primitive": primitive,
+        "params_sha256": digest,
+        "params_size": size,
+    }

@@ -1,0 +1,215 @@
+"""The registry over a direct Postgres connection (psycopg 3 and a connection pool).
+
+Each method is one statement calling one SQL function. Connections are autocommit and
+prepare every statement on first use (`prepare_threshold=0`), so the runner's hot call,
+`select public.resolve_execution_plan(%s, %s)`, is a Bind/Execute/Sync of an already
+prepared statement: one round trip.
+
+The pool opens on first use. Its first connection is awaited, and a failure to connect
+(refused, wrong password, unknown database) is reported at once as RegistryUnavailable,
+with the server's reason and the URL with its password redacted, instead of after the
+pool's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from ..errors import KiwiError, RegistryUnavailable
+from .errors import from_sqlstate, redact, scrub
+
+__all__ = ["PostgresRegistry"]
+
+PLAN_SQL = "select public.resolve_execution_plan(%s, %s)"
+CHAIN_SQL = "select * from public.resolve_executor_chain(%s)"
+BATCH_SQL = "select * from public.resolve_executor_chains_batch(%s::text[])"
+SEARCH_SQL = "select * from public.search_tools(%s, %s, %s, %s::int)"
+PUBLISH_SQL = "select public.publish_tool_version(%s::jsonb, %s::jsonb, %s)"
+RECORD_RUN_SQL = "select public.record_run(%s::jsonb)"
+# Rows as JSON, so that they have the shapes the REST backend returns (timestamps and
+# ids as strings). Newest first.
+RUNS_SQL = """
+select coalesce(jsonb_agg(to_jsonb(r) order by r.started_at desc), '[]'::jsonb)
+  from (select * from public.tool_runs
+         where %(tool_id)s::text is null or tool_id = %(tool_id)s::text
+         order by started_at desc
+         limit %(limit)s::int) r
+"""
+
+
+POOL_NAME = "kiwi-registry"
+
+
+class _QuietConnectFailures(logging.Filter):
+    """Drops the pool's own log line for a failed connection of this pool: the caller gets
+    it as RegistryUnavailable, so logging it as well would print it twice."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.getMessage().startswith(f"error connecting in {POOL_NAME!r}"))
+
+
+logging.getLogger("psycopg.pool").addFilter(_QuietConnectFailures())
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+class PostgresRegistry:
+    """`Registry` over Postgres. `url` is a libpq URL or conninfo string."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        connect_timeout: float = 5.0,
+        timeout: float = 30.0,
+    ) -> None:
+        self._url = url
+        self._min_size = min_size
+        self._max_size = max_size
+        self._connect_timeout = connect_timeout
+        self._timeout = timeout
+        self._pool: AsyncConnectionPool | None = None
+        self._opening: asyncio.Lock | None = None
+        self._last_connect_error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"PostgresRegistry({redact(self._url)!r})"
+
+    async def __aenter__(self) -> PostgresRegistry:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- the Registry protocol ---------------------------------------------------------
+
+    async def execution_plan(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
+        return await self._value(PLAN_SQL, (tool_id, version))
+
+    async def chain(self, tool_id: str) -> list[dict[str, Any]]:
+        return await self._rows(CHAIN_SQL, (tool_id,))
+
+    async def chains_batch(self, tool_ids: list[str]) -> list[dict[str, Any]]:
+        return await self._rows(BATCH_SQL, (list(tool_ids),))
+
+    async def search(
+        self, query: str, *, tool_type: str | None = None, category: str | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        return await self._rows(SEARCH_SQL, (query, tool_type, category, limit))
+
+    async def publish(
+        self, manifest: dict[str, Any], files: list[dict[str, Any]], manifest_yaml: str | None = None
+    ) -> dict[str, Any]:
+        return await self._value(PUBLISH_SQL, (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps), manifest_yaml))
+
+    async def record_run(self, record: dict[str, Any]) -> str:
+        return str(await self._value(RECORD_RUN_SQL, (Jsonb(record, _dumps),)))
+
+    async def runs(self, *, tool_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+        return await self._value(RUNS_SQL, {"tool_id": tool_id, "limit": limit})
+
+    async def aclose(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    async def _value(self, query: str, params: Any) -> Any:
+        pool = self._pool or await self._open_pool()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(query, params)
+                row = await cur.fetchone()
+        except PoolTimeout as exc:
+            raise self._unavailable(self._last_connect_error or exc) from exc
+        except psycopg.Error as exc:
+            raise self._error(exc) from exc
+        return row[0] if row else None
+
+    async def _rows(self, query: str, params: Any) -> list[dict[str, Any]]:
+        pool = self._pool or await self._open_pool()
+        try:
+            async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(query, params)
+                return await cur.fetchall()
+        except PoolTimeout as exc:
+            raise self._unavailable(self._last_connect_error or exc) from exc
+        except psycopg.Error as exc:
+            raise self._error(exc) from exc
+
+    async def _open_pool(self) -> AsyncConnectionPool:
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._pool is None:
+                self._pool = await self._new_pool()
+        return self._pool
+
+    async def _new_pool(self) -> AsyncConnectionPool:
+        failed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+        registry = self
+
+        class _Connection(psycopg.AsyncConnection):
+            """Tells the registry why a connection attempt failed (the pool only retries)."""
+
+            @classmethod
+            async def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+                try:
+                    conn = await super().connect(conninfo, **kwargs)
+                except psycopg.OperationalError as exc:
+                    registry._last_connect_error = exc
+                    if not failed.done():
+                        failed.set_result(exc)
+                    raise
+                registry._last_connect_error = None
+                return conn
+
+        pool = AsyncConnectionPool(
+            self._url,
+            connection_class=_Connection,
+            kwargs={
+                "autocommit": True,
+                "prepare_threshold": 0,
+                "connect_timeout": max(1, round(self._connect_timeout)),
+            },
+            min_size=self._min_size,
+            max_size=self._max_size,
+            timeout=self._timeout,
+            name=POOL_NAME,
+            open=False,
+        )
+        opened = asyncio.ensure_future(pool.open(wait=True, timeout=self._connect_timeout))
+        await asyncio.wait({opened, failed}, return_when=asyncio.FIRST_COMPLETED)
+        if opened.done() and not opened.cancelled() and opened.exception() is None:
+            return pool
+        opened.cancel()
+        reason: BaseException = failed.result() if failed.done() else opened.exception() or TimeoutError()
+        await pool.close(timeout=1.0)
+        raise self._unavailable(reason)
+
+    def _unavailable(self, exc: BaseException) -> RegistryUnavailable:
+        reason = scrub(str(exc).strip() or type(exc).__name__, self._url)
+        return RegistryUnavailable(
+            f"cannot connect to the registry database at {redact(self._url)}: {reason}",
+            hint="start the local database with `make db`, or check KIWI_DATABASE_URL",
+        )
+
+    def _error(self, exc: psycopg.Error) -> KiwiError:
+        diag = exc.diag
+        if exc.sqlstate is None or (isinstance(exc, psycopg.OperationalError) and exc.sqlstate.startswith("08")):
+            return self._unavailable(exc)
+        message = scrub(diag.message_primary or str(exc), self._url)
+        return from_sqlstate(exc.sqlstate, message, detail=diag.message_detail, hint=diag.message_hint)

@@ -1,0 +1,207 @@
+"""From a tool reference to a result: one RPC, files, checks, one primitive.
+
+    plan      = registry.execution_plan(tool)        # the one RPC
+    params    = validated against plan.parameters
+    workdir   = plan files, materialised and verified
+    env_dir   = the runtime's declared environment, prepared once and cached
+    warnings  = the runtime's declared validation
+    outcome   = the first handler that accepts the plan (a primitive, or MCP later)
+
+Every run, failed or not, leaves a run record (unless disabled); nothing here knows
+about any particular runtime, server or API.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import Settings
+from .dispatch import Dispatcher
+from .environment import prepare_environment
+from .errors import KiwiError
+from .materialize import materialise
+from .params import coerce_strings, validate_params
+from .plan import Plan
+from .primitives.base import Invocation, Outcome
+from .records import run_record, scrub, scrub_deep, secret_values
+from .registry.base import Registry
+from .validation import validate
+
+RESULT_KEYS = ("tool_id", "version", "status", "output", "error", "exit_code", "duration_ms", "executor_chain")
+
+
+@dataclass
+class RunResult:
+    tool_id: str
+    version: str | None
+    status: str  # success | error | timeout
+    output: Any = None
+    error: str | None = None
+    exit_code: int | None = None
+    duration_ms: float = 0.0
+    executor_chain: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    detail: dict[str, Any] = field(default_factory=dict)
+    failure: KiwiError | None = None  # the deliberate error that stopped the run, if any
+    run_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success"
+
+    def as_json(self) -> dict[str, Any]:
+        """The `kiwi run --json` object (DESIGN.md, Runner contract)."""
+        data = asdict(self)
+        return {k: data[k] for k in RESULT_KEYS}
+
+
+def runner_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment ${VAR}s resolve from, with the runner's own bin directory last on PATH,
+    so tools bundled with the runner (uv) are found without being on the user's PATH."""
+    env = dict(os.environ if base is None else base)
+    own_bin = str(Path(sys.executable).parent)
+    parts = [p for p in env.get("PATH", "").split(os.pathsep) if p]
+    if own_bin not in parts:
+        env["PATH"] = os.pathsep.join([*parts, own_bin])
+    return env
+
+
+class Runner:
+    def __init__(
+        self,
+        registry: Registry,
+        settings: Settings,
+        *,
+        dispatcher: Dispatcher | None = None,
+        environ: Mapping[str, str] | None = None,
+        on_progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.dispatcher = dispatcher or Dispatcher()
+        self.environ = runner_environ(environ)
+        self.on_progress = on_progress
+
+    async def aclose(self) -> None:
+        await self.dispatcher.aclose()
+        await self.registry.aclose()
+
+    async def plan(self, tool_id: str, version: str | None = None) -> Plan:
+        return Plan.from_json(await self.registry.execution_plan(tool_id, version))
+
+    async def run(
+        self,
+        tool_id: str,
+        params: dict[str, Any] | None = None,
+        *,
+        version: str | None = None,
+        raw_params: Mapping[str, str] | None = None,
+        dry_run: bool = False,
+    ) -> RunResult:
+        """Run a tool. Deliberate failures (bad parameters, a broken chain, an altered file) come
+        back as a result with status "error" and `failure` set; they are recorded like any run."""
+        started = time.perf_counter()
+        plan: Plan | None = None
+        given: Any = dict(params or {})
+        try:
+            plan = await self.plan(tool_id, version)
+            if raw_params:
+                given = {**given, **coerce_strings(plan.parameters, raw_params)}
+            values = validate_params(plan.tool_id, plan.parameters, given)
+            result = await self._execute(plan, values, dry_run)
+        except KiwiError as e:
+            secrets = secret_values(plan.config, self.environ) if plan else []
+            result = RunResult(
+                tool_id=plan.tool_id if plan else tool_id,
+                version=plan.version if plan else version,
+                status="error",
+                error=scrub(str(e), secrets),
+                executor_chain=plan.chain_ids if plan else [],
+                failure=e,
+            )
+        result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        if not dry_run and self.settings.record_runs:
+            await self._record(result, plan, given)
+        return result
+
+    async def _execute(self, plan: Plan, params: dict[str, Any], dry_run: bool) -> RunResult:
+        root = self.settings.cache_dir
+        workdir = materialise(plan, root) if plan.files else None
+        placeholders: dict[str, str] = {}
+        if workdir is not None:
+            placeholders["workdir"] = str(workdir)
+            if plan.entrypoint:
+                placeholders["entrypoint"] = str(workdir / plan.entrypoint.path)
+        handler = self.dispatcher.find(plan) if plan.primitive or plan.tool_type != "knowledge" else None
+        if handler is None:  # knowledge: its content is the result
+            return self._result(plan, Outcome(status="success", output=_knowledge(plan)))
+        env_dir = await prepare_environment(plan.config, root, self.environ, self.on_progress)
+        if env_dir is not None:
+            placeholders["env_dir"] = str(env_dir)
+        values = {**params, **placeholders}
+        warnings = await validate(plan, workdir, values, self.environ, root)
+        if dry_run:
+            output = {
+                "executor_chain": plan.chain_ids,
+                "handler": handler.name,
+                "parameters": params,
+                "files": [f.path for f in plan.files],
+                "validation": {"passed": True, "warnings": warnings},
+            }
+            result = self._result(plan, Outcome(status="success", output=output))
+        else:
+            invocation = Invocation(
+                plan=plan,
+                params=params,
+                workdir=workdir,
+                placeholders=placeholders,
+                environ=self.environ,
+                on_progress=self.on_progress,
+            )
+            result = self._result(plan, await handler.run(invocation))
+        result.warnings = warnings
+        return result
+
+    def _result(self, plan: Plan, outcome: Outcome) -> RunResult:
+        secrets = secret_values(plan.config, self.environ)
+        return RunResult(
+            tool_id=plan.tool_id,
+            version=plan.version,
+            status=outcome.status,
+            output=outcome.output,
+            error=scrub(outcome.error, secrets),
+            exit_code=outcome.exit_code,
+            executor_chain=plan.chain_ids,
+            detail=scrub_deep(outcome.detail, secrets),
+        )
+
+    async def _record(self, result: RunResult, plan: Plan | None, params: Any) -> None:
+        record = run_record(
+            tool_id=result.tool_id,
+            version=result.version,
+            content_hash=plan.content_hash if plan else None,
+            status=result.status,
+            exit_code=result.exit_code,
+            duration_ms=result.duration_ms,
+            error=result.error,
+            chain=result.executor_chain,
+            primitive=plan.primitive if plan else None,
+            params=params,
+        )
+        try:
+            result.run_id = await self.registry.record_run(record)
+        except KiwiError as e:  # the run happened; losing its record must not lose its result
+            result.warnings.append(f"the run record was not saved: {e.message}")
+
+
+def _knowledge(plan: Plan) -> Any:
+    texts = {f.path: f.content_text for f in plan.files}
+    if plan.entrypoint and plan.entrypoint.content_text is not None:
+        return plan.entrypoint.content_text
+    return texts

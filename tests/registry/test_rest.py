@@ -1,0 +1,372 @@
+"""RestRegistry (supabase-py) against a FAKE of PostgREST's HTTP surface.
+
+No PostgREST server can run on these machines (it is in no reachable registry, and
+there is no Docker), so these tests inject an `httpx.MockTransport` into supabase-py
+(`AsyncClientOptions(httpx_client=...)`, built by RestRegistry from its `transport`).
+The fake, `FakePostgREST`, checks each request as PostgREST would receive it (method,
+`/rest/v1/rpc/<function>` or `/rest/v1/<table>`, the JSON body with the `p_*` argument
+names, the `apikey` and `Authorization: Bearer` headers, the schema profile headers)
+and answers the way PostgREST does, by calling the REAL function of the local database
+with the received arguments, under the role the key stands for (`set_config('role',
+...)` and `request.jwt.claims`, as PostgREST does): 200 with the function's JSON (an
+array for set-returning functions), or PostgREST's error body `{code, message,
+details, hint}` with PostgREST's HTTP status for the SQLSTATE.
+
+One live test runs against a hosted Supabase project when SUPABASE_URL and a key are
+in the environment; the project must have Kiwi's migrations and seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.types.json import Json
+
+from runner.errors import KiwiError, NotFound, Refused, RegistryUnavailable, UsageError
+from runner.registry import RestRegistry
+from runner.registry.errors import from_sqlstate
+
+URL = "https://kiwi-test.supabase.co"
+SERVICE_KEY = "sb_secret_kiwi_test_key"
+ANON_KEY = "sb_publishable_kiwi_test_key"
+ROLES = {SERVICE_KEY: "service_role", ANON_KEY: "anon"}
+
+
+def pgrst_status(code: str, role: str) -> int:
+    """PostgREST's HTTP status for a SQLSTATE (docs.postgrest.org, references/errors)."""
+    if re.fullmatch(r"PT\d{3}", code):
+        return int(code[2:])
+    exact = {"23503": 409, "23505": 409, "25006": 405, "53400": 500, "P0001": 400, "42883": 404, "42P01": 404}
+    if code in exact:
+        return exact[code]
+    if code == "42501":
+        return 401 if role == "anon" else 403
+    prefixes = {"08": 503, "09": 500, "0L": 403, "0P": 403, "25": 500, "28": 403, "2D": 500, "38": 500, "39": 500,
+                "3B": 500, "40": 500, "53": 503, "54": 500, "55": 500, "57": 500, "58": 500, "F0": 500, "HV": 500,
+                "P0": 500, "XX": 500}  # fmt: skip
+    return prefixes.get(code[:2], 400)
+
+
+def error_response(status: int, code: str, message: str, details: Any = None, hint: Any = None) -> httpx.Response:
+    return httpx.Response(status, json={"code": code, "details": details, "hint": hint, "message": message})
+
+
+class FakePostgREST:
+    """A fake of PostgREST's HTTP surface, answering from the real local database."""
+
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self.conn = psycopg.connect(database_url, autocommit=True)
+        self.requests: list[httpx.Request] = []
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        key = request.headers.get("apikey")
+        assert key in ROLES, f"apikey header missing or unknown: {key!r}"
+        assert request.headers.get("authorization") == f"Bearer {key}"
+        assert request.url.scheme == "https" and request.url.host == "kiwi-test.supabase.co"
+        path = request.url.path
+        assert path.startswith("/rest/v1/"), path
+        role = ROLES[key]
+        if path.startswith("/rest/v1/rpc/"):
+            assert request.method == "POST"
+            assert request.headers.get("content-type") == "application/json"
+            assert request.headers.get("content-profile") == "public"
+            return self.rpc(path.removeprefix("/rest/v1/rpc/"), json.loads(request.content), role)
+        assert request.method == "GET", request.method
+        assert request.headers.get("accept-profile") == "public"
+        return self.select(path.removeprefix("/rest/v1/"), request.url.params, role)
+
+    def _as(self, role: str, cur: psycopg.Cursor) -> None:
+        cur.execute(
+            "select set_config('role', %s, true), set_config('request.jwt.claims', %s, true)",
+            (role, json.dumps({"role": role})),
+        )
+
+    def rpc(self, function: str, body: dict[str, Any], role: str) -> httpx.Response:
+        found = self.conn.execute(
+            """select p.proretset,
+                      array(select a.name from unnest(p.proargnames, coalesce(p.proargmodes, array_fill('i'::"char",
+                                   array[cardinality(p.proargnames)]))) with ordinality a(name, mode, n)
+                             where a.mode in ('i', 'b', 'v') order by a.n),
+                      array(select format_type(t, null) from unnest(p.proargtypes) t)
+                 from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+                where n.nspname = 'public' and p.proname = %s""",
+            (function,),
+        ).fetchall()
+        match = [(retset, dict(zip(names, types, strict=True))) for retset, names, types in found
+                 if set(body) <= set(names)]  # fmt: skip
+        if not match:
+            args = ", ".join(sorted(body))
+            return error_response(
+                404,
+                "PGRST202",
+                f"Could not find the function public.{function}({args}) in the schema cache",
+                hint="If a new function was created in the database with this name and parameters, "
+                "try reloading the schema cache.",
+            )
+        retset, argtypes = match[0]
+        columns = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(a), sql.SQL(argtypes[a])) for a in body)
+        call = sql.SQL("public.{}({})").format(
+            sql.Identifier(function),
+            sql.SQL(", ").join(sql.SQL("{} := _.{}").format(sql.Identifier(a), sql.Identifier(a)) for a in body),
+        )
+        source = sql.SQL("json_to_record(%s::json) as _({})").format(columns) if body else sql.SQL("(select) _")
+        if retset:
+            query = sql.SQL("select coalesce(json_agg(c), '[]')::text from {}, lateral {} c").format(source, call)
+        else:
+            query = sql.SQL("select to_json({})::text from {}").format(call, source)
+        return self._run(query, (Json(body),) if body else (), role)
+
+    def select(self, table: str, params: httpx.QueryParams, role: str) -> httpx.Response:
+        assert set(params) <= {"select", "order", "limit", "tool_id"}, params
+        assert params.get("select") == "*"
+        exists = self.conn.execute("select to_regclass(%s) is not null", (f"public.{table}",)).fetchone()[0]
+        if not exists:
+            return error_response(404, "PGRST205", f"Could not find the table 'public.{table}' in the schema cache")
+        where, args = sql.SQL("true"), []
+        if "tool_id" in params:
+            op, _, value = params["tool_id"].partition(".")
+            assert op == "eq"
+            where, args = sql.SQL("tool_id = %s"), [value]
+        order = sql.SQL("")
+        if "order" in params:
+            column, direction = params["order"].split(".")[:2]
+            assert direction in ("asc", "desc")
+            order = sql.SQL("order by {} {}").format(sql.Identifier(column), sql.SQL(direction))
+        limit = sql.SQL("limit {}").format(sql.Literal(int(params["limit"]))) if "limit" in params else sql.SQL("")
+        query = sql.SQL(
+            "select coalesce(json_agg(_), '[]')::text from (select * from public.{} where {} {} {}) _"
+        ).format(sql.Identifier(table), where, order, limit)
+        return self._run(query, args, role)
+
+    def _run(self, query: sql.Composable, args: Any, role: str) -> httpx.Response:
+        try:
+            with self.conn.transaction(), self.conn.cursor() as cur:
+                self._as(role, cur)
+                cur.execute(query, args)
+                text = cur.fetchone()[0]
+        except psycopg.Error as exc:
+            d = exc.diag
+            code = exc.sqlstate or "XX000"
+            return error_response(pgrst_status(code, role), code, d.message_primary, d.message_detail, d.message_hint)
+        return httpx.Response(200, content=(text or "null").encode(), headers={"content-type": "application/json"})
+
+
+@pytest.fixture
+def fake(database_url: str) -> Iterator[FakePostgREST]:
+    server = FakePostgREST(database_url)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+async def reg(fake: FakePostgREST) -> AsyncIterator[RestRegistry]:
+    registry = RestRegistry(URL, SERVICE_KEY, transport=httpx.MockTransport(fake))
+    yield registry
+    await registry.aclose()
+
+
+@pytest.fixture
+def fresh_tool(conn: psycopg.Connection) -> Iterator[str]:
+    name = f"registry_rest_{uuid.uuid4().hex[:10]}"
+    yield name
+    conn.execute("delete from tools where ref = %s", (name,))
+
+
+def body_of(request: httpx.Request) -> Any:
+    return json.loads(request.content)
+
+
+async def test_execution_plan_is_one_rpc_with_postgrest_argument_names(
+    reg: RestRegistry, fake: FakePostgREST, database_url: str
+) -> None:
+    plan = await reg.execution_plan("hello_world")
+    assert len(fake.requests) == 1, "creating the client sends nothing; the plan is one request"
+    request = fake.requests[0]
+    assert (request.method, request.url.path) == ("POST", "/rest/v1/rpc/resolve_execution_plan")
+    assert body_of(request) == {"p_tool_id": "hello_world"}
+    with psycopg.connect(database_url) as conn:
+        expected = conn.execute("select resolve_execution_plan('hello_world')").fetchone()[0]
+    assert plan == expected
+    pinned = await reg.execution_plan("hello_world", plan["version"])
+    assert body_of(fake.requests[-1]) == {"p_tool_id": "hello_world", "p_version": plan["version"]}
+    assert pinned["version"] == plan["version"]
+
+
+async def test_chain_and_batch_are_json_arrays_of_rows(reg: RestRegistry, fake: FakePostgREST) -> None:
+    rows = await reg.chain("hello_world")
+    assert fake.requests[-1].url.path == "/rest/v1/rpc/resolve_executor_chain"
+    assert [r["depth"] for r in rows] == list(range(len(rows))) and rows[-1]["tool_type"] == "primitive"
+    batch = await reg.chains_batch(["hello_world", "no_such_tool_zz"])
+    assert body_of(fake.requests[-1]) == {"p_tool_ids": ["hello_world", "no_such_tool_zz"]}
+    bad = [r for r in batch if r["requested_tool_id"] == "no_such_tool_zz"]
+    assert len(bad) == 1 and bad[0]["depth"] is None and "no_such_tool_zz" in bad[0]["error"]
+
+
+async def test_search(reg: RestRegistry, fake: FakePostgREST) -> None:
+    rows = await reg.search("hello world")
+    assert body_of(fake.requests[-1]) == {"p_query": "hello world", "p_limit": 20}
+    assert rows[0]["tool_id"] == "hello_world"
+    typed = await reg.search("", tool_type="primitive", limit=50)
+    assert body_of(fake.requests[-1]) == {"p_query": "", "p_limit": 50, "p_tool_type": "primitive"}
+    assert typed and {r["tool_type"] for r in typed} == {"primitive"}
+
+
+async def test_publish_and_its_refusals(reg: RestRegistry, fake: FakePostgREST, fresh_tool: str) -> None:
+    manifest = {"tool_id": fresh_tool, "tool_type": "script", "executor": "bash_runtime", "version": "1.0.0"}
+    files = [{"path": "main.sh", "content_text": "echo hi"}]
+    first = await reg.publish(manifest, files, "tool_id: x\n")
+    assert body_of(fake.requests[-1]) == {"p_manifest": manifest, "p_files": files, "p_manifest_yaml": "tool_id: x\n"}
+    assert first["created"] is True
+    again = await reg.publish(manifest, files)
+    assert again["unchanged"] is True and again["content_hash"] == first["content_hash"]
+    with pytest.raises(Refused, match="already published with different content") as info:
+        await reg.publish(manifest, [{"path": "main.sh", "content_text": "echo other"}])
+    assert "new version" in (info.value.hint or "")
+
+
+async def test_bad_manifest_is_a_usage_error_with_its_problems(reg: RestRegistry, fresh_tool: str) -> None:
+    manifest = {"tool_id": fresh_tool, "tool_type": "script", "executor": "bash_runtime", "version": "1.0"}
+    with pytest.raises(UsageError) as info:
+        await reg.publish(manifest, [{"path": "main.sh", "content_text": "x"}])
+    assert any(p.startswith("version:") for p in info.value.problems)
+    assert info.value.hint == "fix the fields named above; nothing was published"
+
+
+async def test_unknown_tool_is_not_found(reg: RestRegistry) -> None:
+    with pytest.raises(NotFound, match="no_such_tool_zz"):
+        await reg.execution_plan("no_such_tool_zz")
+
+
+async def test_anonymous_publish_is_refused(fake: FakePostgREST, fresh_tool: str) -> None:
+    manifest = {"tool_id": fresh_tool, "tool_type": "script", "executor": "bash_runtime", "version": "1.0.0"}
+    async with RestRegistry(URL, ANON_KEY, transport=httpx.MockTransport(fake)) as anon:
+        with pytest.raises(Refused, match="cannot publish") as info:
+            await anon.publish(manifest, [{"path": "main.sh", "content_text": "echo"}])
+        assert "sign in" in (info.value.hint or "")
+        assert (await anon.execution_plan("hello_world"))["tool_id"] == "hello_world"
+    assert fake.requests[0].headers["apikey"] == ANON_KEY
+
+
+async def test_anonymous_callers_cannot_record_runs(fake: FakePostgREST) -> None:
+    """Needs migration 20261121001800_run_records.sql."""
+    async with RestRegistry(URL, ANON_KEY, transport=httpx.MockTransport(fake)) as anon:
+        with pytest.raises(Refused):
+            await anon.record_run({"tool_id": "hello_world", "status": "success"})
+
+
+async def test_runs_is_a_table_select_newest_first(
+    reg: RestRegistry, fake: FakePostgREST, conn: psycopg.Connection
+) -> None:
+    """Needs public.record_run and public.tool_runs (migration 20261121001800_run_records.sql)."""
+    record = {"tool_id": "hello_world", "version": "1.0.0", "status": "success", "exit_code": 0, "duration_ms": 3,
+              "executor_chain": ["hello_world", "bash_runtime", "subprocess"]}  # fmt: skip
+    run_id = await reg.record_run(record)
+    request = fake.requests[-1]
+    try:
+        rows = await reg.runs(tool_id="hello_world", limit=5)
+    finally:
+        conn.execute("delete from tool_runs where id = %s", (run_id,))
+    assert body_of(request) == {"p_run": record}
+    assert uuid.UUID(run_id)
+    request = fake.requests[-1]
+    assert (request.method, request.url.path) == ("GET", "/rest/v1/tool_runs")
+    assert dict(request.url.params) == {"select": "*", "tool_id": "eq.hello_world", "order": "started_at.desc",
+                                        "limit": "5"}  # fmt: skip
+    assert [r["executor_chain"] for r in rows if r["id"] == run_id] == [record["executor_chain"]]
+
+
+async def test_a_missing_function_or_table_says_to_migrate(reg: RestRegistry, fake: FakePostgREST) -> None:
+    with pytest.raises(RegistryUnavailable, match="missing") as info:
+        await reg._rpc("no_such_function_zz", {"p_x": 1})
+    assert "migrations" in (info.value.hint or "")
+
+
+async def test_connection_errors_are_registry_unavailable() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+
+    async with RestRegistry(URL, SERVICE_KEY, transport=httpx.MockTransport(refuse)) as reg:
+        with pytest.raises(RegistryUnavailable, match="cannot reach the Supabase API") as info:
+            await reg.execution_plan("hello_world")
+        assert SERVICE_KEY not in str(info.value)
+        with pytest.raises(RegistryUnavailable):
+            await reg.runs()  # a GET: not retried
+
+
+async def test_a_closed_port_is_registry_unavailable() -> None:
+    async with RestRegistry("http://127.0.0.1:1", SERVICE_KEY, timeout=3) as reg:
+        with pytest.raises(RegistryUnavailable, match=re.escape("127.0.0.1:1")):
+            await reg.search("hello")
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "kind"),
+    [
+        (503, {"code": "PGRST001", "message": "Database client error. Retrying the connection.",
+               "details": None, "hint": None}, RegistryUnavailable),
+        (502, "<html>Bad Gateway</html>", RegistryUnavailable),
+        (401, {"message": "Invalid API key", "hint": "Double check your Supabase `anon` or `service_role` API key."},
+         RegistryUnavailable),
+        (401, {"code": "PGRST301", "message": "JWT expired", "details": None, "hint": None}, Refused),
+        (422, {"code": "PT422", "message": "executor cycle: a -> b -> a", "details": None, "hint": None}, Refused),
+        (400, {"code": "P0001", "message": "boom", "details": None, "hint": None}, KiwiError),
+    ],
+)  # fmt: skip
+async def test_postgrest_and_gateway_errors_are_mapped(status: int, body: Any, kind: type[KiwiError]) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if isinstance(body, str):
+            return httpx.Response(status, text=body, headers={"content-type": "text/html"})
+        return httpx.Response(status, json=body)
+
+    async with RestRegistry(URL, SERVICE_KEY, transport=httpx.MockTransport(answer)) as reg:
+        with pytest.raises(kind) as info:
+            await reg.execution_plan("hello_world")
+    assert type(info.value) is kind
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [("PT404", NotFound), ("PT422", Refused), ("PT409", Refused), ("42501", Refused), ("22023", UsageError),
+     ("08006", RegistryUnavailable), ("42883", RegistryUnavailable), ("PGRST205", RegistryUnavailable)],
+)  # fmt: skip
+def test_sqlstate_table(code: str, kind: type[KiwiError]) -> None:
+    assert type(from_sqlstate(code, "m")) is kind
+
+
+def test_usage_error_lists_the_problems_from_the_detail() -> None:
+    err = from_sqlstate("22023", "invalid manifest: a; b", detail='["a: bad", "b: worse"]', hint="fix")
+    assert err.problems == ["a: bad", "b: worse"]  # type: ignore[attr-defined]
+    assert err.message == "invalid manifest:\n  - a: bad\n  - b: worse" and err.hint == "fix"
+
+
+LIVE_KEY = (
+    os.environ.get("SUPABASE_KEY") or os.environ.get("SUPABASE_SERVICE_ROLE_KEY") or os.environ.get("SUPABASE_ANON_KEY")
+)
+
+
+@pytest.mark.skipif(
+    not (os.environ.get("SUPABASE_URL") and LIVE_KEY),
+    reason="live Supabase test: set SUPABASE_URL and SUPABASE_KEY (or SUPABASE_ANON_KEY) for a project with "
+    "Kiwi's migrations and seed; the hosted service is not reachable from these machines",
+)
+async def test_live_supabase_project() -> None:
+    async with RestRegistry(os.environ["SUPABASE_URL"], LIVE_KEY or "") as reg:
+        plan = await reg.execution_plan("hello_world")
+        assert plan["primitive"] == "subprocess"
+        assert (await reg.search("hello world"))[0]["tool_id"] == "hello_world"
+        with pytest.raises(NotFound):
+            await reg.execution_plan("no_such_tool_zz")
