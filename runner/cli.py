@@ -161,8 +161,6 @@ def print_run(result: RunResult, dry_run: bool) -> None:
     print(f"{label}: {where} via {chain or '?'} in {result.duration_ms:.0f} ms", file=sys.stderr)
     if result.error:
         print(f"kiwi: {result.error}", file=sys.stderr)
-    if result.failure is not None and result.failure.hint:
-        print(f"hint: {result.failure.hint}", file=sys.stderr)
 
 
 async def cmd_search(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 
 from .errors import ConfigError, PrimitiveError
 from .expand import expand_vars, fill, render_argv
-from .primitives.subprocess import ProcessSpec, spawn
+from .primitives.subprocess import ProcessSpec, passthrough, spawn
 
 READY = ".kiwi-ready"
 DEFAULT_STEP_TIMEOUT_S = 600.0
@@ -136,17 +136,6 @@ async def _build(
         raise
     if on_progress:
         on_progress(f"environment {env_dir.name[:12]} ready in {time.monotonic() - started:.1f} s")
-
-
-def passthrough(names: list[str], environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables named (a trailing `*` matches a prefix, as in `UV_*`) that are set in environ."""
-    out: dict[str, str] = {}
-    for name in names:
-        if name.endswith("*"):
-            out.update({k: v for k, v in environ.items() if k.startswith(name[:-1])})
-        elif name in environ:
-            out[name] = environ[name]
-    return out
 
 
 def _tail(text: str | bytes, lines: int = 12) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from .errors import ConfigError, Refused
 from .expand import expand_vars, fill, render_argv
 from .plan import Plan
-from .primitives.subprocess import ProcessSpec, spawn
+from .primitives.subprocess import ProcessSpec, passthrough, spawn
 
 
 def pattern_findings(plan: Plan, rules: list[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
@@ -82,7 +82,7 @@ async def _syntax_check(
     marker = cache_root / "validated" / key
     if marker.exists():
         return
-    env = {name: environ[name] for name in plan.config.get("env_passthrough") or ["PATH"] if name in environ}
+    env = passthrough(list(plan.config.get("env_passthrough") or ["PATH"]), environ)
     result = await spawn(
         ProcessSpec(
             argv=argv,

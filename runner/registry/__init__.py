@@ -2,17 +2,36 @@
 
 registry = connect(Settings.load())
 plan = await registry.execution_plan("hello_world")
+
+Each backend is imported only when chosen: supabase-py alone takes most of a second
+to import, which a `kiwi run` over Postgres must not pay.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..config import Settings
 from ..errors import UsageError
 from .base import Registry
-from .postgres import PostgresRegistry
-from .rest import RestRegistry
+
+if TYPE_CHECKING:
+    from .postgres import PostgresRegistry
+    from .rest import RestRegistry
 
 __all__ = ["PostgresRegistry", "Registry", "RestRegistry", "connect"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresRegistry":
+        from .postgres import PostgresRegistry
+
+        return PostgresRegistry
+    if name == "RestRegistry":
+        from .rest import RestRegistry
+
+        return RestRegistry
+    raise AttributeError(name)
 
 
 def connect(settings: Settings) -> Registry:
@@ -23,7 +42,11 @@ def connect(settings: Settings) -> Registry:
                 "the rest backend needs SUPABASE_URL and a key",
                 hint="set SUPABASE_URL and SUPABASE_KEY (or SUPABASE_ANON_KEY)",
             )
+        from .rest import RestRegistry
+
         return RestRegistry(settings.supabase_url, settings.supabase_key)
     if settings.backend == "postgres":
+        from .postgres import PostgresRegistry
+
         return PostgresRegistry(settings.database_url)
     raise UsageError(f"unknown backend {settings.backend!r}", hint="KIWI_BACKEND is postgres or rest")

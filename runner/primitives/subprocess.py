@@ -1,0 +1,485 @@
+"""The subprocess primitive: run a command as a child process, safely and loudly.
+
+Two layers:
+
+* `spawn(ProcessSpec) -> ProcessResult` runs one argv (never a shell) in its own process
+  group, feeds stdin, captures stdout and stderr up to a cap (flagging what it cut), and
+  on a timeout, on cancellation, and after a normal exit ends the whole group, so no
+  grandchild outlives the run. Other parts of the runner (environment preparation,
+  validation) call it too.
+* `SubprocessPrimitive` turns a plan's merged config into a ProcessSpec (argv templates,
+  a declared environment, parameters as JSON on stdin) and the result into an Outcome.
+
+Nothing here knows any runtime or tool: everything specific is config data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+import re
+import shutil
+import signal
+import time
+from asyncio.subprocess import DEVNULL, PIPE
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, PrimitiveError, Refused
+from ..expand import as_text, expand_vars, fill, render_argv, variables_in
+from ..plan import Plan
+from .base import Invocation, Outcome
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
+KILL_GRACE_S = 1.0  # between SIGTERM and SIGKILL: time to flush and clean up, not to linger
+DRAIN_S = 0.5  # once the group is gone, how long pipes held by an escaped process may stay open
+_ERROR_LINES, _ERROR_CHARS = 20, 2000  # how much of stderr becomes `error`
+_DETAIL_STDERR_CHARS = 16_000  # how much of stderr (its end) goes into `detail`
+_PARAM_NAME = re.compile(r"[^A-Z0-9]")
+_MAX_ENV_PARAM_BYTES = 32 * 1024  # Linux refuses exec for one env string over 128 KiB
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One process to run. `env` is the child's whole environment: nothing is inherited."""
+
+    argv: list[str]
+    env: Mapping[str, str]
+    cwd: Path | None = None
+    stdin: bytes | None = None  # written, then closed; None gives /dev/null
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES  # per stream
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """What a process did. `exit_code` is negative when a signal ended it (-9 for SIGKILL)."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    timed_out: bool
+    duration_ms: float
+
+
+# --------------------------------------------------------------------------- spawn
+
+
+async def spawn(spec: ProcessSpec) -> ProcessResult:
+    """Run `spec.argv` in a new session and wait for it (bounded by `spec.timeout_s`).
+
+    Raises PrimitiveError when the process cannot start at all (command not found,
+    permission denied, missing working directory); everything after that is a result.
+    """
+    if not spec.argv:
+        raise PrimitiveError("no command to run", hint="give the command as the first argv item")
+    if spec.cwd is not None and not Path(spec.cwd).is_dir():
+        raise PrimitiveError(
+            f"working directory does not exist: {spec.cwd}", hint="create it, or point cwd at an existing directory"
+        )
+    program = _resolve(spec.argv[0], spec.env.get("PATH") or DEFAULT_PATH, spec.cwd)
+    loop = asyncio.get_running_loop()
+    started = time.perf_counter()
+    start = asyncio.ensure_future(
+        loop.subprocess_exec(
+            lambda: _Collector(spec.max_output_bytes, loop),
+            program,
+            *spec.argv[1:],
+            stdin=DEVNULL if spec.stdin is None else PIPE,
+            stdout=PIPE,
+            stderr=PIPE,
+            env=dict(spec.env),
+            cwd=spec.cwd,
+            start_new_session=True,  # the child leads its own process group: one killpg reaches all
+        )
+    )
+    try:
+        # Shielded: cancelled mid-start, asyncio would kill only the direct child and then
+        # wait for pipes a grandchild may hold; instead let the start finish, then end the group.
+        transport, proto = await asyncio.shield(start)
+    except asyncio.CancelledError:
+        start.add_done_callback(_kill_if_started)
+        raise
+    except OSError as exc:
+        raise _start_error(spec.argv[0], exc) from exc
+    except ValueError as exc:  # an embedded NUL byte in argv or env
+        raise PrimitiveError(
+            f"cannot start {spec.argv[0]}: {exc}", hint="arguments and environment values cannot contain NUL"
+        ) from exc
+
+    pgid = transport.get_pid()
+    if spec.stdin is not None:
+        # The transport writes in the background as the child reads, so a child that never
+        # reads cannot deadlock us; a broken pipe just closes the write end quietly.
+        stdin = transport.get_pipe_transport(0)
+        stdin.write(spec.stdin)
+        stdin.close()
+
+    group_ended = False
+    try:
+        done, _ = await asyncio.wait({proto.exited}, timeout=spec.timeout_s)
+        timed_out = not done
+        # After a timeout this stops the running group; after a normal exit it stops what
+        # the tool left behind (background jobs, daemons) and lets pipes they hold close.
+        await _end_group(pgid)
+        group_ended = True
+        if timed_out:
+            await asyncio.wait({proto.exited}, timeout=KILL_GRACE_S)
+        await asyncio.wait({proto.pipes_done}, timeout=DRAIN_S)
+    finally:
+        if not group_ended:  # cancelled (or failed) mid-run: no time for grace
+            _signal_group(pgid, signal.SIGKILL)
+        proto.close_pipes()
+
+    return ProcessResult(
+        exit_code=transport.get_returncode(),
+        stdout=proto.data[1].decode("utf-8", errors="replace"),
+        stderr=proto.data[2].decode("utf-8", errors="replace"),
+        stdout_truncated=proto.truncated[1],
+        stderr_truncated=proto.truncated[2],
+        timed_out=timed_out,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+    )
+
+
+class _Collector(asyncio.SubprocessProtocol):
+    """Keeps the first `limit` bytes of stdout (fd 1) and stderr (fd 2) and discards the rest
+    as it arrives, so the child never blocks on a full pipe and memory stays bounded."""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.limit = limit
+        self.data = {1: bytearray(), 2: bytearray()}
+        self.truncated = {1: False, 2: False}
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.pipes_done: asyncio.Future[None] = loop.create_future()
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._open: set[int] = set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        self._transport = transport
+        self._open = {fd for fd in (1, 2) if transport.get_pipe_transport(fd) is not None}
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        buf = self.data[fd]
+        room = self.limit - len(buf)
+        if room > 0:
+            buf += data[:room]
+        if len(data) > room:
+            self.truncated[fd] = True
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open.discard(fd)
+        if not self._open and not self.pipes_done.done():
+            self.pipes_done.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # The process has exited and every pipe is closed: release the transport.
+        if self._transport is not None:
+            self._transport.close()
+
+    def close_pipes(self) -> None:
+        """Stop reading (and writing): pipes an escaped process keeps open must not leak."""
+        if self._transport is None:
+            return
+        for fd in (0, 1, 2):
+            pipe = self._transport.get_pipe_transport(fd)
+            if pipe is not None:
+                pipe.close()
+
+
+def _kill_if_started(start: asyncio.Future[tuple[asyncio.SubprocessTransport, _Collector]]) -> None:
+    if start.cancelled() or start.exception() is not None:
+        return
+    transport, proto = start.result()
+    _signal_group(transport.get_pid(), signal.SIGKILL)
+    proto.close_pipes()
+
+
+async def _end_group(pgid: int) -> None:
+    """SIGTERM the group, give it KILL_GRACE_S to go, then SIGKILL whatever remains.
+
+    Returns at once when the group is already empty (the common case after a normal exit).
+    """
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    _signal_group(pgid, signal.SIGCONT)  # a stopped process only acts on SIGTERM once it runs
+    deadline = time.monotonic() + KILL_GRACE_S
+    while _group_alive(pgid):
+        if time.monotonic() >= deadline:
+            _signal_group(pgid, signal.SIGKILL)
+            return
+        await asyncio.sleep(0.01)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Signal every member of the group; False when the group no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member we may not signal (setuid); nothing more we can do
+        return False
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a member of the group still runs.
+
+    killpg(pgid, 0) also counts zombies, which are dead but wait for a parent to reap them
+    (forever, under an init that does not reap), so on Linux look at each member's state.
+    """
+    if not _signal_group(pgid, 0):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()  # state, ppid, pgrp, ...
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def _resolve(command: str, path: str, cwd: Path | None) -> str:
+    """Find the executable as the child would (the tool's PATH, not the runner's), so a
+    missing or non-executable command gets a clear error instead of a bare OSError."""
+    if os.sep in command:
+        candidate = Path(command) if os.path.isabs(command) else Path(cwd or Path.cwd()).absolute() / command
+        if not candidate.exists():
+            raise PrimitiveError(f"command not found: {command}", hint=f"no file at {candidate}")
+        if candidate.is_dir() or not os.access(candidate, os.X_OK):
+            raise _permission_denied(command)
+        return str(candidate)
+    found = shutil.which(command, path=path)
+    if found is not None:
+        return found
+    if shutil.which(command, mode=os.F_OK, path=path):
+        raise _permission_denied(command)
+    raise PrimitiveError(
+        f"command not found: {command}",
+        hint="install it, or make sure its directory is on the PATH the tool declares (env_passthrough or env)",
+    )
+
+
+def _permission_denied(command: str) -> PrimitiveError:
+    return PrimitiveError(
+        f"permission denied: {command}",
+        hint="make it executable (chmod +x) or run it through its interpreter",
+    )
+
+
+def _start_error(command: str, exc: OSError) -> PrimitiveError:
+    if isinstance(exc, FileNotFoundError):  # the file exists, so its #! interpreter does not
+        return PrimitiveError(
+            f"command not found: {command}", hint="if it is a script, check the interpreter on its #! line"
+        )
+    if isinstance(exc, PermissionError):
+        return _permission_denied(command)
+    if exc.errno == errno.E2BIG:
+        return PrimitiveError(
+            f"cannot run {command}: its arguments and environment are too large",
+            hint="pass large values on stdin (parameters always are) rather than in args or env",
+        )
+    return PrimitiveError(
+        f"cannot run {command}: {exc.strerror or exc}",
+        hint="a script needs a #! line, or run it through its interpreter",
+    )
+
+
+# --------------------------------------------------------------------------- the primitive
+
+
+class SubprocessPrimitive:
+    """Runs plans whose chain ends in the `subprocess` primitive."""
+
+    name = "subprocess"
+
+    def accepts(self, plan: Plan) -> bool:
+        return plan.primitive == self.name
+
+    async def run(self, invocation: Invocation) -> Outcome:
+        spec = build_spec(invocation)
+        result = await spawn(spec)
+        return to_outcome(result, spec, shown_command=_shown_command(invocation.config, spec))
+
+    async def aclose(self) -> None:
+        """Nothing to release: every run ends its own process group."""
+
+
+def build_spec(invocation: Invocation) -> ProcessSpec:
+    """The merged config, templated: argv, a declared environment, parameters on stdin.
+
+    `${VAR}`s are resolved in the config text before `{placeholders}` are filled, so a
+    parameter value that looks like `${SECRET}` stays literal text and never reads the
+    runner's environment.
+    """
+    config, environ, values = invocation.config, invocation.environ, invocation.values()
+    tool = invocation.plan.tool_id
+    command = config.get("command")
+    if not command:
+        raise ConfigError(
+            f"{tool}: the subprocess config has no command",
+            hint="set config.command (and config.args) in the tool or its runtime",
+        )
+    args = config.get("args") or []
+    if not isinstance(args, list):
+        raise ConfigError(f"{tool}: config.args must be a list", hint="write args as a YAML list: [a, b]")
+    items = [*(command if isinstance(command, list) else [command]), *args]
+    argv = render_argv([_vars(item, environ) for item in items], values)
+    return ProcessSpec(
+        argv=argv,
+        env=_environment(invocation, values),
+        cwd=_cwd(invocation, values),
+        stdin=json.dumps(invocation.params, ensure_ascii=False).encode(),
+        timeout_s=_positive(config, "timeout_s", DEFAULT_TIMEOUT_S, tool),
+        max_output_bytes=int(_positive(config, "max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES, tool)),
+    )
+
+
+def to_outcome(result: ProcessResult, spec: ProcessSpec, *, shown_command: str | None = None) -> Outcome:
+    """Exit 0 is success (stdout parsed as JSON when it is JSON); truncation is never silent:
+    it is listed in detail["warnings"], and a cut stdout is also named in `error`."""
+    warnings = []
+    if result.stdout_truncated:
+        warnings.append(f"stdout truncated to its first {spec.max_output_bytes} bytes (max_output_bytes)")
+    if result.stderr_truncated:
+        warnings.append(f"stderr truncated to its first {spec.max_output_bytes} bytes (max_output_bytes)")
+    detail: dict[str, Any] = {
+        "command": shown_command if shown_command is not None else spec.argv[0],
+        "duration_ms": result.duration_ms,
+        "stderr": result.stderr[-_DETAIL_STDERR_CHARS:],
+        "stdout_truncated": result.stdout_truncated,
+        "stderr_truncated": result.stderr_truncated,
+    }
+    if warnings:
+        detail["warnings"] = warnings
+    if result.timed_out:
+        error = f"timed out after {spec.timeout_s:g} s; process group killed"
+        return Outcome("timeout", output=_output(result) if result.stdout else None, error=error, detail=detail)
+    code = result.exit_code
+    if code != 0:
+        error = _stderr_tail(result.stderr) or _exit_text(code)
+        output = _output(result) if result.stdout else None
+        return Outcome("error", output=output, error=error, exit_code=code, detail=detail)
+    error = warnings[0] if result.stdout_truncated else None
+    return Outcome("success", output=_output(result), error=error, exit_code=0, detail=detail)
+
+
+def _output(result: ProcessResult) -> Any:
+    text = result.stdout
+    if not result.stdout_truncated and text.strip():
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return text[:-1] if text.endswith("\n") else text
+
+
+def _stderr_tail(stderr: str) -> str:
+    lines = stderr.rstrip().splitlines()[-_ERROR_LINES:]
+    return "\n".join(lines)[-_ERROR_CHARS:]
+
+
+def _exit_text(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def passthrough(names: list[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables named that are set in environ; a trailing `*` matches a prefix (`UV_*`)."""
+    out: dict[str, str] = {}
+    for name in names:
+        if name.endswith("*"):
+            out.update({k: v for k, v in environ.items() if k.startswith(name[:-1])})
+        elif name in environ:
+            out[name] = environ[name]
+    return out
+
+
+def _environment(invocation: Invocation, values: Mapping[str, Any]) -> dict[str, str]:
+    """Only what the config declares, the parameters, and the tool's identity: the runner's
+    own environment (its secrets) never leaks through. A parameter too large for one
+    environment string (exec would fail) is left out of KIWI_PARAM_*; stdin carries it."""
+    config, environ = invocation.config, invocation.environ
+    env = passthrough(list(config.get("env_passthrough") or []), environ)
+    declared = config.get("env") or {}
+    if not isinstance(declared, dict):
+        raise ConfigError(f"{invocation.plan.tool_id}: config.env must be a mapping", hint="write env as NAME: value")
+    for key, value in declared.items():
+        if value is None:  # a child config can unset what its runtime set
+            env.pop(str(key), None)
+        else:
+            env[str(key)] = fill(_vars(as_text(value), environ), values)
+    for name, value in invocation.params.items():
+        text = as_text(value)
+        if len(text) <= _MAX_ENV_PARAM_BYTES // 4 or len(text.encode()) <= _MAX_ENV_PARAM_BYTES:
+            env["KIWI_PARAM_" + _PARAM_NAME.sub("_", name.upper())] = text
+    env["KIWI_TOOL_ID"] = invocation.plan.tool_id
+    env["KIWI_TOOL_VERSION"] = invocation.plan.version
+    if not env.get("PATH"):
+        env["PATH"] = DEFAULT_PATH
+    return env
+
+
+def _cwd(invocation: Invocation, values: Mapping[str, Any]) -> Path | None:
+    """config.cwd, relative to the workdir and never outside it (symlinks included)."""
+    raw = invocation.config.get("cwd")
+    workdir = invocation.workdir
+    if raw in (None, ""):
+        return workdir
+    tool = invocation.plan.tool_id
+    if workdir is None:
+        raise ConfigError(f"{tool}: config.cwd needs a workdir to be relative to", hint="run the tool with a workdir")
+    root = Path(workdir).resolve()
+    target = (root / fill(_vars(str(raw), invocation.environ), values)).resolve()
+    if not target.is_relative_to(root):
+        raise Refused(
+            f"{tool}: cwd {raw!r} is outside the tool's working directory",
+            hint="use a path inside the workdir, without '..' or symlinks leading out",
+        )
+    return target
+
+
+def _vars(item: Any, environ: Mapping[str, str]) -> Any:
+    return expand_vars(item, environ) if isinstance(item, str) else item
+
+
+def _positive(config: Mapping[str, Any], key: str, default: float, tool: str) -> float:
+    value = config.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{tool}: config.{key} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def _shown_command(config: Mapping[str, Any], spec: ProcessSpec) -> str:
+    """argv[0] as run, unless it came from ${VAR}s: environment values stay out of detail."""
+    command = config.get("command")
+    first = command[0] if isinstance(command, list) and command else command
+    return str(first) if variables_in(first) else spec.argv[0]
