@@ -13,7 +13,7 @@ deps: $(VENV)/.synced node_modules/.installed
 
 $(VENV)/.synced: pyproject.toml uv.lock
 	@command -v uv >/dev/null || python3 -m pip install --quiet --user uv==0.13.9 || python3 -m pip install --quiet --break-system-packages uv==0.13.9
-	@PATH="$$HOME/.local/bin:$$PATH" uv sync --frozen --quiet
+	@PATH="$$HOME/.local/bin:$$PATH" uv sync --frozen --quiet --compile-bytecode
 	@touch $@
 
 # `npm install`, not `npm ci`: the registry mirror here serves only this platform's

@@ -20,7 +20,6 @@ from .config import Settings
 from .errors import KiwiError, UsageError
 from .registry import connect
 from .run import Runner, RunResult
-from .tool_dir import ToolDirError, load_tool_dir
 
 EXIT_TIMEOUT = 124
 
@@ -135,7 +134,8 @@ def parse_params(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, st
 async def cmd_run(args: argparse.Namespace) -> int:
     tool, version = split_ref(args.tool, args.version)
     params, raw = parse_params(args)
-    runner = Runner(connect(Settings.load()), Settings.load(), on_progress=progress)
+    settings = Settings.load()
+    runner = Runner(connect(settings), settings, on_progress=progress)
     try:
         result = await runner.run(tool, params, version=version, raw_params=raw, dry_run=args.dry_run)
     finally:
@@ -231,6 +231,8 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def cmd_publish(args: argparse.Namespace) -> int:
+    from .tool_dir import ToolDirError, load_tool_dir  # PyYAML only when publishing
+
     try:
         tool_dir = load_tool_dir(args.directory)
     except ToolDirError as e:
