@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import ConfigError
@@ -40,15 +40,20 @@ def expand_vars(text: str, environ: Mapping[str, str]) -> str:
     return _VAR.sub(one, text)
 
 
+def map_strings(value: Any, fn: Callable[[str], Any]) -> Any:
+    """fn over every string inside dicts and lists (keys are left alone)."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [map_strings(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: map_strings(v, fn) for k, v in value.items()}
+    return value
+
+
 def expand_vars_deep(value: Any, environ: Mapping[str, str]) -> Any:
     """expand_vars over every string inside dicts and lists (keys are left alone)."""
-    if isinstance(value, str):
-        return expand_vars(value, environ)
-    if isinstance(value, list):
-        return [expand_vars_deep(v, environ) for v in value]
-    if isinstance(value, dict):
-        return {k: expand_vars_deep(v, environ) for k, v in value.items()}
-    return value
+    return map_strings(value, lambda text: expand_vars(text, environ))
 
 
 def variables_in(value: Any) -> set[str]:

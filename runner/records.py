@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .expand import variables_in
+from .expand import map_strings, variables_in
 
 MAX_ERROR_CHARS = 2000
 _MIN_SECRET_LEN = 4  # shorter values ("1", "on") would scrub ordinary words
@@ -38,15 +38,7 @@ def scrub(text: str | None, secrets: Iterable[str]) -> str | None:
 
 def scrub_deep(value: Any, secrets: list[str]) -> Any:
     """scrub over every string inside dicts and lists (a primitive's detail: stderr, bodies, headers)."""
-    if not secrets:
-        return value
-    if isinstance(value, str):
-        return scrub(value, secrets)
-    if isinstance(value, list):
-        return [scrub_deep(v, secrets) for v in value]
-    if isinstance(value, dict):
-        return {k: scrub_deep(v, secrets) for k, v in value.items()}
-    return value
+    return map_strings(value, lambda text: scrub(text, secrets)) if secrets else value
 
 
 def run_record(
