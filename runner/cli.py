@@ -19,9 +19,10 @@ from typing import Any
 from .config import Settings
 from .errors import KiwiError, UsageError
 from .registry import connect
-from .run import Runner, RunResult
+from .run import RESULT_KEYS, Runner, RunResult
 
 EXIT_TIMEOUT = 124
+MAX_LIMIT = 1000
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    limit_help = f"at most N results (default 20, at most {MAX_LIMIT})"
 
     run = sub.add_parser("run", help="run a tool through its executor chain")
     run.add_argument("tool", metavar="TOOL", help="tool id, namespace/tool or tool@version")
@@ -69,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("query", nargs="*", help="words; empty lists by popularity")
     search.add_argument("--type", dest="tool_type", metavar="TYPE", help="only this tool type")
     search.add_argument("--category", metavar="C", help="only this category")
-    search.add_argument("--limit", type=int, default=20, metavar="N", help="at most N results (default 20)")
+    search.add_argument("--limit", type=limit, default=20, metavar="N", help=limit_help)
     search.add_argument("--json", action="store_true", help="print a JSON array")
     search.set_defaults(handler=cmd_search)
 
@@ -86,15 +88,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="your recent runs, newest first")
     runs.add_argument("--tool", metavar="TOOL", help="only runs of this tool")
-    runs.add_argument("--limit", type=int, default=20, metavar="N", help="at most N runs (default 20)")
+    runs.add_argument("--limit", type=limit, default=20, metavar="N", help=limit_help.replace("results", "runs"))
     runs.add_argument("--json", action="store_true", help="print a JSON array")
     runs.set_defaults(handler=cmd_runs)
     return parser
 
 
+def limit(text: str) -> int:
+    """--limit N: a whole number from 1 to MAX_LIMIT (the registry's int, never negative)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= n <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_LIMIT}, got {n}")
+    return n
+
+
 def fail(e: KiwiError, args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
-        print(json.dumps({"error": e.as_dict()}, ensure_ascii=False))
+        if args.command == "run":  # the run contract: one result object, whatever went wrong
+            tool, _, at = args.tool.rpartition("@") if "@" in args.tool else (args.tool, "", "")
+            failed = RunResult(tool_id=tool, version=args.version or at or None, status="error", error=str(e))
+            print(json.dumps(run_json(failed), ensure_ascii=False, default=str))
+        else:
+            print(json.dumps({"error": e.as_dict()}, ensure_ascii=False))
     print(f"kiwi: {e}", file=sys.stderr)
     return e.exit_code
 
@@ -107,9 +125,13 @@ def split_ref(tool: str, version: str | None) -> tuple[str, str | None]:
     """`tool@1.2.0` is the same as `tool --version 1.2.0`."""
     if "@" in tool:
         tool, _, at = tool.rpartition("@")
-        if version and version != at:
+        if version is not None and version != at:
             raise UsageError(f"two versions given: @{at} and --version {version}")
         version = at
+    if not tool:
+        raise UsageError("no tool given", hint="name a tool: kiwi run hello_world")
+    if version is not None and not version:
+        raise UsageError("empty version", hint="give a version (tool@1.0.0 or --version 1.0.0), or none for the latest")
     return tool, version
 
 
@@ -143,12 +165,18 @@ async def cmd_run(args: argparse.Namespace) -> int:
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if args.json:
-        print(json.dumps(result.as_json(), ensure_ascii=False, default=str))
+        print(json.dumps(run_json(result), ensure_ascii=False, default=str))
     else:
         print_run(result, args.dry_run)
     if result.failure is not None:
         return result.failure.exit_code
     return 0 if result.ok else EXIT_TIMEOUT if result.status == "timeout" else 1
+
+
+def run_json(result: RunResult) -> dict[str, Any]:
+    """The contract's object, read field by field: `failure` holds an exception, which
+    dataclasses.asdict would try (and, for some, fail) to deep-copy."""
+    return {key: getattr(result, key) for key in RESULT_KEYS}
 
 
 def print_run(result: RunResult, dry_run: bool) -> None:

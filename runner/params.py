@@ -6,7 +6,8 @@ The error lists every bad field at once, so a person (or an agent) fixes them in
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -30,6 +31,9 @@ def validate_params(tool_id: str, schema: Mapping[str, Any] | None, params: Any)
     """Return the parameters with schema defaults filled in, or raise InvalidParameters."""
     if not isinstance(params, dict):
         raise InvalidParameters(tool_id, [f"parameters must be a JSON object, not {type(params).__name__}"])
+    unrepresentable = sorted(set(_not_json(params)))
+    if unrepresentable:
+        raise InvalidParameters(tool_id, unrepresentable)
     if not schema:
         return dict(params)
     filled = dict(params)
@@ -41,6 +45,44 @@ def validate_params(tool_id: str, schema: Mapping[str, Any] | None, params: Any)
     if problems:
         raise InvalidParameters(tool_id, problems)
     return filled
+
+
+def _not_json(value: Any) -> Iterator[str]:
+    """Where `value` holds what JSON text cannot carry to a tool: a name that is not text, a lone
+    surrogate (not encodable as UTF-8), NaN or an infinity, a non-JSON type, or a cycle."""
+    stack: list[tuple[str, Any, frozenset[int]]] = [("", value, frozenset())]
+    while stack:
+        path, item, ancestors = stack.pop()
+        where = path or "(parameters)"
+        if isinstance(item, str):
+            if not _utf8(item):
+                yield f"{where}: must be valid Unicode text (it holds a lone surrogate)"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                yield f"{where}: must be a finite number"
+        elif isinstance(item, dict | list | tuple):
+            if id(item) in ancestors:
+                yield f"{where}: must not contain itself"
+                continue
+            inner = ancestors | {id(item)}
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if not isinstance(key, str) or not _utf8(key):
+                        yield f"{where}: parameter names must be valid Unicode text"
+                        continue
+                    stack.append((f"{path}.{key}" if path else key, child, inner))
+            else:
+                stack.extend((f"{path}.{i}" if path else str(i), child, inner) for i, child in enumerate(item))
+        elif item is not None and not isinstance(item, bool | int):
+            yield f"{where}: must be a JSON value, not {type(item).__name__}"
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _RULES = {
@@ -70,7 +112,7 @@ def _describe(error: Any) -> str:
     where = path or "(parameters)"
     if rule == "additionalProperties":
         allowed = set((error.schema.get("properties") or {}).keys())
-        extra = sorted(k for k in (error.instance or {}) if k not in allowed)
+        extra = sorted(str(k) for k in (error.instance or {}) if k not in allowed)
         return f"{where}: unexpected parameter{'s' if len(extra) > 1 else ''} {', '.join(extra)}"
     if rule == "type":
         return f"{where}: must be of type {' or '.join(want) if isinstance(want, list) else want}"

@@ -18,7 +18,13 @@ _MIN_SECRET_LEN = 4  # shorter values ("1", "on") would scrub ordinary words
 
 
 def params_digest(params: Any) -> tuple[str, int]:
-    data = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """sha256 and size of the parameters' canonical JSON; whatever a caller sent (even what JSON
+    cannot hold, which the schema check then refuses) still gets a digest, never an exception."""
+    try:
+        text = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        text = repr(params)
+    data = text.encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest(), len(data)
 
 

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +57,7 @@ class RunResult:
 
     def as_json(self) -> dict[str, Any]:
         """The `kiwi run --json` object (DESIGN.md, Runner contract)."""
-        data = asdict(self)
-        return {k: data[k] for k in RESULT_KEYS}
+        return {k: getattr(self, k) for k in RESULT_KEYS}
 
 
 def runner_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -108,10 +107,10 @@ class Runner:
         back as a result with status "error" and `failure` set; they are recorded like any run."""
         started = time.perf_counter()
         plan: Plan | None = None
-        given: Any = dict(params or {})
+        given: Any = {} if params is None else params
         try:
             plan = await self.plan(tool_id, version)
-            if raw_params:
+            if raw_params and isinstance(given, dict):
                 given = {**given, **coerce_strings(plan.parameters, raw_params)}
             values = validate_params(plan.tool_id, plan.parameters, given)
             result = await self._execute(plan, values, dry_run)
