@@ -1,0 +1,875 @@
+"""Kiwi runner benchmarks: what the runner adds to a tool run, API throughput, CLI start-up.
+
+Every figure is measured in one run against the local registry (the seeded tools), with
+one Runner reused as a host process would, run records on as in production; samples of
+a and b are interleaved with their baseline, warm-ups excluded; medians and p95.
+
+  a. `Runner.run("hello_world", {"name": "Ada"})`, warm, against spawning the same
+     script directly (`bash <materialised hello.sh>`, the same stdin JSON and
+     environment, asyncio.create_subprocess_exec + communicate, same event loop):
+     median ratio <= 1.5.
+  b. `Runner.run("format_bytes", ...)` (Python with a dependency, its environment
+     cached) against `<env_dir>/bin/python <materialised format_bytes.py>` with the
+     same stdin and environment: median ratio <= 1.3. The environment is built first,
+     once, in the bench's own temporary cache.
+  c. `Runner.run("http_echo", ...)` against a local echo server, 50 concurrent tasks
+     in this process, the full path (plan RPC, parameters, http_client, run record):
+     >= 1,000 calls/s. The server (bench/echo_server.py) runs in its own process;
+     its capacity is measured and printed, and so are the http_client primitive alone
+     and the plan RPC alone, with the CPU each process spent per call, so a shortfall
+     can be traced to the process that ran out.
+  d. `kiwi run hello_world -p name=Ada` as a fresh process: median wall time over the
+     runs <= 250 ms; `python -c "import psycopg"` and `python -c pass` are timed beside
+     it (interleaved) as the floor of interpreter and library import on this machine.
+  e. the size of the runner's core (plan, materialise, primitives): non-blank,
+     non-comment lines per file (docstrings shown apart). No target.
+
+Every run of a, b, c and d leaves its record in tool_runs, as in production.
+
+Run:  .venv/bin/python bench/runner_bench.py [--only a,b,c,d,e] [--runs 200] [--calls 5000]
+A full run (no --only) also writes its report to bench/results/runner.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import version as dist_version
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import psycopg  # noqa: E402
+
+from runner.config import Settings  # noqa: E402
+from runner.environment import prepare_environment  # noqa: E402
+from runner.materialize import materialise  # noqa: E402
+from runner.plan import Plan  # noqa: E402
+from runner.primitives.base import Invocation  # noqa: E402
+from runner.primitives.http_client import HttpClientPrimitive  # noqa: E402
+from runner.primitives.subprocess import ProcessSpec, build_spec  # noqa: E402
+from runner.registry import PostgresRegistry  # noqa: E402
+from runner.run import Runner  # noqa: E402
+
+RESULTS_FILE = ROOT / "bench" / "results" / "runner.md"
+DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
+VENV_BIN = ROOT / ".venv" / "bin"
+PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
+KIWI = [str(VENV_BIN / "kiwi")] if (VENV_BIN / "kiwi").exists() else [PYTHON, "-m", "runner.cli"]
+
+CORE_FILES = [
+    "runner/plan.py",
+    "runner/run.py",
+    "runner/materialize.py",
+    "runner/params.py",
+    "runner/expand.py",
+    "runner/environment.py",
+    "runner/validation.py",
+    "runner/dispatch.py",
+    "runner/records.py",
+]
+
+HELLO = ("hello_world", {"name": "Ada"}, {"greeting": "Hello, Ada!"})
+FORMAT = ("format_bytes", {"bytes": 123456789, "binary": True}, {"bytes": 123456789, "human": "117.7 MiB"})
+SPAWN_WARMUP = 10
+# What `kiwi run` of a script imports before it does anything (d, for context).
+KIWI_IMPORTS = "import runner.cli, runner.run, runner.registry.postgres, runner.primitives.subprocess"
+CLI_WARMUP = 2
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def p95(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def _mp(values: Sequence[float], digits: int = 2) -> str:
+    return f"{median(values):.{digits}f} [{p95(values):.{digits}f}]"
+
+
+# --------------------------------------------------------------------------------------
+# CPU accounting (to tell which process ran out of CPU in c)
+# --------------------------------------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu_s() -> float | None:
+    """CPU seconds used so far by every process named postgres on this machine (the local
+    cluster, with any other client's work on it); None when none is visible."""
+    total, seen = 0, False
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if b"(postgres)" not in stat[: stat.rfind(b")") + 1]:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+        seen = True
+    return total / _TICK if seen else None
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all cores spent not idle so far (from /proc/stat)."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / _TICK  # less idle and iowait
+
+
+@dataclass
+class CpuWindow:
+    """CPU spent by each party over one measured stretch, in seconds."""
+
+    wall: float = 0.0
+    runner: float = 0.0
+    postgres: float | None = None
+    server: float | None = None
+    machine: float = 0.0
+
+
+class CpuMeter:
+    def __init__(self, server_stats: Callable[[], Awaitable[dict[str, float]]] | None) -> None:
+        self._server_stats = server_stats
+
+    async def _sample(self) -> tuple[float, float, float | None, float | None, float]:
+        server = (await self._server_stats())["cpu_s"] if self._server_stats else None
+        return time.perf_counter(), time.process_time(), postgres_cpu_s(), server, machine_busy_s()
+
+    async def measure(self, body: Callable[[], Awaitable[Any]]) -> tuple[Any, CpuWindow]:
+        w0, r0, p0, s0, m0 = await self._sample()
+        value = await body()
+        w1, r1, p1, s1, m1 = await self._sample()
+        return value, CpuWindow(
+            wall=w1 - w0,
+            runner=r1 - r0,
+            postgres=None if p0 is None or p1 is None else p1 - p0,
+            server=None if s0 is None or s1 is None else s1 - s0,
+            machine=m1 - m0,
+        )
+
+
+# --------------------------------------------------------------------------------------
+# The echo server (c)
+# --------------------------------------------------------------------------------------
+
+
+class EchoServer:
+    """bench/echo_server.py in its own process, stopped when we close its stdin."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [PYTHON, str(ROOT / "bench" / "echo_server.py"), "--watch-stdin"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("listening on "):
+            self.close()
+            raise SystemExit(f"the echo server did not start: {line!r}")
+        self.url = line.removeprefix("listening on ")
+        host, _, port = self.url.removeprefix("http://").partition(":")
+        self.host, self.port = host, int(port)
+
+    async def stats(self) -> dict[str, float]:
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        writer.write(b"GET /__stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = await reader.read()
+        writer.close()
+        return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+async def raw_load(host: str, port: int, connections: int, total: int) -> float:
+    """Requests/s a minimal raw-socket keep-alive client (one request in flight per
+    connection) gets from the server: a lower bound of its capacity."""
+    body = b'{"message": "hi"}'
+    request = (
+        b"POST /echo HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    remaining = total
+
+    async def one_connection() -> None:
+        nonlocal remaining
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            while remaining > 0:
+                remaining -= 1
+                writer.write(request)
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
+                await reader.readexactly(length)
+        finally:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_connection() for _ in range(connections)))
+    return total / (time.perf_counter() - started)
+
+
+# --------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class SpawnFigures:
+    """a or b: interleaved samples of the runner and the direct spawn (ms)."""
+
+    tool: str
+    argv: list[str] = field(default_factory=list)
+    runner: list[float] = field(default_factory=list)
+    direct: list[float] = field(default_factory=list)
+    plan_rpc: list[float] = field(default_factory=list)  # inside the runner's runs
+    record_rpc: list[float] = field(default_factory=list)
+    setup_s: float | None = None  # b: building the environment
+
+
+class TimedRegistry:
+    """The runner's registry, with the wall time of its two RPCs noted (to explain a and b)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.plan_ms: list[float] | None = None
+        self.record_ms: list[float] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def execution_plan(self, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter_ns()
+        try:
+            return await self.inner.execution_plan(*args, **kwargs)
+        finally:
+            if self.plan_ms is not None:
+                self.plan_ms.append((time.perf_counter_ns() - t0) / 1e6)
+
+    async def record_run(self, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter_ns()
+        try:
+            return await self.inner.record_run(*args, **kwargs)
+        finally:
+            if self.record_ms is not None:
+                self.record_ms.append((time.perf_counter_ns() - t0) / 1e6)
+
+
+@dataclass
+class ThroughputRound:
+    what: str
+    calls: int
+    rate: float  # calls/s
+    latency_ms: list[float]
+    cpu: CpuWindow
+
+    def per_call_ms(self, seconds: float | None) -> str:
+        return "n/a" if seconds is None else f"{seconds / self.calls * 1000:.3f}"
+
+
+@dataclass
+class ThroughputFigures:
+    concurrency: int
+    server_url: str = ""
+    raw_capacity: float = 0.0
+    server_cpu_per_request_us: float | None = None
+    rounds: list[ThroughputRound] = field(default_factory=list)
+
+    def of(self, what: str) -> list[ThroughputRound]:
+        return [r for r in self.rounds if r.what == what]
+
+
+@dataclass
+class CliFigures:
+    kiwi: list[float] = field(default_factory=list)
+    import_kiwi: list[float] = field(default_factory=list)
+    import_psycopg: list[float] = field(default_factory=list)
+    python_pass: list[float] = field(default_factory=list)
+    command: str = ""
+
+
+@dataclass
+class Figures:
+    a: SpawnFigures | None = None
+    b: SpawnFigures | None = None
+    c: ThroughputFigures | None = None
+    d: CliFigures | None = None
+    e: list[tuple[str, int, int]] | None = None  # (file, lines, of which docstring lines)
+    loop: str = ""
+
+
+# --------------------------------------------------------------------------------------
+# a, b: the runner against a direct spawn of the same script
+# --------------------------------------------------------------------------------------
+
+
+async def direct_spec(runner: Runner, tool: str, params: dict[str, Any]) -> ProcessSpec:
+    """argv, environment, working directory and stdin exactly as the runner gives the tool."""
+    plan: Plan = await runner.plan(tool)
+    root = runner.settings.cache_dir
+    workdir = materialise(plan, root)
+    placeholders = {"workdir": str(workdir)}
+    if plan.entrypoint:
+        placeholders["entrypoint"] = str(workdir / plan.entrypoint.path)
+    env_dir = await prepare_environment(plan.config, root, runner.environ)
+    if env_dir is not None:
+        placeholders["env_dir"] = str(env_dir)
+    invocation = Invocation(
+        plan=plan, params=params, workdir=workdir, placeholders=placeholders, environ=runner.environ
+    )
+    return build_spec(invocation)
+
+
+async def spawn_direct(spec: ProcessSpec) -> bytes:
+    proc = await asyncio.create_subprocess_exec(
+        *spec.argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=dict(spec.env),
+        cwd=spec.cwd,
+    )
+    out, err = await proc.communicate(spec.stdin)
+    if proc.returncode != 0:
+        raise SystemExit(f"the direct spawn failed ({proc.returncode}): {err.decode(errors='replace')}")
+    return out
+
+
+async def measure_spawn(runner: Runner, case: tuple[str, dict[str, Any], Any], runs: int) -> SpawnFigures:
+    tool, params, expected = case
+    figures = SpawnFigures(tool)
+    started = time.perf_counter()
+    first = await runner.run(tool, params)  # materialises, checks syntax, builds the environment
+    if first.status != "success" or first.output != expected:
+        raise SystemExit(f"{tool} did not run: {first.status} {first.error} {first.output!r}")
+    figures.setup_s = time.perf_counter() - started
+    spec = await direct_spec(runner, tool, params)
+    figures.argv = list(spec.argv)
+    if json.loads(await spawn_direct(spec)) != expected:
+        raise SystemExit(f"the direct spawn of {tool} gave another answer")
+
+    timed = runner.registry if isinstance(runner.registry, TimedRegistry) else None
+
+    async def via_runner(keep: bool = True) -> float:
+        if timed is not None:  # note the RPCs of measured runs only
+            timed.plan_ms, timed.record_ms = (figures.plan_rpc, figures.record_rpc) if keep else (None, None)
+        t0 = time.perf_counter_ns()
+        result = await runner.run(tool, params)
+        ms = (time.perf_counter_ns() - t0) / 1e6
+        if timed is not None:
+            timed.plan_ms = timed.record_ms = None
+        if result.status != "success" or result.output != expected or result.run_id is None:
+            raise SystemExit(f"{tool} failed during the bench: {result.error} {result.warnings}")
+        return ms
+
+    async def direct() -> float:
+        t0 = time.perf_counter_ns()
+        await spawn_direct(spec)
+        return (time.perf_counter_ns() - t0) / 1e6
+
+    for _ in range(SPAWN_WARMUP):
+        await via_runner(keep=False)
+        await direct()
+    for i in range(runs):  # alternate which goes first, so neither always follows the other
+        if i % 2:
+            figures.direct.append(await direct())
+            figures.runner.append(await via_runner())
+        else:
+            figures.runner.append(await via_runner())
+            figures.direct.append(await direct())
+    return figures
+
+
+# --------------------------------------------------------------------------------------
+# c: throughput of the API tool
+# --------------------------------------------------------------------------------------
+
+
+async def saturate(call: Callable[[int], Awaitable[None]], concurrency: int, total: int) -> tuple[float, list[float]]:
+    """`total` calls over `concurrency` tasks; calls/s and per-call latency (ms)."""
+    latencies: list[float] = []
+    issued = 0
+
+    async def worker() -> None:
+        nonlocal issued
+        while issued < total:
+            n = issued
+            issued += 1
+            t0 = time.perf_counter_ns()
+            await call(n)
+            latencies.append((time.perf_counter_ns() - t0) / 1e6)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return total / (time.perf_counter() - started), latencies
+
+
+async def measure_throughput(
+    runner: Runner, server: EchoServer, concurrency: int, calls: int, rounds: int, warmup: int
+) -> ThroughputFigures:
+    figures = ThroughputFigures(concurrency, server.url)
+    plan = await runner.plan("http_echo")
+    primitive = HttpClientPrimitive()
+    registry = runner.registry
+
+    async def full(n: int) -> None:
+        message = f"hello {n}"
+        result = await runner.run("http_echo", {"message": message})
+        if result.status != "success" or result.output != {"message": message} or result.run_id is None:
+            raise SystemExit(f"http_echo failed during the bench: {result.error} {result.warnings}")
+
+    async def primitive_alone(n: int) -> None:
+        message = f"hello {n}"
+        outcome = await primitive.run(Invocation(plan=plan, params={"message": message}, environ=runner.environ))
+        if outcome.status != "success" or outcome.output != {"message": message}:
+            raise SystemExit(f"the http_client primitive failed during the bench: {outcome.error}")
+
+    async def plan_alone(n: int) -> None:
+        await registry.execution_plan("http_echo")
+
+    cases: list[tuple[str, Callable[[int], Awaitable[None]]]] = [
+        ("runner", full),
+        ("primitive", primitive_alone),
+        ("plan RPC", plan_alone),
+    ]
+    meter = CpuMeter(server.stats)
+    try:
+        _log(f"[bench] c: echo server at {server.url}; its capacity first")
+        await raw_load(server.host, server.port, concurrency, 2000)
+        figures.raw_capacity = median([await raw_load(server.host, server.port, concurrency, 10000) for _ in range(3)])
+        for _name, call in cases:
+            await saturate(call, concurrency, warmup)
+        for r in range(rounds):
+            for name, call in cases:
+                (rate, latencies), cpu = await meter.measure(lambda call=call: saturate(call, concurrency, calls))
+                figures.rounds.append(ThroughputRound(name, calls, rate, latencies, cpu))
+                _log(f"[bench] c: round {r + 1}/{rounds} {name}: {rate:,.0f} calls/s")
+        served = [r for r in figures.rounds if r.what != "plan RPC" and r.cpu.server is not None]
+        if served:
+            total_cpu = sum(r.cpu.server or 0.0 for r in served)
+            figures.server_cpu_per_request_us = total_cpu / sum(r.calls for r in served) * 1e6
+    finally:
+        await primitive.aclose()
+    return figures
+
+
+# --------------------------------------------------------------------------------------
+# d: the CLI as a fresh process
+# --------------------------------------------------------------------------------------
+
+
+def measure_cli(runs: int, url: str, cache_dir: Path) -> CliFigures:
+    env = {**os.environ, "KIWI_DATABASE_URL": url, "KIWI_CACHE_DIR": str(cache_dir)}
+    kiwi = [*KIWI, "run", "hello_world", "-p", "name=Ada"]
+    figures = CliFigures(command=" ".join(kiwi).replace(str(ROOT) + "/", ""))
+
+    def wall_ms(argv: list[str], check: Callable[[subprocess.CompletedProcess[str]], bool]) -> float:
+        t0 = time.perf_counter_ns()
+        done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True)
+        ms = (time.perf_counter_ns() - t0) / 1e6
+        if done.returncode != 0 or not check(done):
+            raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr or done.stdout}")
+        return ms
+
+    cases = [
+        (figures.kiwi, kiwi, lambda d: "Hello, Ada!" in d.stdout),
+        (figures.import_kiwi, [PYTHON, "-c", KIWI_IMPORTS], lambda d: True),
+        (figures.import_psycopg, [PYTHON, "-c", "import psycopg"], lambda d: True),
+        (figures.python_pass, [PYTHON, "-c", "pass"], lambda d: True),
+    ]
+    for i in range(CLI_WARMUP + runs):
+        for samples, argv, check in cases:
+            ms = wall_ms(argv, check)
+            if i >= CLI_WARMUP:
+                samples.append(ms)
+    return figures
+
+
+# --------------------------------------------------------------------------------------
+# e: lines of the runner's core
+# --------------------------------------------------------------------------------------
+
+
+def core_files() -> list[str]:
+    primitives = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "runner" / "primitives").glob("*.py"))
+    return [*CORE_FILES, *primitives]
+
+
+def count_lines(path: Path) -> tuple[int, int]:
+    """(non-blank, non-comment lines; of which docstring lines)."""
+    text = path.read_text()
+    lines = text.splitlines()
+    counted = {n for n, line in enumerate(lines, 1) if line.strip() and not line.strip().startswith("#")}
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            first = body[0] if body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                docstrings |= set(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    return len(counted), len(counted & docstrings)
+
+
+def measure_lines() -> list[tuple[str, int, int]]:
+    return [(name, *count_lines(ROOT / name)) for name in core_files()]
+
+
+# --------------------------------------------------------------------------------------
+# Verdicts and report
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One summary line: figure against target; ratio = figure / target."""
+
+    metric: str
+    figure: float
+    unit: str
+    op: str  # "<=" or ">="
+    target: float
+    judged: bool = True  # False: shown for context, no verdict
+
+    @property
+    def ratio(self) -> float:
+        return self.figure / self.target
+
+    @property
+    def passed(self) -> bool:
+        return self.figure <= self.target if self.op == "<=" else self.figure >= self.target
+
+    def row(self) -> list[str]:
+        verdict = ("PASS" if self.passed else "FAIL") if self.judged else "(info)"
+        digits = 0 if self.unit == "calls/s" else 1 if self.unit == "ms" else 3
+        return [
+            self.metric,
+            f"{self.figure:,.{digits}f} {self.unit}".strip(),
+            f"{self.op} {self.target:,g} {self.unit}".strip(),
+            f"{self.ratio:.2f}",
+            verdict,
+        ]
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)])
+
+
+def verdicts(f: Figures) -> list[Verdict]:
+    out: list[Verdict] = []
+    if f.a:
+        out.append(Verdict("a. hello_world: Runner.run / direct bash spawn, median", _ratio(f.a), "x", "<=", 1.5))
+    if f.b:
+        out.append(Verdict("b. format_bytes: Runner.run / direct env python, median", _ratio(f.b), "x", "<=", 1.3))
+    if f.c:
+        full, prim = f.c.of("runner"), f.c.of("primitive")
+        out.append(
+            Verdict(
+                f"c. http_echo through Runner.run, {f.c.concurrency} concurrent, median of rounds",
+                median([r.rate for r in full]),
+                "calls/s",
+                ">=",
+                1000,
+            )
+        )
+        out.append(
+            Verdict("   the http_client primitive alone", median([r.rate for r in prim]), "calls/s", ">=", 1000, False)
+        )
+    if f.d:
+        d = f.d
+        out.append(
+            Verdict("d. `kiwi run hello_world -p name=Ada`, fresh process, median", median(d.kiwi), "ms", "<=", 250)
+        )
+        out.append(
+            Verdict("   its imports alone (runner, psycopg, ...)", median(d.import_kiwi), "ms", "<=", 250, False)
+        )
+        out.append(Verdict('   floor: python -c "import psycopg"', median(d.import_psycopg), "ms", "<=", 250, False))
+        out.append(Verdict("   floor: python -c pass", median(d.python_pass), "ms", "<=", 250, False))
+    return out
+
+
+def _ratio(s: SpawnFigures) -> float:
+    return median(s.runner) / median(s.direct)
+
+
+def _spawn_section(s: SpawnFigures, runs: int) -> list[str]:
+    argv = " ".join(a.replace(str(ROOT) + "/", "") for a in s.argv)
+    return [
+        table(
+            ["", "median [p95] ms", "overhead, median"],
+            [
+                [f"Runner.run({s.tool!r}, ...)", _mp(s.runner), f"+{median(s.runner) - median(s.direct):.2f} ms"],
+                ["direct spawn, same argv, env, stdin", _mp(s.direct), ""],
+                ["ratio of medians", f"{_ratio(s):.3f}", ""],
+                ["within Runner.run: the plan RPC", _mp(s.plan_rpc), ""],
+                ["within Runner.run: the record_run RPC", _mp(s.record_rpc), ""],
+            ],
+        ),
+        "",
+        f"{runs} interleaved pairs after {SPAWN_WARMUP} warm-up pairs. Direct: `{argv}`"
+        + (f". First run (materialise, syntax check, environment): {s.setup_s * 1000:,.0f} ms." if s.setup_s else "."),
+        "",
+    ]
+
+
+def _throughput_section(c: ThroughputFigures) -> list[str]:
+    rows = []
+    for r in c.rounds:
+        cpu = r.cpu
+        rows.append(
+            [
+                r.what,
+                f"{r.rate:,.0f}",
+                _mp(r.latency_ms),
+                r.per_call_ms(cpu.runner),
+                r.per_call_ms(cpu.postgres),
+                r.per_call_ms(cpu.server),
+                f"{cpu.machine / cpu.wall:.2f} of {os.cpu_count()}",
+            ]
+        )
+    capacity = (
+        f"; it spent {c.server_cpu_per_request_us:.0f} µs of CPU per request during the rounds "
+        f"(about {1e6 / c.server_cpu_per_request_us:,.0f} requests/s on one core)"
+        if c.server_cpu_per_request_us
+        else ""
+    )
+    return [
+        table(
+            [
+                "what",
+                "calls/s",
+                "latency ms, median [p95]",
+                "this process CPU ms/call",
+                "postgres CPU ms/call",
+                "echo server CPU ms/call",
+                "machine busy (cores)",
+            ],
+            rows,
+        ),
+        "",
+        f"{c.concurrency} concurrent tasks, {c.rounds[0].calls:,} calls per round, the three cases in turn, "
+        'after a warm-up. runner: `Runner.run("http_echo", {"message": ...})` (plan RPC, parameters, '
+        "http_client, run record); primitive: the http_client primitive on the same plan; plan RPC: "
+        "`resolve_execution_plan` alone over the runner's pool. CPU per call: this process from "
+        "process_time, postgres from /proc (every postgres process: anything else using the cluster "
+        "counts too), the echo server from its own clock; machine busy: all cores, from /proc/stat.",
+        "",
+        f"Echo server ({c.server_url}, bench/echo_server.py, its own process): a raw-socket keep-alive "
+        f"client with {c.concurrency} connections got {c.raw_capacity:,.0f} requests/s from it "
+        f"(median of 3 runs of 10,000){capacity}.",
+        "",
+    ]
+
+
+def report(f: Figures, command: str, env: list[str], runs: int) -> tuple[str, list[Verdict]]:
+    parts = ["# Kiwi runner benchmark", "", f"Reproduce: `{command}`", "", *env, ""]
+    if f.a:
+        parts += ["## a. Bash tool, warm: Runner.run against a direct spawn", "", *_spawn_section(f.a, runs)]
+    if f.b:
+        parts += [
+            "## b. Python tool with a dependency, environment cached: Runner.run against a direct spawn",
+            "",
+            *_spawn_section(f.b, runs),
+        ]
+    if f.c:
+        parts += ["## c. API tool throughput, one process", "", *_throughput_section(f.c)]
+    if f.d:
+        d = f.d
+        parts += [
+            "## d. `kiwi run` as a fresh process (wall time, ms)",
+            "",
+            table(
+                ["command", "median [p95]", "min"],
+                [
+                    [f"`{d.command}`", _mp(d.kiwi, 1), f"{min(d.kiwi):.1f}"],
+                    [f'`python -c "{KIWI_IMPORTS}"`', _mp(d.import_kiwi, 1), f"{min(d.import_kiwi):.1f}"],
+                    ['`python -c "import psycopg"`', _mp(d.import_psycopg, 1), f"{min(d.import_psycopg):.1f}"],
+                    ["`python -c pass`", _mp(d.python_pass, 1), f"{min(d.python_pass):.1f}"],
+                ],
+            ),
+            "",
+            f"{len(d.kiwi)} runs of each, interleaved, after {CLI_WARMUP} warm-ups; the tool's files and "
+            "syntax check already cached; PYTHONDONTWRITEBYTECODE="
+            f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')} (the .pyc files come from "
+            "`uv sync --compile-bytecode`).",
+            "",
+        ]
+    if f.e:
+        total, docs = sum(n for _, n, _ in f.e), sum(d for _, _, d in f.e)
+        parts += [
+            "## e. The runner's core: non-blank, non-comment lines",
+            "",
+            table(
+                ["file", "lines", "of which docstrings"],
+                [[f"`{name}`", str(n), str(d)] for name, n, d in f.e] + [["total", str(total), str(docs)]],
+            ),
+            "",
+        ]
+    results = verdicts(f)
+    parts += [
+        "## Summary",
+        "",
+        table(["metric", "figure", "target", "ratio", "verdict"], [v.row() for v in results]),
+        "",
+        "ratio = figure / target: a `<=` target passes at ratio <= 1, a `>=` one at >= 1.",
+        "",
+    ]
+    return "\n".join(parts), results
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def environment(url: str, commit: str, loop: str, load_start: float) -> list[str]:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("show server_version").fetchone()
+    versions = ", ".join(f"{name} {_version(name)}" for name in ("psycopg", "psycopg-pool", "httpx", "aiohttp"))
+    return [
+        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M UTC}",
+        f"- git: {commit} at the start",
+        f"- PostgreSQL {row[0] if row else '?'}; {os.cpu_count()} CPUs; Python {platform.python_version()}, "
+        f"{versions}; event loop {loop}",
+        f"- load average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end",
+    ]
+
+
+def _version(name: str) -> str:
+    try:
+        return dist_version(name)
+    except Exception:
+        return "(not installed)"
+
+
+# --------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------
+
+
+async def measure_async(args: argparse.Namespace, only: set[str], url: str, cache_dir: Path) -> Figures:
+    figures = Figures(loop=type(asyncio.get_running_loop()).__name__)
+    server = EchoServer() if "c" in only else None
+    environ = {**os.environ}
+    if server is not None:
+        environ["HTTP_ECHO_URL"] = server.url + "/echo"
+    settings = Settings(backend="postgres", database_url=url, supabase_url=None, supabase_key=None, cache_dir=cache_dir)
+    runner = Runner(PostgresRegistry(url), settings, environ=environ, on_progress=lambda line: _log(f"[runner] {line}"))
+    try:
+        registry = runner.registry
+        runner.registry = TimedRegistry(registry)  # type: ignore[assignment]
+        if "a" in only:
+            _log("[bench] a: hello_world against bash")
+            figures.a = await measure_spawn(runner, HELLO, args.runs)
+        if "b" in only:
+            _log("[bench] b: format_bytes against its environment's python (building the environment first)")
+            figures.b = await measure_spawn(runner, FORMAT, args.runs)
+        runner.registry = registry  # c runs the registry as it is
+        if server is not None:
+            figures.c = await measure_throughput(
+                runner, server, args.concurrency, args.calls, args.rounds, args.warmup_calls
+            )
+    finally:
+        await runner.aclose()
+        if server is not None:
+            server.close()
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="a,b,c,d,e", help="comma-separated parts to run (default: %(default)s)")
+    parser.add_argument("--runs", type=int, default=200, help="a, b: interleaved pairs (default %(default)s)")
+    parser.add_argument("--calls", type=int, default=5000, help="c: calls per round and case (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=3, help="c: rounds of the three cases (default %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=50, help="c: concurrent tasks (default %(default)s)")
+    parser.add_argument("--warmup-calls", type=int, default=1000, help="c: warm-up calls per case (default 1000)")
+    parser.add_argument("--cli-runs", type=int, default=15, help="d: fresh processes of each kind (default 15)")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("KIWI_DATABASE_URL", DEFAULT_URL),
+        help="the registry (default: KIWI_DATABASE_URL or the local stack)",
+    )
+    args = parser.parse_args()
+    only = {p.strip() for p in args.only.split(",") if p.strip()}
+    if unknown := only - set("abcde"):
+        parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
+
+    command = ".venv/bin/python bench/runner_bench.py"
+    for flag, default in (("only", "a,b,c,d,e"), ("runs", 200), ("calls", 5000), ("rounds", 3), ("concurrency", 50)):
+        value = getattr(args, flag)
+        if value != default:
+            command += f" --{flag} {value}"
+    commit, load_start = git_commit(), os.getloadavg()[0]
+    cache_dir = Path(tempfile.mkdtemp(prefix="kiwi-runner-bench-"))
+    try:
+        figures = asyncio.run(measure_async(args, only, args.database_url, cache_dir))
+        if "d" in only:
+            _log("[bench] d: kiwi run as a fresh process")
+            figures.d = measure_cli(args.cli_runs, args.database_url, cache_dir)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    if "e" in only:
+        figures.e = measure_lines()
+
+    env = environment(args.database_url, commit, figures.loop, load_start)
+    text, results = report(figures, command, env, args.runs)
+    print(text)
+    if only == set("abcde"):
+        RESULTS_FILE.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS_FILE.write_text(text + "\n")
+        print(f"(written to {RESULTS_FILE.relative_to(ROOT)})")
+    else:
+        print(f"(a partial run: {RESULTS_FILE.relative_to(ROOT)} is left as it was)")
+    return 0 if all(v.passed for v in results if v.judged) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
