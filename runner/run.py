@@ -7,17 +7,20 @@
     warnings  = the runtime's declared validation
     outcome   = the first handler that accepts the plan (a primitive, or MCP later)
 
-Every run, failed or not, leaves a run record (unless disabled); nothing here knows
-about any particular runtime, server or API.
+Every run, failed or not, leaves a run record (unless disabled), written behind the
+run in batches (recorder.py); nothing here knows about any particular runtime, server
+or API.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +32,12 @@ from .materialize import materialise
 from .params import coerce_strings, validate_params
 from .plan import Plan
 from .primitives.base import Invocation, Outcome
+from .recorder import RunRecorder
 from .records import run_record, scrub, scrub_deep, secret_values
 from .registry.base import Registry
 from .validation import validate
+
+logger = logging.getLogger("kiwi.runner")
 
 RESULT_KEYS = ("tool_id", "version", "status", "output", "error", "exit_code", "duration_ms", "executor_chain")
 
@@ -86,10 +92,23 @@ class Runner:
         self.dispatcher = dispatcher or Dispatcher()
         self.environ = runner_environ(environ)
         self.on_progress = on_progress
+        self.recorder = RunRecorder(registry, on_error=self._warn)
+
+    def _warn(self, message: str) -> None:
+        logger.warning("%s", message)
+        if self.on_progress:
+            self.on_progress(f"warning: {message}")
+
+    async def flush_records(self) -> None:
+        """Wait until the records of every run so far are written."""
+        await self.recorder.flush()
 
     async def aclose(self) -> None:
-        await self.dispatcher.aclose()
-        await self.registry.aclose()
+        try:
+            await self.recorder.flush()
+        finally:
+            await self.dispatcher.aclose()
+            await self.registry.aclose()
 
     async def plan(self, tool_id: str, version: str | None = None) -> Plan:
         return Plan.from_json(await self.registry.execution_plan(tool_id, version))
@@ -106,6 +125,7 @@ class Runner:
         """Run a tool. Deliberate failures (bad parameters, a broken chain, an altered file) come
         back as a result with status "error" and `failure` set; they are recorded like any run."""
         started = time.perf_counter()
+        started_at = datetime.now(UTC).isoformat()
         plan: Plan | None = None
         given: Any = {} if params is None else params
         try:
@@ -126,7 +146,7 @@ class Runner:
             )
         result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
         if not dry_run and self.settings.record_runs:
-            await self._record(result, plan, given)
+            self._record(result, plan, given, started_at)
         return result
 
     async def _execute(self, plan: Plan, params: dict[str, Any], dry_run: bool) -> RunResult:
@@ -180,7 +200,8 @@ class Runner:
             detail=scrub_deep(outcome.detail, secrets),
         )
 
-    async def _record(self, result: RunResult, plan: Plan | None, params: Any) -> None:
+    def _record(self, result: RunResult, plan: Plan | None, params: Any, started_at: str) -> None:
+        """Queue the run's record (written behind the run; see recorder.py)."""
         record = run_record(
             tool_id=result.tool_id,
             version=result.version,
@@ -193,10 +214,7 @@ class Runner:
             primitive=plan.primitive if plan else None,
             params=params,
         )
-        try:
-            result.run_id = await self.registry.record_run(record)
-        except KiwiError as e:  # the run happened; losing its record must not lose its result
-            result.warnings.append(f"the run record was not saved: {e.message}")
+        result.run_id = self.recorder.submit({**record, "started_at": started_at})
 
 
 def _knowledge(plan: Plan) -> Any:

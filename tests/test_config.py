@@ -39,7 +39,7 @@ def test_bad_settings_are_clear_errors(tmp_path: Path) -> None:
         Settings.load({"KIWI_BACKEND": "rest", "SUPABASE_URL": "https://x.supabase.co"}, tmp_path / "none")
     bad = tmp_path / "config.toml"
     bad.write_text("[database\n")
-    with pytest.raises(UsageError, match="config.toml"):
+    with pytest.raises(UsageError, match=r"config\.toml"):
         Settings.load({}, bad)
 
 

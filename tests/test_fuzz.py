@@ -520,7 +520,6 @@ async def test_registry_publish_reports_bad_text_as_a_usage_error(
             await registry.publish(manifest, files)
 
 
-@pytest.mark.xfail(strict=True, reason="registry/postgres.py: a client-side DataError (no SQLSTATE) is 'unavailable'")
 async def test_registry_publish_reports_a_nul_in_manifest_yaml_as_a_usage_error(database_url: str) -> None:
     manifest = {"tool_id": f"{FUZZ}_nul", "tool_type": "knowledge", "version": "1.0.0"}
     async with PostgresRegistry(database_url) as registry:

@@ -41,8 +41,10 @@ async def runner(database_url: str, shared_cache: Path) -> AsyncIterator[Runner]
     await r.aclose()
 
 
-def record_of(conn: psycopg.Connection, result: RunResult) -> dict[str, Any]:
+async def record_of(runner: Runner, conn: psycopg.Connection, result: RunResult) -> dict[str, Any]:
+    """The run's record, once the runner has written it (records are written behind the runs)."""
     assert result.run_id, f"the run left no record: {result.warnings}"
+    await runner.flush_records()
     cur = conn.execute("select * from tool_runs where id = %s", (result.run_id,))
     names = [d.name for d in cur.description or []]
     row = cur.fetchone()
@@ -170,7 +172,7 @@ async def test_bad_parameters_are_refused_before_anything_runs_and_recorded(
     assert isinstance(result.failure, InvalidParameters)
     assert len(result.failure.problems) == 2
     assert "bytes:" in result.error and "binary:" in result.error
-    record = record_of(conn, result)
+    record = await record_of(runner, conn, result)
     assert record["status"] == "error" and "bytes:" in record["error_summary"]
     assert "lots" not in json.dumps(record, default=str), "parameter values are not stored"
 
@@ -179,7 +181,7 @@ async def test_an_unknown_tool_is_not_found_and_recorded(runner: Runner, conn: p
     result = await runner.run("no_such_tool_anywhere")
     assert isinstance(result.failure, NotFound)
     assert "no_such_tool_anywhere" in result.error
-    assert record_of(conn, result)["tool_id"] == "no_such_tool_anywhere"
+    assert (await record_of(runner, conn, result))["tool_id"] == "no_such_tool_anywhere"
 
 
 async def test_a_missing_interpreter_is_a_clear_error(runner: Runner, publish_tool: Callable[..., str]) -> None:
@@ -354,7 +356,7 @@ async def test_no_secret_reaches_run_records_or_errors(
         server.shutdown()
     for result in results:
         assert result.status == "error"
-        text = json.dumps([result.as_json(), result.detail, record_of(conn, result)], default=str)
+        text = json.dumps([result.as_json(), result.detail, await record_of(runner, conn, result)], default=str)
         assert "***" in text, "the leaked secret was scrubbed, not dropped silently"
         assert secret not in text, text[max(0, text.find(secret) - 300) : text.find(secret) + 50]
 

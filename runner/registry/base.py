@@ -40,6 +40,10 @@ class Registry(Protocol):
         """public.record_run(p_run jsonb) -> the run's id."""
         ...
 
+    async def record_runs(self, records: list[dict[str, Any]]) -> list[str]:
+        """public.record_runs(p_runs jsonb) -> their ids, in order (all or nothing)."""
+        ...
+
     async def runs(self, *, tool_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
         """Recent runs the caller may read (public.tool_runs, newest first)."""
         ...

@@ -23,7 +23,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..errors import KiwiError, RegistryUnavailable
+from ..errors import KiwiError, RegistryUnavailable, UsageError
 from .errors import from_sqlstate, redact, scrub
 
 __all__ = ["PostgresRegistry"]
@@ -34,6 +34,10 @@ BATCH_SQL = "select * from public.resolve_executor_chains_batch(%s::text[])"
 SEARCH_SQL = "select * from public.search_tools(%s, %s, %s, %s::int)"
 PUBLISH_SQL = "select public.publish_tool_version(%s::jsonb, %s::jsonb, %s)"
 RECORD_RUN_SQL = "select public.record_run(%s::jsonb)"
+RECORD_RUNS_SQL = (
+    "select coalesce(array_agg(r.id::text order by r.n), '{}')"
+    " from public.record_runs(%s::jsonb) with ordinality as r(id, n)"
+)
 # Rows as JSON, so that they have the shapes the REST backend returns (timestamps and
 # ids as strings). Newest first.
 RUNS_SQL = """
@@ -116,6 +120,9 @@ class PostgresRegistry:
 
     async def record_run(self, record: dict[str, Any]) -> str:
         return str(await self._value(RECORD_RUN_SQL, (Jsonb(record, _dumps),)))
+
+    async def record_runs(self, records: list[dict[str, Any]]) -> list[str]:
+        return list(await self._value(RECORD_RUNS_SQL, (Jsonb(list(records), _dumps),)) or [])
 
     async def runs(self, *, tool_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
         return await self._value(RUNS_SQL, {"tool_id": tool_id, "limit": limit})
@@ -209,6 +216,9 @@ class PostgresRegistry:
 
     def _error(self, exc: psycopg.Error) -> KiwiError:
         diag = exc.diag
+        if exc.sqlstate is None and isinstance(exc, psycopg.DataError | psycopg.ProgrammingError):
+            # raised by psycopg itself, before sending: a value Postgres cannot take (a NUL byte)
+            return UsageError(scrub(str(exc), self._url), hint="remove the NUL characters from the input")
         if exc.sqlstate is None or (isinstance(exc, psycopg.OperationalError) and exc.sqlstate.startswith("08")):
             return self._unavailable(exc)
         message = scrub(diag.message_primary or str(exc), self._url)

@@ -96,6 +96,9 @@ class RestRegistry:
     async def record_run(self, record: dict[str, Any]) -> str:
         return str(await self._rpc("record_run", {"p_run": record}))
 
+    async def record_runs(self, records: list[dict[str, Any]]) -> list[str]:
+        return [str(i) for i in await self._rpc("record_runs", {"p_runs": list(records)}) or []]
+
     async def runs(self, *, tool_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
         client = await self._connect()
         query = client.table(RUNS_TABLE).select("*")

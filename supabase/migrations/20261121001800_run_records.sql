@@ -112,7 +112,7 @@ declare
   p     text[] := '{}';
   v_key text;
   v_allowed constant text[] := array[
-    'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms', 'error_summary',
+    'id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms', 'error_summary',
     'executor_chain', 'primitive', 'params_sha256', 'params_size', 'started_at', 'finished_at'];
 begin
   if p_run is null or jsonb_typeof(p_run) <> 'object' then
@@ -135,6 +135,14 @@ begin
      or (p_run ->> 'status') not in ('success', 'error', 'timeout') then
     p := p || format('status: required, one of success, error, timeout (got %s)',
                      coalesce((p_run -> 'status')::text, 'nothing'));
+  end if;
+
+  -- an id chosen by the client (a random uuid), so a record written behind the run is
+  -- known by its id at once
+  if jsonb_typeof(p_run -> 'id') not in ('string', 'null')
+     or (jsonb_typeof(p_run -> 'id') = 'string'
+         and (p_run ->> 'id') !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$') then
+    p := p || 'id: must be a uuid'::text;
   end if;
 
   -- optional strings (null is the same as absent)
@@ -243,10 +251,10 @@ begin
     v_error := left(v_error, 1999) || '…';
   end if;
 
-  insert into public.tool_runs (tool_id, version, content_hash, status, exit_code, duration_ms,
+  insert into public.tool_runs (id, tool_id, version, content_hash, status, exit_code, duration_ms,
                                 error_summary, executor_chain, primitive, params_sha256, params_size,
                                 caller, caller_role, started_at, finished_at)
-  values (kiwi_internal.normalize_ref(p_run ->> 'tool_id'), p_run ->> 'version', p_run ->> 'content_hash',
+  values (coalesce((p_run ->> 'id')::uuid, gen_random_uuid()), kiwi_internal.normalize_ref(p_run ->> 'tool_id'), p_run ->> 'version', p_run ->> 'content_hash',
           p_run ->> 'status', (p_run ->> 'exit_code')::int, v_duration, v_error,
           (select array_agg(e order by n) from jsonb_array_elements_text(p_run -> 'executor_chain')
                                                with ordinality as c(e, n)),
@@ -268,9 +276,31 @@ begin
 end
 $$;
 comment on function public.record_run(jsonb) is
-  'Record one finished run: {tool_id, status (success|error|timeout), version, content_hash, exit_code, duration_ms, error_summary, executor_chain, primitive, params_sha256, params_size, started_at, finished_at}. The database sets who asked; unknown or bad fields are refused by name. Returns the run''s id.';
+  'Record one finished run: {id (optional uuid), tool_id, status (success|error|timeout), version, content_hash, exit_code, duration_ms, error_summary, executor_chain, primitive, params_sha256, params_size, started_at, finished_at}. The database sets who asked; unknown or bad fields are refused by name. Returns the run''s id.';
 revoke execute on function public.record_run(jsonb) from public;
 grant execute on function public.record_run(jsonb) to authenticated, service_role;
+
+-- Many records in one call: the runner writes its records behind the runs, in batches.
+-- All or nothing: one bad record refuses the batch (its error names the field).
+create function public.record_runs(p_runs jsonb) returns setof uuid
+  language plpgsql volatile
+  set search_path = ''
+as $$
+declare
+  v_run jsonb;
+begin
+  if jsonb_typeof(p_runs) is distinct from 'array' then
+    raise exception 'invalid run records: must be a JSON array of run records' using errcode = '22023';
+  end if;
+  for v_run in select r from jsonb_array_elements(p_runs) r loop
+    return next kiwi_internal.record_run(v_run);
+  end loop;
+end
+$$;
+comment on function public.record_runs(jsonb) is
+  'record_run for a JSON array of run records in one call, in order; returns their ids. One bad record refuses them all.';
+revoke execute on function public.record_runs(jsonb) from public;
+grant execute on function public.record_runs(jsonb) to authenticated, service_role;
 
 -- Views for people in the dashboard. security_invoker: each reader sees only the runs
 -- RLS lets them read (their own; admins all).

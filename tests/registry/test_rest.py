@@ -289,6 +289,25 @@ async def test_runs_is_a_table_select_newest_first(
     assert [r["executor_chain"] for r in rows if r["id"] == run_id] == [record["executor_chain"]]
 
 
+async def test_record_runs_writes_a_batch_in_one_request(
+    reg: RestRegistry, fake: FakePostgREST, conn: psycopg.Connection
+) -> None:
+    chosen = str(uuid.uuid4())
+    records = [{"id": chosen, "tool_id": "hello_world", "status": "success"},
+               {"tool_id": "hello_world", "status": "timeout"}]  # fmt: skip
+    before = len(fake.requests)
+    ids = await reg.record_runs(records)
+    try:
+        assert len(fake.requests) == before + 1, "one HTTP request for the whole batch"
+        assert body_of(fake.requests[-1]) == {"p_runs": records}
+        assert fake.requests[-1].url.path == "/rest/v1/rpc/record_runs"
+        assert ids[0] == chosen and len(ids) == 2
+        statuses = conn.execute("select status from tool_runs where id = any(%s::uuid[])", (ids,)).fetchall()
+        assert sorted(s for (s,) in statuses) == ["success", "timeout"]
+    finally:
+        conn.execute("delete from tool_runs where id = any(%s::uuid[])", (ids,))
+
+
 async def test_a_missing_function_or_table_says_to_migrate(reg: RestRegistry, fake: FakePostgREST) -> None:
     with pytest.raises(RegistryUnavailable, match="missing") as info:
         await reg._rpc("no_such_function_zz", {"p_x": 1})

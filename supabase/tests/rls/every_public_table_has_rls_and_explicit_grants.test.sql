@@ -4,7 +4,7 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(52);
+select plan(54);
 select tests.make_acme();
 
 -- The seven tables of the matrix: a new table must join it (and this list).
@@ -138,6 +138,10 @@ select function_privs_are('public', 'record_run', array['jsonb'], 'authenticated
   'authenticated may execute record_run');
 select function_privs_are('public', 'record_run', array['jsonb'], 'service_role', array['EXECUTE'],
   'service_role may execute record_run');
+select function_privs_are('public', 'record_runs', array['jsonb'], 'anon', array[]::text[],
+  'anon may not execute record_runs');
+select function_privs_are('public', 'record_runs', array['jsonb'], 'authenticated', array['EXECUTE'],
+  'authenticated may execute record_runs');
 
 select * from finish();
 rollback;

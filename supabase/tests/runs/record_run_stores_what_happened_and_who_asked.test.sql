@@ -87,7 +87,7 @@ select throws_ok($$select public.record_run('{"tool_id": "runs_test/anon", "stat
 -- refusals, each naming its field
 select tests.act_as_user('owner');
 select matches(tests.refusal('{"tool_id": "runs_test/x", "status": "success", "exectuor_chain": []}'),
-  'exectuor_chain: unknown field \(allowed: tool_id, version', 'a misspelt field is refused by name, listing the allowed ones');
+  'exectuor_chain: unknown field \(allowed: id, tool_id, version', 'a misspelt field is refused by name, listing the allowed ones');
 select throws_ok($$select public.record_run('{"tool_id": "runs_test/x", "status": "success", "output": "secret"}')$$,
   '22023', null, 'an output cannot be recorded: refused with SQLSTATE 22023');
 select matches(tests.refusal('{"status": "success"}'), 'tool_id: required', 'tool_id is required');

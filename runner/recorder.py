@@ -1,0 +1,68 @@
+"""Run records written behind the runs, in batches.
+
+A run's result should not wait for its record: the record gets its id here (a random
+uuid the database keeps), goes into a queue, and a background task writes whatever
+has queued in one `record_runs` call. Nothing is dropped: `flush()` waits until every
+record submitted so far is written, and closing the runner flushes. A batch the
+registry refuses is reported through `on_error`, naming how many records it held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from .errors import KiwiError, UsageError
+from .registry.base import Registry
+
+MAX_BATCH = 500
+
+
+class RunRecorder:
+    def __init__(self, registry: Registry, on_error: Callable[[str], None] | None = None) -> None:
+        self._registry = registry
+        self._on_error = on_error
+        self._pending: list[dict[str, Any]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self.written = 0
+        self.lost = 0
+
+    def submit(self, record: dict[str, Any]) -> str:
+        """Queue a record; return the id it will be stored under."""
+        record = {**record, "id": record.get("id") or str(uuid.uuid4())}
+        self._pending.append(record)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+        return record["id"]
+
+    async def flush(self) -> None:
+        """Wait until every record submitted so far is written (or reported lost)."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)
+
+    async def _write(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            try:
+                await self._registry.record_runs(batch)
+                self.written += len(batch)
+            except UsageError as e:
+                if len(batch) == 1:
+                    self._report(batch, e.message)
+                    continue
+                # one bad record refuses its batch: write the rest one by one, losing only it
+                for record in batch:
+                    try:
+                        await self._registry.record_runs([record])
+                        self.written += 1
+                    except KiwiError as single:
+                        self._report([record], single.message)
+            except KiwiError as e:
+                self._report(batch, e.message)
+
+    def _report(self, batch: list[dict[str, Any]], why: str) -> None:
+        self.lost += len(batch)
+        if self._on_error:
+            self._on_error(f"{len(batch)} run record(s) not saved ({batch[0].get('tool_id')}…): {why}")

@@ -1,0 +1,72 @@
+"""Run records written behind the runs, in batches, and never dropped silently (runner/recorder.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+
+from runner.recorder import RunRecorder
+from runner.registry import PostgresRegistry
+
+
+@pytest.fixture
+async def registry(database_url: str) -> AsyncIterator[PostgresRegistry]:
+    reg = PostgresRegistry(database_url)
+    yield reg
+    await reg.aclose()
+
+
+def stored(conn: psycopg.Connection, ids: list[str]) -> int:
+    return conn.execute("select count(*) from tool_runs where id = any(%s::uuid[])", (ids,)).fetchone()[0]
+
+
+async def test_records_queued_by_concurrent_runs_are_all_written_under_their_ids(
+    registry: PostgresRegistry, conn: psycopg.Connection
+) -> None:
+    recorder = RunRecorder(registry)
+    tool = f"recorder_test_{uuid.uuid4().hex[:8]}"
+
+    async def one(i: int) -> str:
+        await asyncio.sleep(0)
+        return recorder.submit({"tool_id": tool, "status": "success", "duration_ms": i})
+
+    ids = await asyncio.gather(*(one(i) for i in range(300)))
+    await recorder.flush()
+    try:
+        assert recorder.written == 300 and recorder.lost == 0
+        assert stored(conn, ids) == 300, "every record is stored under the id submit returned"
+        durations = [r[0] for r in conn.execute("select duration_ms from tool_runs where tool_id = %s", (tool,))]
+        assert sorted(durations) == list(range(300))
+    finally:
+        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
+
+
+async def test_one_bad_record_loses_only_itself_and_is_reported(
+    registry: PostgresRegistry, conn: psycopg.Connection
+) -> None:
+    reported: list[str] = []
+    recorder = RunRecorder(registry, on_error=reported.append)
+    tool = f"recorder_test_{uuid.uuid4().hex[:8]}"
+    good = [recorder.submit({"tool_id": tool, "status": "success"}) for _ in range(3)]
+    bad = recorder.submit({"tool_id": tool, "status": "finished"})
+    good.append(recorder.submit({"tool_id": tool, "status": "error"}))
+    await recorder.flush()
+    try:
+        assert stored(conn, good) == 4 and stored(conn, [bad]) == 0
+        assert recorder.lost == 1 and len(reported) == 1 and "status" in reported[0]
+    finally:
+        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
+
+
+async def test_an_unreachable_registry_is_reported_not_raised() -> None:
+    reported: list[str] = []
+    registry = PostgresRegistry("postgresql://postgres:postgres@127.0.0.1:1/none", connect_timeout=1)
+    recorder = RunRecorder(registry, on_error=reported.append)
+    recorder.submit({"tool_id": "x", "status": "success"})
+    await recorder.flush()
+    await registry.aclose()
+    assert recorder.lost == 1 and reported and "not saved" in reported[0]
