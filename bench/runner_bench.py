@@ -24,7 +24,10 @@ a and b are interleaved with their baseline, warm-ups excluded; medians and p95.
   e. the size of the runner's core (plan, materialise, primitives): non-blank,
      non-comment lines per file (docstrings shown apart). No target.
 
-Every run of a, b, c and d leaves its record in tool_runs, as in production.
+Every run of a, b, c and d leaves its record in tool_runs, as in production. Records
+are written behind the runs (runner/recorder.py): in a and b each run's record is
+flushed after its timed window, before the next sample; in c the final flush is inside
+each round's timed window, so calls/s counts every record written.
 
 Run:  .venv/bin/python bench/runner_bench.py [--only a,b,c,d,e] [--runs 200] [--calls 5000]
 A full run (no --only) also writes its report to bench/results/runner.md.
@@ -281,10 +284,10 @@ class TimedRegistry:
             if self.plan_ms is not None:
                 self.plan_ms.append((time.perf_counter_ns() - t0) / 1e6)
 
-    async def record_run(self, *args: Any, **kwargs: Any) -> Any:
+    async def record_runs(self, *args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter_ns()
         try:
-            return await self.inner.record_run(*args, **kwargs)
+            return await self.inner.record_runs(*args, **kwargs)
         finally:
             if self.record_ms is not None:
                 self.record_ms.append((time.perf_counter_ns() - t0) / 1e6)
@@ -391,6 +394,9 @@ async def measure_spawn(runner: Runner, case: tuple[str, dict[str, Any], Any], r
         t0 = time.perf_counter_ns()
         result = await runner.run(tool, params)
         ms = (time.perf_counter_ns() - t0) / 1e6
+        # The record is written behind the run: let it finish outside the timed window, so
+        # that it neither counts in the run's latency nor steals CPU from the next spawn.
+        await runner.flush_records()
         if timed is not None:
             timed.plan_ms = timed.record_ms = None
         if result.status != "success" or result.output != expected or result.run_id is None:
@@ -420,8 +426,14 @@ async def measure_spawn(runner: Runner, case: tuple[str, dict[str, Any], Any], r
 # --------------------------------------------------------------------------------------
 
 
-async def saturate(call: Callable[[int], Awaitable[None]], concurrency: int, total: int) -> tuple[float, list[float]]:
-    """`total` calls over `concurrency` tasks; calls/s and per-call latency (ms)."""
+async def saturate(
+    call: Callable[[int], Awaitable[None]],
+    concurrency: int,
+    total: int,
+    finish: Callable[[], Awaitable[None]] | None = None,
+) -> tuple[float, list[float]]:
+    """`total` calls over `concurrency` tasks; calls/s and per-call latency (ms). `finish` is
+    awaited inside the timed window (the runner's run records, written behind the runs)."""
     latencies: list[float] = []
     issued = 0
 
@@ -436,6 +448,8 @@ async def saturate(call: Callable[[int], Awaitable[None]], concurrency: int, tot
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
+    if finish is not None:
+        await finish()
     return total / (time.perf_counter() - started), latencies
 
 
@@ -472,11 +486,14 @@ async def measure_throughput(
         _log(f"[bench] c: echo server at {server.url}; its capacity first")
         await raw_load(server.host, server.port, concurrency, 2000)
         figures.raw_capacity = median([await raw_load(server.host, server.port, concurrency, 10000) for _ in range(3)])
-        for _name, call in cases:
-            await saturate(call, concurrency, warmup)
+        finishers = {"runner": runner.flush_records}
+        for name, call in cases:
+            await saturate(call, concurrency, warmup, finishers.get(name))
         for r in range(rounds):
             for name, call in cases:
-                (rate, latencies), cpu = await meter.measure(lambda call=call: saturate(call, concurrency, calls))
+                (rate, latencies), cpu = await meter.measure(
+                    lambda call=call, name=name: saturate(call, concurrency, calls, finishers.get(name))
+                )
                 figures.rounds.append(ThroughputRound(name, calls, rate, latencies, cpu))
                 _log(f"[bench] c: round {r + 1}/{rounds} {name}: {rate:,.0f} calls/s")
         served = [r for r in figures.rounds if r.what != "plan RPC" and r.cpu.server is not None]
@@ -645,7 +662,7 @@ def _spawn_section(s: SpawnFigures, runs: int) -> list[str]:
                 ["direct spawn, same argv, env, stdin", _mp(s.direct), ""],
                 ["ratio of medians", f"{_ratio(s):.3f}", ""],
                 ["within Runner.run: the plan RPC", _mp(s.plan_rpc), ""],
-                ["within Runner.run: the record_run RPC", _mp(s.record_rpc), ""],
+                ["behind Runner.run: the record_runs RPC", _mp(s.record_rpc), ""],
             ],
         ),
         "",
@@ -801,17 +818,16 @@ async def measure_async(args: argparse.Namespace, only: set[str], url: str, cach
     if server is not None:
         environ["HTTP_ECHO_URL"] = server.url + "/echo"
     settings = Settings(backend="postgres", database_url=url, supabase_url=None, supabase_key=None, cache_dir=cache_dir)
-    runner = Runner(PostgresRegistry(url), settings, environ=environ, on_progress=lambda line: _log(f"[runner] {line}"))
+    registry = TimedRegistry(PostgresRegistry(url))
+    # (c measures through it too: it only reads a clock when a and b ask it to)
+    runner = Runner(registry, settings, environ=environ, on_progress=lambda line: _log(f"[runner] {line}"))
     try:
-        registry = runner.registry
-        runner.registry = TimedRegistry(registry)  # type: ignore[assignment]
         if "a" in only:
             _log("[bench] a: hello_world against bash")
             figures.a = await measure_spawn(runner, HELLO, args.runs)
         if "b" in only:
             _log("[bench] b: format_bytes against its environment's python (building the environment first)")
             figures.b = await measure_spawn(runner, FORMAT, args.runs)
-        runner.registry = registry  # c runs the registry as it is
         if server is not None:
             figures.c = await measure_throughput(
                 runner, server, args.concurrency, args.calls, args.rounds, args.warmup_calls

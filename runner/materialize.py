@@ -19,6 +19,11 @@ from .plan import Plan, PlanFile
 
 COMPLETE = ".kiwi-complete"
 
+# Directories this process has hashed, with each file's (inode, size, mtime): an
+# unchanged stat means unchanged bytes, so a warm run stats its files instead of
+# reading and hashing them again. Any change on disk is hashed and refused as before.
+_verified: dict[Path, tuple[tuple[int, int, int], ...]] = {}
+
 
 def safe_relative(path: str) -> PurePosixPath:
     """Refuse absolute paths, `..`, NUL and empty names: a file can never land outside its directory."""
@@ -75,7 +80,18 @@ def materialise(plan: Plan, root: Path) -> Path:
     return target
 
 
+def _signature(target: Path, rels: list[str]) -> tuple[tuple[int, int, int], ...] | None:
+    try:
+        stats = [os.stat(target / rel) for rel in rels]
+    except OSError:
+        return None
+    return tuple((st.st_ino, st.st_size, st.st_mtime_ns) for st in stats)
+
+
 def _verify_on_disk(target: Path, contents: dict[str, tuple[bytes, PlanFile]]) -> None:
+    signature = _signature(target, list(contents))
+    if signature is not None and _verified.get(target) == signature:
+        return
     for rel, (_, f) in contents.items():
         path = target / rel
         try:
@@ -87,3 +103,5 @@ def _verify_on_disk(target: Path, contents: dict[str, tuple[bytes, PlanFile]]) -
                 f"materialised file {rel} in {target} was changed on disk",
                 hint=f"remove {target} and run again",
             )
+    if signature is not None:
+        _verified[target] = signature

@@ -25,9 +25,23 @@ from .expand import expand_vars, fill, render_argv
 from .plan import Plan
 from .primitives.subprocess import ProcessSpec, passthrough, spawn
 
+# Pattern findings per chain: the rules come from the chain's configs and the text from
+# the tool's files, and every element's content_hash pins both.
+_findings: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
+# Syntax checks passed in this process (also marked on disk, for the next process).
+_checked: set[str] = set()
+
 
 def pattern_findings(plan: Plan, rules: list[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
     """(blocking, warnings) messages, each naming the file and line."""
+    key = (plan.content_hash, *(link.content_hash for link in plan.chain))
+    if key not in _findings:
+        _findings[key] = _scan(plan, rules)
+    blocking, warnings = _findings[key]
+    return list(blocking), list(warnings)
+
+
+def _scan(plan: Plan, rules: list[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
     blocking: list[str] = []
     warnings: list[str] = []
     for rule in rules:
@@ -80,7 +94,8 @@ async def _syntax_check(
     argv = [expand_vars(a, environ) for a in argv]
     key = hashlib.sha256(json.dumps([plan.content_hash, argv], sort_keys=True).encode()).hexdigest()
     marker = cache_root / "validated" / key
-    if marker.exists():
+    if key in _checked or marker.exists():
+        _checked.add(key)
         return
     env = passthrough(list(plan.config.get("env_passthrough") or ["PATH"]), environ)
     result = await spawn(
@@ -102,3 +117,4 @@ async def _syntax_check(
         )
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(plan.tool_id + "\n")
+    _checked.add(key)
