@@ -91,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--limit", type=limit, default=20, metavar="N", help=limit_help.replace("results", "runs"))
     runs.add_argument("--json", action="store_true", help="print a JSON array")
     runs.set_defaults(handler=cmd_runs)
+
+    from .mcp.serve_cli import add_serve_command  # the MCP SDK itself loads only when serving
+
+    add_serve_command(sub)
     return parser
 
 

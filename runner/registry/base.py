@@ -36,6 +36,10 @@ class Registry(Protocol):
         """public.publish_tool_version(p_manifest, p_files, p_manifest_yaml)."""
         ...
 
+    async def delete_tool(self, tool_id: str) -> dict[str, Any]:
+        """public.delete_tool(p_tool_id): refused (naming them) while other tools execute on it."""
+        ...
+
     async def record_run(self, record: dict[str, Any]) -> str:
         """public.record_run(p_run jsonb) -> the run's id."""
         ...

@@ -118,6 +118,9 @@ class PostgresRegistry:
     ) -> dict[str, Any]:
         return await self._value(PUBLISH_SQL, (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps), manifest_yaml))
 
+    async def delete_tool(self, tool_id: str) -> dict[str, Any]:
+        return await self._value("select public.delete_tool(%s)", (tool_id,))
+
     async def record_run(self, record: dict[str, Any]) -> str:
         return str(await self._value(RECORD_RUN_SQL, (Jsonb(record, _dumps),)))
 

@@ -93,6 +93,9 @@ class RestRegistry:
             "publish_tool_version", {"p_manifest": manifest, "p_files": list(files)}, p_manifest_yaml=manifest_yaml
         )
 
+    async def delete_tool(self, tool_id: str) -> dict[str, Any]:
+        return await self._rpc("delete_tool", {"p_tool_id": tool_id})
+
     async def record_run(self, record: dict[str, Any]) -> str:
         return str(await self._rpc("record_run", {"p_run": record}))
 

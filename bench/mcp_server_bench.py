@@ -1,0 +1,186 @@
+"""Kiwi's MCP server: `search` and `load` through MCP, beside the bare SQL they stand on.
+
+For each case, warm, interleaved, the median [p95] latency in ms of:
+
+  SQL        the registry's SQL on one prepared autocommit psycopg connection:
+             search -> `select * from public.search_tools(...)`;
+             load   -> `resolve_executor_chain(...)` then `resolve_execution_plan(...)`
+  registry   the same through runner.registry (PostgresRegistry: pool, dict rows)
+  MCP mem    call_tool through the SDK's Client on the server in process (no transport)
+  MCP stdio  call_tool through the SDK's Client over stdio to `python -m runner.mcp.serve_cli`
+
+The server's `load` issues its two SQL calls concurrently on two pooled connections.
+
+Run:  .venv/bin/python bench/mcp_server_bench.py [--reps 300] [--output FILE]
+Reads the registry at KIWI_DATABASE_URL (default: the local stack); changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from runner.config import DEFAULT_DATABASE_URL, Settings  # noqa: E402
+from runner.mcp.server import build_server  # noqa: E402
+from runner.registry import PostgresRegistry  # noqa: E402
+from runner.run import Runner  # noqa: E402
+
+WARMUP = 30
+SEARCHES = ["hello", "type:runtime", "", "bash scrpt"]  # a word, a modifier, empty (by popularity), a typo
+LOADS = ["hello_world", "kiwi_tool_authoring"]
+
+Call = Callable[[], Awaitable[Any]]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def fmt(values: list[float]) -> str:
+    return f"{median(values):.3f} [{p95(values):.3f}]"
+
+
+async def measure(calls: dict[str, Call], reps: int) -> dict[str, list[float]]:
+    """Each call `reps` times, interleaved, after a warm-up; ms per call."""
+    for _ in range(WARMUP):
+        for call in calls.values():
+            await call()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(reps):
+        for name, call in calls.items():
+            t0 = time.perf_counter()
+            await call()
+            times[name].append((time.perf_counter() - t0) * 1000)
+    return times
+
+
+def checked(result: Any) -> Any:
+    if result.is_error:
+        raise RuntimeError(f"the MCP call failed: {result.content}")
+    return result
+
+
+async def run(reps: int, url: str) -> str:
+    cache = Path(tempfile.mkdtemp(prefix="kiwi-mcp-bench-"))
+    settings = Settings(backend="postgres", database_url=url, supabase_url=None, supabase_key=None, cache_dir=cache)
+    runner = Runner(PostgresRegistry(url), settings)
+    registry = PostgresRegistry(url)
+    stdio = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "runner.mcp.serve_cli", "--transport", "stdio"],
+        env={**os.environ, "KIWI_DATABASE_URL": url, "KIWI_CACHE_DIR": str(cache)},
+        cwd=str(ROOT),
+    )
+    rows: list[list[str]] = []
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True, prepare_threshold=0)
+    try:
+        async with Client(build_server(runner)) as mem, Client(stdio) as remote:
+
+            async def sql_search(q: str) -> None:
+                await (
+                    await conn.execute("select * from public.search_tools(%s, %s, %s, %s::int)", (q, None, None, 20))
+                ).fetchall()
+
+            async def sql_load(ref: str) -> None:
+                await (await conn.execute("select * from public.resolve_executor_chain(%s)", (ref,))).fetchall()
+                await (await conn.execute("select public.resolve_execution_plan(%s, %s)", (ref, None))).fetchone()
+
+            async def reg_load(ref: str) -> None:
+                await asyncio.gather(registry.chain(ref), registry.execution_plan(ref))
+
+            for q in SEARCHES:
+                args = {"query": q}
+                times = await measure(
+                    {
+                        "sql": lambda q=q: sql_search(q),
+                        "registry": lambda q=q: registry.search(q),
+                        "mem": lambda a=args: mem.call_tool("search", a),
+                        "stdio": lambda a=args: remote.call_tool("search", a),
+                    },
+                    reps,
+                )
+                checked(await mem.call_tool("search", args))
+                rows.append([f"search `{q}`" if q else "search (empty)", *_cells(times)])
+            for ref in LOADS:
+                args = {"item_id": ref}
+                checked(await mem.call_tool("load", args))
+                times = await measure(
+                    {
+                        "sql": lambda r=ref: sql_load(r),
+                        "registry": lambda r=ref: reg_load(r),
+                        "mem": lambda a=args: mem.call_tool("load", a),
+                        "stdio": lambda a=args: remote.call_tool("load", a),
+                    },
+                    reps,
+                )
+                rows.append([f"load `{ref}`", *_cells(times)])
+    finally:
+        await conn.close()
+        await registry.aclose()
+        await runner.aclose()
+
+    head = ["call", "SQL", "registry", "MCP mem", "MCP stdio", "mem / SQL", "stdio / SQL"]
+    lines = [
+        "# Kiwi MCP server: search and load through MCP beside the bare SQL",
+        "",
+        "Reproduce: `.venv/bin/python bench/mcp_server_bench.py" + (f" --reps {reps}`" if reps != 300 else "`"),
+        "",
+        f"- python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs; "
+        f"{reps} interleaved reps per column after {WARMUP} warm-up calls; ms, median [p95]",
+        "",
+        "| " + " | ".join(head) + " |",
+        "| " + " | ".join("---" for _ in head) + " |",
+        *("| " + " | ".join(r) + " |" for r in rows),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _cells(times: dict[str, list[float]]) -> list[str]:
+    sql = median(times["sql"])
+    return [
+        fmt(times["sql"]),
+        fmt(times["registry"]),
+        fmt(times["mem"]),
+        fmt(times["stdio"]),
+        f"{median(times['mem']) / sql:.1f}x",
+        f"{median(times['stdio']) / sql:.1f}x",
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=300, help="timed calls per column and case (default 300)")
+    parser.add_argument("--output", type=Path, help="also write the report to this file")
+    args = parser.parse_args()
+    url = os.environ.get("KIWI_DATABASE_URL", DEFAULT_DATABASE_URL)
+    text = asyncio.run(run(args.reps, url))
+    print(text)
+    if args.output:
+        args.output.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
