@@ -8,6 +8,7 @@ table serves both:
   PT422, PT409, 42501           -> Refused
   22023                         -> UsageError; `detail` holds a JSON list of problems
   22*                           -> UsageError (other data exceptions: NUL, NaN ...)
+  23*                           -> Refused (integrity: e.g. deleting a tool others run on)
   08*, 53*, 57P0*, PGRST000-003 -> RegistryUnavailable (cannot talk to the database)
   42883, 42P01, PGRST202/205    -> RegistryUnavailable (a function or table is missing:
                                    the database is not migrated)
@@ -62,6 +63,8 @@ def from_sqlstate(code: str | None, message: str | None, *, detail: Any = None, 
         err = UsageError(message, hint=hint)
         err.problems = problems or []  # type: ignore[attr-defined]
         return err
+    if code.startswith("23"):  # integrity: a tool others execute on, a duplicate, a broken rule
+        return Refused(message, hint=hint)
     if code.startswith("22"):  # any other data exception: the input cannot be stored as given
         return UsageError(message, hint=hint or "a value the database cannot store (a NUL character, NaN, infinity)")
     if code.startswith(("08", "53", "57P0")) or code in _UNREACHABLE_PGRST:

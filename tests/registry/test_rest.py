@@ -238,6 +238,19 @@ async def test_publish_and_its_refusals(reg: RestRegistry, fake: FakePostgREST, 
     assert "new version" in (info.value.hint or "")
 
 
+async def test_delete_tool_is_an_rpc_refused_while_others_run_on_the_tool(
+    reg: RestRegistry, fake: FakePostgREST, fresh_tool: str
+) -> None:
+    with pytest.raises(Refused, match="hello_world"):
+        await reg.delete_tool("bash_runtime")
+    await reg.publish({"tool_id": fresh_tool, "tool_type": "knowledge", "version": "1.0.0"}, [])
+    await reg.delete_tool(fresh_tool)
+    assert body_of(fake.requests[-1]) == {"p_tool_id": fresh_tool}
+    assert fake.requests[-1].url.path == "/rest/v1/rpc/delete_tool"
+    with pytest.raises(NotFound):
+        await reg.execution_plan(fresh_tool)
+
+
 async def test_bad_manifest_is_a_usage_error_with_its_problems(reg: RestRegistry, fresh_tool: str) -> None:
     manifest = {"tool_id": fresh_tool, "tool_type": "script", "executor": "bash_runtime", "version": "1.0"}
     with pytest.raises(UsageError) as info:
