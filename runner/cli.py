@@ -92,9 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="print a JSON array")
     runs.set_defaults(handler=cmd_runs)
 
-    from .mcp.serve_cli import add_serve_command  # the MCP SDK itself loads only when serving
+    from .mcp.cli import add_mcp_commands  # the MCP SDK itself loads only when used
+    from .mcp.serve_cli import add_serve_command
 
     add_serve_command(sub)
+    add_mcp_commands(sub)
     return parser
 
 

@@ -1,9 +1,9 @@
 """Which code runs a plan: the first handler that accepts it.
 
-The two primitives are the defaults. Other handlers (the MCP pool) are put in front
-of them without changing this module or the runner: each decides from the plan's
-data alone whether it takes the plan. The primitives are imported on first use, so a
-`kiwi run` of a script never pays for loading the HTTP stack, and the reverse.
+The two primitives are the defaults, behind the MCP pool's handler. Other handlers are put in front
+of them without changing the runner: each decides from the plan's data alone whether
+it takes the plan. Handlers are imported on first use, so a `kiwi run` of a script
+never pays for loading the HTTP stack or the MCP SDK, and the reverse.
 """
 
 from __future__ import annotations
@@ -17,14 +17,18 @@ from .primitives.base import Invocation, Outcome, Primitive
 
 
 class LazyPrimitive:
-    """A primitive named by `module:Class`, created when a plan ending in it first runs."""
+    """A handler named by `module:Class`, created when a plan it accepts first runs: by
+    default the plans ending in the primitive `name`, or those of `tool_type`."""
 
-    def __init__(self, name: str, target: str) -> None:
+    def __init__(self, name: str, target: str, *, tool_type: str | None = None) -> None:
         self.name = name
         self._target = target
+        self._tool_type = tool_type
         self._instance: Primitive | None = None
 
     def accepts(self, plan: Plan) -> bool:
+        if self._tool_type is not None:
+            return plan.tool_type == self._tool_type
         return plan.primitive == self.name
 
     def instance(self) -> Primitive:
@@ -43,6 +47,8 @@ class LazyPrimitive:
 
 def default_handlers() -> list[Primitive]:
     return [
+        # MCP tools end in a primitive too (their server's), so they are matched first
+        LazyPrimitive("mcp", "runner.mcp.handler:McpToolHandler", tool_type="mcp_tool"),
         LazyPrimitive("subprocess", "runner.primitives.subprocess:SubprocessPrimitive"),
         LazyPrimitive("http_client", "runner.primitives.http_client:HttpClientPrimitive"),
     ]

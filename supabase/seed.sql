@@ -236,6 +236,53 @@ parameters:
     description: The runtime to write it for.
 $k$);
 
+-- everything_mcp (mcp_server)
+select public.publish_tool_version(
+  $k${
+ "tool_id": "everything_mcp",
+ "tool_type": "mcp_server",
+ "executor": "subprocess",
+ "version": "1.0.0",
+ "name": "Everything MCP server (reference)",
+ "description": "The MCP reference server that exercises every protocol feature (echo, sums, structured content, resources, long-running operations); a test peer for the pool.",
+ "category": "mcp",
+ "subcategory": "testing",
+ "tags": [
+  "mcp",
+  "reference",
+  "testing",
+  "echo"
+ ],
+ "config": {
+  "transport": "stdio",
+  "command": "node",
+  "args": [
+   "${KIWI_NODE_MODULES:-node_modules}/@modelcontextprotocol/server-everything/dist/index.js",
+   "stdio"
+  ]
+ }
+}$k$::jsonb,
+  $k$[]$k$::jsonb,
+  $k$tool_id: everything_mcp
+tool_type: mcp_server
+executor: subprocess
+version: 1.0.0
+name: Everything MCP server (reference)
+description: >-
+  The MCP reference server that exercises every protocol feature (echo, sums,
+  structured content, resources, long-running operations); a test peer for the pool.
+category: mcp
+subcategory: testing
+tags: [mcp, reference, testing, echo]
+config:
+  transport: stdio
+  # The pinned npm package in the project's node_modules (package.json), run with node:
+  # no download at run time. KIWI_NODE_MODULES points elsewhere when Kiwi runs outside
+  # the repository root.
+  command: node
+  args: ["${KIWI_NODE_MODULES:-node_modules}/@modelcontextprotocol/server-everything/dist/index.js", stdio]
+$k$);
+
 -- filesystem_mcp (mcp_server)
 select public.publish_tool_version(
   $k${

@@ -336,25 +336,38 @@ def build_spec(invocation: Invocation) -> ProcessSpec:
     """
     config, environ, values = invocation.config, invocation.environ, invocation.values()
     tool = invocation.plan.tool_id
-    command = config.get("command")
-    if not command:
-        raise ConfigError(
-            f"{tool}: the subprocess config has no command",
-            hint="set config.command (and config.args) in the tool or its runtime",
-        )
-    args = config.get("args") or []
-    if not isinstance(args, list):
-        raise ConfigError(f"{tool}: config.args must be a list", hint="write args as a YAML list: [a, b]")
-    items = [*(command if isinstance(command, list) else [command]), *args]
-    argv = render_argv([_vars(item, environ) for item in items], values)
     return ProcessSpec(
-        argv=argv,
+        argv=command_argv(config, environ, values, tool_id=tool),
         env=_environment(invocation, values),
         cwd=_cwd(invocation, values),
         stdin=json.dumps(invocation.params, ensure_ascii=False).encode(),
         timeout_s=_positive(config, "timeout_s", DEFAULT_TIMEOUT_S, tool),
         max_output_bytes=int(_positive(config, "max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES, tool)),
     )
+
+
+def command_argv(
+    config: Mapping[str, Any], environ: Mapping[str, str], values: Mapping[str, Any], *, tool_id: str
+) -> list[str]:
+    """config.command + config.args as one argv: `${VAR}`s first, then `{placeholders}` (one
+    argv item each). Long-lived commands (MCP servers) build theirs with this too."""
+    command = config.get("command")
+    if not command:
+        raise ConfigError(
+            f"{tool_id}: the subprocess config has no command",
+            hint="set config.command (and config.args) in the tool or its runtime",
+        )
+    args = config.get("args") or []
+    if not isinstance(args, list):
+        raise ConfigError(f"{tool_id}: config.args must be a list", hint="write args as a YAML list: [a, b]")
+    items = [*(command if isinstance(command, list) else [command]), *args]
+    return render_argv([_vars(item, environ) for item in items], values)
+
+
+def resolve_command(command: str, path: str, cwd: Path | None = None) -> str:
+    """The executable `command` names, found on `path` (the child's PATH) as spawn finds it;
+    PrimitiveError (command not found, permission denied) otherwise."""
+    return _resolve(command, path, cwd)
 
 
 def to_outcome(result: ProcessResult, spec: ProcessSpec, *, shown_command: str | None = None) -> Outcome:
@@ -421,28 +434,38 @@ def passthrough(names: list[str], environ: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _environment(invocation: Invocation, values: Mapping[str, Any]) -> dict[str, str]:
-    """Only what the config declares, the parameters, and the tool's identity: the runner's
-    own environment (its secrets) never leaks through. A parameter too large for one
-    environment string (exec would fail) is left out of KIWI_PARAM_*; stdin carries it."""
-    config, environ = invocation.config, invocation.environ
+def command_environment(
+    config: Mapping[str, Any], environ: Mapping[str, str], values: Mapping[str, Any], *, tool_id: str
+) -> dict[str, str]:
+    """A command's environment from its config alone: the `env_passthrough` variables set in
+    `environ`, then `env` (`${VAR}`s from `environ`, `{placeholders}` from `values`; a null
+    value unsets), and a default PATH. The runner's own environment never leaks through.
+    Long-lived commands (MCP servers) build theirs with this too."""
     env = passthrough(list(config.get("env_passthrough") or []), environ)
     declared = config.get("env") or {}
     if not isinstance(declared, dict):
-        raise ConfigError(f"{invocation.plan.tool_id}: config.env must be a mapping", hint="write env as NAME: value")
+        raise ConfigError(f"{tool_id}: config.env must be a mapping", hint="write env as NAME: value")
     for key, value in declared.items():
         if value is None:  # a child config can unset what its runtime set
             env.pop(str(key), None)
         else:
             env[str(key)] = fill(_vars(as_text(value), environ), values)
+    if not env.get("PATH"):
+        env["PATH"] = DEFAULT_PATH
+    return env
+
+
+def _environment(invocation: Invocation, values: Mapping[str, Any]) -> dict[str, str]:
+    """What the config declares (command_environment), the parameters, and the tool's identity.
+    A parameter too large for one environment string (exec would fail) is left out of
+    KIWI_PARAM_*; stdin carries it."""
+    env = command_environment(invocation.config, invocation.environ, values, tool_id=invocation.plan.tool_id)
     for name, value in invocation.params.items():
         text = as_text(value)
         if len(text) <= _MAX_ENV_PARAM_BYTES // 4 or len(text.encode()) <= _MAX_ENV_PARAM_BYTES:
             env["KIWI_PARAM_" + _PARAM_NAME.sub("_", name.upper())] = text
     env["KIWI_TOOL_ID"] = invocation.plan.tool_id
     env["KIWI_TOOL_VERSION"] = invocation.plan.version
-    if not env.get("PATH"):
-        env["PATH"] = DEFAULT_PATH
     return env
 
 

@@ -1,0 +1,61 @@
+"""`kiwi mcp import SERVER [--json]`: publish an MCP server's tools as mcp_tool rows.
+
+Wired into runner/cli.py with `add_mcp_commands(sub)`; each parser sets `handler`, an
+async function of the parsed arguments returning the exit code, like the other commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..config import Settings
+from ..registry import connect
+from ..run import runner_environ
+from .importer import ImportReport, import_server
+from .pool import McpPool
+
+
+def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `mcp` (with `import`) to the `kiwi` subparsers; returns the `mcp` parser."""
+    mcp = subparsers.add_parser("mcp", help="MCP servers: import their tools")
+    sub = mcp.add_subparsers(dest="mcp_command", required=True, metavar="MCP_COMMAND")
+    imp = sub.add_parser(
+        "import",
+        help="publish one mcp_tool per tool the server lists (new: 1.0.0; changed: a new minor version)",
+    )
+    imp.add_argument("server", metavar="SERVER", help="the mcp_server's tool id (or namespace/tool)")
+    imp.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    imp.set_defaults(handler=cmd_mcp_import)
+    return mcp
+
+
+async def cmd_mcp_import(args: argparse.Namespace) -> int:
+    registry = connect(Settings.load())
+    pool = McpPool()
+    try:
+        report = await import_server(registry, pool, args.server, runner_environ())
+    finally:
+        await pool.aclose()
+        await registry.aclose()
+    if args.json:
+        print(json.dumps(report.as_json(), ensure_ascii=False))
+    else:
+        print_report(report)
+    return 0 if report.ok else 1
+
+
+def print_report(report: ImportReport) -> None:
+    for t in report.tools:
+        line = f"{t.status:9s} {t.tool_id}"
+        if t.version:
+            line += f"@{t.version}"
+        if t.status == "changed":
+            line += f" (was {t.previous_version}: {', '.join(t.changed)} changed upstream)"
+        if t.error:
+            line += f": {t.error}"
+        print(line)
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(report.counts().items()))
+    print(f"{report.server}: {summary or 'no tools'}", file=sys.stderr)

@@ -1,0 +1,155 @@
+"""`kiwi mcp import SERVER`: the server's tools/list, published as `mcp_tool` rows.
+
+Each tool becomes `<server>.<tool>` (characters a tool id cannot hold become `_`; the
+upstream name stays in config.tool), its inputSchema the parameters, its description the
+description, the server its executor.
+
+* new upstream tool: version 1.0.0.
+* unchanged (same description, schema and config as the latest version): nothing is
+  published, nothing changes.
+* changed: a new minor version of the latest, whose changelog and `metadata.mcp_import`
+  say what changed (`description`, `inputSchema`), so a silent change upstream is
+  visible. Earlier versions stay as they were: callers pinned to one keep it.
+* tools the latest listing no longer has are reported as `missing`; nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import mcp_types as types
+
+from ..errors import KiwiError, Refused
+from ..plan import Plan
+from ..registry.base import Registry
+from .handler import server_link, server_spec
+from .pool import McpPool
+
+_NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]")
+_SEMVER = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
+_COMPARED = {"description": "description", "parameters": "inputSchema", "config": "config", "executor": "executor"}
+
+
+@dataclass
+class ImportedTool:
+    tool_id: str
+    tool: str  # the upstream name
+    status: str  # created | unchanged | changed | missing | error
+    version: str | None = None
+    previous_version: str | None = None
+    changed: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class ImportReport:
+    server: str
+    tools: list[ImportedTool] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(t.status != "error" for t in self.tools)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tools:
+            out[t.status] = out.get(t.status, 0) + 1
+        return out
+
+    def as_json(self) -> dict[str, Any]:
+        return {"server": self.server, "ok": self.ok, "counts": self.counts(), "tools": [asdict(t) for t in self.tools]}
+
+
+async def import_server(registry: Registry, pool: McpPool, server: str, environ: Mapping[str, str]) -> ImportReport:
+    """List the server's tools through `pool` and publish what is new or changed."""
+    plan = Plan.from_json(await registry.execution_plan(server))
+    if plan.tool_type != "mcp_server":
+        raise Refused(f"{plan.tool_id} is a {plan.tool_type}, not an mcp_server", hint="kiwi search type:mcp_server")
+    ref = server_link(plan).tool_id
+    listed = await pool.list_tools(server_spec(plan, environ))
+    server_row = (await registry.chain(ref))[0]
+    server_manifest: dict[str, Any] = server_row.get("manifest") or {}
+    wanted = {tool_id_for(ref, t.name): t for t in listed}
+    latest = await _latest_manifests(registry, list(wanted))
+
+    report = ImportReport(server=ref)
+    for tool_id, tool in wanted.items():
+        manifest = tool_manifest(ref, tool, server_manifest)
+        report.tools.append(await _publish_one(registry, tool_id, tool.name, manifest, latest.get(tool_id)))
+    for row in await registry.search(f"mcp:{ref}", tool_type="mcp_tool", limit=1000):
+        if row["tool_id"] not in wanted and row.get("executor_id") == ref:
+            report.tools.append(
+                ImportedTool(tool_id=row["tool_id"], tool="", status="missing", version=row.get("latest_version"))
+            )
+    return report
+
+
+def tool_id_for(server_ref: str, name: str) -> str:
+    return f"{server_ref}.{_NOT_IN_ID.sub('_', name)}"[: len(server_ref) + 1 + 128]
+
+
+def tool_manifest(server_ref: str, tool: types.Tool, server_manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest an upstream tool publishes as (without version, changelog, metadata)."""
+    schema = dict(tool.input_schema or {"type": "object"})
+    manifest: dict[str, Any] = {
+        "tool_id": tool_id_for(server_ref, tool.name),
+        "tool_type": "mcp_tool",
+        "executor": server_ref,
+        "name": tool.title or tool.name,
+        "description": tool.description or f"{tool.name} (a tool of the MCP server {server_ref})",
+        "category": server_manifest.get("category") or "mcp",
+        "tags": ["mcp", server_ref.rsplit("/", 1)[-1]],
+        "config": {"tool": tool.name},
+        "parameters": schema,
+    }
+    if server_manifest.get("visibility"):
+        manifest["visibility"] = server_manifest["visibility"]
+    return manifest
+
+
+def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What an upstream change touched, by the names MCP uses (description, inputSchema)."""
+    return [label for key, label in _COMPARED.items() if old.get(key) != new.get(key)]
+
+
+def next_version(version: str) -> str:
+    m = _SEMVER.match(version)
+    if m is None:
+        return "1.0.0"
+    return f"{m.group(1)}.{int(m.group(2)) + 1}.0"
+
+
+async def _publish_one(
+    registry: Registry, tool_id: str, name: str, manifest: dict[str, Any], previous: dict[str, Any] | None
+) -> ImportedTool:
+    item = ImportedTool(tool_id=tool_id, tool=name, status="created", version="1.0.0")
+    meta: dict[str, Any] = {"tool": name, "server": manifest["executor"], "upstream_changed": False}
+    if previous is not None:
+        old_manifest, old_version = previous["manifest"], previous["version"]
+        item.changed = differences(old_manifest, manifest)
+        if not item.changed:
+            item.status, item.version = "unchanged", old_version
+            return item
+        item.status, item.previous_version, item.version = "changed", old_version, next_version(old_version)
+        meta.update(upstream_changed=True, changed=item.changed, previous_version=old_version)
+        manifest["changelog"] = f"upstream {name} changed its {' and '.join(item.changed)} (was {old_version})"
+    manifest.update(version=item.version, metadata={"mcp_import": meta})
+    try:
+        await registry.publish(manifest, [])
+    except KiwiError as exc:
+        item.status, item.error = "error", exc.message
+    return item
+
+
+async def _latest_manifests(registry: Registry, tool_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """tool_id -> {version, manifest} of its latest version, for those that exist (one query)."""
+    out: dict[str, dict[str, Any]] = {}
+    if not tool_ids:
+        return out
+    for row in await registry.chains_batch(sorted(set(tool_ids))):
+        if row.get("depth") == 0 and not row.get("error"):
+            out[row["requested_tool_id"]] = {"version": row["version"], "manifest": row["manifest"] or {}}
+    return out

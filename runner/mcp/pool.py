@@ -1,0 +1,422 @@
+"""MCP client sessions held open between calls: one long-lived session per server.
+
+* A session opens on first use and is shared by every concurrent call to its server
+  (the SDK's ClientSession multiplexes requests by id).
+* Its transport and ClientSession context managers are entered and left by one
+  background task (anyio requires a task group to be closed by the task that opened
+  it); callers only send requests on the session.
+* Startup is bounded (`startup_timeout_s`), each call too (`timeout_s`); a session left
+  unused for `idle_shutdown_s` closes itself.
+* A call that meets a dead connection (the server exited, the socket closed) discards
+  the session and is retried on a new one, at most `retries` times. A tool's own error
+  and a call that timed out are never retried.
+* `aclose()` ends every session; for stdio servers an atexit hook and a SIGTERM/SIGHUP
+  handler (installed only where the default action would apply) kill what is left, so no
+  server survives Kiwi.
+
+Keys are opaque to the pool: the handler makes them from the server's reference, its
+content hash and its resolved connection config, so a republished server gets a new
+session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import logging
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any, Literal
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from ..errors import PrimitiveError
+
+logger = logging.getLogger("kiwi.mcp")
+
+Transport = Literal["stdio", "streamable_http", "sse"]
+DEFAULT_STARTUP_TIMEOUT_S = 30.0
+DEFAULT_IDLE_SHUTDOWN_S = 300.0
+DEFAULT_CALL_TIMEOUT_S = 60.0
+DEFAULT_RETRIES = 2
+_BACKOFF_S = 0.05
+_ERRLOG_TAIL = 2000
+
+
+class ConnectionFailed(PrimitiveError):
+    """A server could not be started or reached, or its connection closed."""
+
+    kind = "mcp_connection"
+
+
+class CallTimedOut(PrimitiveError):
+    """A call got no answer within its timeout (not retried: the server may still be working)."""
+
+    kind = "timeout"
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """How to reach one server, fully resolved (no templates left). `key` names its session."""
+
+    ref: str
+    key: str
+    transport: Transport
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    idle_shutdown_s: float = DEFAULT_IDLE_SHUTDOWN_S
+
+
+# --------------------------------------------------------------------------- one session
+
+
+class _Session:
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        self.session: ClientSession | None = None
+        self.pid: int | None = None
+        self.closed = False
+        self.in_flight = 0
+        self.last_used = time.monotonic()
+        self.connect_ms: float | None = None
+        self._stop = anyio.Event()
+        self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._errlog: IO[str] | None = None
+        self._task = asyncio.create_task(self._own(), name=f"kiwi-mcp:{spec.ref}")
+        self._deadline = asyncio.get_running_loop().call_later(spec.startup_timeout_s, self._startup_expired)
+
+    async def ready(self) -> None:
+        await asyncio.shield(self._ready)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], timeout_s: float) -> types.CallToolResult:
+        if self.closed or self.session is None:
+            raise _Lost("the session is closed")
+        self.in_flight += 1
+        try:
+            return await self.session.call_tool(name, arguments, read_timeout_seconds=timeout_s)
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                raise _Lost(str(exc)) from exc
+            if exc.code == types.REQUEST_TIMEOUT:
+                raise CallTimedOut(
+                    f"{self.spec.ref}: {name} did not answer within {timeout_s:g} s",
+                    hint="raise config.timeout_s of the tool or its server",
+                ) from exc
+            raise
+        finally:
+            self.in_flight -= 1
+            self.last_used = time.monotonic()
+
+    async def list_tools(self, timeout_s: float) -> list[types.Tool]:
+        if self.closed or self.session is None:
+            raise _Lost("the session is closed")
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        self.in_flight += 1
+        try:
+            with anyio.fail_after(timeout_s):
+                while True:
+                    params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                    page = await self.session.list_tools(params=params)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        return tools
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                raise _Lost(str(exc)) from exc
+            raise
+        except TimeoutError as exc:
+            raise CallTimedOut(f"{self.spec.ref}: tools/list did not answer within {timeout_s:g} s") from exc
+        finally:
+            self.in_flight -= 1
+            self.last_used = time.monotonic()
+
+    async def aclose(self) -> None:
+        self.closed = True
+        self._stop.set()
+        if not self._ready.done():
+            self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(self._task)
+
+    # The owner task: enters the transport and the session, waits, leaves them.
+    async def _own(self) -> None:
+        started = time.perf_counter()
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport())
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                if self.spec.transport == "stdio":
+                    self.pid = _find_child(self.spec.argv)
+                    if self.pid is not None:
+                        _track(self.pid)
+                self.session = session
+                self.connect_ms = round((time.perf_counter() - started) * 1000, 3)
+                self._deadline.cancel()
+                if not self._ready.done():
+                    self._ready.set_result(None)
+                    await self._serve()
+        except BaseException as exc:  # reported to the waiting callers, or logged
+            if not self._ready.done():
+                self._ready.set_exception(self._startup_error(exc))
+            elif not isinstance(exc, asyncio.CancelledError | Exception):
+                raise
+            else:
+                logger.debug("mcp session %s ended: %r", self.spec.ref, exc)
+        finally:
+            self.closed = True
+            self._deadline.cancel()
+            if self.pid is not None:
+                _untrack(self.pid)
+            if self._errlog is not None:
+                self._errlog.close()
+
+    async def _serve(self) -> None:
+        """Until aclose() or until idle for idle_shutdown_s with no call in flight."""
+        while not self._stop.is_set():
+            idle = time.monotonic() - self.last_used
+            if self.in_flight == 0 and idle >= self.spec.idle_shutdown_s:
+                self.closed = True  # before any await: no caller gets this session any more
+                logger.debug("mcp session %s idle for %.0f s: closing", self.spec.ref, idle)
+                return
+            wait = self.spec.idle_shutdown_s - idle if self.in_flight == 0 else self.spec.idle_shutdown_s
+            with anyio.move_on_after(max(wait, 0.01)):
+                await self._stop.wait()
+
+    @contextlib.asynccontextmanager
+    async def _transport(self) -> AsyncIterator[Any]:
+        spec = self.spec
+        if spec.transport == "stdio":
+            # The server's stderr, kept for startup errors; closed when the session ends (_own).
+            self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+            argv = list(spec.argv)
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(spec.env), cwd=spec.cwd)
+            async with stdio_client(params, errlog=self._errlog) as streams:
+                yield streams
+        elif spec.transport == "streamable_http":
+            assert spec.url is not None
+            client = httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0))
+            async with client, streamable_http_client(spec.url, http_client=client) as streams:
+                yield streams
+        else:
+            assert spec.url is not None
+            async with sse_client(spec.url, headers=dict(spec.headers), timeout=spec.startup_timeout_s) as streams:
+                yield streams
+
+    def _startup_expired(self) -> None:
+        if not self._ready.done():
+            self._ready.set_exception(
+                ConnectionFailed(
+                    f"MCP server {self.spec.ref} did not start within {self.spec.startup_timeout_s:g} s"
+                    + self._stderr_tail(),
+                    hint="check its command and environment, or raise config.startup_timeout_s",
+                )
+            )
+            self._task.cancel()
+
+    def _startup_error(self, exc: BaseException) -> ConnectionFailed:
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        what = "was cancelled" if isinstance(exc, asyncio.CancelledError) else f"failed: {exc or type(exc).__name__}"
+        return ConnectionFailed(
+            f"connecting to MCP server {self.spec.ref} {what}" + self._stderr_tail(),
+            hint="check the server's command, url and environment (kiwi show <server>)",
+        )
+
+    def _stderr_tail(self) -> str:
+        log = self._errlog
+        if log is None or log.closed:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            log.flush()
+            log.seek(0)
+            text = log.read()[-_ERRLOG_TAIL:].strip()
+            return f"\nserver stderr:\n{text}" if text else ""
+        return ""
+
+
+class _Lost(Exception):
+    """The connection went away under a call (retryable)."""
+
+
+# --------------------------------------------------------------------------- the pool
+
+
+class McpPool:
+    """Sessions by key. Safe under concurrent calls from one event loop."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, _Session] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def session_for(self, key: str) -> _Session | None:
+        """The live session of `key`, if any (for tests and diagnostics)."""
+        s = self._sessions.get(key)
+        return s if s is not None and not s.closed else None
+
+    async def call_tool(
+        self,
+        spec: ServerSpec,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+        retries: int = DEFAULT_RETRIES,
+    ) -> tuple[types.CallToolResult, dict[str, Any]]:
+        """Call one tool; returns the result and facts about the call (attempts, connect_ms).
+        Raises ConnectionFailed when no attempt reached the server, CallTimedOut, or MCPError
+        for a protocol error the server answered with."""
+        for attempt in range(retries + 1):
+            s, connected = await self._acquire(spec, attempt, retries)
+            try:
+                result = await s.call_tool(name, arguments, timeout_s)
+            except _Lost as exc:
+                self._discard(s)
+                if attempt >= retries:
+                    raise ConnectionFailed(f"MCP server {spec.ref}: {exc} (after {attempt + 1} attempts)") from exc
+                await asyncio.sleep(_BACKOFF_S * attempt)
+                continue
+            facts: dict[str, Any] = {"attempts": attempt + 1}
+            if connected:
+                facts["connect_ms"] = s.connect_ms
+            return result, facts
+        raise AssertionError("unreachable")
+
+    async def list_tools(self, spec: ServerSpec, *, timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> list[types.Tool]:
+        """Every tool the server lists (all pages), with the same retry rule as call_tool."""
+        for attempt in range(DEFAULT_RETRIES + 1):
+            s, _ = await self._acquire(spec, attempt, DEFAULT_RETRIES)
+            try:
+                return await s.list_tools(timeout_s)
+            except _Lost as exc:
+                self._discard(s)
+                if attempt >= DEFAULT_RETRIES:
+                    raise ConnectionFailed(f"MCP server {spec.ref}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        """End every session (and so every server process this pool started)."""
+        sessions = list(self._sessions.values())
+        self._sessions.clear()
+        await asyncio.gather(*(s.aclose() for s in sessions), *self._closing, return_exceptions=True)
+
+    async def _acquire(self, spec: ServerSpec, attempt: int, retries: int) -> tuple[_Session, bool]:
+        """The live session for spec.key, connecting it if needed; True when this call waited
+        for a connection. Connection failures are retried here with the same budget."""
+        while True:
+            s = self._sessions.get(spec.key)
+            fresh = s is None or s.closed or s.spec != spec
+            if fresh:
+                if s is not None:
+                    self._discard(s)
+                s = _Session(spec)
+                self._sessions[spec.key] = s
+            assert s is not None
+            try:
+                await s.ready()
+                return s, fresh
+            except ConnectionFailed:
+                self._discard(s)
+                if attempt >= retries:
+                    raise
+                attempt += 1
+                await asyncio.sleep(_BACKOFF_S * attempt)
+
+    def _discard(self, s: _Session) -> None:
+        if self._sessions.get(s.spec.key) is s:
+            del self._sessions[s.spec.key]
+        task = asyncio.ensure_future(s.aclose())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+
+# --------------------------------------------------------------------------- safety net
+
+_LIVE: set[int] = set()  # process groups of running stdio servers (each leads its own)
+_LOCK = threading.Lock()
+_INSTALLED = False
+
+
+def _track(pgid: int) -> None:
+    global _INSTALLED
+    with _LOCK:
+        _LIVE.add(pgid)
+        if _INSTALLED:
+            return
+        _INSTALLED = True
+    atexit.register(kill_servers)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                signal.signal(sig, _on_signal)
+
+
+def _untrack(pgid: int) -> None:
+    with _LOCK:
+        _LIVE.discard(pgid)
+
+
+def live_server_pids() -> set[int]:
+    with _LOCK:
+        return set(_LIVE)
+
+
+def kill_servers() -> None:
+    """Kill every stdio server still running (atexit, or a terminating signal)."""
+    with _LOCK:
+        groups = list(_LIVE)
+        _LIVE.clear()
+    for pgid in groups:
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    kill_servers()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _find_child(argv: tuple[str, ...]) -> int | None:
+    """The pid of the server just spawned: a child of this process leading its own process
+    group, running argv, and not already tracked. (The SDK does not expose it.)"""
+    me, want = os.getpid(), list(argv)
+    loose: list[int] = []
+    try:
+        entries = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return None
+    for pid in entries:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            if int(fields[1]) != me or int(fields[2]) != pid or pid in _LIVE:
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
+        except (OSError, ValueError, IndexError):
+            continue
+        if cmdline == want:
+            return pid
+        loose.append(pid)
+    return loose[0] if len(loose) == 1 else None

@@ -1,0 +1,82 @@
+"""Tests of the MCP client side (pool, handler, importer) against real MCP servers."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from pathlib import Path
+from typing import Any
+
+from runner.config import Settings
+from runner.dispatch import LazyPrimitive
+from runner.mcp.handler import McpToolHandler
+from runner.registry import PostgresRegistry
+from runner.run import Runner
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE_MODULES = ROOT / "node_modules"
+EVERYTHING = NODE_MODULES / "@modelcontextprotocol/server-everything/dist/index.js"
+FILESYSTEM = NODE_MODULES / "@modelcontextprotocol/server-filesystem/dist/index.js"
+
+
+def unique(stem: str) -> str:
+    return f"{stem}_{uuid.uuid4().hex[:8]}"
+
+
+def stdio_server(tool_id: str, args: list[str], **config: Any) -> dict[str, Any]:
+    """An mcp_server manifest running `node <args>` through the subprocess primitive."""
+    return {
+        "tool_id": tool_id,
+        "tool_type": "mcp_server",
+        "executor": "subprocess",
+        "version": "1.0.0",
+        "description": "a test MCP server",
+        "config": {"transport": "stdio", "command": "node", "args": args, **config},
+    }
+
+
+def make_runner(database_url: str, cache_dir: Path) -> tuple[Runner, McpToolHandler]:
+    """A Runner as every entry point makes it (default dispatcher), and its MCP handler."""
+    settings = Settings(
+        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
+    )
+    environ = {**os.environ, "KIWI_NODE_MODULES": str(NODE_MODULES)}
+    runner = Runner(PostgresRegistry(database_url), settings, environ=environ)
+    (mcp,) = [h for h in runner.dispatcher.handlers if isinstance(h, LazyPrimitive) and h.name == "mcp"]
+    handler = mcp.instance()
+    assert isinstance(handler, McpToolHandler)
+    return runner, handler
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
+
+
+def children() -> set[int]:
+    """This process's live children."""
+    me, out = os.getpid(), set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if int(fields[1]) == me and fields[0] not in (b"Z", b"X"):
+            out.add(int(name))
+    return out

@@ -1,0 +1,221 @@
+"""mcp_tool plans run end to end (registry rows -> Runner -> pool -> real MCP servers):
+everything over stdio and over streamable HTTP, filesystem on a temporary folder."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from runner.errors import ConfigError
+from runner.mcp.handler import McpToolHandler
+from runner.mcp.importer import import_server
+from runner.mcp.pool import live_server_pids
+from runner.run import Runner
+
+from . import EVERYTHING, FILESYSTEM, alive, children, free_port, make_runner, stdio_server, unique
+
+Publish = Callable[[dict[str, Any]], str]
+
+
+@pytest.fixture
+def publish(conn: psycopg.Connection) -> Iterator[Publish]:
+    """Publish manifests as given; afterwards delete them and every tool they execute."""
+    made: list[str] = []
+
+    def go(manifest: dict[str, Any]) -> str:
+        conn.execute("select publish_tool_version(%s, '[]')", (Jsonb(manifest),))
+        made.append(manifest["tool_id"])
+        return str(manifest["tool_id"])
+
+    yield go
+    for ref in reversed(made):
+        conn.execute("delete from tools where executor_id = %s", (ref,))
+        conn.execute("delete from tools where ref = %s", (ref,))
+
+
+@pytest.fixture
+async def mcp(database_url: str, tmp_path: Path) -> AsyncIterator[tuple[Runner, McpToolHandler]]:
+    runner, handler = make_runner(database_url, tmp_path / "cache")
+    yield runner, handler
+    await runner.aclose()
+
+
+def mcp_tool(server: str, name: str, **extra: Any) -> dict[str, Any]:
+    return {"tool_id": f"{server}.{name}", "tool_type": "mcp_tool", "executor": server, "version": "1.0.0", **extra}
+
+
+@pytest.fixture
+def everything_server(publish: Publish) -> str:
+    return publish(stdio_server(unique("everything"), [str(EVERYTHING), "stdio"]))
+
+
+async def test_an_imported_stdio_tool_runs_by_its_server_dot_tool_id(
+    mcp: tuple[Runner, McpToolHandler], everything_server: str
+) -> None:
+    runner, handler = mcp
+    await import_server(runner.registry, handler.pool, everything_server, runner.environ)
+    result = await runner.run(f"{everything_server}.echo", {"message": "hi"})
+    assert (result.status, result.output, result.error) == ("success", "Echo: hi", None)
+    assert result.executor_chain == [f"{everything_server}.echo", everything_server, "subprocess"]
+    structured = await runner.run(f"{everything_server}.get-structured-content", {"location": "New York"})
+    assert structured.status == "success" and set(structured.output) == {"temperature", "conditions", "humidity"}
+
+
+async def test_the_seeded_everything_server_runs_from_node_modules(
+    mcp: tuple[Runner, McpToolHandler], publish: Publish
+) -> None:
+    runner, _ = mcp
+    tool = publish(mcp_tool("everything_mcp", unique("echo"), config={"tool": "echo"}))
+    result = await runner.run(tool, {"message": "seeded"})
+    assert result.output == "Echo: seeded", result.error
+
+
+async def test_an_mcp_tool_error_is_an_error_result(mcp: tuple[Runner, McpToolHandler], publish: Publish) -> None:
+    runner, _ = mcp
+    server = publish(stdio_server(unique("everything"), [str(EVERYTHING), "stdio"]))
+    tool = publish(mcp_tool(server, "echo"))  # no parameter schema: the server itself refuses
+    result = await runner.run(tool, {})
+    assert result.status == "error" and "message" in (result.error or "")
+
+
+async def test_a_call_over_its_timeout_is_status_timeout(mcp: tuple[Runner, McpToolHandler], publish: Publish) -> None:
+    runner, _ = mcp
+    server = publish(stdio_server(unique("everything"), [str(EVERYTHING), "stdio"]))
+    tool = publish(mcp_tool(server, "slow", config={"tool": "trigger-long-running-operation", "timeout_s": 0.3}))
+    result = await runner.run(tool, {"duration": 5, "steps": 1})
+    assert result.status == "timeout", result.error
+
+
+async def test_a_killed_server_is_restarted_and_the_next_run_succeeds(
+    mcp: tuple[Runner, McpToolHandler], everything_server: str, publish: Publish
+) -> None:
+    runner, _ = mcp
+    tool = publish(mcp_tool(everything_server, "echo"))
+    before = live_server_pids()
+    assert (await runner.run(tool, {"message": "one"})).ok
+    (pid,) = live_server_pids() - before
+    os.kill(pid, signal.SIGKILL)
+    result = await runner.run(tool, {"message": "two"})
+    assert result.output == "Echo: two" and result.detail["attempts"] == 2
+    assert not alive(pid)
+
+
+async def test_200_concurrent_proxied_calls_all_succeed(
+    mcp: tuple[Runner, McpToolHandler], everything_server: str, publish: Publish
+) -> None:
+    runner, _ = mcp
+    tool = publish(mcp_tool(everything_server, "echo"))
+    before = live_server_pids()
+    results = await asyncio.gather(*(runner.run(tool, {"message": f"m{i}"}) for i in range(200)))
+    assert [r.error for r in results if not r.ok] == []
+    assert [r.output for r in results] == [f"Echo: m{i}" for i in range(200)]
+    assert len(live_server_pids() - before) == 1
+
+
+async def test_runner_aclose_leaves_no_server_running(database_url: str, tmp_path: Path, publish: Publish) -> None:
+    server = publish(stdio_server(unique("everything"), [str(EVERYTHING), "stdio"]))
+    tool = publish(mcp_tool(server, "echo"))
+    runner, _ = make_runner(database_url, tmp_path)
+    before = children()
+    assert (await runner.run(tool, {"message": "hi"})).ok
+    (pid,) = children() - before
+    await runner.aclose()
+    assert not alive(pid)
+
+
+async def test_parameters_never_reach_the_command(
+    mcp: tuple[Runner, McpToolHandler], publish: Publish, tmp_path: Path
+) -> None:
+    runner, _ = mcp
+    server = publish(stdio_server(unique("everything"), [str(EVERYTHING), "stdio"]))
+    tool = publish(mcp_tool(server, "echo"))
+    marker = tmp_path / "pwned"
+    sneaky = {"message": "x", "command": "touch", "args": [str(marker)], "transport": "stdio", "env": {"X": "1"}}
+    before = live_server_pids()
+    result = await runner.run(tool, sneaky)
+    assert result.ok and not marker.exists()
+    (pid,) = live_server_pids() - before
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        assert f.read().split(b"\0")[1:3] == [str(EVERYTHING).encode(), b"stdio"]
+    # A {placeholder} in a server's command is never filled from parameters.
+    templated = publish(stdio_server(unique("templated"), [str(EVERYTHING), "{message}"]))
+    echo = publish(mcp_tool(templated, "echo"))
+    refused = await runner.run(echo, {"message": "stdio"})
+    assert refused.status == "error" and isinstance(refused.failure, ConfigError)
+
+
+@pytest.fixture
+def http_everything() -> Iterator[str]:
+    """server-everything in streamableHttp mode on a free local port; its /mcp URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        ["node", str(EVERYTHING), "streamableHttp"],
+        env={**os.environ, "PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("server-everything (streamableHttp) did not listen")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+async def test_a_remote_streamable_http_server_runs_through_the_pool(
+    mcp: tuple[Runner, McpToolHandler], publish: Publish, http_everything: str
+) -> None:
+    runner, handler = mcp
+    server = publish(
+        {
+            "tool_id": unique("remote_everything"),
+            "tool_type": "mcp_server",
+            "executor": "http_client",
+            "version": "1.0.0",
+            "config": {"transport": "streamable_http", "url": http_everything, "headers": {"X-Test": "kiwi"}},
+        }
+    )
+    report = await import_server(runner.registry, handler.pool, server, runner.environ)
+    assert report.ok and report.counts()["created"] > 5
+    result = await runner.run(f"{server}.echo", {"message": "over http"})
+    assert (result.output, result.detail["transport"]) == ("Echo: over http", "streamable_http")
+    results = await asyncio.gather(*(runner.run(f"{server}.echo", {"message": f"m{i}"}) for i in range(50)))
+    assert all(r.ok for r in results)
+
+
+async def test_the_filesystem_server_lists_and_reads_a_temporary_folder(
+    mcp: tuple[Runner, McpToolHandler], publish: Publish, tmp_path: Path
+) -> None:
+    runner, handler = mcp
+    root = tmp_path / "files"
+    root.mkdir()
+    (root / "note.txt").write_text("hello from kiwi\n")
+    server = publish(stdio_server(unique("filesystem"), [str(FILESYSTEM), str(root)]))
+    report = await import_server(runner.registry, handler.pool, server, runner.environ)
+    assert report.ok
+    listing = await runner.run(f"{server}.list_directory", {"path": str(root)})
+    assert listing.ok and "note.txt" in str(listing.output), listing.error
+    read = await runner.run(f"{server}.read_text_file", {"path": str(root / "note.txt")})
+    assert read.ok and "hello from kiwi" in str(read.output), read.error
+    outside = await runner.run(f"{server}.read_text_file", {"path": "/etc/hostname"})
+    assert outside.status == "error"

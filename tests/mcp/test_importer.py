@@ -1,0 +1,160 @@
+"""`kiwi mcp import`: tools/list published as mcp_tool rows; unchanged tools change
+nothing; an upstream change becomes a new version marked changed; pinned versions stay."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from runner.mcp.cli import add_mcp_commands
+from runner.mcp.handler import McpToolHandler
+from runner.mcp.importer import import_server, next_version, tool_id_for
+from runner.run import Runner
+
+from . import EVERYTHING, NODE_MODULES, make_runner, stdio_server, unique
+
+Publish = Callable[[dict[str, Any]], str]
+
+
+@pytest.fixture
+def server(conn: psycopg.Connection) -> Iterator[str]:
+    """A fresh everything server row; deleted afterwards with every tool it executes."""
+    ref = unique("everything")
+    conn.execute("select publish_tool_version(%s, '[]')", (Jsonb(stdio_server(ref, [str(EVERYTHING), "stdio"])),))
+    yield ref
+    conn.execute("delete from tools where executor_id = %s", (ref,))
+    conn.execute("delete from tools where ref = %s", (ref,))
+
+
+@pytest.fixture
+async def mcp(database_url: str, tmp_path: Path) -> AsyncIterator[tuple[Runner, McpToolHandler]]:
+    runner, handler = make_runner(database_url, tmp_path / "cache")
+    yield runner, handler
+    await runner.aclose()
+
+
+def versions(conn: psycopg.Connection, server: str) -> list[tuple[str, str, bool]]:
+    rows = conn.execute(
+        "select t.ref, v.version, v.is_latest from tool_versions v join tools t on t.id = v.tool_uuid"
+        " where t.executor_id = %s order by 1, 2",
+        (server,),
+    ).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+async def test_import_publishes_one_mcp_tool_per_listed_tool(
+    mcp: tuple[Runner, McpToolHandler], server: str, conn: psycopg.Connection
+) -> None:
+    runner, handler = mcp
+    report = await import_server(runner.registry, handler.pool, server, runner.environ)
+    assert report.ok and report.counts() == {"created": len(report.tools)} and len(report.tools) >= 10
+    row = conn.execute(
+        "select v.manifest from tool_versions v join tools t on t.id = v.tool_uuid where t.ref = %s",
+        (f"{server}.echo",),
+    ).fetchone()
+    assert row is not None
+    manifest = row[0]
+    assert manifest["tool_type"] == "mcp_tool" and manifest["executor"] == server
+    assert manifest["description"] == "Echoes back the input string"
+    assert manifest["parameters"]["properties"]["message"]["type"] == "string"
+    assert manifest["config"] == {"tool": "echo"} and manifest["version"] == "1.0.0"
+    assert manifest["metadata"]["mcp_import"]["upstream_changed"] is False
+
+
+async def test_reimporting_unchanged_tools_changes_nothing(
+    mcp: tuple[Runner, McpToolHandler], server: str, conn: psycopg.Connection
+) -> None:
+    runner, handler = mcp
+    await import_server(runner.registry, handler.pool, server, runner.environ)
+    before = versions(conn, server)
+    again = await import_server(runner.registry, handler.pool, server, runner.environ)
+    assert again.counts() == {"unchanged": len(again.tools)}
+    assert versions(conn, server) == before
+
+
+async def test_an_upstream_change_is_a_new_version_marked_changed_and_pins_keep_theirs(
+    mcp: tuple[Runner, McpToolHandler], server: str, conn: psycopg.Connection
+) -> None:
+    runner, handler = mcp
+    await import_server(runner.registry, handler.pool, server, runner.environ)
+    # What the registry holds differs from what the server now says: as if the upstream
+    # description and schema of echo had changed since the last import.
+    echo = f"{server}.echo"
+    stale = {
+        "tool_id": echo,
+        "tool_type": "mcp_tool",
+        "executor": server,
+        "version": "1.0.1",
+        "description": "Echoes (old wording)",
+        "config": {"tool": "echo"},
+        "parameters": {"type": "object", "properties": {"message": {"type": "string"}, "loud": {"type": "boolean"}}},
+    }
+    conn.execute("select publish_tool_version(%s, '[]')", (Jsonb(stale),))
+    report = await import_server(runner.registry, handler.pool, server, runner.environ)
+    changed = [t for t in report.tools if t.status == "changed"]
+    assert [(t.tool_id, t.previous_version, t.version, t.changed) for t in changed] == [
+        (echo, "1.0.1", "1.1.0", ["description", "inputSchema"])
+    ]
+    row = conn.execute(
+        "select v.manifest, v.changelog, v.is_latest from tool_versions v join tools t on t.id = v.tool_uuid"
+        " where t.ref = %s and v.version = '1.1.0'",
+        (echo,),
+    ).fetchone()
+    assert row is not None
+    manifest, changelog, is_latest = row
+    assert is_latest and "description and inputSchema" in changelog
+    assert manifest["metadata"]["mcp_import"] == {
+        "tool": "echo",
+        "server": server,
+        "upstream_changed": True,
+        "changed": ["description", "inputSchema"],
+        "previous_version": "1.0.1",
+    }
+    # every version still runs, each with its own schema
+    for version in ("1.0.0", "1.0.1", "1.1.0", None):
+        result = await runner.run(echo, {"message": "pinned"}, version=version)
+        assert (result.version or "", result.output) == (version or "1.1.0", "Echo: pinned"), result.error
+    assert (await runner.plan(echo, "1.0.1")).parameters["properties"].keys() == {"message", "loud"}  # type: ignore[index]
+    assert (await import_server(runner.registry, handler.pool, server, runner.environ)).counts().get("changed") is None
+
+
+async def test_a_tool_gone_upstream_is_reported_missing_and_kept(
+    mcp: tuple[Runner, McpToolHandler], server: str, conn: psycopg.Connection
+) -> None:
+    runner, handler = mcp
+    gone = {"tool_id": f"{server}.retired", "tool_type": "mcp_tool", "executor": server, "version": "1.0.0"}
+    conn.execute("select publish_tool_version(%s, '[]')", (Jsonb(gone),))
+    report = await import_server(runner.registry, handler.pool, server, runner.environ)
+    assert [(t.tool_id, t.status) for t in report.tools if t.status == "missing"] == [(f"{server}.retired", "missing")]
+
+
+async def test_kiwi_mcp_import_json(
+    server: str, database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KIWI_DATABASE_URL", database_url)
+    monkeypatch.setenv("KIWI_NODE_MODULES", str(NODE_MODULES))
+    monkeypatch.setenv("KIWI_CACHE_DIR", str(tmp_path))
+    parser = argparse.ArgumentParser(prog="kiwi")
+    add_mcp_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["mcp", "import", server, "--json"])
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = await args.handler(args)
+    report = json.loads(out.getvalue())
+    assert code == 0 and report["server"] == server and report["ok"]
+    assert {t["tool_id"] for t in report["tools"]} >= {f"{server}.echo", f"{server}.get-sum"}
+
+
+def test_tool_ids_and_versions() -> None:
+    assert tool_id_for("srv", "read/file name") == "srv.read_file_name"
+    assert tool_id_for("acme/srv", "echo") == "acme/srv.echo"
+    assert next_version("1.0.0") == "1.1.0" and next_version("2.7.3-beta") == "2.8.0"

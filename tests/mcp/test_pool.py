@@ -1,0 +1,175 @@
+"""The session pool against the real everything server over stdio: sharing, reconnecting,
+timeouts, idle shutdown, and no process left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from runner.mcp.pool import CallTimedOut, ConnectionFailed, McpPool, ServerSpec, live_server_pids
+
+from . import EVERYTHING, ROOT, alive, children, unique
+
+NODE = shutil.which("node") or "node"
+
+
+def everything(**kw: float) -> ServerSpec:
+    return ServerSpec(
+        ref="everything_test",
+        key=unique("everything"),
+        transport="stdio",
+        argv=(NODE, str(EVERYTHING), "stdio"),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        **kw,
+    )
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[McpPool]:
+    p = McpPool()
+    yield p
+    await p.aclose()
+
+
+def pid_of(pool: McpPool, spec: ServerSpec) -> int:
+    s = pool.session_for(spec.key)
+    assert s is not None and s.pid is not None
+    return s.pid
+
+
+async def test_the_first_call_connects_and_later_calls_reuse_the_session(pool: McpPool) -> None:
+    spec = everything()
+    result, facts = await pool.call_tool(spec, "echo", {"message": "hi"})
+    assert result.content[0].text == "Echo: hi"  # type: ignore[union-attr]
+    assert facts["connect_ms"] > 0
+    pid = pid_of(pool, spec)
+    _, facts = await pool.call_tool(spec, "echo", {"message": "again"})
+    assert "connect_ms" not in facts and pid_of(pool, spec) == pid
+
+
+async def test_200_concurrent_calls_share_one_session_without_error(pool: McpPool) -> None:
+    spec = everything()
+    results = await asyncio.gather(*(pool.call_tool(spec, "echo", {"message": f"m{i}"}) for i in range(200)))
+    assert [r.content[0].text for r, _ in results] == [f"Echo: m{i}" for i in range(200)]  # type: ignore[union-attr]
+    assert len([p for p in live_server_pids() if p == pid_of(pool, spec)]) == 1
+
+
+async def test_a_killed_server_is_restarted_by_the_next_call(pool: McpPool) -> None:
+    spec = everything()
+    await pool.call_tool(spec, "echo", {"message": "before"})
+    pid = pid_of(pool, spec)
+    os.kill(pid, signal.SIGKILL)
+    await asyncio.sleep(0.1)
+    result, facts = await pool.call_tool(spec, "echo", {"message": "after"})
+    assert result.content[0].text == "Echo: after"  # type: ignore[union-attr]
+    assert facts["attempts"] == 2 and pid_of(pool, spec) != pid
+
+
+async def test_a_tool_error_is_returned_once_and_not_retried(pool: McpPool) -> None:
+    spec = everything()
+    result, facts = await pool.call_tool(spec, "echo", {})
+    assert result.is_error and facts["attempts"] == 1
+
+
+async def test_a_slow_call_times_out_without_retry_and_the_session_survives(pool: McpPool) -> None:
+    spec = everything()
+    await pool.call_tool(spec, "echo", {"message": "warm"})
+    pid = pid_of(pool, spec)
+    with pytest.raises(CallTimedOut):
+        await pool.call_tool(spec, "trigger-long-running-operation", {"duration": 5, "steps": 1}, timeout_s=0.3)
+    result, _ = await pool.call_tool(spec, "echo", {"message": "still here"})
+    assert not result.is_error and pid_of(pool, spec) == pid
+
+
+async def test_an_idle_session_shuts_its_server_down(pool: McpPool) -> None:
+    spec = everything(idle_shutdown_s=0.3)
+    await pool.call_tool(spec, "echo", {"message": "hi"})
+    pid = pid_of(pool, spec)
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert not alive(pid) and pool.session_for(spec.key) is None
+    result, facts = await pool.call_tool(spec, "echo", {"message": "back"})
+    assert not result.is_error and "connect_ms" in facts
+
+
+async def test_aclose_leaves_no_server_process() -> None:
+    pool = McpPool()
+    specs = [everything(), everything()]
+    for spec in specs:
+        await pool.call_tool(spec, "echo", {"message": "hi"})
+    pids = [pid_of(pool, spec) for spec in specs]
+    assert all(alive(p) for p in pids)
+    await pool.aclose()
+    assert not any(alive(p) for p in pids)
+    assert not set(pids) & live_server_pids()
+
+
+async def test_a_server_that_never_answers_fails_its_startup_timeout_and_is_killed(pool: McpPool) -> None:
+    before = children()
+    spec = ServerSpec(
+        ref="mute",
+        key=unique("mute"),
+        transport="stdio",
+        argv=("/bin/sleep", "30"),
+        env={"PATH": "/usr/bin:/bin"},
+        startup_timeout_s=0.3,
+    )
+    started = time.monotonic()
+    with pytest.raises(ConnectionFailed, match=r"did not start within 0\.3 s"):
+        await pool.call_tool(spec, "echo", {}, retries=1)
+    assert time.monotonic() - started < 10
+    await pool.aclose()  # waits for the sessions being discarded to finish closing
+    assert children() <= before
+
+
+async def test_a_server_that_exits_at_once_reports_its_stderr(pool: McpPool) -> None:
+    spec = ServerSpec(
+        ref="broken",
+        key=unique("broken"),
+        transport="stdio",
+        argv=(NODE, "-e", "console.error('boom: no config'); process.exit(3)"),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    with pytest.raises(ConnectionFailed, match="boom: no config"):
+        await pool.call_tool(spec, "echo", {}, retries=0)
+
+
+_ORPHAN = """
+import asyncio, os, sys, time
+from runner.mcp.pool import McpPool, ServerSpec
+async def main():
+    pool = McpPool()
+    spec = ServerSpec(ref="e", key="e", transport="stdio", argv=tuple(sys.argv[1:]), env={"PATH": os.environ["PATH"]})
+    await pool.call_tool(spec, "echo", {"message": "hi"})
+    print(pool.session_for("e").pid, flush=True)
+    if os.environ.get("HANG"):
+        time.sleep(60)  # blocks the loop: only the signal handler can act
+asyncio.run(main())  # ends without pool.aclose(): atexit must clean up
+"""
+
+
+@pytest.mark.parametrize("how", ["exit without aclose", "SIGTERM"])
+def test_no_stdio_server_survives_the_kiwi_process(how: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **({"HANG": "1"} if how == "SIGTERM" else {})}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _ORPHAN, NODE, str(EVERYTHING), "stdio"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    pid = int(proc.stdout.readline())
+    if how == "SIGTERM":
+        assert alive(pid)
+        proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
