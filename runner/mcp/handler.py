@@ -21,6 +21,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from ..dispatch import Dispatcher, LazyPrimitive
 from ..errors import ConfigError, Refused
 from ..expand import as_text, expand_vars
 from ..plan import ChainLink, Plan
@@ -191,3 +192,17 @@ def _positive(config: Mapping[str, Any], key: str, default: float, tool: str) ->
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise ConfigError(f"{tool}: config.{key} must be a positive number, not {value!r}")
     return float(value)
+
+
+def mcp_handler_of(dispatcher: Dispatcher) -> McpToolHandler:
+    """The McpToolHandler that runs `dispatcher`'s mcp_tool plans (created if still lazy), so
+    what uses MCP servers outside a run (an import) shares the pool the runs use."""
+    for handler in dispatcher.handlers:
+        if isinstance(handler, LazyPrimitive) and handler.name == McpToolHandler.name:
+            handler = handler.instance()
+        if isinstance(handler, McpToolHandler):
+            return handler
+    raise ConfigError(
+        "this runner has no MCP handler, so it cannot reach MCP servers",
+        hint="use the default dispatcher, or add an McpToolHandler to it",
+    )

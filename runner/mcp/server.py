@@ -2,7 +2,7 @@
 
     search(query, item_type?, limit?)          find items (query modifiers pass through)
     load(item_id, item_type?, version?, ...)   manifest, executor chain, parameters, files
-    execute(action, item_id, ...)              run | dry_run | create | update | publish | delete
+    execute(action, item_id, ...)              run | dry_run | create | update | publish | delete | import
     help(topic?)                               the whole surface, explained
 
 server = build_server(runner)      # an MCPServer; serve it over stdio or streamable HTTP
@@ -12,6 +12,11 @@ Item types group the registry's tool types: `directive` and `knowledge` are them
 composite, thread). Every answer is structured content plus readable text. Every
 failure, deliberate (a KiwiError) or not, comes back as a tool error (isError) whose
 text says what went wrong and what to do; nothing escapes to the protocol layer.
+
+`execute(action="import", item_id=SERVER)` is `kiwi mcp import SERVER`: the mcp_server's
+tools/list, published as one mcp_tool per tool. It goes through the runner's own MCP pool,
+so the session it opens is the one the imported tools then run on. Only the registry row
+named by item_id decides what is started; no argument of the request reaches the command.
 """
 
 from __future__ import annotations
@@ -28,16 +33,18 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import InvalidParameters, KiwiError, NotFound, Refused, UsageError
+from ..errors import ConfigError, InvalidParameters, KiwiError, NotFound, PrimitiveError, Refused, UsageError
 from ..registry.base import Registry
 from ..run import Runner, RunResult
+from .handler import mcp_handler_of
+from .importer import ImportReport, import_server
 
 __all__ = ["ACTIONS", "ITEM_TYPES", "Deleter", "build_server", "default_deleter", "item_type_of"]
 
 logger = logging.getLogger("kiwi.mcp.server")
 
 ITEM_TYPES = ("directive", "tool", "knowledge")
-ACTIONS = ("run", "dry_run", "create", "update", "publish", "delete")
+ACTIONS = ("run", "dry_run", "create", "update", "publish", "delete", "import")
 HELP_TOPICS = ("overview", "item_types", "search", "load", "execute", "errors", "examples")
 MAX_LIMIT = 200  # what search_tools serves at most
 FETCH_FOR_FILTER = 4  # item_type "tool" is filtered here: ask the registry for this many times the limit
@@ -350,7 +357,8 @@ def build_server(
                     "run: run the item with `parameters`. dry_run: resolve, check parameters and validate "
                     "without running. create: publish a NEW item from `manifest` and `files` (refused if it "
                     "exists). update: publish a new version of an EXISTING item. publish: publish as given. "
-                    "delete: remove the item and all its versions (needs confirm=true)."
+                    "delete: remove the item and all its versions (needs confirm=true). import: item_id names "
+                    "an mcp_server; publish one mcp_tool per tool it lists (<server>.<tool>)."
                 ),
                 json_schema_extra={"enum": list(ACTIONS)},
             ),
@@ -360,7 +368,8 @@ def build_server(
             Field(
                 description=(
                     "The item: tool_id, namespace/tool_id or id@version. For create/update/publish it may be "
-                    "left out (the manifest's tool_id is used); if given, it must match the manifest."
+                    "left out (the manifest's tool_id is used); if given, it must match the manifest. For "
+                    "import: the mcp_server's id (its latest version)."
                 )
             ),
         ] = None,
@@ -389,20 +398,20 @@ def build_server(
             Field(description="delete: must be true to delete; without it you get what would be deleted."),
         ] = False,
     ) -> CallToolResult:
-        """Act on an item: run or dry_run it, create/update/publish it, or delete it. Results are
-        structured (a run gives {tool_id, version, status, output, error, exit_code, duration_ms,
-        executor_chain}); failures are tool errors with a hint."""
+        """Act on an item: run or dry_run it, create/update/publish it, delete it, or import the
+        tools of an MCP server (action=import, item_id=the mcp_server). Results are structured (a run
+        gives {tool_id, version, status, output, error, exit_code, duration_ms, executor_chain});
+        failures are tool errors with a hint."""
 
         async def call() -> CallToolResult:
             if action not in ACTIONS:
-                raise UsageError(
-                    f"unknown action {action!r}",
-                    hint="action is one of run, dry_run, create, update, publish, delete",
-                )
+                raise UsageError(f"unknown action {action!r}", hint="action is one of " + ", ".join(ACTIONS))
             if action in ("run", "dry_run"):
                 return await _run(action == "dry_run")
             if action == "delete":
                 return await _delete()
+            if action == "import":
+                return await _import()
             return await _publish()
 
         async def _run(dry_run: bool) -> CallToolResult:
@@ -503,6 +512,61 @@ def build_server(
             text = f"deleted: {top['tool_id']}" + (f" ({versions} version(s))" if versions is not None else "")
             return _ok(text, {"action": "delete", "deleted": True, **(answer if isinstance(answer, dict) else {})})
 
+        async def _import() -> CallToolResult:
+            ref, ver = _split_ref(item_id, None)
+            if ver is not None:
+                raise UsageError(
+                    f"import takes the server's latest version, not @{ver}",
+                    hint=f"give item_id='{ref}'; publish the server version you want as the latest first",
+                )
+            if manifest or files or parameters:
+                raise UsageError(
+                    "import takes only item_id",
+                    hint="what is started comes from the mcp_server's registry row alone; change the server with "
+                    "action='update', then import it",
+                )
+            try:
+                top = (await reg.chain(ref))[0]
+            except NotFound as e:
+                raise NotFound(
+                    e.message, hint="find MCP servers with search(query='type:mcp_server'), then import one by its id"
+                ) from e
+            if top.get("tool_type") != "mcp_server":
+                raise Refused(
+                    f"{top['tool_id']} is a {top.get('tool_type')}, not an mcp_server; only MCP servers are imported",
+                    hint="find one with search(query='type:mcp_server'), or publish one (tool_type mcp_server, "
+                    "executor subprocess, config {transport, command, args} or {transport, url})",
+                )
+            pool = mcp_handler_of(runner.dispatcher).pool
+            work = import_server(reg, pool, ref, runner.environ)
+            try:
+                report = await asyncio.wait_for(work, timeout=run_timeout_s)
+            except TimeoutError:
+                return _fail(
+                    f"importing {ref} did not finish within the server's limit of {run_timeout_s:g} s",
+                    "check that the server starts and answers tools/list (kiwi mcp import shows its errors)",
+                    kind="timeout",
+                )
+            except (PrimitiveError, ConfigError) as e:  # the server did not start, or cannot be reached
+                own = e.hint.rstrip(".") + "; " if isinstance(e, ConfigError) and e.hint else ""
+                return _fail(
+                    e.message,
+                    own + f"the server's command, url and environment are in load(item_id='{ref}'); fix them with "
+                    "action='update', then import again",
+                    kind=e.kind,
+                )
+            structured: dict[str, Any] = {"action": "import", **report.as_json()}
+            text = _import_text(report)
+            if report.ok:
+                return _ok(text, structured)
+            hint = "each failed tool names its error; fix the cause and import again (published tools stay)"
+            structured["error"] = {"kind": "refused", "message": "some tools could not be published", "hint": hint}
+            return CallToolResult(
+                content=[TextContent(type="text", text=f"error: {text}\nhint: {hint}")],
+                structured_content=_jsonable(structured),
+                is_error=True,
+            )
+
         async def _exists(ref: str) -> bool:
             try:
                 await reg.chain(ref)
@@ -544,7 +608,7 @@ def build_server(
     for fn, title, hints in (
         (search, "Search the Kiwi registry", read_only),
         (load, "Load an item", read_only),
-        (execute, "Run, validate, publish or delete an item", writes),
+        (execute, "Run, validate, publish, delete or import items", writes),
         (help, "How to use Kiwi", read_only),
     ):
         doc = inspect.cleandoc(fn.__doc__ or "")
@@ -572,6 +636,27 @@ def _run_hint(result: RunResult, ref: str) -> str:
     if result.status == "timeout":
         return "the tool hit its own timeout; try smaller inputs, or a version with a longer config.timeout_s"
     return f"the tool ran and failed (exit code {result.exit_code}); check parameters with load(item_id='{ref}')"
+
+
+def _import_text(report: ImportReport) -> str:
+    counts = report.counts()
+    summary = ", ".join(
+        f"{counts[s]} {s}" for s in ("created", "changed", "unchanged", "missing", "error") if s in counts
+    )
+    lines = [f"imported {report.server}: {summary or 'no tools listed'}"]
+    for t in report.tools:
+        line = f"  {t.status:<9} {t.tool_id}" + (f"@{t.version}" if t.version else "")
+        if t.status == "changed":
+            line += f" (was {t.previous_version}; upstream changed its {' and '.join(t.changed)})"
+        elif t.status == "missing":
+            line += " (no longer listed by the server; kept)"
+        if t.error:
+            line += f": {t.error}"
+        lines.append(line)
+    listed = [t.tool_id for t in report.tools if t.status != "missing"]
+    if listed:
+        lines.append(f"\nnext: load(item_id='{listed[0]}') for its parameters, then execute(action='run', ...)")
+    return "\n".join(lines)
 
 
 def _load_text(d: dict[str, Any]) -> str:
@@ -612,6 +697,7 @@ Kiwi is a registry of versioned items. Four tools:
   load(item_id, item_type?, version?, include_content?)  read one: manifest, chain, parameters, files
   execute(action, item_id?, parameters?, version?, manifest?, files?, confirm?)
                                                     run | dry_run | create | update | publish | delete
+                                                    | import (an MCP server's tools)
   help(topic?)                                      this guide; topics: overview, item_types, search,
                                                     load, execute, errors, examples
 Usual flow: search -> load (read the parameters) -> execute action=dry_run (optional) -> action=run.""",
@@ -653,6 +739,12 @@ size_bytes, is_entrypoint, content_text?}]}.""",
   action=publish  manifest + files: publish as given (new item or new version)
   action=delete   item_id: without confirm=true only shows what would be deleted; with it, removes
                   the item and all its versions (refused while other items execute on it)
+  action=import   item_id of an mcp_server: start it (as its registry row says; nothing else is
+                  taken from the request), call tools/list, and publish one mcp_tool per tool as
+                  <server>.<tool> -> {server, ok, counts, tools [{tool_id, tool, status, version,
+                  previous_version, changed, error}]}. status: created (1.0.0), unchanged (nothing
+                  published), changed (a new minor version; `changed` names description and/or
+                  inputSchema), missing (no longer listed; kept, not deleted). Re-import any time.
 Manifest keys: tool_id, tool_type (script, api, directive, knowledge, ...), executor (e.g.
 python_runtime, bash_runtime, node_runtime, directive_runtime, http_client; none for knowledge),
 version (semver), name, description, category, tags, entrypoint (a file path), config,
@@ -682,5 +774,7 @@ The server keeps answering after any error.""",
           files=[{"path": "shout.sh", "is_entrypoint": true,
                   "content_text": "printf '%s' \\"$KIWI_PARAM_TEXT\\" | tr a-z A-Z"}])
   execute(action="delete", item_id="shout")                -> asks to confirm
-  execute(action="delete", item_id="shout", confirm=true)  -> deleted""",
+  execute(action="delete", item_id="shout", confirm=true)  -> deleted
+  execute(action="import", item_id="github")               -> github.create_issue, ... published
+  execute(action="run", item_id="github.create_issue", parameters={...})""",
 }

@@ -25,6 +25,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import KiwiError, RegistryUnavailable, UsageError
 from .errors import from_sqlstate, redact, scrub
+from .plan_cache import PlanCache
 
 __all__ = ["PostgresRegistry"]
 
@@ -78,6 +79,7 @@ class PostgresRegistry:
         max_size: int = 8,
         connect_timeout: float = 5.0,
         timeout: float = 30.0,
+        cache_plans: bool = True,
     ) -> None:
         self._url = url
         self._min_size = min_size
@@ -87,6 +89,7 @@ class PostgresRegistry:
         self._pool: AsyncConnectionPool | None = None
         self._opening: asyncio.Lock | None = None
         self._last_connect_error: BaseException | None = None
+        self._plan_cache = PlanCache(url, connect_timeout) if cache_plans else None
 
     def __repr__(self) -> str:
         return f"PostgresRegistry({redact(self._url)!r})"
@@ -100,7 +103,11 @@ class PostgresRegistry:
     # -- the Registry protocol ---------------------------------------------------------
 
     async def execution_plan(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
-        return await self._value(PLAN_SQL, (tool_id, version))
+        """The plan, from memory while the database's change notifications say it is current
+        (see plan_cache.py; treat it as read-only), else one prepared round trip."""
+        if self._plan_cache is None:
+            return await self._value(PLAN_SQL, (tool_id, version))
+        return await self._plan_cache.get(tool_id, version, lambda: self._value(PLAN_SQL, (tool_id, version)))
 
     async def chain(self, tool_id: str) -> list[dict[str, Any]]:
         return await self._rows(CHAIN_SQL, (tool_id,))
@@ -131,6 +138,8 @@ class PostgresRegistry:
         return await self._value(RUNS_SQL, {"tool_id": tool_id, "limit": limit})
 
     async def aclose(self) -> None:
+        if self._plan_cache is not None:
+            await self._plan_cache.aclose()
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()

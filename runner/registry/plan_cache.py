@@ -1,0 +1,96 @@
+"""Execution plans kept in memory, dropped the moment the database says they may be stale.
+
+The registry notifies the channel `kiwi_plans` at the commit of anything that can change
+a plan (migration 20261121001900_plan_notifications.sql). A PlanCache listens on its
+own connection and serves plans only while it is listening: before LISTEN has
+succeeded, and after the connection is lost, every call goes to the database.
+
+A plan fetched while a notification arrives is not kept (a generation counter moves
+on each notification), so a plan read just before a commit can never outlive it. What
+remains is the notification's own delay: a run that starts within it uses the plan of
+a moment ago, as it would have had it started a moment earlier.
+
+The listener starts on the second plan a registry is asked for, so a one-shot process
+(`kiwi run`) never opens the extra connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+
+CHANNEL = "kiwi_plans"
+MAX_PLANS = 4096
+
+logger = logging.getLogger("kiwi.registry")
+
+
+class PlanCache:
+    def __init__(self, url: str, connect_timeout: float) -> None:
+        self._url = url
+        self._connect_timeout = connect_timeout
+        self._plans: dict[tuple[str, str | None], dict[str, Any]] = {}
+        self._generation = 0
+        self._listening = False
+        self._asked = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def live(self) -> bool:
+        """True while plans are being served from memory."""
+        return self._listening
+
+    async def get(
+        self, tool_id: str, version: str | None, fetch: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """The plan from memory when it is known to be current, else fetched (and kept)."""
+        key = (tool_id, version)
+        if self._listening and key in self._plans:
+            return self._plans[key]
+        self._asked += 1
+        if self._asked == 2 and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._listen())
+        generation = self._generation
+        plan = await fetch()
+        if self._listening and generation == self._generation:
+            if len(self._plans) >= MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    def _drop_all(self) -> None:
+        self._generation += 1
+        self._plans.clear()
+
+    async def _listen(self) -> None:
+        conn: psycopg.AsyncConnection[Any] | None = None
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self._url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout))
+            )
+            await conn.execute(f"listen {CHANNEL}")
+            self._drop_all()  # nothing fetched before LISTEN can be trusted
+            self._listening = True
+            async for _ in conn.notifies():
+                self._drop_all()
+        except (psycopg.Error, OSError) as exc:
+            logger.info("plan cache off: %s", type(exc).__name__)
+        finally:
+            self._listening = False
+            self._drop_all()
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error, OSError):
+                    await conn.close()
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._asked = 0
