@@ -13,10 +13,11 @@ a and b are interleaved with their baseline, warm-ups excluded; medians and p95.
      same stdin and environment: median ratio <= 1.3. The environment is built first,
      once, in the bench's own temporary cache.
   c. `Runner.run("http_echo", ...)` against a local echo server, 50 concurrent tasks
-     in this process, the full path (plan RPC, parameters, http_client, run record):
+     in this process, the full path (plan lookup, parameters, http_client, run record):
      >= 1,000 calls/s. The server (bench/echo_server.py) runs in its own process;
      its capacity is measured and printed, and so are the http_client primitive alone
-     and the plan RPC alone, with the CPU each process spent per call, so a shortfall
+     and the plan lookup alone (served from the registry's in-memory plans while the
+     database's change notifications are live), with the CPU each process spent per call, so a shortfall
      can be traced to the process that ran out.
   d. `kiwi run hello_world -p name=Ada` as a fresh process: median wall time over the
      runs <= 250 ms; `python -c "import psycopg"` and `python -c pass` are timed beside
@@ -479,7 +480,7 @@ async def measure_throughput(
     cases: list[tuple[str, Callable[[int], Awaitable[None]]]] = [
         ("runner", full),
         ("primitive", primitive_alone),
-        ("plan RPC", plan_alone),
+        ("plan lookup", plan_alone),
     ]
     meter = CpuMeter(server.stats)
     try:
@@ -496,7 +497,7 @@ async def measure_throughput(
                 )
                 figures.rounds.append(ThroughputRound(name, calls, rate, latencies, cpu))
                 _log(f"[bench] c: round {r + 1}/{rounds} {name}: {rate:,.0f} calls/s")
-        served = [r for r in figures.rounds if r.what != "plan RPC" and r.cpu.server is not None]
+        served = [r for r in figures.rounds if r.what != "plan lookup" and r.cpu.server is not None]
         if served:
             total_cpu = sum(r.cpu.server or 0.0 for r in served)
             figures.server_cpu_per_request_us = total_cpu / sum(r.calls for r in served) * 1e6
@@ -661,7 +662,7 @@ def _spawn_section(s: SpawnFigures, runs: int) -> list[str]:
                 [f"Runner.run({s.tool!r}, ...)", _mp(s.runner), f"+{median(s.runner) - median(s.direct):.2f} ms"],
                 ["direct spawn, same argv, env, stdin", _mp(s.direct), ""],
                 ["ratio of medians", f"{_ratio(s):.3f}", ""],
-                ["within Runner.run: the plan RPC", _mp(s.plan_rpc), ""],
+                ["within Runner.run: the plan lookup (in memory once warm)", _mp(s.plan_rpc), ""],
                 ["behind Runner.run: the record_runs RPC", _mp(s.record_rpc), ""],
             ],
         ),
@@ -708,9 +709,9 @@ def _throughput_section(c: ThroughputFigures) -> list[str]:
         ),
         "",
         f"{c.concurrency} concurrent tasks, {c.rounds[0].calls:,} calls per round, the three cases in turn, "
-        'after a warm-up. runner: `Runner.run("http_echo", {"message": ...})` (plan RPC, parameters, '
-        "http_client, run record); primitive: the http_client primitive on the same plan; plan RPC: "
-        "`resolve_execution_plan` alone over the runner's pool. CPU per call: this process from "
+        'after a warm-up. runner: `Runner.run("http_echo", {"message": ...})` (plan lookup, parameters, '
+        "http_client, run record); primitive: the http_client primitive on the same plan; plan lookup: "
+        "`registry.execution_plan` alone (in memory while the plan cache listens). CPU per call: this process from "
         "process_time, postgres from /proc (every postgres process: anything else using the cluster "
         "counts too), the echo server from its own clock; machine busy: all cores, from /proc/stat.",
         "",
