@@ -509,3 +509,15 @@ def test_help_mentions_every_command_and_every_run_option(kiwi: Kiwi) -> None:
     assert run_help.code == 0
     for option in ("TOOL", "-p", "KEY=VALUE", "--params", "--version", "--dry-run", "--json"):
         assert option in run_help.out, option
+
+
+def test_the_cli_loads_no_heavy_library_it_does_not_use() -> None:
+    """Regression: wiring `kiwi mcp` imported the MCP SDK at start-up (~0.7 s on every kiwi run).
+    Building the parser must load none of the MCP SDK, the HTTP stack or supabase-py."""
+    probe = (
+        "import sys, runner.cli; runner.cli.build_parser(); "
+        "heavy = ('mcp', 'anyio', 'httpx', 'aiohttp', 'pydantic', 'supabase', 'postgrest', 'yaml'); "
+        "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in heavy}))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

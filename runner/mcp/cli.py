@@ -1,6 +1,7 @@
 """`kiwi mcp import SERVER [--json]`: publish an MCP server's tools as mcp_tool rows.
 
-Wired into runner/cli.py with `add_mcp_commands(sub)`; each parser sets `handler`, an
+Wired into runner/cli.py with `add_mcp_commands(sub)` (which imports nothing of the
+MCP SDK: `kiwi run` must not pay for it); each parser sets `handler`, an
 async function of the parsed arguments returning the exit code, like the other commands.
 """
 
@@ -9,13 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..registry import connect
 from ..run import runner_environ
-from .importer import ImportReport, import_server
-from .pool import McpPool
+
+if TYPE_CHECKING:
+    from .importer import ImportReport
 
 
 def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
@@ -33,6 +35,10 @@ def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
 
 
 async def cmd_mcp_import(args: argparse.Namespace) -> int:
+    # The MCP SDK takes most of a second to import: only this command pays for it.
+    from .importer import import_server
+    from .pool import McpPool
+
     registry = connect(Settings.load())
     pool = McpPool()
     try:
