@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 import psycopg
 from psycopg import sql
 from psycopg.types.string import TextLoader
+from report import Verdict, table
 from synthetic import (
     DB_PREFIX,
     DEFAULT_ADMIN_URL,
@@ -318,36 +319,6 @@ def measure_size(registry: Registry, role: str | None) -> SizeFigures:
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """One summary line: figure against target; ratio = figure / target."""
-
-    metric: str
-    figure: float
-    unit: str
-    op: str  # "<=" or ">="
-    target: float
-    judged: bool = True  # False: shown for context, no verdict
-
-    @property
-    def ratio(self) -> float:
-        return self.figure / self.target
-
-    @property
-    def passed(self) -> bool:
-        return self.figure <= self.target if self.op == "<=" else self.figure >= self.target
-
-    def row(self) -> list[str]:
-        verdict = ("PASS" if self.passed else "FAIL") if self.judged else "(info)"
-        return [
-            self.metric,
-            f"{self.figure:.3f} {self.unit}".strip(),
-            f"{self.op} {self.target:g} {self.unit}".strip(),
-            f"{self.ratio:.2f}",
-            verdict,
-        ]
-
-
 def _k(n: int) -> str:
     return f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
@@ -409,15 +380,6 @@ def verdicts(by_size: dict[int, SizeFigures]) -> list[Verdict]:
         Verdict(f"d. search_tools median over the query mix {at}", median(large.search_pooled), "ms", "<=", 15),
     ]
     return out
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
-
-    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)])
 
 
 def _mp(values: Sequence[float], digits: int = 3) -> str:

@@ -59,6 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
+from report import Verdict, table  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
 from runner.environment import prepare_environment  # noqa: E402
@@ -574,46 +575,6 @@ def measure_lines() -> list[tuple[str, int, int]]:
 # --------------------------------------------------------------------------------------
 # Verdicts and report
 # --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One summary line: figure against target; ratio = figure / target."""
-
-    metric: str
-    figure: float
-    unit: str
-    op: str  # "<=" or ">="
-    target: float
-    judged: bool = True  # False: shown for context, no verdict
-
-    @property
-    def ratio(self) -> float:
-        return self.figure / self.target
-
-    @property
-    def passed(self) -> bool:
-        return self.figure <= self.target if self.op == "<=" else self.figure >= self.target
-
-    def row(self) -> list[str]:
-        verdict = ("PASS" if self.passed else "FAIL") if self.judged else "(info)"
-        digits = 0 if self.unit == "calls/s" else 1 if self.unit == "ms" else 3
-        return [
-            self.metric,
-            f"{self.figure:,.{digits}f} {self.unit}".strip(),
-            f"{self.op} {self.target:,g} {self.unit}".strip(),
-            f"{self.ratio:.2f}",
-            verdict,
-        ]
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
-
-    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)])
 
 
 def verdicts(f: Figures) -> list[Verdict]:

@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from .errors import InvalidParameters, Refused
+from .text import is_utf8
 
 
 @lru_cache(maxsize=512)
@@ -55,7 +56,7 @@ def _not_json(value: Any) -> Iterator[str]:
         path, item, ancestors = stack.pop()
         where = path or "(parameters)"
         if isinstance(item, str):
-            if not _utf8(item):
+            if not is_utf8(item):
                 yield f"{where}: must be valid Unicode text (it holds a lone surrogate)"
         elif isinstance(item, float):
             if not math.isfinite(item):
@@ -67,7 +68,7 @@ def _not_json(value: Any) -> Iterator[str]:
             inner = ancestors | {id(item)}
             if isinstance(item, dict):
                 for key, child in item.items():
-                    if not isinstance(key, str) or not _utf8(key):
+                    if not isinstance(key, str) or not is_utf8(key):
                         yield f"{where}: parameter names must be valid Unicode text"
                         continue
                     stack.append((f"{path}.{key}" if path else key, child, inner))
@@ -75,14 +76,6 @@ def _not_json(value: Any) -> Iterator[str]:
                 stack.extend((f"{path}.{i}" if path else str(i), child, inner) for i, child in enumerate(item))
         elif item is not None and not isinstance(item, bool | int):
             yield f"{where}: must be a JSON value, not {type(item).__name__}"
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 _RULES = {

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from .text import is_utf8
+
 MANIFEST_NAME = "tool.yaml"
 
 
@@ -61,7 +63,7 @@ def load_tool_dir(path: Path) -> ToolDir:
         relative = file.relative_to(path).as_posix()
         if relative == MANIFEST_NAME or file.is_symlink():
             continue
-        if not _utf8(relative):
+        if not is_utf8(relative):
             raise ToolDirError(f"{file}: file names must be UTF-8")
         text = _read_text(file)
         if "\0" in text:
@@ -77,14 +79,6 @@ def _read_text(file: Path) -> str:
         raise ToolDirError(f"{file}: only UTF-8 text files can be published") from exc
     except OSError as exc:
         raise ToolDirError(f"{file}: cannot be read: {exc.strerror or exc}") from exc
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 MAX_MANIFEST_NODES = 100_000  # YAML aliases can make a small file an enormous (or endless) document
@@ -106,7 +100,7 @@ def _not_json(manifest: dict[str, Any]) -> Iterator[str]:
         if isinstance(value, str):
             if "\0" in value:
                 yield f"{where}: holds a NUL character"
-            elif not _utf8(value):
+            elif not is_utf8(value):
                 yield f"{where}: holds a lone surrogate"
         elif isinstance(value, float):
             if not math.isfinite(value):
@@ -122,7 +116,7 @@ def _not_json(manifest: dict[str, Any]) -> Iterator[str]:
             for key, child in value.items():
                 if not isinstance(key, str):
                     yield f"{where}: the key {key!r} is not text (quote it)"
-                elif "\0" in key or not _utf8(key):
+                elif "\0" in key or not is_utf8(key):
                     yield f"{where}: a key holds a NUL character or a lone surrogate"
                 else:
                     stack.append((f"{path}.{key}" if path else key, child, inner))

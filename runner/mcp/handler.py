@@ -26,7 +26,7 @@ from ..errors import ConfigError, Refused
 from ..expand import as_text, expand_vars
 from ..plan import ChainLink, Plan
 from ..primitives.base import Invocation, Outcome
-from ..primitives.subprocess import DEFAULT_PATH, command_argv, command_environment, resolve_command
+from ..primitives.subprocess import DEFAULT_PATH, command_argv, command_environment, positive_number, resolve_command
 from .pool import (
     DEFAULT_CALL_TIMEOUT_S,
     DEFAULT_IDLE_SHUTDOWN_S,
@@ -62,7 +62,7 @@ class McpToolHandler:
         plan, config = invocation.plan, invocation.config
         spec = server_spec(plan, invocation.environ)
         name = upstream_name(plan)
-        timeout_s = _positive(config, "timeout_s", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
+        timeout_s = positive_number(config, "timeout_s", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
         retries = config.get("retries", DEFAULT_RETRIES)
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"{plan.tool_id}: config.retries must be a whole number >= 0, not {retries!r}")
@@ -150,8 +150,8 @@ def server_spec(plan: Plan, environ: Mapping[str, str]) -> ServerSpec:
     return ServerSpec(
         ref=ref,
         key=f"{ref}@{link.version}#{link.content_hash[:16]}:{fingerprint}",
-        startup_timeout_s=_positive(config, "startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S, ref),
-        idle_shutdown_s=_positive(config, "idle_shutdown_s", DEFAULT_IDLE_SHUTDOWN_S, ref),
+        startup_timeout_s=positive_number(config, "startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S, ref),
+        idle_shutdown_s=positive_number(config, "idle_shutdown_s", DEFAULT_IDLE_SHUTDOWN_S, ref),
         **fields,
     )
 
@@ -183,15 +183,6 @@ def _cwd(config: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
     if not path.is_dir():
         raise ConfigError(f"config.cwd is not a directory: {path}")
     return str(path)
-
-
-def _positive(config: Mapping[str, Any], key: str, default: float, tool: str) -> float:
-    value = config.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"{tool}: config.{key} must be a positive number, not {value!r}")
-    return float(value)
 
 
 def mcp_handler_of(dispatcher: Dispatcher) -> McpToolHandler:

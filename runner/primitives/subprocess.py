@@ -341,8 +341,8 @@ def build_spec(invocation: Invocation) -> ProcessSpec:
         env=_environment(invocation, values),
         cwd=_cwd(invocation, values),
         stdin=json.dumps(invocation.params, ensure_ascii=False).encode(),
-        timeout_s=_positive(config, "timeout_s", DEFAULT_TIMEOUT_S, tool),
-        max_output_bytes=int(_positive(config, "max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES, tool)),
+        timeout_s=positive_number(config, "timeout_s", DEFAULT_TIMEOUT_S, tool),
+        max_output_bytes=int(positive_number(config, "max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES, tool)),
     )
 
 
@@ -492,7 +492,8 @@ def _vars(item: Any, environ: Mapping[str, str]) -> Any:
     return expand_vars(item, environ) if isinstance(item, str) else item
 
 
-def _positive(config: Mapping[str, Any], key: str, default: float, tool: str) -> float:
+def positive_number(config: Mapping[str, Any], key: str, default: float, tool: str) -> float:
+    """config[key] as a positive number (timeouts, sizes), its default when absent; else a ConfigError."""
     value = config.get(key)
     if value is None:
         return default

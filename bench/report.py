@@ -1,0 +1,45 @@
+"""What every benchmark's report shares: a verdict per target, and markdown tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One summary line: figure against target; ratio = figure / target."""
+
+    metric: str
+    figure: float
+    unit: str
+    op: str  # "<=" or ">="
+    target: float
+    judged: bool = True  # False: shown for context, no verdict
+
+    @property
+    def ratio(self) -> float:
+        return self.figure / self.target
+
+    @property
+    def passed(self) -> bool:
+        return self.figure <= self.target if self.op == "<=" else self.figure >= self.target
+
+    def row(self) -> list[str]:
+        verdict = ("PASS" if self.passed else "FAIL") if self.judged else "(info)"
+        digits = 0 if abs(self.figure) >= 1000 else 1 if abs(self.figure) >= 100 else 3
+        return [
+            self.metric,
+            f"{self.figure:,.{digits}f} {self.unit}".strip(),
+            f"{self.op} {self.target:,g} {self.unit}".strip(),
+            f"{self.ratio:.2f}",
+            verdict,
+        ]
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)])
