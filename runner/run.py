@@ -182,6 +182,7 @@ class Runner:
                 placeholders=placeholders,
                 environ=self.environ,
                 on_progress=self.on_progress,
+                registry=self.registry,
             )
             result = self._result(plan, await handler.run(invocation))
         result.warnings = warnings

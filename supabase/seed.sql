@@ -139,7 +139,7 @@ select public.publish_tool_version(
  "executor": "subprocess",
  "version": "1.0.0",
  "name": "Directive renderer",
- "description": "Renders a directive: its instructions file is the output, for the agent to follow.",
+ "description": "Renders a directive for the agent to follow: its instructions, its validated inputs, the schemas and availability of exactly the tools it declares, its permissions and the knowledge it cites.",
  "category": "runtimes",
  "tags": [
   "runtime",
@@ -162,10 +162,17 @@ executor: subprocess
 version: 1.0.0
 name: Directive renderer
 description: >-
-  Renders a directive: its instructions file is the output, for the agent to follow.
+  Renders a directive for the agent to follow: its instructions, its validated inputs, the
+  schemas and availability of exactly the tools it declares, its permissions and the
+  knowledge it cites.
 category: runtimes
 tags: [runtime, directive, instructions, agent]
 is_builtin: true
+# Directives are taken by the runner's directive handler (runner/directive.py), chosen by
+# tool_type before any primitive: it resolves the directive's `requires`, `permissions`
+# and `cites` against the registry. The subprocess executor keeps the chain rule (a
+# runtime ends in a primitive); this config is only a fallback for a runner without that
+# handler, which then prints the bare instructions.
 config:
   command: cat
   args: ["{entrypoint}"]
@@ -206,12 +213,61 @@ select public.publish_tool_version(
    "default": "python",
    "description": "The runtime to write it for."
   }
+ ],
+ "requires": {
+  "tools": [
+   {
+    "id": "python_runtime"
+   },
+   {
+    "id": "bash_runtime"
+   },
+   {
+    "id": "node_runtime",
+    "required": false
+   }
+  ],
+  "mcp": [
+   {
+    "server": "filesystem_mcp",
+    "tools": [
+     "read_file",
+     "write_file"
+    ],
+    "required": false
+   }
+  ]
+ },
+ "permissions": {
+  "fs_read": [
+   "**/*"
+  ],
+  "fs_write": [
+   "tools/**"
+  ],
+  "shell": [
+   "python",
+   "bash",
+   "node",
+   "uv",
+   "kiwi"
+  ],
+  "mcp": [
+   "filesystem_mcp.*"
+  ],
+  "tools": [
+   "*_runtime",
+   "kiwi_tool_authoring"
+  ]
+ },
+ "cites": [
+  "kiwi_tool_authoring"
  ]
 }$k$::jsonb,
   $k$[
  {
   "path": "directive.md",
-  "content_text": "# Create a script tool\n\nInputs: `purpose` (what the tool does) and `language` (python, bash or node).\n\n1. Search first: `search` for tools that already do the purpose; reuse one if it fits.\n2. Load the knowledge entry `kiwi_tool_authoring` and follow its manifest format.\n3. Write `tool.yaml` and one entrypoint file for `{language}_runtime`. Declare every\n   input under `parameters`, with a description an agent can act on.\n4. Run it with `execute` (action `dry_run`, then `run`) on a small example and check\n   the JSON it prints.\n5. Publish with `execute` (action `publish`), version 1.0.0, and report the tool id.\n",
+  "content_text": "# Create a script tool\n\nInputs: `purpose` (what the tool does) and `language` (python, bash or node).\n\nTools: the `{language}_runtime` your tool will run on (its availability is in the tool\ncontext beside these instructions); optionally the filesystem MCP server's `read_file`\nand `write_file`, or your own file access within the permissions. Cited knowledge:\n`kiwi_tool_authoring`.\n\n1. Search first: `search` for tools that already do the purpose; reuse one if it fits.\n2. Load the knowledge entry `kiwi_tool_authoring` and follow its manifest format.\n3. Write `tool.yaml` and one entrypoint file for `{language}_runtime`, under `tools/`\n   (the only place you may write). Declare every input under `parameters`, with a\n   description an agent can act on.\n4. Run it with `execute` (action `dry_run`, then `run`) on a small example and check\n   the JSON it prints.\n5. Publish with `execute` (action `publish`), version 1.0.0, and report the tool id.\n",
   "is_entrypoint": true
  }
 ]$k$::jsonb,
@@ -223,6 +279,16 @@ name: Create a script tool
 description: Step-by-step instructions for an agent to write, test and publish a new script tool.
 category: directives
 tags: [directive, authoring, workflow, publishing]
+# The directive format (validated at publish, supabase/migrations/20261121002000_directives.sql):
+#   entrypoint   the instructions, in markdown
+#   parameters   the inputs, as for any tool
+#   requires     tools: [{id, required (default true), version?}] from the registry;
+#                mcp: [{server, tools: [names], required}] imported MCP tools (server.tool)
+#   permissions  fs_read / fs_write: path globs; shell: commands; mcp: "server.tool"
+#                patterns (* allowed); tools: registry ids or patterns
+#   cites        knowledge entries the instructions rely on
+# Running it returns the instructions, the inputs, and the schemas and availability of
+# exactly the declared tools; a missing required tool is an error, an optional one a warning.
 entrypoint: directive.md
 parameters:
   - name: purpose
@@ -234,6 +300,23 @@ parameters:
     enum: [python, bash, node]
     default: python
     description: The runtime to write it for.
+requires:
+  tools:
+    - id: python_runtime
+    - id: bash_runtime
+    - id: node_runtime
+      required: false
+  mcp:
+    - server: filesystem_mcp
+      tools: [read_file, write_file]
+      required: false
+permissions:
+  fs_read: ["**/*"]
+  fs_write: ["tools/**"]
+  shell: [python, bash, node, uv, kiwi]
+  mcp: ["filesystem_mcp.*"]
+  tools: ["*_runtime", kiwi_tool_authoring]
+cites: [kiwi_tool_authoring]
 $k$);
 
 -- everything_mcp (mcp_server)

@@ -29,7 +29,7 @@ from tests.conftest import ROOT
 SCHEMAS = ["public", "kiwi_internal"]
 EXPOSED_SCHEMAS = tomllib.loads((ROOT / "supabase" / "config.toml").read_text())["api"]["schemas"]
 API_ROLES = ["anon", "authenticated"]
-REGISTRY_TABLES = ["tools", "tool_versions", "tool_version_files", "tool_runs"]
+REGISTRY_TABLES = ["tools", "tool_versions", "tool_version_files", "tool_runs", "audit_log", "rate_limits"]
 
 
 def lint(conn: psycopg.Connection, query: str, **params: Any) -> list[str]:
@@ -629,7 +629,8 @@ def test_anon_and_authenticated_cannot_write_tools_versions_or_files(
     conn: psycopg.Connection,
 ) -> None:
     """Project rule: tools, tool_versions and tool_version_files are written only through
-    the publishing and lifecycle RPCs, and tool_runs only through record_run, so anon
+    the publishing and lifecycle RPCs, tool_runs only through record_run, audit_log only
+    through record_audit, and rate_limits only by admins, so anon
     and authenticated hold no INSERT, UPDATE or DELETE on them (nor TRUNCATE, which
     skips RLS), not even on a column or through PUBLIC."""
     offenders = lint(

@@ -25,6 +25,8 @@ import asyncio
 import inspect
 import json
 import logging
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
@@ -34,6 +36,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, InvalidParameters, KiwiError, NotFound, PrimitiveError, Refused, UsageError
+from ..records import params_digest
 from ..registry.base import Registry
 from ..run import Runner, RunResult
 from .handler import mcp_handler_of
@@ -204,6 +207,7 @@ def build_server(
     delete: Deleter | None = None,
     run_timeout_s: float | None = 900.0,
     name: str = "kiwi",
+    session_id: str | None = None,
 ) -> MCPServer:
     """Kiwi's MCP server over `runner` (and `registry`, by default the runner's).
 
@@ -211,8 +215,14 @@ def build_server(
     `run_timeout_s` bounds one `execute` run as a last resort (tools have their own timeouts;
     on expiry the run is cancelled, which kills its process group). The caller owns the runner
     and closes it after serving.
+
+    Every run and dry_run is checked against the registry's rate limits first
+    (`public.take_rate_limit`: per tool, per MCP server, per session; shared by every Kiwi
+    process) and audited afterwards (`public.record_audit`), allowed or refused. `session_id`
+    names this server's session in both; by default a new one per server instance.
     """
     reg: Registry = registry if registry is not None else runner.registry
+    session = session_id or f"mcp-{uuid.uuid4()}"
     deleter = delete if delete is not None else default_deleter(reg)
     server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -416,10 +426,36 @@ def build_server(
 
         async def _run(dry_run: bool) -> CallToolResult:
             ref, ver = _split_ref(item_id, version)
-            work = runner.run(ref, parameters or {}, version=ver, dry_run=dry_run)
+            params = parameters or {}
+            started = time.perf_counter()
+            plan = await _plan_or_none(ref, ver)
+            tool = str(plan["tool_id"]) if plan else ref
+            server_ref = _server_of(plan)
+            audit: dict[str, Any] = {
+                "session_id": session,
+                "action": "dry_run" if dry_run else "run",
+                "tool_id": tool,
+                "server": server_ref,
+                "version": plan.get("version") if plan else ver,
+                "content_hash": plan.get("content_hash") if plan else None,
+            }
+            audit["params_sha256"], audit["params_size"] = params_digest(params)
+            limit = await reg.take_rate_limit(tool, server_ref, session)
+            if not limit.get("allowed", True):
+                retry = limit.get("retry_after_s")
+                reason = str(limit.get("reason") or "rate limit reached")
+                await _audit({**audit, "decision": "refused", "reason": reason, "retry_after_s": retry})
+                return _fail(
+                    f"{tool} was not run: {reason}",
+                    f"retry after {retry} s; rate limits are declared in public.rate_limits",
+                    kind="rate_limited",
+                    extra={"retry_after_s": retry, "limit": limit.get("limit")},
+                )
+            work = runner.run(ref, params, version=ver, dry_run=dry_run)
             try:
                 result = await asyncio.wait_for(work, timeout=run_timeout_s)
             except TimeoutError:
+                await _audit({**audit, "decision": "allowed", "outcome": "timeout", "duration_ms": _ms(started)})
                 return _fail(
                     f"{ref} did not finish within the server's limit of {run_timeout_s:g} s; it was stopped",
                     "the tool's own timeout_s should end it sooner; raise it in the tool's config, or run it "
@@ -427,6 +463,19 @@ def build_server(
                     kind="timeout",
                     extra={"result": {"tool_id": ref, "version": ver, "status": "timeout"}},
                 )
+            same = plan is not None and plan.get("version") == result.version
+            await _audit(
+                {
+                    **audit,
+                    "tool_id": result.tool_id or tool,
+                    "version": result.version,
+                    "content_hash": audit["content_hash"] if same else None,
+                    "decision": "allowed",
+                    "outcome": result.status,
+                    "duration_ms": _ms(started),
+                    "run_id": result.run_id,
+                }
+            )
             structured: dict[str, Any] = result.as_json()
             if dry_run:
                 out = result.output if isinstance(result.output, dict) else {}
@@ -445,6 +494,21 @@ def build_server(
             return CallToolResult(
                 content=[TextContent(type="text", text=text)], structured_content=_jsonable(structured), is_error=True
             )
+
+        async def _plan_or_none(ref: str, ver: str | None) -> dict[str, Any] | None:
+            """The plan the run will use (cached by the registry), for the audit and the limits;
+            None when it cannot be resolved (the run then reports why)."""
+            try:
+                return await reg.execution_plan(ref, ver)
+            except (NotFound, UsageError, Refused):
+                return None
+
+        async def _audit(entry: dict[str, Any]) -> None:
+            """Write the audit row; a failure to write it is logged, never a failed call."""
+            try:
+                await reg.record_audit({k: v for k, v in entry.items() if v is not None})
+            except KiwiError as e:
+                logger.warning("could not audit the call of %s: %s", entry.get("tool_id"), e.message)
 
         async def _publish() -> CallToolResult:
             if manifest is None or manifest == "":
@@ -616,6 +680,18 @@ def build_server(
     return server
 
 
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _server_of(plan: dict[str, Any] | None) -> str | None:
+    """The mcp_server a tool runs on (the first one in its chain), as rate limits name it."""
+    for link in (plan or {}).get("chain") or []:
+        if isinstance(link, dict) and link.get("tool_type") == "mcp_server":
+            return link.get("tool_id")
+    return None
+
+
 def _manifest(value: dict[str, Any] | str) -> tuple[dict[str, Any], str | None]:
     if isinstance(value, dict):
         return dict(value), None
@@ -758,7 +834,9 @@ Every failure is a tool result with isError=true. Its text reads `error: <what w
 `hint: <what to do>`; structured content has {error: {kind, message, hint}} (a failed run also
 carries the run result). Kinds: usage / invalid_parameters (fix the arguments; load shows the
 schema), not_found (search for the id), refused / integrity / config (the registry or runner will
-not go on: read the message), registry_unavailable (the database is down), timeout, internal.
+not go on: read the message), registry_unavailable (the database is down), timeout, internal,
+rate_limited (a rate limit is full: structured content has retry_after_s, seconds to wait).
+Every run and dry_run is audited (public.audit_log), allowed or refused.
 The server keeps answering after any error.""",
     "examples": """\
 ## Examples

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..plan import Plan
+
+if TYPE_CHECKING:
+    from ..registry.base import Registry
 
 Status = Literal["success", "error", "timeout"]
 
@@ -20,6 +23,7 @@ class Invocation:
     `workdir`), beside the parameters, which are also placeholders.
     environ: where `${VAR}` references are resolved (the runner's environment); only
     what the config declares reaches the tool.
+    registry: the runner's registry, for handlers that look other tools up (directives).
     """
 
     plan: Plan
@@ -28,6 +32,7 @@ class Invocation:
     placeholders: dict[str, str] = field(default_factory=dict)
     environ: Mapping[str, str] = field(default_factory=dict)
     on_progress: Callable[[str], None] | None = None
+    registry: Registry | None = None
 
     @property
     def config(self) -> dict[str, Any]:

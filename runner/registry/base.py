@@ -52,4 +52,13 @@ class Registry(Protocol):
         """Recent runs the caller may read (public.tool_runs, newest first)."""
         ...
 
+    async def record_audit(self, entry: dict[str, Any]) -> str:
+        """public.record_audit(p_entry jsonb) -> the audit row's id (one call, allowed or refused)."""
+        ...
+
+    async def take_rate_limit(self, tool_id: str, server: str | None, session: str | None) -> dict[str, Any]:
+        """public.take_rate_limit(p_tool_id, p_server, p_session): take one call from every limit
+        that applies, or none -> {allowed, retry_after_s, limit, reason, limits}."""
+        ...
+
     async def aclose(self) -> None: ...

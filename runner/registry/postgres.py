@@ -39,6 +39,8 @@ RECORD_RUNS_SQL = (
     "select coalesce(array_agg(r.id::text order by r.n), '{}')"
     " from public.record_runs(%s::jsonb) with ordinality as r(id, n)"
 )
+RECORD_AUDIT_SQL = "select public.record_audit(%s::jsonb)"
+TAKE_RATE_LIMIT_SQL = "select public.take_rate_limit(%s, %s, %s)"
 # Rows as JSON, so that they have the shapes the REST backend returns (timestamps and
 # ids as strings). Newest first.
 RUNS_SQL = """
@@ -136,6 +138,12 @@ class PostgresRegistry:
 
     async def runs(self, *, tool_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
         return await self._value(RUNS_SQL, {"tool_id": tool_id, "limit": limit})
+
+    async def record_audit(self, entry: dict[str, Any]) -> str:
+        return str(await self._value(RECORD_AUDIT_SQL, (Jsonb(entry, _dumps),)))
+
+    async def take_rate_limit(self, tool_id: str, server: str | None, session: str | None) -> dict[str, Any]:
+        return await self._value(TAKE_RATE_LIMIT_SQL, (tool_id, server, session))
 
     async def aclose(self) -> None:
         if self._plan_cache is not None:

@@ -102,6 +102,12 @@ class RestRegistry:
     async def record_runs(self, records: list[dict[str, Any]]) -> list[str]:
         return [str(i) for i in await self._rpc("record_runs", {"p_runs": list(records)}) or []]
 
+    async def record_audit(self, entry: dict[str, Any]) -> str:
+        return str(await self._rpc("record_audit", {"p_entry": entry}))
+
+    async def take_rate_limit(self, tool_id: str, server: str | None, session: str | None) -> dict[str, Any]:
+        return await self._rpc("take_rate_limit", {"p_tool_id": tool_id, "p_server": server, "p_session": session})
+
     async def runs(self, *, tool_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
         client = await self._connect()
         query = client.table(RUNS_TABLE).select("*")

@@ -213,6 +213,37 @@ async def test_a_bad_run_record_is_a_usage_error(reg: PostgresRegistry) -> None:
     assert any(p.startswith("status:") for p in info.value.problems)
 
 
+async def test_record_audit_and_take_rate_limit(reg: PostgresRegistry, conn: psycopg.Connection) -> None:
+    """Needs migrations 20261121002100_audit.sql and 20261121002200_rate_limits.sql."""
+    session = f"registry-pg-{uuid.uuid4()}"
+    tool = f"rl_registry_{uuid.uuid4().hex[:8]}"
+    limit_id = conn.execute(
+        "insert into rate_limits (scope, key, max_calls, per_seconds) values ('tool', %s, 1, 60) returning id", (tool,)
+    ).fetchone()[0]
+    try:
+        first = await reg.take_rate_limit(tool, None, session)
+        second = await reg.take_rate_limit(tool, None, session)
+        audit_id = await reg.record_audit(
+            {
+                "session_id": session,
+                "tool_id": tool,
+                "decision": "refused",
+                "reason": second["reason"],
+                "retry_after_s": second["retry_after_s"],
+            }
+        )
+        row = conn.execute("select decision, caller from audit_log where id = %s", (audit_id,)).fetchone()
+    finally:
+        conn.execute("delete from rate_limits where id = %s", (limit_id,))
+        conn.execute("delete from audit_log where session_id = %s", (session,))
+    assert first["allowed"] is True and first["retry_after_s"] is None
+    assert second["allowed"] is False and 0 <= float(second["retry_after_s"]) <= 60
+    assert second["limit"]["key"] == tool
+    assert row == ("refused", "role:postgres")
+    with pytest.raises(UsageError, match="decision"):
+        await reg.record_audit({"session_id": session, "tool_id": tool, "decision": "maybe"})
+
+
 def test_connect_chooses_the_backend_from_the_settings(tmp_path) -> None:
     pg = connect(Settings.load({"KIWI_DATABASE_URL": "postgresql://u:pw@h/d"}, tmp_path / "none.toml"))
     assert isinstance(pg, PostgresRegistry) and "pw" not in repr(pg)

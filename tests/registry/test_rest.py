@@ -281,6 +281,34 @@ async def test_anonymous_callers_cannot_record_runs(fake: FakePostgREST) -> None
             await anon.record_run({"tool_id": "hello_world", "status": "success"})
 
 
+async def test_record_audit_and_take_rate_limit_are_rpcs(
+    reg: RestRegistry, fake: FakePostgREST, conn: psycopg.Connection
+) -> None:
+    """Needs migrations 20261121002100_audit.sql and 20261121002200_rate_limits.sql."""
+    session = f"registry-rest-{uuid.uuid4()}"
+    tool = f"rl_rest_{uuid.uuid4().hex[:8]}"
+    limit_id = conn.execute(
+        "insert into rate_limits (scope, key, max_calls, per_seconds) values ('tool', %s, 1, 60) returning id", (tool,)
+    ).fetchone()[0]
+    try:
+        first = await reg.take_rate_limit(tool, None, session)
+        assert body_of(fake.requests[-1]) == {"p_tool_id": tool, "p_server": None, "p_session": session}
+        assert fake.requests[-1].url.path == "/rest/v1/rpc/take_rate_limit"
+        second = await reg.take_rate_limit(tool, None, session)
+        entry = {"session_id": session, "tool_id": tool, "decision": "refused", "reason": "rate limit"}
+        audit_id = await reg.record_audit(entry)
+        assert body_of(fake.requests[-1]) == {"p_entry": entry}
+        caller = conn.execute("select caller from audit_log where id = %s", (audit_id,)).fetchone()[0]
+    finally:
+        conn.execute("delete from rate_limits where id = %s", (limit_id,))
+        conn.execute("delete from audit_log where session_id = %s", (session,))
+    assert first["allowed"] is True and second["allowed"] is False and second["retry_after_s"] is not None
+    assert caller == "role:service_role"
+    async with RestRegistry(URL, ANON_KEY, transport=httpx.MockTransport(fake)) as anon:
+        with pytest.raises(Refused):
+            await anon.record_audit(entry)
+
+
 async def test_runs_is_a_table_select_newest_first(
     reg: RestRegistry, fake: FakePostgREST, conn: psycopg.Connection
 ) -> None:

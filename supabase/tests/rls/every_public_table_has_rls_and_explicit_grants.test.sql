@@ -4,14 +4,14 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(54);
+select plan(63);
 select tests.make_acme();
 
--- The seven tables of the matrix: a new table must join it (and this list).
+-- The nine tables of the matrix: a new table must join it (and this list).
 select tables_are('public',
   array['namespaces', 'namespace_members', 'tools', 'tool_versions', 'tool_version_files', 'tool_type_rules',
-        'tool_runs'],
-  'schema public holds exactly the seven tables of the RLS matrix');
+        'tool_runs', 'audit_log', 'rate_limits'],
+  'schema public holds exactly the nine tables of the RLS matrix');
 select is_empty(
   $$select c.relname from pg_catalog.pg_class c
      where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p') and not c.relrowsecurity$$,
@@ -84,6 +84,18 @@ select table_privs_are('public', 'tool_runs', 'authenticated', array['SELECT'],
   'authenticated may only select tool_runs: runs are written through record_run');
 select table_privs_are('public', 'tool_runs', 'service_role', array['SELECT', 'DELETE'],
   'service_role may select and delete runs (retention), never write them directly');
+select table_privs_are('public', 'audit_log', 'anon', array[]::text[],
+  'anon holds no privilege on audit_log');
+select table_privs_are('public', 'audit_log', 'authenticated', array['SELECT'],
+  'authenticated may only select audit_log: calls are audited through record_audit');
+select table_privs_are('public', 'audit_log', 'service_role', array['SELECT', 'DELETE'],
+  'service_role may select and delete audit rows (retention), never write them directly');
+select table_privs_are('public', 'rate_limits', 'anon', array[]::text[],
+  'anon holds no privilege on rate_limits');
+select table_privs_are('public', 'rate_limits', 'authenticated', array['SELECT'],
+  'authenticated may only read rate_limits');
+select table_privs_are('public', 'rate_limits', 'service_role', array['SELECT', 'INSERT', 'UPDATE', 'DELETE'],
+  'service_role declares, changes and removes rate limits');
 
 -- Column grants: what authenticated may write into namespaces and namespace_members.
 select column_privs_are('public', 'namespaces', 'namespace', 'authenticated', array['SELECT', 'INSERT'],
@@ -138,6 +150,12 @@ select function_privs_are('public', 'record_run', array['jsonb'], 'authenticated
   'authenticated may execute record_run');
 select function_privs_are('public', 'record_run', array['jsonb'], 'service_role', array['EXECUTE'],
   'service_role may execute record_run');
+select function_privs_are('public', 'record_audit', array['jsonb'], 'anon', array[]::text[],
+  'anon may not execute record_audit');
+select function_privs_are('public', 'record_audit', array['jsonb'], 'authenticated', array['EXECUTE'],
+  'authenticated may execute record_audit');
+select function_privs_are('public', 'take_rate_limit', array['text', 'text', 'text'], 'anon', array['EXECUTE'],
+  'anon may take from rate limits (anonymous calls are limited too)');
 select function_privs_are('public', 'record_runs', array['jsonb'], 'anon', array[]::text[],
   'anon may not execute record_runs');
 select function_privs_are('public', 'record_runs', array['jsonb'], 'authenticated', array['EXECUTE'],

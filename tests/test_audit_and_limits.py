@@ -1,0 +1,198 @@
+"""Audit and rate limits through Kiwi's MCP server, against the real database.
+
+Every execute run/dry_run is a row of public.audit_log, allowed or refused, with the exact
+version and content_hash and the parameters' hash and size (never their values). Rate
+limits are rows of public.rate_limits, enforced by public.take_rate_limit in Postgres, so
+several Kiwi processes share one limit exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from mcp import Client
+from mcp_types import CallToolResult
+
+from runner.config import Settings
+from runner.mcp.server import build_server
+from runner.records import params_digest
+from runner.registry import PostgresRegistry
+from runner.run import Runner
+from tests.conftest import ROOT
+
+SCRIPT = {"main.sh": 'read -r line; echo "{\\"got\\": $(printf %s "$line" | wc -c)}"'}
+
+
+@pytest.fixture
+def limits(conn: psycopg.Connection) -> Iterator[Callable[..., None]]:
+    """Declare rate limits for a test; removed afterwards (their counters go with them)."""
+    made: list[str] = []
+
+    def declare(scope: str, key: str, max_calls: int, per_seconds: int) -> None:
+        row = conn.execute(
+            "insert into rate_limits (scope, key, max_calls, per_seconds) values (%s, %s, %s, %s) returning id",
+            (scope, key, max_calls, per_seconds),
+        ).fetchone()
+        made.append(row[0])
+
+    yield declare
+    for limit_id in made:
+        conn.execute("delete from rate_limits where id = %s", (limit_id,))
+
+
+@pytest.fixture
+def session(conn: psycopg.Connection) -> Iterator[str]:
+    sid = f"test-audit-{uuid.uuid4()}"
+    yield sid
+    conn.execute("delete from audit_log where session_id = %s", (sid,))
+
+
+def audit_rows(conn: psycopg.Connection, session_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "select to_jsonb(a) from audit_log a where session_id = %s order by at, id", (session_id,)
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+async def test_an_allowed_call_is_audited_and_a_refused_one_says_when_to_retry(
+    database_url: str,
+    conn: psycopg.Connection,
+    tmp_path: Path,
+    publish_tool: Callable[..., str],
+    limits: Callable[..., None],
+    session: str,
+) -> None:
+    tool = publish_tool(
+        "audit_echo",
+        {"tool_type": "script", "executor": "bash_runtime", "parameters": [{"name": "token", "type": "string"}]},
+        SCRIPT,
+        entrypoint="main.sh",
+    )
+    limits("tool", tool, 1, 3600)
+    content_hash = conn.execute(
+        "select v.content_hash from tool_versions v join tools t on t.id = v.tool_uuid where t.ref = %s", (tool,)
+    ).fetchone()[0]
+    secret = f"s3cret-{uuid.uuid4().hex}"
+    params = {"token": secret}
+
+    settings = Settings(
+        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
+    )
+    runner = Runner(PostgresRegistry(database_url), settings)
+    try:
+        async with Client(build_server(runner, session_id=session)) as client:
+            first = await client.call_tool("execute", {"action": "run", "item_id": tool, "parameters": params})
+            second = await client.call_tool("execute", {"action": "run", "item_id": tool, "parameters": params})
+    finally:
+        await runner.aclose()
+
+    assert not first.is_error, text_of(first)
+    assert second.is_error, "the second call within the window is refused"
+    refusal = second.structured_content or {}
+    assert refusal["error"]["kind"] == "rate_limited"
+    assert 0 < refusal["retry_after_s"] <= 3600, "a refused call says when to retry"
+    assert "retry" in text_of(second) and "rate limit" in text_of(second)
+
+    allowed, refused = audit_rows(conn, session)
+    assert allowed["decision"] == "allowed" and allowed["outcome"] == "success"
+    assert (allowed["tool_id"], allowed["version"], allowed["content_hash"]) == (tool, "1.0.0", content_hash)
+    assert allowed["duration_ms"] > 0 and allowed["action"] == "run"
+    assert refused["decision"] == "refused" and refused["outcome"] is None
+    assert refused["reason"].startswith(f"rate limit: tool {tool} allows 1 call(s) per 3600 s")
+    assert float(refused["retry_after_s"]) == pytest.approx(refusal["retry_after_s"], abs=1)
+    assert refused["content_hash"] == content_hash, "a refused call still names the version it would have run"
+
+    digest, size = params_digest(params)
+    for row in (allowed, refused):
+        assert (row["params_sha256"], row["params_size"]) == (digest, size)
+        assert secret not in json.dumps(row), "parameter values are never stored"
+
+
+async def test_a_dry_run_is_audited_too(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, session: str
+) -> None:
+    settings = Settings(
+        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
+    )
+    runner = Runner(PostgresRegistry(database_url), settings)
+    try:
+        async with Client(build_server(runner, session_id=session)) as client:
+            result = await client.call_tool(
+                "execute", {"action": "dry_run", "item_id": "hello_world", "parameters": {"name": "Ada"}}
+            )
+            missing = await client.call_tool("execute", {"action": "run", "item_id": f"no_such_{uuid.uuid4().hex}"})
+    finally:
+        await runner.aclose()
+    assert not result.is_error, text_of(result)
+    assert missing.is_error
+    dry, unknown = audit_rows(conn, session)
+    assert (dry["action"], dry["tool_id"], dry["decision"], dry["outcome"]) == (
+        "dry_run",
+        "hello_world",
+        "allowed",
+        "success",
+    )
+    assert dry["content_hash"] and dry["version"]
+    assert (unknown["decision"], unknown["outcome"], unknown["content_hash"]) == ("allowed", "error", None)
+
+
+WORKER = textwrap.dedent(
+    """
+    import asyncio, json, sys, time
+    from runner.registry import PostgresRegistry
+
+    async def main(url, tool, start_at, calls):
+        async with PostgresRegistry(url, cache_plans=False) as reg:
+            await reg.take_rate_limit("warm_up_no_limit_" + tool, None, None)
+            time.sleep(max(0.0, start_at - time.time()))
+            answers = [await reg.take_rate_limit(tool, None, None) for _ in range(calls)]
+        print(json.dumps([a["allowed"] for a in answers]))
+
+    asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])))
+    """
+)
+
+
+def test_two_processes_share_one_rate_limit_exactly(
+    database_url: str, conn: psycopg.Connection, limits: Callable[..., None]
+) -> None:
+    tool = f"rl_shared_{uuid.uuid4().hex[:8]}"
+    limits("tool", tool, 7, 3600)
+    start_at = time.time() + 2.0
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, database_url, tool, str(start_at), "25"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    answers = []
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        answers.append(json.loads(out))
+    allowed = [sum(a) for a in answers]
+    assert sum(allowed) == 7, f"the processes were allowed {allowed} calls; the shared limit is 7"
+    counted = conn.execute(
+        "select c.calls from kiwi_internal.rate_limit_counters c join rate_limits l on l.id = c.limit_id"
+        " where l.key = %s",
+        (tool,),
+    ).fetchone()[0]
+    assert counted == 7, "refused calls take nothing from the limit"
