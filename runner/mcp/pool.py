@@ -111,6 +111,9 @@ class _Session:
         self.in_flight += 1
         try:
             return await self.session.call_tool(name, arguments, read_timeout_seconds=timeout_s)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            # the streams closed under the call (the server died, or the idle shutdown won a race)
+            raise _Lost(f"the connection closed: {type(exc).__name__}") from exc
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 raise _Lost(str(exc)) from exc
