@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .expand import map_strings, variables_in
+from .expand import map_strings
 
 MAX_ERROR_CHARS = 2000
 _MIN_SECRET_LEN = 4  # shorter values ("1", "on") would scrub ordinary words
@@ -28,9 +28,9 @@ def params_digest(params: Any) -> tuple[str, int]:
     return hashlib.sha256(data).hexdigest(), len(data)
 
 
-def secret_values(config: Any, environ: Mapping[str, str]) -> list[str]:
-    """The values of every ${VAR} the config refers to, longest first."""
-    values = {environ[name] for name in variables_in(config) if environ.get(name)}
+def secret_values(names: Iterable[str], environ: Mapping[str, str]) -> list[str]:
+    """The values of the named variables (a config's ${VAR}s: variables_in), longest first."""
+    values = {environ[name] for name in names if environ.get(name)}
     return sorted((v for v in values if len(v) >= _MIN_SECRET_LEN), key=len, reverse=True)
 
 

@@ -28,6 +28,7 @@ from .config import Settings
 from .dispatch import Dispatcher
 from .environment import prepare_environment
 from .errors import KiwiError
+from .expand import variables_in
 from .materialize import materialise
 from .params import coerce_strings, validate_params
 from .plan import Plan
@@ -93,6 +94,18 @@ class Runner:
         self.environ = runner_environ(environ)
         self.on_progress = on_progress
         self.recorder = RunRecorder(registry, on_error=self._warn)
+        self._secret_names: dict[tuple[str, ...], frozenset[str]] = {}
+
+    def _secrets(self, plan: Plan) -> list[str]:
+        """Values of the ${VAR}s the plan's config names, to scrub from what a run reports.
+        The names are found once per chain (its content_hashes pin the merged config)."""
+        key = (plan.content_hash, *(link.content_hash for link in plan.chain))
+        names = self._secret_names.get(key)
+        if names is None:
+            if len(self._secret_names) >= 4096:
+                self._secret_names.clear()
+            names = self._secret_names[key] = frozenset(variables_in(plan.config))
+        return secret_values(names, self.environ)
 
     def _warn(self, message: str) -> None:
         logger.warning("%s", message)
@@ -135,7 +148,7 @@ class Runner:
             values = validate_params(plan.tool_id, plan.parameters, given)
             result = await self._execute(plan, values, dry_run)
         except KiwiError as e:
-            secrets = secret_values(plan.config, self.environ) if plan else []
+            secrets = self._secrets(plan) if plan else []
             result = RunResult(
                 tool_id=plan.tool_id if plan else tool_id,
                 version=plan.version if plan else version,
@@ -189,7 +202,7 @@ class Runner:
         return result
 
     def _result(self, plan: Plan, outcome: Outcome) -> RunResult:
-        secrets = secret_values(plan.config, self.environ)
+        secrets = self._secrets(plan)
         return RunResult(
             tool_id=plan.tool_id,
             version=plan.version,

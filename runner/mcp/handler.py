@@ -54,13 +54,28 @@ class McpToolHandler:
 
     def __init__(self, pool: McpPool | None = None) -> None:
         self.pool = pool or McpPool()
+        # Resolved server specs per (environment, chain): every element's content_hash pins
+        # the merged config, and the runner's environment does not change under it.
+        # (The environment is held with its spec, so its id cannot be reused while cached.)
+        self._specs: dict[tuple[Any, ...], tuple[Mapping[str, str], ServerSpec]] = {}
+
+    def _spec(self, plan: Plan, environ: Mapping[str, str]) -> ServerSpec:
+        key = (id(environ), *(link.content_hash for link in plan.chain))
+        cached = self._specs.get(key)
+        if cached is not None and cached[0] is environ:
+            return cached[1]
+        if len(self._specs) >= 1024:
+            self._specs.clear()
+        spec = server_spec(plan, environ)
+        self._specs[key] = (environ, spec)
+        return spec
 
     def accepts(self, plan: Plan) -> bool:
         return plan.tool_type == "mcp_tool"
 
     async def run(self, invocation: Invocation) -> Outcome:
         plan, config = invocation.plan, invocation.config
-        spec = server_spec(plan, invocation.environ)
+        spec = self._spec(plan, invocation.environ)
         name = upstream_name(plan)
         timeout_s = positive_number(config, "timeout_s", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
         retries = config.get("retries", DEFAULT_RETRIES)
