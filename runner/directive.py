@@ -63,7 +63,7 @@ class DirectiveHandler:
                 f"{plan.tool_id}: a directive needs the registry to look up its tools",
                 hint="run it through runner.run.Runner, which passes its registry",
             )
-        manifest = await _manifest(registry, plan)
+        manifest = plan.manifest
         requires = manifest.get("requires") or {}
         wanted = _wanted(requires)
         servers = sorted({w.server for w in wanted if w.server})
@@ -115,21 +115,6 @@ class DirectiveHandler:
                 detail=detail,
             )
         return Outcome(status="success", output=output, detail=detail)
-
-
-async def _manifest(registry: Registry, plan: Plan) -> dict[str, Any]:
-    """The manifest of the version being run. The plan does not carry it; the latest
-    version's does, through its chain row, and is used when its content is the plan's."""
-    row = next(iter(_roots(await registry.chains_batch([plan.tool_id])).values()), None)
-    if row is None or row.get("error"):
-        raise ConfigError(f"{plan.tool_id}: cannot read its manifest ({(row or {}).get('error')})")
-    if row.get("content_hash") != plan.content_hash:
-        raise ConfigError(
-            f"{plan.tool_id}@{plan.version}: only the latest version of a directive can be run "
-            f"(its declarations are read from the latest, {row.get('version')})",
-            hint=f"run {plan.tool_id} without a version",
-        )
-    return row.get("manifest") or {}
 
 
 def _roots(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

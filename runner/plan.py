@@ -42,6 +42,7 @@ class Plan:
     parameters: dict[str, Any] | None
     outputs: Any = None
     files: list[PlanFile] = field(default_factory=list)
+    manifest: dict[str, Any] = field(default_factory=dict)  # the version's own, as published
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:
@@ -60,6 +61,7 @@ class Plan:
             parameters=data.get("parameters"),
             outputs=data.get("outputs"),
             files=[PlanFile(**{k: f.get(k) for k in PlanFile.__dataclass_fields__}) for f in data.get("files") or []],
+            manifest=data.get("manifest") or {},
         )
 
     @property

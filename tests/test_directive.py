@@ -241,3 +241,28 @@ async def test_malformed_directives_are_refused_through_the_registry_naming_the_
     finally:
         await registry.aclose()
     assert named in str(refused.value)
+
+
+async def test_an_older_version_runs_with_its_own_declarations(
+    runner: Runner, directive: Callable[..., str], conn: psycopg.Connection
+) -> None:
+    """Regression: declarations were read from the latest version, so a pinned older
+    version could not run. The plan now carries the version's own manifest."""
+    tool_id = directive(requires={"tools": ["bash_runtime"]}, cites=["kiwi_tool_authoring"])
+    newer = {
+        "tool_id": tool_id,
+        "tool_type": "directive",
+        "executor": "directive_runtime",
+        "version": "2.0.0",
+        "entrypoint": "directive.md",
+        "parameters": [{"name": "topic", "type": "string", "required": True}],
+        "requires": {"tools": ["no_such_tool_for_v2"]},
+    }
+    files = [{"path": "directive.md", "content_text": "v2", "is_entrypoint": True}]
+    conn.execute("select publish_tool_version(%s, %s)", (Jsonb(newer), Jsonb(files)))
+    old = await runner.run(tool_id, {"topic": "t"}, version="1.0.0")
+    assert old.status == "success", old.error
+    assert list(by_id(old.output)) == ["bash_runtime"]
+    assert [c["id"] for c in old.output["directive"]["cites"]] == ["kiwi_tool_authoring"]
+    latest = await runner.run(tool_id, {"topic": "t"})
+    assert latest.status == "error" and "no_such_tool_for_v2" in (latest.error or "")

@@ -44,7 +44,8 @@ declare
   v_out        kiwi_internal.plan_build;
 begin
   select t.id as tool_uuid, t.ref, t.tool_type, v.id, v.version, v.content_hash, v.executor_id,
-         v.manifest -> 'config' as config, v.manifest -> 'outputs' as outputs, v.parameters_schema
+         v.manifest -> 'config' as config, v.manifest -> 'outputs' as outputs, v.parameters_schema,
+         v.manifest
     into v_root
     from public.tool_versions v join public.tools t on t.id = v.tool_uuid
    where v.id = p_version_uuid;
@@ -112,6 +113,7 @@ begin
     'config',       coalesce(kiwi_internal.jsonb_deep_merge_all(v_configs), '{}'::jsonb),
     'parameters',   v_root.parameters_schema,
     'outputs',      v_root.outputs,
+    'manifest',     v_root.manifest,   -- the version's own manifest (what it declares: requires, ...)
     'files',        coalesce(v_files, '[]'::jsonb));
   v_out.chain_tools := v_tools;
   v_out.chain_versions := v_versions;
