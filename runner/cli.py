@@ -1,4 +1,4 @@
-"""The kiwi command line: run, search, show, publish, runs.
+"""The kiwi command line: run, search, show, publish, runs, approve, deny, approvals.
 
 Every command takes --json for machines; without it, output is for people. Exit codes:
 0 success, 1 the tool ran and failed, 2 bad usage or parameters, 3 not found,
@@ -91,6 +91,17 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--limit", type=limit, default=20, metavar="N", help=limit_help.replace("results", "runs"))
     runs.add_argument("--json", action="store_true", help="print a JSON array")
     runs.set_defaults(handler=cmd_runs)
+
+    for verb, does in (("approve", "approve a pending call: it may then run once"), ("deny", "deny a pending call")):
+        decide = sub.add_parser(verb, help=does)
+        decide.add_argument("approval_id", metavar="ID", help="the approval's id (see `kiwi approvals`)")
+        decide.add_argument("--reason", metavar="R", help="why, kept with the decision")
+        decide.add_argument("--json", action="store_true", help="print the approval as JSON")
+        decide.set_defaults(handler=cmd_decide, approve=verb == "approve")
+
+    pending = sub.add_parser("approvals", help="calls waiting for approval, oldest first")
+    pending.add_argument("--json", action="store_true", help="print a JSON array")
+    pending.set_defaults(handler=cmd_approvals)
 
     from .mcp.cli import add_mcp_commands  # the MCP SDK itself loads only when used
     from .mcp.serve_cli import add_serve_command
@@ -226,7 +237,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
         plan = await registry.execution_plan(tool, version)
     finally:
         await registry.aclose()
-    manifest = chain[0]["manifest"] if chain and (version is None or chain[0]["version"] == version) else None
+    manifest = plan.get("manifest") or None  # the shown version's own
     files = [{k: f[k] for k in ("path", "size_bytes", "sha256", "is_entrypoint")} for f in plan["files"]]
     shown = {
         "tool_id": plan["tool_id"],
@@ -304,6 +315,41 @@ async def cmd_runs(args: argparse.Namespace) -> int:
         ms = f"{r['duration_ms']:.0f} ms" if r.get("duration_ms") is not None else "-"
         err = f"  {(r.get('error_summary') or '').splitlines()[0][:70]}" if r.get("error_summary") else ""
         print(f"{str(r['started_at'])[:19]}  {r['status']:<8} {r['tool_id']}@{r.get('version') or '-':<8} {ms:>8}{err}")
+    return 0
+
+
+async def cmd_decide(args: argparse.Namespace) -> int:
+    """kiwi approve ID / kiwi deny ID: decide a pending approval (public.decide_approval)."""
+    registry = connect(Settings.load())
+    try:
+        approval = await registry.decide_approval(args.approval_id, args.approve, args.reason)
+    finally:
+        await registry.aclose()
+    if args.json:
+        print(json.dumps(approval, ensure_ascii=False, default=str))
+        return 0
+    print(f"{approval['status']}: {approval['id']}  {approval.get('tool_id')}@{approval.get('version') or '-'}")
+    if args.approve:
+        print(f"the requester may now run it once, with approval_id {approval['id']}, before {approval['expires_at']}")
+    return 0
+
+
+async def cmd_approvals(args: argparse.Namespace) -> int:
+    registry = connect(Settings.load())
+    try:
+        rows = await registry.approvals()
+    finally:
+        await registry.aclose()
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, default=str))
+        return 0
+    if not rows:
+        print("no pending approvals", file=sys.stderr)
+    for r in rows:
+        print(
+            f"{r['id']}  {r['tool_id']}@{r.get('version') or '-'}  by {r.get('requested_by')}  "
+            f"expires in {r.get('expires_in_s')} s  ({r.get('approve')} | {r.get('deny')})"
+        )
     return 0
 
 

@@ -29,7 +29,17 @@ from tests.conftest import ROOT
 SCHEMAS = ["public", "kiwi_internal"]
 EXPOSED_SCHEMAS = tomllib.loads((ROOT / "supabase" / "config.toml").read_text())["api"]["schemas"]
 API_ROLES = ["anon", "authenticated"]
-REGISTRY_TABLES = ["tools", "tool_versions", "tool_version_files", "tool_runs", "audit_log", "rate_limits"]
+REGISTRY_TABLES = [
+    "tools",
+    "tool_versions",
+    "tool_version_files",
+    "tool_runs",
+    "audit_log",
+    "rate_limits",
+    "execution_contexts",
+    "approval_policies",
+    "approvals",
+]
 
 
 def lint(conn: psycopg.Connection, query: str, **params: Any) -> list[str]:

@@ -39,6 +39,8 @@ from ..errors import ConfigError, InvalidParameters, KiwiError, NotFound, Primit
 from ..records import params_digest
 from ..registry.base import Registry
 from ..run import Runner, RunResult
+from . import approvals
+from . import permissions as access
 from .handler import mcp_handler_of
 from .importer import ImportReport, import_server
 
@@ -47,7 +49,7 @@ __all__ = ["ACTIONS", "ITEM_TYPES", "Deleter", "build_server", "default_deleter"
 logger = logging.getLogger("kiwi.mcp.server")
 
 ITEM_TYPES = ("directive", "tool", "knowledge")
-ACTIONS = ("run", "dry_run", "create", "update", "publish", "delete", "import")
+ACTIONS = ("run", "dry_run", "create", "update", "publish", "delete", "import", "approve", "deny", "open_context")
 HELP_TOPICS = ("overview", "item_types", "search", "load", "execute", "errors", "examples")
 MAX_LIMIT = 200  # what search_tools serves at most
 FETCH_FOR_FILTER = 4  # item_type "tool" is filtered here: ask the registry for this many times the limit
@@ -407,6 +409,29 @@ def build_server(
             bool,
             Field(description="delete: must be true to delete; without it you get what would be deleted."),
         ] = False,
+        approval_id: Annotated[
+            str | None,
+            Field(
+                description=(
+                    "run: the id of an approved approval (a run that needs approval answers with one); the same "
+                    "parameters then run once. approve/deny: the approval to decide (or give it as item_id)."
+                )
+            ),
+        ] = None,
+        context: Annotated[
+            str | None,
+            Field(
+                description=(
+                    "The execution context the call is made in (an id from running a directive or from "
+                    "action=open_context): run/dry_run are checked against its permissions; for open_context, "
+                    "the parent of the new context."
+                )
+            ),
+        ] = None,
+        permissions: Annotated[
+            dict[str, Any] | None,
+            Field(description="open_context: narrow the permissions {fs_read, fs_write, shell, mcp, tools}."),
+        ] = None,
     ) -> CallToolResult:
         """Act on an item: run or dry_run it, create/update/publish it, delete it, or import the
         tools of an MCP server (action=import, item_id=the mcp_server). Results are structured (a run
@@ -422,6 +447,15 @@ def build_server(
                 return await _delete()
             if action == "import":
                 return await _import()
+            if action == "open_context":
+                ref, ver = _split_ref(item_id, version) if item_id else (None, None)
+                opened = await reg.open_context(session, f"{ref}@{ver}" if ver else ref, context, permissions)
+                return _ok(access.summary(opened), {"action": "open_context", "context": opened})
+            if action in ("approve", "deny"):
+                reason = (parameters or {}).get("reason")
+                return await approvals.decide(
+                    reg, approval_id=approval_id or item_id, approve=action == "approve", reason=reason, session=session
+                )
             return await _publish()
 
         async def _run(dry_run: bool) -> CallToolResult:
@@ -440,6 +474,19 @@ def build_server(
                 "content_hash": plan.get("content_hash") if plan else None,
             }
             audit["params_sha256"], audit["params_size"] = params_digest(params)
+            ctx, child = await access.context_of(reg, context), None  # permissions: see permissions.py
+            audit["directive"] = ctx.get("directive") if ctx else None
+            lacking = access.check(ctx["permissions"], plan) if ctx and plan else None
+            try:
+                if lacking is None and plan and plan.get("tool_type") in access.DIRECTIVE_TYPES and not dry_run:
+                    child = await reg.open_context(session, f"{tool}@{plan.get('version')}", context, None)
+                    audit["directive"] = audit["directive"] or child.get("directive")
+            except Refused as e:
+                lacking = e.message
+            if lacking is not None:
+                reason, message, hint = access.refusal(lacking, tool, ctx or {})
+                await _audit({**audit, "decision": "refused", "reason": reason})
+                return _fail(message, hint, kind="permission_denied", extra={"permission": lacking})
             limit = await reg.take_rate_limit(tool, server_ref, session)
             if not limit.get("allowed", True):
                 retry = limit.get("retry_after_s")
@@ -451,6 +498,11 @@ def build_server(
                     kind="rate_limited",
                     extra={"retry_after_s": retry, "limit": limit.get("limit")},
                 )
+            if not dry_run:  # a call that needs approval waits for one (see approvals.py)
+                held = await approvals.gate(reg, tool=tool, audit=audit, approval_id=approval_id)
+                if held is not None:
+                    await _audit({**audit, "decision": "refused", "reason": held.reason})
+                    return held.result
             work = runner.run(ref, params, version=ver, dry_run=dry_run)
             try:
                 result = await asyncio.wait_for(work, timeout=run_timeout_s)
@@ -477,6 +529,8 @@ def build_server(
                 }
             )
             structured: dict[str, Any] = result.as_json()
+            if child is not None:  # the directive's context: pass it to the calls made following it
+                structured["context"] = child
             if dry_run:
                 out = result.output if isinstance(result.output, dict) else {}
                 validation = out.get("validation") or {"passed": result.ok, "warnings": result.warnings}
@@ -484,6 +538,8 @@ def build_server(
                     validation = {"passed": False, "problem": result.error}
                 structured = {**structured, "dry_run": True, "validation": validation}
             text = _run_text(result, dry_run)
+            if child is not None:
+                text += f"\ncontext: {child['id']}; pass context='{child['id']}' to every call made following it"
             if result.ok:
                 return _ok(text, structured)
             hint = _run_hint(result, ref)
@@ -821,6 +877,16 @@ size_bytes, is_entrypoint, content_text?}]}.""",
                   previous_version, changed, error}]}. status: created (1.0.0), unchanged (nothing
                   published), changed (a new minor version; `changed` names description and/or
                   inputSchema), missing (no longer listed; kept, not deleted). Re-import any time.
+  action=approve  approval_id (or item_id): approve a pending call; parameters {reason}? optional.
+  action=deny     the same, denying it. Never from the session that requested the call.
+Approvals: a run of a tool under an approval policy does not run; it answers with an error of kind
+approval_pending carrying approval {id, expires_at}. After a person runs `kiwi approve ID`, call
+run again with the same parameters and approval_id=ID: it runs once (dry_run needs no approval).
+  action=open_context  item_id? (a directive, or none), context? (the parent), permissions? (narrower)
+                  -> context {id, directive, permissions}. Running a directive opens one too (its
+                  result has `context`). Pass context=ID to run/dry_run: a call outside its permissions
+                  (tools, mcp server.tool, shell command) is refused and audited; a child context can
+                  only narrow its parent's permissions. fs_read/fs_write are not enforced yet.
 Manifest keys: tool_id, tool_type (script, api, directive, knowledge, ...), executor (e.g.
 python_runtime, bash_runtime, node_runtime, directive_runtime, http_client; none for knowledge),
 version (semver), name, description, category, tags, entrypoint (a file path), config,
@@ -835,7 +901,10 @@ Every failure is a tool result with isError=true. Its text reads `error: <what w
 carries the run result). Kinds: usage / invalid_parameters (fix the arguments; load shows the
 schema), not_found (search for the id), refused / integrity / config (the registry or runner will
 not go on: read the message), registry_unavailable (the database is down), timeout, internal,
-rate_limited (a rate limit is full: structured content has retry_after_s, seconds to wait).
+rate_limited (a rate limit is full: structured content has retry_after_s, seconds to wait),
+approval_pending (nothing ran: structured content has approval {id, expires_at}; see execute),
+approval_refused (the approval_id is pending, denied, expired, used, or for other parameters).
+permission_denied: the call is outside its context's permissions; structured content names it.
 Every run and dry_run is audited (public.audit_log), allowed or refused.
 The server keeps answering after any error.""",
     "examples": """\

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from typing import Any
 
 import psycopg
@@ -41,6 +42,15 @@ RECORD_RUNS_SQL = (
 )
 RECORD_AUDIT_SQL = "select public.record_audit(%s::jsonb)"
 TAKE_RATE_LIMIT_SQL = "select public.take_rate_limit(%s, %s, %s)"
+OPEN_CONTEXT_SQL = "select public.open_context(%s, %s, %s::uuid, %s::jsonb)"
+GET_CONTEXT_SQL = "select public.get_context(%s::uuid)"
+APPROVAL_REQUIRED_SQL = "select public.approval_required(%s)"
+REQUEST_APPROVAL_SQL = "select public.request_approval(%s::jsonb)"
+DECIDE_APPROVAL_SQL = "select public.decide_approval(%s::uuid, %s, %s, %s)"
+USE_APPROVAL_SQL = "select public.use_approval(%s::uuid, %s, %s, %s)"
+APPROVALS_SQL = (
+    "select coalesce(jsonb_agg(to_jsonb(p) order by p.requested_at, p.id), '[]') from public.pending_approvals p"
+)
 # Rows as JSON, so that they have the shapes the REST backend returns (timestamps and
 # ids as strings). Newest first.
 RUNS_SQL = """
@@ -68,6 +78,16 @@ logging.getLogger("psycopg.pool").addFilter(_QuietConnectFailures())
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, default=str)
+
+
+def _uuid(value: str) -> str:
+    """An approval id, checked here so that a typo is a usage error naming it, not a cast error."""
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise UsageError(
+            f"not an approval id: {value!r}", hint="approval ids are uuids; list them with `kiwi approvals`"
+        ) from None
 
 
 class PostgresRegistry:
@@ -144,6 +164,38 @@ class PostgresRegistry:
 
     async def take_rate_limit(self, tool_id: str, server: str | None, session: str | None) -> dict[str, Any]:
         return await self._value(TAKE_RATE_LIMIT_SQL, (tool_id, server, session))
+
+    async def open_context(
+        self,
+        session: str,
+        directive: str | None = None,
+        parent: str | None = None,
+        permissions: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        narrowed = Jsonb(permissions, _dumps) if permissions is not None else None
+        return await self._value(OPEN_CONTEXT_SQL, (session, directive, parent, narrowed))
+
+    async def get_context(self, context_id: str) -> dict[str, Any]:
+        return await self._value(GET_CONTEXT_SQL, (context_id,))
+
+    async def approval_required(self, tool_id: str) -> dict[str, Any]:
+        return await self._value(APPROVAL_REQUIRED_SQL, (tool_id,))
+
+    async def request_approval(self, request: dict[str, Any]) -> dict[str, Any]:
+        return await self._value(REQUEST_APPROVAL_SQL, (Jsonb(request, _dumps),))
+
+    async def decide_approval(
+        self, approval_id: str, approve: bool, reason: str | None = None, decider_session: str | None = None
+    ) -> dict[str, Any]:
+        return await self._value(DECIDE_APPROVAL_SQL, (_uuid(approval_id), approve, reason, decider_session))
+
+    async def use_approval(
+        self, approval_id: str, tool_id: str, params_sha256: str, content_hash: str | None = None
+    ) -> dict[str, Any]:
+        return await self._value(USE_APPROVAL_SQL, (_uuid(approval_id), tool_id, params_sha256, content_hash))
+
+    async def approvals(self) -> list[dict[str, Any]]:
+        return list(await self._value(APPROVALS_SQL, ()) or [])
 
     async def aclose(self) -> None:
         if self._plan_cache is not None:

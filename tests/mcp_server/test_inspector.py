@@ -56,6 +56,9 @@ def test_the_inspector_lists_the_four_tools_and_finds_their_schemas_portable(dat
         "publish",
         "delete",
         "import",
+        "approve",
+        "deny",
+        "open_context",
     ]
 
 

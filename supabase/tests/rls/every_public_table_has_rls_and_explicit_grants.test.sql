@@ -4,14 +4,16 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(63);
+select plan(72);
 select tests.make_acme();
 
--- The nine tables of the matrix: a new table must join it (and this list).
+-- The tables of the matrix: a new table must join it (and this list).
 select tables_are('public',
   array['namespaces', 'namespace_members', 'tools', 'tool_versions', 'tool_version_files', 'tool_type_rules',
-        'tool_runs', 'audit_log', 'rate_limits'],
-  'schema public holds exactly the nine tables of the RLS matrix');
+        'tool_runs', 'audit_log', 'rate_limits',
+        'execution_contexts',
+        'approval_policies', 'approvals'],
+  'schema public holds exactly the tables of the RLS matrix');
 select is_empty(
   $$select c.relname from pg_catalog.pg_class c
      where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p') and not c.relrowsecurity$$,
@@ -96,6 +98,24 @@ select table_privs_are('public', 'rate_limits', 'authenticated', array['SELECT']
   'authenticated may only read rate_limits');
 select table_privs_are('public', 'rate_limits', 'service_role', array['SELECT', 'INSERT', 'UPDATE', 'DELETE'],
   'service_role declares, changes and removes rate limits');
+select table_privs_are('public', 'execution_contexts', 'anon', array[]::text[],
+  'anon holds no privilege on execution_contexts');
+select table_privs_are('public', 'execution_contexts', 'authenticated', array['SELECT'],
+  'authenticated may only select execution_contexts: contexts are opened through open_context');
+select table_privs_are('public', 'execution_contexts', 'service_role', array['SELECT', 'DELETE'],
+  'service_role may select and delete contexts (retention), never write them directly');
+select table_privs_are('public', 'approval_policies', 'anon', array[]::text[],
+  'anon holds no privilege on approval_policies');
+select table_privs_are('public', 'approval_policies', 'authenticated', array['SELECT'],
+  'authenticated may only read approval_policies');
+select table_privs_are('public', 'approval_policies', 'service_role', array['SELECT', 'INSERT', 'UPDATE', 'DELETE'],
+  'service_role declares, changes and removes approval policies');
+select table_privs_are('public', 'approvals', 'anon', array[]::text[],
+  'anon holds no privilege on approvals');
+select table_privs_are('public', 'approvals', 'authenticated', array['SELECT'],
+  'authenticated may only select approvals: they change through request/decide/use_approval');
+select table_privs_are('public', 'approvals', 'service_role', array['SELECT', 'DELETE'],
+  'service_role may select and delete approvals (retention), never write them directly');
 
 -- Column grants: what authenticated may write into namespaces and namespace_members.
 select column_privs_are('public', 'namespaces', 'namespace', 'authenticated', array['SELECT', 'INSERT'],

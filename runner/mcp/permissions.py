@@ -1,0 +1,141 @@
+"""Whether a call is within an execution context's permissions.
+
+A context (public.execution_contexts, opened by public.open_context; see
+supabase/migrations/20261121002300_contexts.sql) holds effective permissions in the directive
+manifest's format, every kind present:
+
+    {fs_read: [globs], fs_write: [globs], shell: [commands], mcp: ["server.tool"], tools: [refs]}
+
+`check(permissions, plan)` says whether running `plan` (a resolved execution plan, as
+public.resolve_execution_plan returns it) is allowed: None, or the permission it lacks,
+such as `tools: hello_world is not allowed by ["*_runtime"]`.
+
+    tools     the tool's reference (public/x is x), for every tool but mcp_tools, directives
+              (running one opens a child context instead, which may only narrow) and
+              knowledge (reading text, like load, needs no permission).
+    mcp       `server.tool` for an mcp_tool (the imported tool's id, <server>.<name>).
+    shell     for a tool whose chain ends in the subprocess primitive (mcp_tools aside, which
+              talk to an already started server): the command its config names, as a
+              basename after placeholders (`{env_dir}/bin/python` -> `python`).
+    fs_read, fs_write
+              NOT enforced by the runner yet: a tool's file access is not observed. They
+              are kept in the context (and a child can only narrow them), and reported.
+
+Patterns are fnmatch-style globs, matched exactly as the database matches them
+(kiwi_internal.glob_covers): `*` is any run of characters, `/` and `.` included (`**` is
+the same), `?` one character; everything else, `[` included, is literal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["KINDS", "check", "covers", "shell_command"]
+
+KINDS = ("fs_read", "fs_write", "shell", "mcp", "tools")
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+_EXEMPT_TYPES = ("directive", "thread", "knowledge")
+
+
+@lru_cache(maxsize=1024)
+def _regex(pattern: str) -> re.Pattern[str]:
+    body = re.escape(pattern).replace(r"\*", ".*").replace(r"\?", "[^*]")
+    return re.compile(body, re.DOTALL)
+
+
+def covers(pattern: str, value: str) -> bool:
+    """Whether glob `pattern` matches `value` (a name, or another pattern read as a string)."""
+    return _regex(_ref(pattern)).fullmatch(_ref(value)) is not None
+
+
+def _ref(ref: str) -> str:
+    ref = ref.strip()
+    return ref[len("public/") :] if ref.startswith("public/") else ref
+
+
+def _allowed(patterns: Any, value: str) -> bool:
+    return any(covers(str(p), value) for p in patterns or [])
+
+
+def _lacks(kind: str, value: str, patterns: Any) -> str:
+    return f"{kind}: {value} is not allowed by {json.dumps(list(patterns or []))}"
+
+
+def shell_command(plan: Mapping[str, Any]) -> str | None:
+    """The command a subprocess tool runs, as a basename (None when there is none)."""
+    config = plan.get("config") or {}
+    command = config.get("command") if isinstance(config, Mapping) else None
+    if not isinstance(command, str) or not command.strip():
+        return None
+    first = command.strip().split()[0]
+    resolved = _PLACEHOLDER.sub("x", first)  # {env_dir}/bin/python -> x/bin/python
+    name = resolved.replace("\\", "/").rsplit("/", 1)[-1]
+    return name or None
+
+
+def _server_of(plan: Mapping[str, Any]) -> str | None:
+    for link in plan.get("chain") or []:
+        if isinstance(link, Mapping) and link.get("tool_type") == "mcp_server":
+            return str(link.get("tool_id"))
+    return None
+
+
+def check(permissions: Mapping[str, Any], plan: Mapping[str, Any]) -> str | None:
+    """None if `plan` may run under `permissions`, else the permission it lacks."""
+    tool_id = _ref(str(plan.get("tool_id") or ""))
+    tool_type = plan.get("tool_type")
+    if tool_type in _EXEMPT_TYPES:
+        return None
+    if tool_type == "mcp_tool":
+        server = _server_of(plan)
+        name = tool_id
+        if server and not tool_id.startswith(_ref(server) + "."):
+            upstream = (plan.get("config") or {}).get("tool") or tool_id
+            name = f"{_ref(server)}.{upstream}"
+        if not _allowed(permissions.get("mcp"), name):
+            return _lacks("mcp", name, permissions.get("mcp"))
+        return None
+    if not _allowed(permissions.get("tools"), tool_id):
+        return _lacks("tools", tool_id, permissions.get("tools"))
+    if plan.get("primitive") == "subprocess" and "shell" in permissions:
+        command = shell_command(plan)
+        if command is not None and not _allowed(permissions.get("shell"), command):
+            return _lacks("shell", f"{command} (run by {tool_id})", permissions.get("shell"))
+    return None
+
+
+# --- contexts, for the MCP server -------------------------------------------------------
+
+DIRECTIVE_TYPES = ("directive", "thread")
+
+
+async def context_of(registry: Any, context_id: str | None) -> dict[str, Any] | None:
+    """The caller's context `context_id` (public.get_context), or None without one."""
+    if context_id is None or not str(context_id).strip():
+        return None
+    return await registry.get_context(str(context_id).strip())
+
+
+def refusal(lacking: str, tool: str, context: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(audit reason, message, hint) for a call `context` does not allow."""
+    under = f"directive {context['directive']}" if context.get("directive") else "this context"
+    message = f"{tool} was not run: {under} lacks the permission {lacking}"
+    hint = (
+        "stay within the directive's permissions (load the directive to read them); a tool it needs must be "
+        "declared under permissions in its manifest, or run from a context that allows it"
+    )
+    return f"permission {lacking}", message, hint
+
+
+def summary(context: Mapping[str, Any]) -> str:
+    """One line per kind of a context's permissions."""
+    perms = context.get("permissions") or {}
+    lines = [f"context {context['id']}" + (f" (directive {context['directive']})" if context.get("directive") else "")]
+    lines += [f"  {kind}: {json.dumps(perms.get(kind, []))}" for kind in KINDS]
+    lines.append("  (fs_read/fs_write are recorded but not enforced by the runner yet)")
+    lines.append(f"next: pass context='{context['id']}' to every execute call made under it")
+    return "\n".join(lines)

@@ -1,0 +1,430 @@
+-- Approvals: a call of a tool that a policy marks as needing approval does not run at
+-- once. A pending approval is recorded (which tool, exact version and content_hash,
+-- which session, who asked; the parameters only as their sha256 and size, never their
+-- values) and the call answers with its id. A person decides (`kiwi approve ID`,
+-- `kiwi deny ID`, or MCP execute action=approve|deny); the approved call, repeated with
+-- the same parameters and approval_id=ID, runs ONCE. Every approval expires.
+--
+-- Policies are data (public.approval_policies): a pattern, a tool reference or an
+-- MCP `server.tool` glob where `*` matches anything (`github.*`, `acme/deploy_*`, `*`),
+-- and how long an approval stays valid (ttl_seconds). Admins (service_role) write them;
+-- signed-in users read them.
+--
+-- Who decides (decide_approval): admins (service_role, the dashboard's postgres, the
+-- runner's direct connection), or an owner of the tool's namespace who did not ask for
+-- the call (nobody approves their own request, except admins). Tools of the `public`
+-- namespace have no owner: only admins decide those. Optionally the decider names its
+-- session (p_decider_session), and a call is never approved from the session that
+-- requested it: an agent cannot approve itself through Kiwi's MCP server.
+--
+-- Who uses (use_approval): only the caller who requested it, for the same tool, the same
+-- parameters (sha256), and, when given, the same content_hash; approved, unexpired and
+-- unused. Using it marks it used in the same statement, so it runs once however many
+-- processes race for it.
+--
+-- Expiry is computed on read: an approval still pending or approved after expires_at
+-- is shown (and refused) as expired; the stored status is not rewritten.
+
+create table public.approval_policies (
+  id           uuid primary key default gen_random_uuid(),
+  pattern      text not null
+               constraint approval_policies_pattern_format
+               check (char_length(pattern) between 1 and 300 and pattern !~ '[[:cntrl:]]'),
+  ttl_seconds  int not null default 3600
+               constraint approval_policies_ttl_seconds_range check (ttl_seconds between 1 and 2592000),
+  enabled      boolean not null default true,
+  description  text constraint approval_policies_description_length check (char_length(description) <= 500),
+  created_at   timestamptz not null default now(),
+  constraint approval_policies_pattern_key unique (pattern)
+);
+comment on table public.approval_policies is
+  'Tools whose calls need approval: pattern is a tool reference or an MCP server.tool glob (* matches anything); an approval is valid for ttl_seconds. Written by admins (service_role); readable by signed-in users.';
+comment on column public.approval_policies.pattern is
+  'A tool reference (acme/deploy), or a glob over references and MCP server.tool ids: github.*, acme/deploy_*, *.';
+comment on column public.approval_policies.ttl_seconds is
+  'How long an approval requested under this policy may be decided and used (1 s to 30 days).';
+
+-- Patterns are stored as references are everywhere else: public/x is x.
+create function kiwi_internal.approval_policies_normalize() returns trigger
+  language plpgsql
+  set search_path = ''
+as $$
+begin
+  new.pattern := kiwi_internal.normalize_ref(new.pattern);
+  return new;
+end
+$$;
+revoke execute on function kiwi_internal.approval_policies_normalize() from public;
+create trigger approval_policies_normalize
+  before insert or update on public.approval_policies
+  for each row execute function kiwi_internal.approval_policies_normalize();
+
+alter table public.approval_policies enable row level security;
+revoke all on table public.approval_policies from public, anon, authenticated, service_role;
+grant select on table public.approval_policies to authenticated;
+grant select, insert, update, delete on table public.approval_policies to service_role;
+
+create policy "signed-in users and admins read approval policies"
+  on public.approval_policies for select to authenticated, service_role
+  using (true);
+create policy "admins declare approval policies"
+  on public.approval_policies for insert to service_role
+  with check ((select kiwi_internal.caller_is_admin()));
+create policy "admins change approval policies"
+  on public.approval_policies for update to service_role
+  using ((select kiwi_internal.caller_is_admin()))
+  with check ((select kiwi_internal.caller_is_admin()));
+create policy "admins remove approval policies"
+  on public.approval_policies for delete to service_role
+  using ((select kiwi_internal.caller_is_admin()));
+
+create table public.approvals (
+  id             uuid primary key default gen_random_uuid(),
+  tool_id        text not null
+                 constraint approvals_tool_id_length check (char_length(tool_id) between 1 and 300),
+  namespace      text not null,
+  version        text constraint approvals_version_length check (char_length(version) <= 128),
+  content_hash   text constraint approvals_content_hash_format check (content_hash ~ '^[0-9a-f]{64}$'),
+  params_sha256  text not null constraint approvals_params_sha256_format check (params_sha256 ~ '^[0-9a-f]{64}$'),
+  params_size    int constraint approvals_params_size_range check (params_size >= 0),
+  session_id     text constraint approvals_session_id_length check (char_length(session_id) between 1 and 200),
+  status         text not null default 'pending'
+                 constraint approvals_status_values
+                 check (status in ('pending', 'approved', 'denied', 'used', 'expired')),
+  policy         text,
+  requested_by   text not null,
+  decided_by     text,
+  requested_at   timestamptz not null default clock_timestamp(),
+  decided_at     timestamptz,
+  expires_at     timestamptz not null,
+  used_at        timestamptz,
+  reason         text constraint approvals_reason_length check (char_length(reason) <= 2000),
+  constraint approvals_expire_after_request check (expires_at > requested_at),
+  constraint approvals_decided_have_a_decider
+    check (status in ('pending', 'expired') or (decided_by is not null and decided_at is not null)),
+  constraint approvals_used_have_a_time check ((status = 'used') = (used_at is not null))
+);
+comment on table public.approvals is
+  'Calls waiting for, or given, approval: which tool (exact version and content_hash), who asked, in which session, the parameters as sha256 and size only. Written only through request_approval, decide_approval and use_approval. Requesters read their own, namespace owners those of their tools, admins all.';
+comment on column public.approvals.status is
+  'pending, approved, denied or used as stored; an approval past expires_at that is still pending or approved is expired (computed on read: see pending_approvals and the RPCs'' answers).';
+comment on column public.approvals.params_sha256 is 'sha256 (hex) of the parameters as the runner serialised them; never the values. use_approval requires the same.';
+comment on column public.approvals.requested_by is 'Set by the database (kiwi_internal.caller_identity()): the only caller who may use the approval.';
+comment on column public.approvals.decided_by is 'Who approved or denied it, set by the database.';
+comment on column public.approvals.policy is 'The approval_policies pattern that required it, if any.';
+comment on column public.approvals.reason is 'Why it was approved or denied, as the decider wrote it.';
+
+create index approvals_requested_by_idx on public.approvals (requested_by, requested_at desc);
+create index approvals_pending_idx on public.approvals (expires_at) where status = 'pending';
+create index approvals_namespace_idx on public.approvals (namespace);
+
+alter table public.approvals enable row level security;
+revoke all on table public.approvals from public, anon, authenticated, service_role;
+grant select on table public.approvals to authenticated;
+grant select, delete on table public.approvals to service_role;
+
+create policy "requesters, namespace owners and admins read approvals"
+  on public.approvals for select to authenticated, service_role
+  using ((select kiwi_internal.caller_is_admin())
+         or requested_by = (select kiwi_internal.caller_identity())
+         or namespace = any ((select kiwi_internal.my_namespaces(true))::text[]));
+create policy "admins delete approvals"
+  on public.approvals for delete to service_role
+  using ((select kiwi_internal.caller_is_admin()));
+
+-- The status as a reader should see it: expired once past expires_at while still open.
+create function kiwi_internal.approval_status(p_status text, p_expires_at timestamptz) returns text
+  language sql stable
+  set search_path = ''
+as $$
+  select case when p_status in ('pending', 'approved') and clock_timestamp() > p_expires_at then 'expired'
+              else p_status end
+$$;
+revoke execute on function kiwi_internal.approval_status(text, timestamptz) from public;
+grant execute on function kiwi_internal.approval_status(text, timestamptz) to authenticated, service_role;
+
+create function kiwi_internal.approval_json(p_row public.approvals) returns jsonb
+  language sql stable
+  set search_path = ''
+as $$
+  select to_jsonb(p_row) || jsonb_build_object(
+    'status', kiwi_internal.approval_status(p_row.status, p_row.expires_at),
+    'decide', format('kiwi approve %s   (or: kiwi deny %s)', p_row.id, p_row.id))
+$$;
+revoke execute on function kiwi_internal.approval_json(public.approvals) from public;
+grant execute on function kiwi_internal.approval_json(public.approvals) to authenticated, service_role;
+
+-- The enabled policy that applies to a tool: the shortest ttl when several match.
+create function kiwi_internal.approval_policy_for(p_tool_id text) returns public.approval_policies
+  language plpgsql stable security definer
+  set search_path = ''
+as $$
+declare
+  v_tool   text := kiwi_internal.normalize_ref(p_tool_id);
+  v_policy public.approval_policies;
+begin
+  select * into v_policy
+    from public.approval_policies p
+   where p.enabled
+     and v_tool like replace(replace(replace(replace(p.pattern, '\', '\\'), '%', '\%'), '_', '\_'), '*', '%')
+   order by p.ttl_seconds, char_length(p.pattern) desc, p.pattern
+   limit 1;
+  return v_policy;
+end
+$$;
+revoke execute on function kiwi_internal.approval_policy_for(text) from public;
+grant execute on function kiwi_internal.approval_policy_for(text) to authenticated, service_role;
+
+create function public.approval_required(p_tool_id text) returns jsonb
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  v_policy public.approval_policies := kiwi_internal.approval_policy_for(p_tool_id);
+begin
+  if v_policy.id is null then
+    return jsonb_build_object('required', false, 'tool_id', kiwi_internal.normalize_ref(p_tool_id));
+  end if;
+  return jsonb_build_object('required', true, 'tool_id', kiwi_internal.normalize_ref(p_tool_id),
+                            'policy', v_policy.pattern, 'policy_id', v_policy.id,
+                            'ttl_seconds', v_policy.ttl_seconds);
+end
+$$;
+comment on function public.approval_required(text) is
+  'Whether calls of p_tool_id (a tool reference or MCP server.tool) need approval: {required, tool_id, policy (the matching pattern), policy_id, ttl_seconds}.';
+revoke execute on function public.approval_required(text) from public;
+grant execute on function public.approval_required(text) to authenticated, service_role;
+
+-- What is wrong with a request, each problem named by its field.
+create function kiwi_internal.approval_request_problems(p jsonb) returns text[]
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  v_problems text[] := '{}';
+  v_key      text;
+  v_allowed  constant text[] := array['tool_id', 'version', 'content_hash', 'params_sha256', 'params_size',
+                                      'session_id'];
+begin
+  if p is null or jsonb_typeof(p) <> 'object' then
+    return array['request: must be a JSON object'];
+  end if;
+  for v_key in select jsonb_object_keys(p) loop
+    if not v_key = any (v_allowed) then
+      v_problems := v_problems || format('%s: unknown field (allowed: %s; parameter values are never taken)',
+                                         v_key, array_to_string(v_allowed, ', '));
+    end if;
+  end loop;
+  if jsonb_typeof(p -> 'tool_id') is distinct from 'string' or kiwi_internal.normalize_ref(p ->> 'tool_id') = ''
+     or char_length(p ->> 'tool_id') > 300 or (p ->> 'tool_id') ~ '[[:cntrl:]]' then
+    v_problems := v_problems || 'tool_id: required, the tool reference being called (at most 300 characters)'::text;
+  end if;
+  if jsonb_typeof(p -> 'params_sha256') is distinct from 'string' or (p ->> 'params_sha256') !~ '^[0-9a-f]{64}$' then
+    v_problems := v_problems || 'params_sha256: required, a sha256 in lower-case hex (64 characters)'::text;
+  end if;
+  if jsonb_typeof(p -> 'content_hash') not in ('string', 'null')
+     or (jsonb_typeof(p -> 'content_hash') = 'string' and (p ->> 'content_hash') !~ '^[0-9a-f]{64}$') then
+    v_problems := v_problems || 'content_hash: must be a sha256 in lower-case hex (64 characters)'::text;
+  end if;
+  if jsonb_typeof(p -> 'version') not in ('string', 'null') or char_length(p ->> 'version') > 128 then
+    v_problems := v_problems || 'version: must be a string of at most 128 characters'::text;
+  end if;
+  if jsonb_typeof(p -> 'session_id') not in ('string', 'null')
+     or (jsonb_typeof(p -> 'session_id') = 'string'
+         and (btrim(p ->> 'session_id') = '' or char_length(p ->> 'session_id') > 200
+              or (p ->> 'session_id') ~ '[[:cntrl:]]')) then
+    v_problems := v_problems || 'session_id: at most 200 characters, no control characters'::text;
+  end if;
+  if jsonb_typeof(p -> 'params_size') not in ('number', 'null')
+     or (jsonb_typeof(p -> 'params_size') = 'number'
+         and ((p ->> 'params_size')::numeric <> trunc((p ->> 'params_size')::numeric)
+              or (p ->> 'params_size')::numeric not between 0 and 2147483647)) then
+    v_problems := v_problems || 'params_size: must be a whole number of bytes, 0 or more'::text;
+  end if;
+  return v_problems;
+end
+$$;
+revoke execute on function kiwi_internal.approval_request_problems(jsonb) from public;
+grant execute on function kiwi_internal.approval_request_problems(jsonb) to authenticated, service_role;
+
+create function kiwi_internal.request_approval(p jsonb) returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_problems text[] := kiwi_internal.approval_request_problems(p);
+  v_tool     text;
+  v_policy   public.approval_policies;
+  v_now      timestamptz := clock_timestamp();
+  v_row      public.approvals;
+begin
+  if kiwi_internal.caller_role() = 'anon' then
+    raise exception 'anonymous callers cannot request approvals' using errcode = '42501', hint = 'sign in';
+  end if;
+  if cardinality(v_problems) > 0 then
+    raise exception 'invalid approval request: %', array_to_string(v_problems, '; ')
+      using errcode = '22023', detail = to_jsonb(v_problems)::text,
+            hint = 'fix the fields named above; nothing was recorded';
+  end if;
+  v_tool := kiwi_internal.normalize_ref(p ->> 'tool_id');
+  v_policy := kiwi_internal.approval_policy_for(v_tool);
+
+  insert into public.approvals (tool_id, namespace, version, content_hash, params_sha256, params_size, session_id,
+                                policy, requested_by, requested_at, expires_at)
+  values (v_tool, case when v_tool like '%/%' then split_part(v_tool, '/', 1) else 'public' end,
+          p ->> 'version', p ->> 'content_hash', p ->> 'params_sha256', (p ->> 'params_size')::int,
+          p ->> 'session_id', v_policy.pattern, kiwi_internal.caller_identity(), v_now,
+          v_now + make_interval(secs => coalesce(v_policy.ttl_seconds, 3600)))
+  returning * into v_row;
+  return kiwi_internal.approval_json(v_row);
+end
+$$;
+revoke execute on function kiwi_internal.request_approval(jsonb) from public;
+grant execute on function kiwi_internal.request_approval(jsonb) to authenticated, service_role;
+
+create function public.request_approval(p jsonb) returns jsonb
+  language plpgsql volatile
+  set search_path = ''
+as $$
+begin
+  return kiwi_internal.request_approval(p);
+end
+$$;
+comment on function public.request_approval(jsonb) is
+  'Record a pending approval for a call: {tool_id, params_sha256 (required), version, content_hash, params_size, session_id}; never parameter values. It expires after the matching policy''s ttl_seconds (3600 without one). Returns the approval (id, status, expires_at, decide: how to decide it).';
+revoke execute on function public.request_approval(jsonb) from public;
+grant execute on function public.request_approval(jsonb) to authenticated, service_role;
+
+create function kiwi_internal.decide_approval(p_id uuid, p_approve boolean, p_reason text, p_decider_session text)
+  returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_row    public.approvals;
+  v_me     text := kiwi_internal.caller_identity();
+  v_admin  boolean := kiwi_internal.caller_is_admin();
+  v_status text;
+begin
+  if p_id is null or p_approve is null then
+    raise exception 'decide_approval: p_id and p_approve are required' using errcode = '22023';
+  end if;
+  if char_length(p_reason) > 2000 then
+    raise exception 'p_reason: at most 2000 characters' using errcode = '22023';
+  end if;
+  select * into v_row from public.approvals a where a.id = p_id for update;
+  if not found or not (v_admin or v_row.requested_by = v_me
+                       or v_row.namespace = any (kiwi_internal.my_namespaces(true))) then
+    raise exception 'approval % not found', p_id using errcode = 'PT404',
+      hint = 'list pending approvals with `kiwi approvals` (select * from pending_approvals)';
+  end if;
+  if not (v_admin or (v_row.namespace = any (kiwi_internal.my_namespaces(true)) and v_row.requested_by <> v_me)) then
+    raise exception 'you cannot decide approval % of %', p_id, v_row.tool_id using errcode = '42501',
+      hint = 'an owner of the tool''s namespace (not the requester) or an admin decides';
+  end if;
+  if p_approve and p_decider_session is not null and v_row.session_id = p_decider_session then
+    raise exception 'approval % cannot be approved from the session that requested it', p_id
+      using errcode = '42501', hint = 'a person approves it: kiwi approve ' || p_id;
+  end if;
+  v_status := kiwi_internal.approval_status(v_row.status, v_row.expires_at);
+  if v_status <> 'pending' then
+    raise exception 'approval % is %, not pending: it cannot be decided again', p_id, v_status
+      using errcode = 'PT409',
+      hint = case when v_status = 'expired' then 'call the tool again for a new approval'
+                  else 'list pending approvals with `kiwi approvals`' end;
+  end if;
+  update public.approvals a
+     set status = case when p_approve then 'approved' else 'denied' end,
+         decided_by = v_me, decided_at = clock_timestamp(), reason = nullif(btrim(p_reason), '')
+   where a.id = p_id
+  returning * into v_row;
+  return kiwi_internal.approval_json(v_row);
+end
+$$;
+revoke execute on function kiwi_internal.decide_approval(uuid, boolean, text, text) from public;
+grant execute on function kiwi_internal.decide_approval(uuid, boolean, text, text) to authenticated, service_role;
+
+create function public.decide_approval(p_id uuid, p_approve boolean, p_reason text default null,
+                                       p_decider_session text default null) returns jsonb
+  language plpgsql volatile
+  set search_path = ''
+as $$
+begin
+  return kiwi_internal.decide_approval(p_id, p_approve, p_reason, p_decider_session);
+end
+$$;
+comment on function public.decide_approval(uuid, boolean, text, text) is
+  'Approve (p_approve true) or deny a pending approval, with an optional reason. Admins decide any; an owner of the tool''s namespace decides those of others. Never from the session that requested it (p_decider_session). Returns the approval.';
+revoke execute on function public.decide_approval(uuid, boolean, text, text) from public;
+grant execute on function public.decide_approval(uuid, boolean, text, text) to authenticated, service_role;
+
+create function kiwi_internal.use_approval(p_id uuid, p_tool_id text, p_params_sha256 text, p_content_hash text)
+  returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_row    public.approvals;
+  v_status text;
+  v_why    text;
+begin
+  if p_id is null then
+    raise exception 'use_approval: p_id is required' using errcode = '22023';
+  end if;
+  select * into v_row from public.approvals a where a.id = p_id for update;
+  if not found or v_row.requested_by <> kiwi_internal.caller_identity() then
+    raise exception 'approval % not found', p_id using errcode = 'PT404',
+      hint = 'an approval is used by the caller who requested it; call the tool without approval_id for a new one';
+  end if;
+  v_status := kiwi_internal.approval_status(v_row.status, v_row.expires_at);
+  v_why := case
+    when v_status = 'pending' then 'it is still pending: nobody has approved it yet'
+    when v_status = 'denied' then 'it was denied' || coalesce(': ' || v_row.reason, '')
+    when v_status = 'expired' then format('it expired at %s', v_row.expires_at)
+    when v_status = 'used' then format('it was already used at %s: an approval runs one call', v_row.used_at)
+    when v_row.tool_id <> kiwi_internal.normalize_ref(p_tool_id) then format('it is for %s, not %s', v_row.tool_id, p_tool_id)
+    when p_params_sha256 is distinct from v_row.params_sha256 then 'it was given for different parameters'
+    when p_content_hash is not null and v_row.content_hash is not null and p_content_hash <> v_row.content_hash
+      then 'the tool changed since it was requested (another content_hash)'
+  end;
+  if v_why is not null then
+    raise exception 'approval % cannot be used: %', p_id, v_why using errcode = 'PT409',
+      hint = case v_status when 'pending' then 'a person approves it: kiwi approve ' || p_id
+                           when 'approved' then 'call with exactly the approved tool and parameters'
+                           else 'call the tool again without approval_id for a new approval' end;
+  end if;
+  update public.approvals a set status = 'used', used_at = clock_timestamp()
+   where a.id = p_id
+  returning * into v_row;
+  return kiwi_internal.approval_json(v_row);
+end
+$$;
+revoke execute on function kiwi_internal.use_approval(uuid, text, text, text) from public;
+grant execute on function kiwi_internal.use_approval(uuid, text, text, text) to authenticated, service_role;
+
+create function public.use_approval(p_id uuid, p_tool_id text, p_params_sha256 text,
+                                    p_content_hash text default null) returns jsonb
+  language plpgsql volatile
+  set search_path = ''
+as $$
+begin
+  return kiwi_internal.use_approval(p_id, p_tool_id, p_params_sha256, p_content_hash);
+end
+$$;
+comment on function public.use_approval(uuid, text, text, text) is
+  'Use an approval for one call, atomically: it must be yours, approved, unexpired, unused, for the same tool and parameters (sha256) and, when p_content_hash is given, the same content; it is then marked used. Otherwise refused (PT409) saying why: pending, denied, expired, used, another tool, different parameters.';
+revoke execute on function public.use_approval(uuid, text, text, text) from public;
+grant execute on function public.use_approval(uuid, text, text, text) to authenticated, service_role;
+
+-- For the dashboard (and `kiwi approvals`): what is waiting for a decision, oldest first.
+create view public.pending_approvals with (security_invoker = true) as
+select a.id, a.tool_id, a.version, a.requested_by, a.session_id, a.requested_at, a.expires_at,
+       round(extract(epoch from a.expires_at - clock_timestamp())::numeric, 0) as expires_in_s,
+       a.policy, a.params_sha256, a.params_size, a.content_hash,
+       format('kiwi approve %s', a.id) as approve, format('kiwi deny %s', a.id) as deny
+  from public.approvals a
+ where kiwi_internal.approval_status(a.status, a.expires_at) = 'pending'
+ order by a.requested_at, a.id;
+comment on view public.pending_approvals is
+  'Approvals you may read that wait for a decision and have not expired, oldest first, with the command that decides each.';
+grant select on public.pending_approvals to authenticated, service_role;

@@ -1,0 +1,218 @@
+"""Permissions through Kiwi's MCP server, against the real database.
+
+Running a directive opens an execution context holding its declared permissions; a call
+made with that context outside them is refused, naming the permission it lacks, and the
+refusal is audited with the directive. A child context narrows, never widens.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from mcp import Client
+from mcp_types import CallToolResult
+
+from runner.config import Settings
+from runner.mcp.permissions import check, covers, shell_command
+from runner.mcp.server import build_server
+from runner.registry import PostgresRegistry
+from runner.run import Runner
+
+
+@pytest.fixture
+def session(conn: psycopg.Connection) -> Iterator[str]:
+    sid = f"test-permissions-{uuid.uuid4()}"
+    yield sid
+    conn.execute("delete from audit_log where session_id = %s", (sid,))
+    conn.execute("delete from execution_contexts where session_id = %s", (sid,))
+
+
+@asynccontextmanager
+async def kiwi(database_url: str, cache_dir: Path, session: str) -> AsyncIterator[Client]:
+    settings = Settings(
+        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
+    )
+    runner = Runner(PostgresRegistry(database_url), settings)
+    try:
+        async with Client(build_server(runner, session_id=session)) as client:
+            yield client
+    finally:
+        await runner.aclose()
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+def audit_rows(conn: psycopg.Connection, session_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "select to_jsonb(a) from audit_log a where session_id = %s order by at, id", (session_id,)
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def directive(publish_tool: Callable[..., str], permissions: dict[str, list[str]]) -> str:
+    return publish_tool(
+        "perm_directive",
+        {"tool_type": "directive", "executor": "directive_runtime", "permissions": permissions},
+        {"d.md": "# Greet people\n"},
+        entrypoint="d.md",
+    )
+
+
+async def test_a_directive_context_allows_its_tools_and_refuses_others_naming_the_permission(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, publish_tool: Callable[..., str], session: str
+) -> None:
+    d = directive(publish_tool, {"tools": ["hello_world"], "shell": ["bash"]})
+    async with kiwi(database_url, tmp_path, session) as client:
+        started = await client.call_tool("execute", {"action": "run", "item_id": d})
+        assert not started.is_error, text_of(started)
+        ctx = (started.structured_content or {})["context"]
+        assert ctx["directive"] == f"{d}@1.0.0" and ctx["permissions"]["tools"] == ["hello_world"]
+        assert ctx["id"] in text_of(started), "running a directive says which context to pass on"
+
+        allowed = await client.call_tool(
+            "execute",
+            {"action": "run", "item_id": "hello_world", "parameters": {"name": "Ada"}, "context": ctx["id"]},
+        )
+        refused = await client.call_tool(
+            "execute",
+            {"action": "run", "item_id": "format_bytes", "parameters": {"bytes": 1}, "context": ctx["id"]},
+        )
+    assert not allowed.is_error, text_of(allowed)
+    assert refused.is_error
+    lacking = 'tools: format_bytes is not allowed by ["hello_world"]'
+    assert (refused.structured_content or {})["error"]["kind"] == "permission_denied"
+    assert (refused.structured_content or {})["permission"] == lacking
+    assert lacking in text_of(refused) and "hint:" in text_of(refused)
+
+    run_directive, run_hello, refusal = audit_rows(conn, session)
+    assert run_directive["directive"] == f"{d}@1.0.0", "the directive's own run names it"
+    assert (run_hello["decision"], run_hello["directive"]) == ("allowed", f"{d}@1.0.0")
+    assert (refusal["tool_id"], refusal["decision"], refusal["outcome"]) == ("format_bytes", "refused", None)
+    assert refusal["directive"] == f"{d}@1.0.0", "the audit row says which directive the call was made under"
+    assert refusal["reason"] == f"permission {lacking}"
+
+
+async def test_a_shell_command_outside_the_permissions_is_refused(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, publish_tool: Callable[..., str], session: str
+) -> None:
+    d = directive(publish_tool, {"tools": ["hello_world"], "shell": ["python", "uv"]})
+    async with kiwi(database_url, tmp_path, session) as client:
+        started = await client.call_tool("execute", {"action": "run", "item_id": d})
+        ctx = (started.structured_content or {})["context"]["id"]
+        refused = await client.call_tool(
+            "execute", {"action": "dry_run", "item_id": "hello_world", "parameters": {"name": "A"}, "context": ctx}
+        )
+    assert refused.is_error
+    assert 'shell: bash (run by hello_world) is not allowed by ["python", "uv"]' in text_of(refused)
+    assert audit_rows(conn, session)[-1]["decision"] == "refused"
+
+
+async def test_a_child_context_narrows_and_cannot_widen_its_parents_permissions(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, publish_tool: Callable[..., str], session: str
+) -> None:
+    d = directive(publish_tool, {"tools": ["hello_world", "format_bytes"], "fs_write": ["tools/**"]})
+    async with kiwi(database_url, tmp_path, session) as client:
+        parent = await client.call_tool("execute", {"action": "open_context", "item_id": d})
+        assert not parent.is_error, text_of(parent)
+        parent_id = (parent.structured_content or {})["context"]["id"]
+
+        narrowed = await client.call_tool(
+            "execute",
+            {"action": "open_context", "context": parent_id, "permissions": {"tools": ["format_bytes"]}},
+        )
+        assert not narrowed.is_error, text_of(narrowed)
+        child = (narrowed.structured_content or {})["context"]
+        assert child["parent_id"] == parent_id and child["permissions"]["tools"] == ["format_bytes"]
+        assert child["permissions"]["fs_write"] == ["tools/**"], "what the child does not narrow, it keeps"
+        in_child = await client.call_tool(
+            "execute",
+            {"action": "run", "item_id": "hello_world", "parameters": {"name": "A"}, "context": child["id"]},
+        )
+        assert in_child.is_error and 'tools: hello_world is not allowed by ["format_bytes"]' in text_of(in_child)
+
+        widen = await client.call_tool(
+            "execute",
+            {"action": "open_context", "context": child["id"], "permissions": {"fs_write": ["**"]}},
+        )
+        widen_tools = await client.call_tool(
+            "execute", {"action": "open_context", "context": child["id"], "permissions": {"tools": ["*"]}}
+        )
+    assert widen.is_error and (widen.structured_content or {})["error"]["kind"] == "refused"
+    assert 'permissions.fs_write: "**" is wider than the parent\'s ["tools/**"]' in text_of(widen)
+    assert 'permissions.tools: "*" is wider than the parent\'s ["format_bytes"]' in text_of(widen_tools)
+    refusal = audit_rows(conn, session)[-1]
+    assert (refusal["tool_id"], refusal["directive"], refusal["decision"]) == ("hello_world", f"{d}@1.0.0", "refused")
+
+
+async def test_a_directive_run_under_a_context_cannot_widen_it(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, publish_tool: Callable[..., str], session: str
+) -> None:
+    outer = directive(publish_tool, {"tools": ["perm_directive_*", "hello_world"]})
+    inner = directive(publish_tool, {"tools": ["*"]})
+    async with kiwi(database_url, tmp_path, session) as client:
+        started = await client.call_tool("execute", {"action": "run", "item_id": outer})
+        ctx = (started.structured_content or {})["context"]["id"]
+        nested = await client.call_tool("execute", {"action": "run", "item_id": inner, "context": ctx})
+    assert nested.is_error
+    assert 'permissions.tools: "*" is wider than the parent\'s ["perm_directive_*", "hello_world"]' in text_of(nested)
+    refusal = audit_rows(conn, session)[-1]
+    assert (refusal["tool_id"], refusal["decision"], refusal["directive"]) == (inner, "refused", f"{outer}@1.0.0")
+
+
+# --- permissions.check, without a database -------------------------------------------------
+
+ALL = {"fs_read": ["*"], "fs_write": ["*"], "shell": ["*"], "mcp": ["*"], "tools": ["*"]}
+
+
+def plan(tool_id: str, tool_type: str = "script", **extra: Any) -> dict[str, Any]:
+    return {"tool_id": tool_id, "tool_type": tool_type, "primitive": "subprocess", **extra}
+
+
+def test_check_names_the_missing_tools_permission() -> None:
+    perms = {**ALL, "tools": ["*_runtime"]}
+    assert check(perms, plan("bash_runtime")) is None
+    assert check(perms, plan("hello_world")) == 'tools: hello_world is not allowed by ["*_runtime"]'
+    assert check({**ALL, "tools": []}, plan("public/x")) == "tools: x is not allowed by []"
+    assert check({**ALL, "tools": ["public/x"]}, plan("x")) is None, "public/x is x"
+
+
+def test_check_matches_mcp_tools_as_server_dot_tool() -> None:
+    github = plan(
+        "github_mcp.create_issue",
+        "mcp_tool",
+        chain=[{"tool_id": "github_mcp.create_issue"}, {"tool_id": "github_mcp", "tool_type": "mcp_server"}],
+        config={"tool": "create_issue", "command": "npx"},
+    )
+    assert check({**ALL, "tools": [], "shell": [], "mcp": ["github_mcp.*"]}, github) is None
+    assert check({**ALL, "mcp": ["filesystem_mcp.*"]}, github) == (
+        'mcp: github_mcp.create_issue is not allowed by ["filesystem_mcp.*"]'
+    )
+
+
+def test_check_matches_the_command_a_subprocess_tool_runs() -> None:
+    py = plan("fmt", config={"command": "{env_dir}/bin/python", "args": ["{entrypoint}"]})
+    assert shell_command(py) == "python"
+    assert check({**ALL, "shell": ["python", "uv"]}, py) is None
+    assert check({**ALL, "shell": ["bash"]}, py) == 'shell: python (run by fmt) is not allowed by ["bash"]'
+    assert check({k: v for k, v in ALL.items() if k != "shell"}, py) is None, "no shell kind: not checked"
+    assert check({**ALL, "shell": []}, plan("http", primitive="http_client")) is None
+
+
+def test_reading_directives_and_knowledge_needs_no_tools_permission() -> None:
+    nothing = {k: [] for k in ALL}
+    assert check(nothing, plan("kiwi_tool_authoring", "knowledge")) is None
+    assert check(nothing, plan("create_script_tool", "directive")) is None
+
+
+def test_globs_cover_patterns_as_the_database_does() -> None:
+    assert covers("tools/**", "tools/x/*") and covers("*", "**") and covers("a*", "a?b")
+    assert not covers("tools/**", "**") and not covers("a?", "a*") and not covers("a.b", "axb")
+    assert covers("[x]", "[x]") and not covers("[x]", "x"), "no sets: [ is literal"
