@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from .config import Settings
 from .errors import KiwiError, UsageError
-from .registry import connect
+from .registry import Registry, connect
 from .run import RESULT_KEYS, Runner, RunResult
 
 EXIT_TIMEOUT = 124
@@ -122,6 +123,16 @@ def limit(text: str) -> int:
     return n
 
 
+@contextlib.asynccontextmanager
+async def open_registry() -> AsyncIterator[Registry]:
+    """The configured registry, closed after the command's calls."""
+    registry = connect(Settings.load())
+    try:
+        yield registry
+    finally:
+        await registry.aclose()
+
+
 def fail(e: KiwiError, args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         if args.command == "run":  # the run contract: one result object, whatever went wrong
@@ -209,13 +220,10 @@ def print_run(result: RunResult, dry_run: bool) -> None:
 
 
 async def cmd_search(args: argparse.Namespace) -> int:
-    registry = connect(Settings.load())
-    try:
+    async with open_registry() as registry:
         rows = await registry.search(
             " ".join(args.query), tool_type=args.tool_type, category=args.category, limit=args.limit
         )
-    finally:
-        await registry.aclose()
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, default=str))
         return 0
@@ -231,12 +239,9 @@ async def cmd_search(args: argparse.Namespace) -> int:
 
 async def cmd_show(args: argparse.Namespace) -> int:
     tool, version = split_ref(args.tool, args.version)
-    registry = connect(Settings.load())
-    try:
+    async with open_registry() as registry:
         chain = await registry.chain(tool)
         plan = await registry.execution_plan(tool, version)
-    finally:
-        await registry.aclose()
     manifest = plan.get("manifest") or None  # the shown version's own
     files = [{k: f[k] for k in ("path", "size_bytes", "sha256", "is_entrypoint")} for f in plan["files"]]
     shown = {
@@ -282,11 +287,8 @@ async def cmd_publish(args: argparse.Namespace) -> int:
         tool_dir = load_tool_dir(args.directory)
     except ToolDirError as e:
         raise UsageError(str(e), hint="a tool directory holds tool.yaml beside its files") from e
-    registry = connect(Settings.load())
-    try:
+    async with open_registry() as registry:
         answer = await registry.publish(tool_dir.manifest, tool_dir.files, tool_dir.manifest_yaml)
-    finally:
-        await registry.aclose()
     if args.json:
         print(json.dumps(answer, ensure_ascii=False, default=str))
     else:
@@ -301,11 +303,8 @@ async def cmd_publish(args: argparse.Namespace) -> int:
 
 
 async def cmd_runs(args: argparse.Namespace) -> int:
-    registry = connect(Settings.load())
-    try:
+    async with open_registry() as registry:
         rows = await registry.runs(tool_id=args.tool, limit=args.limit)
-    finally:
-        await registry.aclose()
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, default=str))
         return 0
@@ -320,11 +319,8 @@ async def cmd_runs(args: argparse.Namespace) -> int:
 
 async def cmd_decide(args: argparse.Namespace) -> int:
     """kiwi approve ID / kiwi deny ID: decide a pending approval (public.decide_approval)."""
-    registry = connect(Settings.load())
-    try:
+    async with open_registry() as registry:
         approval = await registry.decide_approval(args.approval_id, args.approve, args.reason)
-    finally:
-        await registry.aclose()
     if args.json:
         print(json.dumps(approval, ensure_ascii=False, default=str))
         return 0
@@ -335,11 +331,8 @@ async def cmd_decide(args: argparse.Namespace) -> int:
 
 
 async def cmd_approvals(args: argparse.Namespace) -> int:
-    registry = connect(Settings.load())
-    try:
+    async with open_registry() as registry:
         rows = await registry.approvals()
-    finally:
-        await registry.aclose()
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, default=str))
         return 0
