@@ -50,6 +50,7 @@ def default_handlers() -> list[Primitive]:
         # MCP tools end in a primitive too (their server's), so they are matched first
         LazyPrimitive("mcp", "runner.mcp.handler:McpToolHandler", tool_type="mcp_tool"),
         LazyPrimitive("directive", "runner.directive:DirectiveHandler", tool_type="directive"),
+        LazyPrimitive("thread", "runner.thread:ThreadHandler", tool_type="thread"),
         LazyPrimitive("subprocess", "runner.primitives.subprocess:SubprocessPrimitive"),
         LazyPrimitive("http_client", "runner.primitives.http_client:HttpClientPrimitive"),
     ]

@@ -196,6 +196,7 @@ class Runner:
                 environ=self.environ,
                 on_progress=self.on_progress,
                 registry=self.registry,
+                runner=self,
             )
             result = self._result(plan, await handler.run(invocation))
         result.warnings = warnings

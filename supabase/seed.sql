@@ -871,6 +871,121 @@ tags: [knowledge, guide, tool.yaml, publishing, manifest]
 entrypoint: authoring.md
 $k$);
 
+-- llm_runtime (runtime)
+select public.publish_tool_version(
+  $k${
+ "tool_id": "llm_runtime",
+ "tool_type": "runtime",
+ "executor": "http_client",
+ "version": "1.0.0",
+ "name": "LLM runtime",
+ "description": "Runs threads: a directive followed by a model, which calls the directive's tools through Kiwi's permission, rate-limit, approval and audit path, within a budget of tokens, tool calls and seconds. Providers and model tiers are data.",
+ "category": "runtimes",
+ "tags": [
+  "runtime",
+  "llm",
+  "thread",
+  "agent",
+  "anthropic",
+  "openai"
+ ],
+ "is_builtin": true,
+ "config": {
+  "providers": {
+   "anthropic": {
+    "format": "anthropic_messages",
+    "url": "${ANTHROPIC_BASE_URL:-https://api.anthropic.com}/v1/messages",
+    "headers": {
+     "x-api-key": "${ANTHROPIC_API_KEY:-}",
+     "anthropic-version": "2023-06-01"
+    },
+    "timeout_s": 120
+   },
+   "openai": {
+    "format": "openai_chat",
+    "url": "${OPENAI_BASE_URL:-https://api.openai.com}/v1/chat/completions",
+    "headers": {
+     "Authorization": "Bearer ${OPENAI_API_KEY:-}"
+    },
+    "timeout_s": 120
+   }
+  },
+  "tiers": {
+   "fast": {
+    "provider": "anthropic",
+    "model": "claude-haiku-4-5",
+    "max_output": 4096
+   },
+   "balanced": {
+    "provider": "anthropic",
+    "model": "claude-sonnet-4-5",
+    "max_output": 8192
+   },
+   "deep": {
+    "provider": "anthropic",
+    "model": "claude-opus-4-1",
+    "max_output": 8192
+   },
+   "openai_fast": {
+    "provider": "openai",
+    "model": "gpt-4o-mini",
+    "max_output": 4096
+   },
+   "openai_balanced": {
+    "provider": "openai",
+    "model": "gpt-4o",
+    "max_output": 8192
+   }
+  },
+  "default_tier": "balanced"
+ }
+}$k$::jsonb,
+  $k$[]$k$::jsonb,
+  $k$tool_id: llm_runtime
+tool_type: runtime
+executor: http_client
+version: 1.0.0
+name: LLM runtime
+description: >-
+  Runs threads: a directive followed by a model, which calls the directive's tools through
+  Kiwi's permission, rate-limit, approval and audit path, within a budget of tokens, tool
+  calls and seconds. Providers and model tiers are data.
+category: runtimes
+tags: [runtime, llm, thread, agent, anthropic, openai]
+is_builtin: true
+# Threads (tool_type thread, executor llm_runtime) are taken by the runner's thread handler
+# (runner/thread.py), chosen by tool_type before any primitive; the chain ends in http_client,
+# whose pooled client carries the provider requests. A thread's config adds
+#   directive: <ref or ref@version>   the directive the model follows
+#   tier: <a key of tiers>            default: default_tier
+#   budget: {tokens, tool_calls, seconds}  (default 200000 tokens, 50 calls, 600 s: runner/thread.py)
+# A provider is a wire format (anthropic_messages or openai_chat), a url and headers; a
+# tier names a provider, a model and max_output (the reply's token limit). ${VAR}s
+# resolve from the runner's environment.
+config:
+  providers:
+    anthropic:
+      format: anthropic_messages
+      url: "${ANTHROPIC_BASE_URL:-https://api.anthropic.com}/v1/messages"
+      headers:
+        x-api-key: "${ANTHROPIC_API_KEY:-}"
+        anthropic-version: "2023-06-01"
+      timeout_s: 120
+    openai:
+      format: openai_chat
+      url: "${OPENAI_BASE_URL:-https://api.openai.com}/v1/chat/completions"
+      headers:
+        Authorization: "Bearer ${OPENAI_API_KEY:-}"
+      timeout_s: 120
+  tiers:
+    fast: {provider: anthropic, model: claude-haiku-4-5, max_output: 4096}
+    balanced: {provider: anthropic, model: claude-sonnet-4-5, max_output: 8192}
+    deep: {provider: anthropic, model: claude-opus-4-1, max_output: 8192}
+    openai_fast: {provider: openai, model: gpt-4o-mini, max_output: 4096}
+    openai_balanced: {provider: openai, model: gpt-4o, max_output: 8192}
+  default_tier: balanced
+$k$);
+
 -- node_runtime (runtime)
 select public.publish_tool_version(
   $k${

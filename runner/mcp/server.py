@@ -44,7 +44,7 @@ from . import permissions as access
 from .handler import mcp_handler_of
 from .importer import ImportReport, import_server
 
-__all__ = ["ACTIONS", "ITEM_TYPES", "Deleter", "build_server", "default_deleter", "item_type_of"]
+__all__ = ["ACTIONS", "ITEM_TYPES", "Deleter", "build_server", "default_deleter", "guarded_run", "item_type_of"]
 
 logger = logging.getLogger("kiwi.mcp.server")
 
@@ -460,111 +460,18 @@ def build_server(
 
         async def _run(dry_run: bool) -> CallToolResult:
             ref, ver = _split_ref(item_id, version)
-            params = parameters or {}
-            started = time.perf_counter()
-            plan = await _plan_or_none(ref, ver)
-            tool = str(plan["tool_id"]) if plan else ref
-            server_ref = _server_of(plan)
-            audit: dict[str, Any] = {
-                "session_id": session,
-                "action": "dry_run" if dry_run else "run",
-                "tool_id": tool,
-                "server": server_ref,
-                "version": plan.get("version") if plan else ver,
-                "content_hash": plan.get("content_hash") if plan else None,
-            }
-            audit["params_sha256"], audit["params_size"] = params_digest(params)
-            ctx, child = await access.context_of(reg, context), None  # permissions: see permissions.py
-            audit["directive"] = ctx.get("directive") if ctx else None
-            lacking = access.check(ctx["permissions"], plan) if ctx and plan else None
-            try:
-                if lacking is None and plan and plan.get("tool_type") in access.DIRECTIVE_TYPES and not dry_run:
-                    child = await reg.open_context(session, f"{tool}@{plan.get('version')}", context, None)
-                    audit["directive"] = audit["directive"] or child.get("directive")
-            except Refused as e:
-                lacking = e.message
-            if lacking is not None:
-                reason, message, hint = access.refusal(lacking, tool, ctx or {})
-                await _audit({**audit, "decision": "refused", "reason": reason})
-                return _fail(message, hint, kind="permission_denied", extra={"permission": lacking})
-            limit = await reg.take_rate_limit(tool, server_ref, session)
-            if not limit.get("allowed", True):
-                retry = limit.get("retry_after_s")
-                reason = str(limit.get("reason") or "rate limit reached")
-                await _audit({**audit, "decision": "refused", "reason": reason, "retry_after_s": retry})
-                return _fail(
-                    f"{tool} was not run: {reason}",
-                    f"retry after {retry} s; rate limits are declared in public.rate_limits",
-                    kind="rate_limited",
-                    extra={"retry_after_s": retry, "limit": limit.get("limit")},
-                )
-            if not dry_run:  # a call that needs approval waits for one (see approvals.py)
-                held = await approvals.gate(reg, tool=tool, audit=audit, approval_id=approval_id)
-                if held is not None:
-                    await _audit({**audit, "decision": "refused", "reason": held.reason})
-                    return held.result
-            work = runner.run(ref, params, version=ver, dry_run=dry_run)
-            try:
-                result = await asyncio.wait_for(work, timeout=run_timeout_s)
-            except TimeoutError:
-                await _audit({**audit, "decision": "allowed", "outcome": "timeout", "duration_ms": _ms(started)})
-                return _fail(
-                    f"{ref} did not finish within the server's limit of {run_timeout_s:g} s; it was stopped",
-                    "the tool's own timeout_s should end it sooner; raise it in the tool's config, or run it "
-                    "with the kiwi CLI",
-                    kind="timeout",
-                    extra={"result": {"tool_id": ref, "version": ver, "status": "timeout"}},
-                )
-            same = plan is not None and plan.get("version") == result.version
-            await _audit(
-                {
-                    **audit,
-                    "tool_id": result.tool_id or tool,
-                    "version": result.version,
-                    "content_hash": audit["content_hash"] if same else None,
-                    "decision": "allowed",
-                    "outcome": result.status,
-                    "duration_ms": _ms(started),
-                    "run_id": result.run_id,
-                }
+            return await guarded_run(
+                runner,
+                reg,
+                session=session,
+                ref=ref,
+                ver=ver,
+                params=parameters or {},
+                context=context,
+                approval_id=approval_id,
+                dry_run=dry_run,
+                run_timeout_s=run_timeout_s,
             )
-            structured: dict[str, Any] = result.as_json()
-            if child is not None:  # the directive's context: pass it to the calls made following it
-                structured["context"] = child
-            if dry_run:
-                out = result.output if isinstance(result.output, dict) else {}
-                validation = out.get("validation") or {"passed": result.ok, "warnings": result.warnings}
-                if not result.ok:
-                    validation = {"passed": False, "problem": result.error}
-                structured = {**structured, "dry_run": True, "validation": validation}
-            text = _run_text(result, dry_run)
-            if child is not None:
-                text += f"\ncontext: {child['id']}; pass context='{child['id']}' to every call made following it"
-            if result.ok:
-                return _ok(text, structured)
-            hint = _run_hint(result, ref)
-            text += f"\nhint: {hint}"
-            structured["hint"] = hint
-            if result.failure is not None:
-                structured["failure"] = {**result.failure.as_dict(), "hint": hint}
-            return CallToolResult(
-                content=[TextContent(type="text", text=text)], structured_content=_jsonable(structured), is_error=True
-            )
-
-        async def _plan_or_none(ref: str, ver: str | None) -> dict[str, Any] | None:
-            """The plan the run will use (cached by the registry), for the audit and the limits;
-            None when it cannot be resolved (the run then reports why)."""
-            try:
-                return await reg.execution_plan(ref, ver)
-            except (NotFound, UsageError, Refused):
-                return None
-
-        async def _audit(entry: dict[str, Any]) -> None:
-            """Write the audit row; a failure to write it is logged, never a failed call."""
-            try:
-                await reg.record_audit({k: v for k, v in entry.items() if v is not None})
-            except KiwiError as e:
-                logger.warning("could not audit the call of %s: %s", entry.get("tool_id"), e.message)
 
         async def _publish() -> CallToolResult:
             if manifest is None or manifest == "":
@@ -734,6 +641,130 @@ def build_server(
         doc = inspect.cleandoc(fn.__doc__ or "")
         server.add_tool(fn, name=fn.__name__, title=title, description=doc, annotations=hints)
     return server
+
+
+async def guarded_run(
+    runner: Runner,
+    reg: Registry,
+    *,
+    session: str,
+    ref: str,
+    ver: str | None,
+    params: dict[str, Any],
+    context: str | None = None,
+    approval_id: str | None = None,
+    dry_run: bool = False,
+    run_timeout_s: float | None = 900.0,
+) -> CallToolResult:
+    """One guarded tool call, as `execute run`/`dry_run` makes it: the context's permissions, the
+    rate limits, an approval when a policy covers the tool, then the run, with an audit row for
+    every outcome, allowed or refused. Kiwi's MCP server and threads (runner/thread.py) share it."""
+    started = time.perf_counter()
+    plan = await _plan_or_none(reg, ref, ver)
+    tool = str(plan["tool_id"]) if plan else ref
+    server_ref = _server_of(plan)
+    audit: dict[str, Any] = {
+        "session_id": session,
+        "action": "dry_run" if dry_run else "run",
+        "tool_id": tool,
+        "server": server_ref,
+        "version": plan.get("version") if plan else ver,
+        "content_hash": plan.get("content_hash") if plan else None,
+    }
+    audit["params_sha256"], audit["params_size"] = params_digest(params)
+    ctx, child = await access.context_of(reg, context), None  # permissions: see permissions.py
+    audit["directive"] = ctx.get("directive") if ctx else None
+    lacking = access.check(ctx["permissions"], plan) if ctx and plan else None
+    try:
+        if lacking is None and plan and plan.get("tool_type") in access.DIRECTIVE_TYPES and not dry_run:
+            child = await reg.open_context(session, f"{tool}@{plan.get('version')}", context, None)
+            audit["directive"] = audit["directive"] or child.get("directive")
+    except Refused as e:
+        lacking = e.message
+    if lacking is not None:
+        reason, message, hint = access.refusal(lacking, tool, ctx or {})
+        await _audit(reg, {**audit, "decision": "refused", "reason": reason})
+        return _fail(message, hint, kind="permission_denied", extra={"permission": lacking})
+    limit = await reg.take_rate_limit(tool, server_ref, session)
+    if not limit.get("allowed", True):
+        retry = limit.get("retry_after_s")
+        reason = str(limit.get("reason") or "rate limit reached")
+        await _audit(reg, {**audit, "decision": "refused", "reason": reason, "retry_after_s": retry})
+        return _fail(
+            f"{tool} was not run: {reason}",
+            f"retry after {retry} s; rate limits are declared in public.rate_limits",
+            kind="rate_limited",
+            extra={"retry_after_s": retry, "limit": limit.get("limit")},
+        )
+    if not dry_run:  # a call that needs approval waits for one (see approvals.py)
+        held = await approvals.gate(reg, tool=tool, audit=audit, approval_id=approval_id)
+        if held is not None:
+            await _audit(reg, {**audit, "decision": "refused", "reason": held.reason})
+            return held.result
+    work = runner.run(ref, params, version=ver, dry_run=dry_run)
+    try:
+        result = await asyncio.wait_for(work, timeout=run_timeout_s)
+    except TimeoutError:
+        await _audit(reg, {**audit, "decision": "allowed", "outcome": "timeout", "duration_ms": _ms(started)})
+        return _fail(
+            f"{ref} did not finish within the server's limit of {run_timeout_s:g} s; it was stopped",
+            "the tool's own timeout_s should end it sooner; raise it in the tool's config, or run it with the kiwi CLI",
+            kind="timeout",
+            extra={"result": {"tool_id": ref, "version": ver, "status": "timeout"}},
+        )
+    same = plan is not None and plan.get("version") == result.version
+    await _audit(
+        reg,
+        {
+            **audit,
+            "tool_id": result.tool_id or tool,
+            "version": result.version,
+            "content_hash": audit["content_hash"] if same else None,
+            "decision": "allowed",
+            "outcome": result.status,
+            "duration_ms": _ms(started),
+            "run_id": result.run_id,
+        },
+    )
+    structured: dict[str, Any] = result.as_json()
+    if child is not None:  # the directive's context: pass it to the calls made following it
+        structured["context"] = child
+    if dry_run:
+        out = result.output if isinstance(result.output, dict) else {}
+        validation = out.get("validation") or {"passed": result.ok, "warnings": result.warnings}
+        if not result.ok:
+            validation = {"passed": False, "problem": result.error}
+        structured = {**structured, "dry_run": True, "validation": validation}
+    text = _run_text(result, dry_run)
+    if child is not None:
+        text += f"\ncontext: {child['id']}; pass context='{child['id']}' to every call made following it"
+    if result.ok:
+        return _ok(text, structured)
+    hint = _run_hint(result, ref)
+    text += f"\nhint: {hint}"
+    structured["hint"] = hint
+    if result.failure is not None:
+        structured["failure"] = {**result.failure.as_dict(), "hint": hint}
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=_jsonable(structured), is_error=True
+    )
+
+
+async def _plan_or_none(reg: Registry, ref: str, ver: str | None) -> dict[str, Any] | None:
+    """The plan the run will use (cached by the registry), for the audit and the limits;
+    None when it cannot be resolved (the run then reports why)."""
+    try:
+        return await reg.execution_plan(ref, ver)
+    except (NotFound, UsageError, Refused):
+        return None
+
+
+async def _audit(reg: Registry, entry: dict[str, Any]) -> None:
+    """Write the audit row; a failure to write it is logged, never a failed call."""
+    try:
+        await reg.record_audit({k: v for k, v in entry.items() if v is not None})
+    except KiwiError as e:
+        logger.warning("could not audit the call of %s: %s", entry.get("tool_id"), e.message)
 
 
 def _ms(started: float) -> float:

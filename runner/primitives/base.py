@@ -24,6 +24,7 @@ class Invocation:
     environ: where `${VAR}` references are resolved (the runner's environment); only
     what the config declares reaches the tool.
     registry: the runner's registry, for handlers that look other tools up (directives).
+    runner: the Runner itself, for handlers that run other tools (threads).
     """
 
     plan: Plan
@@ -33,6 +34,7 @@ class Invocation:
     environ: Mapping[str, str] = field(default_factory=dict)
     on_progress: Callable[[str], None] | None = None
     registry: Registry | None = None
+    runner: Any = None
 
     @property
     def config(self) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Model providers for threads (runner/thread.py): wire formats as small adapters."""
