@@ -1,6 +1,7 @@
 """Audit and rate limits through Kiwi's MCP server, against the real database.
 
-Every execute run/dry_run is a row of public.audit_log, allowed or refused, with the exact
+Every execute call (run, dry_run, create, publish, delete, approve, deny, open_context ...) is a
+row of public.audit_log, allowed or refused, with the exact
 version and content_hash and the parameters' hash and size (never their values). Rate
 limits are rows of public.rate_limits, enforced by public.take_rate_limit in Postgres, so
 several Kiwi processes share one limit exactly.
@@ -196,3 +197,117 @@ def test_two_processes_share_one_rate_limit_exactly(
         (tool,),
     ).fetchone()[0]
     assert counted == 7, "refused calls take nothing from the limit"
+
+
+def _server_settings(database_url: str, tmp_path: Path) -> Settings:
+    return Settings(
+        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
+    )
+
+
+async def test_create_publish_and_delete_each_leave_a_row_without_the_manifest(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, session: str
+) -> None:
+    tool = f"audit_publish_{uuid.uuid4().hex[:8]}"
+    marker = f"manifest-text-{uuid.uuid4().hex}"
+    manifest = {
+        "tool_id": tool,
+        "tool_type": "script",
+        "executor": "bash_runtime",
+        "version": "1.0.0",
+        "entrypoint": "main.sh",
+        "description": marker,
+    }
+    files = [{"path": "main.sh", "content_text": f"echo '{{}}' # {marker}", "is_entrypoint": True}]
+    runner = Runner(PostgresRegistry(database_url), _server_settings(database_url, tmp_path))
+    try:
+        async with Client(build_server(runner, session_id=session)) as client:
+            created = await client.call_tool("execute", {"action": "create", "manifest": manifest, "files": files})
+            published = await client.call_tool(
+                "execute", {"action": "publish", "manifest": {**manifest, "version": "1.1.0"}, "files": files}
+            )
+            bad = await client.call_tool(
+                "execute",
+                {"action": "publish", "manifest": {**manifest, "version": "not a version"}, "files": files},
+            )
+            preview = await client.call_tool("execute", {"action": "delete", "item_id": tool})
+            deleted = await client.call_tool("execute", {"action": "delete", "item_id": tool, "confirm": True})
+            gone = await client.call_tool("execute", {"action": "delete", "item_id": tool, "confirm": True})
+    finally:
+        await runner.aclose()
+        conn.execute("delete from tools where ref = %s", (tool,))
+
+    for ok in (created, published, preview, deleted):
+        assert not ok.is_error, text_of(ok)
+    assert bad.is_error and gone.is_error
+    rows = audit_rows(conn, session)
+    assert [(r["action"], r["decision"], r["outcome"]) for r in rows] == [
+        ("create", "allowed", "success"),
+        ("publish", "allowed", "success"),
+        ("publish", "refused", None),
+        ("delete", "allowed", None),
+        ("delete", "allowed", "success"),
+        ("delete", "refused", None),
+    ]
+    create, publish, refused, preview_row, delete, missing = rows
+    assert (create["tool_id"], create["version"]) == (tool, "1.0.0")
+    assert (publish["tool_id"], publish["version"]) == (tool, "1.1.0")
+    assert publish["content_hash"] == published.structured_content["content_hash"]
+    assert create["content_hash"] == created.structured_content["content_hash"] != publish["content_hash"]
+    assert refused["tool_id"] == tool and refused["reason"], "a refusal says why"
+    assert preview_row["reason"].startswith("preview"), "a delete without confirm deletes nothing"
+    assert delete["tool_id"] == tool and missing["reason"]
+    for row in rows:
+        assert row["session_id"] == session and row["duration_ms"] >= 0
+        assert row["params_sha256"] and row["params_size"] > 0, "the inputs are stored as a hash and size"
+        assert marker not in json.dumps(row), "the manifest and files are never stored"
+
+
+async def test_approve_deny_and_open_context_leave_rows(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, publish_tool: Callable[..., str], session: str
+) -> None:
+    tool = publish_tool(
+        "audit_approved",
+        {"tool_type": "script", "executor": "bash_runtime", "parameters": [{"name": "token", "type": "string"}]},
+        SCRIPT,
+        entrypoint="main.sh",
+    )
+    conn.execute("insert into approval_policies (pattern, ttl_seconds) values (%s, 3600)", (tool,))
+    requester = f"{session}-requester"
+    runner = Runner(PostgresRegistry(database_url), _server_settings(database_url, tmp_path))
+    try:
+        async with (
+            Client(build_server(runner, session_id=requester)) as asking,
+            Client(build_server(runner, session_id=session)) as deciding,
+        ):
+            ids = []
+            for token in ("one", "two"):
+                pending = await asking.call_tool(
+                    "execute", {"action": "run", "item_id": tool, "parameters": {"token": token}}
+                )
+                ids.append(pending.structured_content["approval"]["id"])
+            approved = await deciding.call_tool("execute", {"action": "approve", "approval_id": ids[0]})
+            denied = await deciding.call_tool(
+                "execute", {"action": "deny", "item_id": ids[1], "parameters": {"reason": "no"}}
+            )
+            again = await deciding.call_tool("execute", {"action": "deny", "approval_id": ids[1]})
+            opened = await deciding.call_tool("execute", {"action": "open_context", "permissions": {"shell": []}})
+    finally:
+        await runner.aclose()
+        conn.execute("delete from approval_policies where pattern = %s", (tool,))
+        conn.execute("delete from audit_log where session_id = %s", (requester,))
+
+    for ok in (approved, denied, opened):
+        assert not ok.is_error, text_of(ok)
+    assert again.is_error
+    rows = audit_rows(conn, session)
+    assert [(r["action"], r["decision"], r["outcome"]) for r in rows] == [
+        ("approve", "allowed", "success"),
+        ("deny", "allowed", "success"),
+        ("deny", "refused", None),
+        ("open_context", "allowed", "success"),
+    ]
+    assert [r["tool_id"] for r in rows[:2]] == [tool, tool], "a decision names the approval's tool"
+    assert rows[2]["reason"], "a refused decision says why"
+    context_id = opened.structured_content["context"]["id"]
+    assert rows[3]["tool_id"] == f"context:{context_id}"

@@ -148,8 +148,11 @@ async def test_a_child_context_narrows_and_cannot_widen_its_parents_permissions(
     assert widen.is_error and (widen.structured_content or {})["error"]["kind"] == "refused"
     assert 'permissions.fs_write: "**" is wider than the parent\'s ["tools/**"]' in text_of(widen)
     assert 'permissions.tools: "*" is wider than the parent\'s ["format_bytes"]' in text_of(widen_tools)
-    refusal = audit_rows(conn, session)[-1]
+    rows = audit_rows(conn, session)
+    refusal = [r for r in rows if r["action"] == "run"][-1]
     assert (refusal["tool_id"], refusal["directive"], refusal["decision"]) == ("hello_world", f"{d}@1.0.0", "refused")
+    widened = [r for r in rows if r["action"] == "open_context"][-2:]
+    assert [(r["tool_id"], r["decision"]) for r in widened] == [(f"context:{child['id']}", "refused")] * 2
 
 
 async def test_a_directive_run_under_a_context_cannot_widen_it(
@@ -216,3 +219,53 @@ def test_globs_cover_patterns_as_the_database_does() -> None:
     assert covers("tools/**", "tools/x/*") and covers("*", "**") and covers("a*", "a?b")
     assert not covers("tools/**", "**") and not covers("a?", "a*") and not covers("a.b", "axb")
     assert covers("[x]", "[x]") and not covers("[x]", "x"), "no sets: [ is literal"
+
+
+def test_declared_path_parameters_are_checked_against_the_fs_globs() -> None:
+    plan = {
+        "tool_id": "files.write_file",
+        "tool_type": "script",
+        "primitive": "subprocess",
+        "config": {"fs": {"read": ["source"], "write": ["path", "targets"]}},
+    }
+    allowed = {"tools": ["*"], "fs_read": ["src/*"], "fs_write": ["tools/*"]}
+    assert check(allowed, plan, {"path": "tools/a.py", "source": "src/x", "targets": ["tools/b"]}) is None
+    assert check(allowed, plan, {"path": "tools/../etc/passwd"}) == (
+        'fs_write: etc/passwd (parameter path) is not allowed by ["tools/*"]'
+    ), "paths are normalised before matching: .. cannot climb out"
+    assert check(allowed, plan, {"targets": ["tools/b", "README.md"]}).startswith("fs_write: README.md")
+    assert check(allowed, plan, {"source": "secrets/key"}).startswith("fs_read: secrets/key")
+    assert check(allowed, plan, {"content": "anything"}) is None, "undeclared parameters are not paths"
+    assert check(allowed, {**plan, "config": {}}, {"path": "/etc/passwd"}) is None, "a tool without fs declares none"
+    assert check({"tools": ["*"], "fs_write": ["public/*"]}, plan, {"path": "public/x"}) is None
+
+
+async def test_a_path_outside_the_fs_write_globs_is_refused_through_the_server(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, publish_tool: Callable[..., str], session: str
+) -> None:
+    writer = publish_tool(
+        "perm_writer",
+        {
+            "tool_type": "script",
+            "executor": "bash_runtime",
+            "parameters": [{"name": "path", "type": "string", "required": True}],
+            "config": {"fs": {"write": ["path"]}},
+        },
+        {"w.sh": 'echo "would write $KIWI_PARAM_PATH"\n'},
+        entrypoint="w.sh",
+    )
+    d = directive(publish_tool, {"tools": [writer], "fs_write": ["tools/*"]})
+    async with kiwi(database_url, tmp_path, session) as client:
+        started = await client.call_tool("execute", {"action": "run", "item_id": d})
+        ctx = (started.structured_content or {})["context"]["id"]
+        inside = await client.call_tool(
+            "execute", {"action": "run", "item_id": writer, "parameters": {"path": "tools/x.py"}, "context": ctx}
+        )
+        outside = await client.call_tool(
+            "execute",
+            {"action": "run", "item_id": writer, "parameters": {"path": "tools/../.env"}, "context": ctx},
+        )
+    assert not inside.is_error, text_of(inside)
+    assert outside.is_error
+    assert 'fs_write: .env (parameter path) is not allowed by ["tools/*"]' in text_of(outside)
+    assert audit_rows(conn, session)[-1]["decision"] == "refused"

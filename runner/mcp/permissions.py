@@ -18,8 +18,12 @@ such as `tools: hello_world is not allowed by ["*_runtime"]`.
               talk to an already started server): the command its config names, as a
               basename after placeholders (`{env_dir}/bin/python` -> `python`).
     fs_read, fs_write
-              NOT enforced by the runner yet: a tool's file access is not observed. They
-              are kept in the context (and a child can only narrow them), and reported.
+              the paths a call names, for tools that say which of their parameters are
+              paths, as data in their config: `fs: {read: [param, ...], write: [param, ...]}`
+              (an MCP server's file tools, a script that writes where it is told). Each
+              value (a string or a list of them) is normalised (`a/../b` is `b`) and must
+              match a glob of the kind. What a tool does beyond its declared parameters is
+              not observed.
 
 Patterns are fnmatch-style globs, matched exactly as the database matches them
 (kiwi_internal.glob_covers): `*` is any run of characters, `/` and `.` included (`**` is
@@ -29,6 +33,7 @@ the same), `?` one character; everything else, `[` included, is literal.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Mapping
 from functools import lru_cache
@@ -84,8 +89,31 @@ def _server_of(plan: Mapping[str, Any]) -> str | None:
     return None
 
 
-def check(permissions: Mapping[str, Any], plan: Mapping[str, Any]) -> str | None:
-    """None if `plan` may run under `permissions`, else the permission it lacks."""
+def check(
+    permissions: Mapping[str, Any], plan: Mapping[str, Any], params: Mapping[str, Any] | None = None
+) -> str | None:
+    """None if `plan` may run under `permissions` (with these parameters), else the permission it lacks."""
+    lacking = _check_tool(permissions, plan)
+    if lacking is None and params is not None:
+        lacking = _check_paths(permissions, plan, params)
+    return lacking
+
+
+def _check_paths(permissions: Mapping[str, Any], plan: Mapping[str, Any], params: Mapping[str, Any]) -> str | None:
+    fs = (plan.get("config") or {}).get("fs")
+    if not isinstance(fs, Mapping):
+        return None
+    for kind, key in (("fs_read", "read"), ("fs_write", "write")):
+        for name in fs.get(key) or []:
+            value = params.get(name)
+            for path in value if isinstance(value, list) else [value] if value is not None else []:
+                normal = posixpath.normpath(str(path))
+                if not any(_regex(str(g)).fullmatch(normal) for g in permissions.get(kind) or []):
+                    return _lacks(kind, f"{normal} (parameter {name})", permissions.get(kind))
+    return None
+
+
+def _check_tool(permissions: Mapping[str, Any], plan: Mapping[str, Any]) -> str | None:
     tool_id = _ref(str(plan.get("tool_id") or ""))
     tool_type = plan.get("tool_type")
     if tool_type in _EXEMPT_TYPES:

@@ -25,6 +25,7 @@ import asyncio
 import inspect
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -220,8 +221,9 @@ def build_server(
 
     Every run and dry_run is checked against the registry's rate limits first
     (`public.take_rate_limit`: per tool, per MCP server, per session; shared by every Kiwi
-    process) and audited afterwards (`public.record_audit`), allowed or refused. `session_id`
-    names this server's session in both; by default a new one per server instance.
+    process) and audited afterwards (`public.record_audit`), allowed or refused; every other
+    execute action is audited too (`audited_action`). `session_id` names this server's session
+    in both; by default a new one per server instance.
     """
     reg: Registry = registry if registry is not None else runner.registry
     session = session_id or f"mcp-{uuid.uuid4()}"
@@ -443,6 +445,23 @@ def build_server(
                 raise UsageError(f"unknown action {action!r}", hint="action is one of " + ", ".join(ACTIONS))
             if action in ("run", "dry_run"):
                 return await _run(action == "dry_run")
+            inputs = {
+                "item_id": item_id,
+                "version": version,
+                "parameters": parameters,
+                "manifest": manifest,
+                "files": [f.model_dump() for f in files or []],
+                "confirm": confirm,
+                "approval_id": approval_id,
+                "context": context,
+                "permissions": permissions,
+            }
+            subject = item_id or approval_id or _manifest_tool_id(manifest)
+            if action == "open_context" and not subject:  # no directive: the parent context, or a new one
+                subject = f"context:{context}" if context else "context:new"
+            return await audited_action(reg, session=session, action=action, subject=subject, inputs=inputs, work=_act)
+
+        async def _act() -> CallToolResult:
             if action == "delete":
                 return await _delete()
             if action == "import":
@@ -674,7 +693,7 @@ async def guarded_run(
     audit["params_sha256"], audit["params_size"] = params_digest(params)
     ctx, child = await access.context_of(reg, context), None  # permissions: see permissions.py
     audit["directive"] = ctx.get("directive") if ctx else None
-    lacking = access.check(ctx["permissions"], plan) if ctx and plan else None
+    lacking = access.check(ctx["permissions"], plan, params) if ctx and plan else None
     try:
         if lacking is None and plan and plan.get("tool_type") in access.DIRECTIVE_TYPES and not dry_run:
             child = await reg.open_context(session, f"{tool}@{plan.get('version')}", context, None)
@@ -765,6 +784,93 @@ async def _audit(reg: Registry, entry: dict[str, Any]) -> None:
         await reg.record_audit({k: v for k, v in entry.items() if v is not None})
     except KiwiError as e:
         logger.warning("could not audit the call of %s: %s", entry.get("tool_id"), e.message)
+
+
+_REFUSALS = frozenset({"usage", "invalid_parameters", "not_found", "refused", "integrity", "permission_denied"})
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+async def audited_action(
+    reg: Registry,
+    *,
+    session: str,
+    action: str,
+    subject: str | None,
+    inputs: dict[str, Any],
+    work: Callable[[], Awaitable[CallToolResult]],
+) -> CallToolResult:
+    """`work` (an execute action other than run/dry_run), with one audit row for how it went.
+
+    Refused (a usage error, not found, refused by the registry, no permission): decision
+    refused with the reason. Failed after it started (an import that timed out or published
+    only some tools, an unexpected error): allowed, outcome error. Otherwise allowed, outcome
+    success, naming what it touched (the published version and its content_hash, the
+    approval's tool, the context's directive). A delete without confirm is a preview: allowed,
+    no outcome, reason "preview". The inputs are stored only as their sha256 and size; the
+    result is returned (or the error raised) unchanged, and a failure to audit is only logged."""
+    started = time.perf_counter()
+    entry: dict[str, Any] = {"session_id": session, "action": action}
+    entry["params_sha256"], entry["params_size"] = params_digest(inputs)
+    fallback = subject or f"{action}:unknown"
+    try:
+        result = await work()
+    except KiwiError as e:
+        refused = e.kind in _REFUSALS
+        await _audit(reg, {**entry, **_subject(fallback), **_verdict(refused, e.message), "duration_ms": _ms(started)})
+        raise
+    except Exception as e:
+        reason = f"failed unexpectedly: {type(e).__name__}"
+        await _audit(reg, {**entry, **_subject(fallback), **_verdict(False, reason), "duration_ms": _ms(started)})
+        raise
+    data = result.structured_content if isinstance(result.structured_content, dict) else {}
+    if result.is_error:
+        error = data.get("error") if isinstance(data.get("error"), dict) else {}
+        refused = action != "import" and error.get("kind") in _REFUSALS
+        verdict = _verdict(refused, str(error.get("message") or "failed"))
+    elif action == "delete" and not data.get("deleted"):
+        verdict = {"decision": "allowed", "reason": "preview: nothing deleted (confirm=true was not given)"}
+    else:
+        verdict = {"decision": "allowed", "outcome": "success"}
+    await _audit(reg, {**entry, **_subject(fallback, data), **verdict, "duration_ms": _ms(started)})
+    return result
+
+
+def _verdict(refused: bool, reason: str) -> dict[str, Any]:
+    if refused:
+        return {"decision": "refused", "reason": reason[:2000]}
+    return {"decision": "allowed", "outcome": "error", "reason": reason[:2000]}
+
+
+def _subject(fallback: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """tool_id, version and content_hash of what an action touched, from its result when it has them."""
+    data = data or {}
+    found: dict[str, Any] = {}
+    for key in ("approval", "would_delete", "context"):
+        if isinstance(data.get(key), dict):
+            found = data[key]
+    tool = found.get("tool_id") or found.get("item_id") or found.get("directive") or data.get("tool_id")
+    tool = tool or data.get("server") or (f"context:{found['id']}" if found.get("id") and "context" in data else None)
+    tool = tool or fallback
+    version = found.get("version") or found.get("latest_version") or data.get("version")
+    if version is None and "@" in str(tool):  # a directive as ref@version
+        tool, version = str(tool).rsplit("@", 1)
+    content_hash = found.get("content_hash") or data.get("content_hash")
+    tool = "".join(ch for ch in str(tool) if ch.isprintable())[:300] or fallback[:300]
+    return {
+        "tool_id": tool,
+        "version": str(version)[:128] if version is not None else None,
+        "content_hash": content_hash if isinstance(content_hash, str) and _SHA256.fullmatch(content_hash) else None,
+    }
+
+
+def _manifest_tool_id(manifest: dict[str, Any] | str | None) -> str | None:
+    """The manifest's tool_id, when it is easy to see (for auditing a publish that fails early)."""
+    if isinstance(manifest, dict) and manifest.get("tool_id"):
+        return str(manifest["tool_id"])
+    if isinstance(manifest, str):
+        found = re.search(r"^tool_id:\s*['\"]?([^\s'\"#]+)", manifest, re.MULTILINE)
+        return found.group(1) if found else None
+    return None
 
 
 def _ms(started: float) -> float:
