@@ -4,6 +4,7 @@ everything over stdio and over streamable HTTP, filesystem on a temporary folder
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -155,12 +156,12 @@ async def test_parameters_never_reach_the_command(
     assert refused.status == "error" and isinstance(refused.failure, ConfigError)
 
 
-@pytest.fixture
-def http_everything() -> Iterator[str]:
-    """server-everything in streamableHttp mode on a free local port; its /mcp URL."""
+@contextlib.contextmanager
+def everything_over(mode: str, path: str) -> Iterator[str]:
+    """server-everything in `mode` (streamableHttp or sse) on a free local port; its URL."""
     port = free_port()
     proc = subprocess.Popen(
-        ["node", str(EVERYTHING), "streamableHttp"],
+        ["node", str(EVERYTHING), mode],
         env={**os.environ, "PORT": str(port)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -175,11 +176,44 @@ def http_everything() -> Iterator[str]:
             except OSError:
                 time.sleep(0.1)
         else:
-            pytest.fail("server-everything (streamableHttp) did not listen")
-        yield f"http://127.0.0.1:{port}/mcp"
+            pytest.fail(f"server-everything ({mode}) did not listen")
+        yield f"http://127.0.0.1:{port}{path}"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+@pytest.fixture
+def http_everything() -> Iterator[str]:
+    with everything_over("streamableHttp", "/mcp") as url:
+        yield url
+
+
+@pytest.fixture
+def sse_everything() -> Iterator[str]:
+    with everything_over("sse", "/sse") as url:
+        yield url
+
+
+async def test_a_remote_sse_server_runs_through_the_pool(
+    mcp: tuple[Runner, McpToolHandler], publish: Publish, sse_everything: str
+) -> None:
+    runner, handler = mcp
+    server = publish(
+        {
+            "tool_id": unique("sse_everything"),
+            "tool_type": "mcp_server",
+            "executor": "http_client",
+            "version": "1.0.0",
+            "config": {"transport": "sse", "url": sse_everything},
+        }
+    )
+    report = await import_server(runner.registry, handler.pool, server, runner.environ)
+    assert report.ok and report.counts()["created"] > 5
+    result = await runner.run(f"{server}.echo", {"message": "over sse"})
+    assert (result.output, result.detail["transport"]) == ("Echo: over sse", "sse")
+    results = await asyncio.gather(*(runner.run(f"{server}.echo", {"message": f"m{i}"}) for i in range(20)))
+    assert all(r.ok for r in results)
 
 
 async def test_a_remote_streamable_http_server_runs_through_the_pool(
