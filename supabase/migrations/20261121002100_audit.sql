@@ -1,5 +1,7 @@
--- Audit: one row per call an agent makes through Kiwi, allowed or refused, written by
--- record_audit. A row says which tool (and the exact version and content_hash it
+-- Audit: one row per call an agent makes through Kiwi (every MCP execute action: run,
+-- dry_run, create, update, publish, delete, import, approve, deny, open_context), allowed
+-- or refused, written by record_audit. A delete without confirm=true (a preview) is
+-- audited as allowed with no outcome and the reason "preview". A row says which tool (and the exact version and content_hash it
 -- resolved to), whether the call was allowed, and if not why, in which session and
 -- under which directive, how long it took and how it ended. Parameter values are never
 -- stored: only their sha256 and size. Callers read their own rows, admins all of them;
@@ -16,7 +18,8 @@ create table public.audit_log (
                  constraint audit_log_session_id_length check (char_length(session_id) between 1 and 200),
   directive      text constraint audit_log_directive_length check (char_length(directive) <= 300),
   action         text not null default 'run'
-                 constraint audit_log_action_values check (action in ('run', 'dry_run')),
+                 constraint audit_log_action_values check (action in (
+                   'run', 'dry_run', 'create', 'update', 'publish', 'delete', 'import', 'approve', 'deny', 'open_context')),
   tool_id        text not null
                  constraint audit_log_tool_id_length check (char_length(tool_id) between 1 and 300),
   server         text constraint audit_log_server_length check (char_length(server) <= 300),
@@ -38,7 +41,9 @@ create table public.audit_log (
   constraint audit_log_refusals_did_not_run check (decision = 'allowed' or outcome is null)
 );
 comment on table public.audit_log is
-  'One row per call made through Kiwi (MCP execute run/dry_run), allowed or refused, written through record_audit. Callers read their own rows, admins all. No parameter values: only their sha256 and size.';
+  'One row per call made through Kiwi (every MCP execute action), allowed or refused, written through record_audit. Callers read their own rows, admins all. No parameter values or manifests: only their sha256 and size.';
+comment on column public.audit_log.action is
+  'The execute action: run, dry_run, create, update, publish, delete, import, approve, deny or open_context.';
 comment on column public.audit_log.session_id is 'The session the call came in (an MCP server instance or session).';
 comment on column public.audit_log.directive is 'The directive the agent was following, when known.';
 comment on column public.audit_log.tool_id is 'The tool as requested or resolved (public/x is stored as x); not a foreign key: audit rows outlive tools.';
@@ -100,6 +105,8 @@ declare
   v_allowed constant text[] := array[
     'id', 'at', 'session_id', 'directive', 'action', 'tool_id', 'server', 'version', 'content_hash',
     'decision', 'reason', 'retry_after_s', 'duration_ms', 'outcome', 'params_sha256', 'params_size', 'run_id'];
+  v_actions constant text[] := array[
+    'run', 'dry_run', 'create', 'update', 'publish', 'delete', 'import', 'approve', 'deny', 'open_context'];
 begin
   if p_entry is null or jsonb_typeof(p_entry) <> 'object' then
     return array['entry: must be a JSON object'];
@@ -135,8 +142,8 @@ begin
     end if;
   end if;
   if jsonb_typeof(p_entry -> 'action') not in ('string', 'null')
-     or (jsonb_typeof(p_entry -> 'action') = 'string' and (p_entry ->> 'action') not in ('run', 'dry_run')) then
-    p := p || 'action: one of run, dry_run'::text;
+     or (jsonb_typeof(p_entry -> 'action') = 'string' and not (p_entry ->> 'action') = any (v_actions)) then
+    p := p || format('action: one of %s', array_to_string(v_actions, ', '));
   end if;
   if jsonb_typeof(p_entry -> 'outcome') not in ('string', 'null')
      or (jsonb_typeof(p_entry -> 'outcome') = 'string'
@@ -242,7 +249,7 @@ begin
 end
 $$;
 comment on function public.record_audit(jsonb) is
-  'Audit one call: {session_id, tool_id, decision (allowed|refused), reason (required when refused), directive, action (run|dry_run), server, version, content_hash, retry_after_s, duration_ms, outcome (success|error|timeout; none when refused), params_sha256, params_size, run_id, id, at}. The database sets who asked; unknown or bad fields are refused by name. Returns the row''s id.';
+  'Audit one call: {session_id, tool_id, decision (allowed|refused), reason (required when refused), directive, action (run|dry_run|create|update|publish|delete|import|approve|deny|open_context), server, version, content_hash, retry_after_s, duration_ms, outcome (success|error|timeout; none when refused), params_sha256, params_size, run_id, id, at}. The database sets who asked; unknown or bad fields are refused by name. Returns the row''s id.';
 revoke execute on function public.record_audit(jsonb) from public;
 grant execute on function public.record_audit(jsonb) to authenticated, service_role;
 
