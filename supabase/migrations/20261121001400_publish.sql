@@ -19,7 +19,9 @@ declare
     'tool_id', 'namespace', 'tool_type', 'executor', 'version', 'name', 'description',
     'category', 'subcategory', 'tags', 'visibility', 'config', 'parameters', 'outputs',
     'entrypoint', 'changelog', 'is_official', 'is_builtin', 'author', 'license',
-    'homepage', 'metadata'];
+    'homepage', 'metadata',
+    -- a directive's declarations, checked by directive_problems (20261121002000_directives.sql)
+    'requires', 'permissions', 'cites'];
 begin
   if p_manifest is null or jsonb_typeof(p_manifest) <> 'object' then
     return array['manifest: must be a JSON object'];

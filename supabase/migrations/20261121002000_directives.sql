@@ -26,9 +26,10 @@
 -- required tools exist is a question for run time (runner/directive.py), not publish:
 -- a directive may be published before the tools it needs.
 --
--- Publishing is hooked without rewriting it: the original manifest_problems becomes
--- manifest_base_problems, and manifest_problems (which publish calls by name) runs it
--- on the manifest without the three directive keys, then directive_problems.
+-- Publishing is hooked without rewriting it: the original manifest_problems (whose
+-- allowed keys already name requires, permissions and cites) becomes
+-- manifest_base_problems, and manifest_problems (which publish calls by name) runs it,
+-- then directive_problems.
 
 alter function kiwi_internal.manifest_problems(jsonb) rename to manifest_base_problems;
 
@@ -205,26 +206,13 @@ $$;
 revoke execute on function kiwi_internal.directive_problems(jsonb) from public;
 grant execute on function kiwi_internal.directive_problems(jsonb) to anon, authenticated, service_role;
 
--- What publish calls: the base checks without the directive keys (so they are not
--- unknown fields, and the allowed list it prints names them), then the directive checks.
+-- What publish calls: the base checks (whose allowed keys include the directive's),
+-- then the directive checks.
 create function kiwi_internal.manifest_problems(p_manifest jsonb) returns text[]
-  language plpgsql stable
+  language sql stable
   set search_path = ''
 as $$
-declare
-  v_keys constant text[] := array['requires', 'permissions', 'cites'];
-  p text[];
-begin
-  if p_manifest is null or jsonb_typeof(p_manifest) <> 'object' then
-    return kiwi_internal.manifest_base_problems(p_manifest);
-  end if;
-  select coalesce(array_agg(case when m ~ '^[^ .\[]+: unknown field \(allowed: tool_id, .*\)$'
-                                 then regexp_replace(m, '\)$', ', ' || array_to_string(v_keys, ', ') || ')')
-                                 else m end order by n), '{}')
-    into p
-    from unnest(kiwi_internal.manifest_base_problems(p_manifest - v_keys)) with ordinality as b(m, n);
-  return p || kiwi_internal.directive_problems(p_manifest);
-end
+  select kiwi_internal.manifest_base_problems(p_manifest) || kiwi_internal.directive_problems(p_manifest)
 $$;
 revoke execute on function kiwi_internal.manifest_problems(jsonb) from public;
 grant execute on function kiwi_internal.manifest_problems(jsonb) to anon, authenticated, service_role;
