@@ -61,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 from report import Verdict, table  # noqa: E402
 
+from runner import procfs  # noqa: E402
 from runner.config import Settings  # noqa: E402
 from runner.environment import prepare_environment  # noqa: E402
 from runner.materialize import materialise  # noqa: E402
@@ -124,21 +125,8 @@ _TICK = os.sysconf("SC_CLK_TCK")
 def postgres_cpu_s() -> float | None:
     """CPU seconds used so far by every process named postgres on this machine (the local
     cluster, with any other client's work on it); None when none is visible."""
-    total, seen = 0, False
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if b"(postgres)" not in stat[: stat.rfind(b")") + 1]:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-        seen = True
-    return total / _TICK if seen else None
+    postgres = [p for p in procfs.processes() if p.name == "postgres"]
+    return sum(p.utime + p.stime for p in postgres) / _TICK if postgres else None
 
 
 def machine_busy_s() -> float:

@@ -43,6 +43,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from .. import procfs
 from ..errors import PrimitiveError
 
 logger = logging.getLogger("kiwi.mcp")
@@ -405,19 +406,12 @@ def _find_child(argv: tuple[str, ...]) -> int | None:
     me, want = os.getpid(), list(argv)
     loose: list[int] = []
     try:
-        entries = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+        mine = [p.pid for p in procfs.processes() if p.ppid == me and p.pgrp == p.pid and p.pid not in _LIVE]
     except OSError:
         return None
-    for pid in entries:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-            fields = stat[stat.rfind(b")") + 2 :].split()
-            if int(fields[1]) != me or int(fields[2]) != pid or pid in _LIVE:
-                continue
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
-        except (OSError, ValueError, IndexError):
+    for pid in mine:
+        cmdline = procfs.cmdline(pid)
+        if cmdline is None:
             continue
         if cmdline == want:
             return pid

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import procfs
 from ..errors import ConfigError, PrimitiveError, Refused
 from ..expand import as_text, expand_vars, fill, render_argv, variables_in
 from ..plan import Plan
@@ -244,21 +245,9 @@ def _group_alive(pgid: int) -> bool:
     if not _signal_group(pgid, 0):
         return False
     try:
-        entries = os.listdir("/proc")
-    except OSError:
+        return any(p.pgrp == pgid and p.alive for p in procfs.processes())
+    except OSError:  # no /proc: trust the signal
         return True
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()  # state, ppid, pgrp, ...
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
 
 
 def _resolve(command: str, path: str, cwd: Path | None) -> str:

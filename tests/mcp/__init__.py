@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from runner import procfs
 from runner.config import Settings
 from runner.dispatch import LazyPrimitive
 from runner.mcp.handler import McpToolHandler
@@ -57,26 +58,11 @@ def free_port() -> int:
 
 def alive(pid: int) -> bool:
     """Running (a zombie does not count)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
+    entry = procfs.stat(pid)
+    return entry is not None and entry.alive
 
 
 def children() -> set[int]:
     """This process's live children."""
-    me, out = os.getpid(), set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if int(fields[1]) == me and fields[0] not in (b"Z", b"X"):
-            out.add(int(name))
-    return out
+    me = os.getpid()
+    return {p.pid for p in procfs.processes() if p.ppid == me and p.alive}

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from runner import procfs
 from runner.errors import ConfigError
 from runner.mcp.handler import McpToolHandler
 from runner.mcp.importer import import_server
@@ -147,8 +148,7 @@ async def test_parameters_never_reach_the_command(
     result = await runner.run(tool, sneaky)
     assert result.ok and not marker.exists()
     (pid,) = live_server_pids() - before
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        assert f.read().split(b"\0")[1:3] == [str(EVERYTHING).encode(), b"stdio"]
+    assert (procfs.cmdline(pid) or [])[1:3] == [str(EVERYTHING), "stdio"]
     # A {placeholder} in a server's command is never filled from parameters.
     templated = publish(stdio_server(unique("templated"), [str(EVERYTHING), "{message}"]))
     echo = publish(mcp_tool(templated, "echo"))

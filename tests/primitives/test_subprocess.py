@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from runner import procfs
 from runner.errors import ConfigError, PrimitiveError, Refused
 from runner.plan import Plan
 from runner.primitives.base import Invocation, Outcome
@@ -72,17 +73,14 @@ def python(code: str, *args: str, **config: Any) -> dict[str, Any]:
 def running(pid: int) -> bool:
     """Whether pid is a live process. A zombie is dead: it only waits for a parent to reap it
     (and under an init that never reaps, os.kill(pid, 0) would still find it)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: fall back on the signal test
+    if not os.path.isdir("/proc"):  # no /proc: fall back on the signal test
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
             return False
         return True
-    return stat[stat.rfind(")") + 2] not in "ZX"
+    entry = procfs.stat(pid)
+    return entry is not None and entry.alive
 
 
 async def gone(pid: int, within: float = 2.0) -> bool:
