@@ -134,15 +134,18 @@ class Runner:
         version: str | None = None,
         raw_params: Mapping[str, str] | None = None,
         dry_run: bool = False,
+        plan: Plan | None = None,
     ) -> RunResult:
         """Run a tool. Deliberate failures (bad parameters, a broken chain, an altered file) come
-        back as a result with status "error" and `failure` set; they are recorded like any run."""
+        back as a result with status "error" and `failure` set; they are recorded like any run.
+
+        plan: the plan already fetched for this tool and version (a caller that checked it,
+        such as the MCP server's permission check), so the run is the one that was checked."""
         started = time.perf_counter()
         started_at = datetime.now(UTC).isoformat()
-        plan: Plan | None = None
         given: Any = {} if params is None else params
         try:
-            plan = await self.plan(tool_id, version)
+            plan = plan or await self.plan(tool_id, version)
             if raw_params and isinstance(given, dict):
                 given = {**given, **coerce_strings(plan.parameters, raw_params)}
             values = validate_params(plan.tool_id, plan.parameters, given)

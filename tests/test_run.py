@@ -388,3 +388,18 @@ async def test_the_environment_is_built_once_even_when_runs_race_and_reused_afte
     assert len(built) == 2, f"uv venv and uv pip install ran once for five racing runs: {built}"
     assert again.status == "success" and lines == [], "the second run found the environment ready"
     assert env_dir.stat().st_mtime_ns == ready_at
+
+
+async def test_a_plan_given_to_run_is_the_one_that_runs_and_is_not_fetched_again(runner: Runner) -> None:
+    """The MCP server checks permissions against a plan, then runs exactly that plan."""
+    plan = await runner.plan("hello_world")
+    fetched: list[str] = []
+    fetch = runner.registry.execution_plan
+
+    async def counting(tool_id: str, version: str | None = None) -> dict[str, Any]:
+        fetched.append(tool_id)
+        return await fetch(tool_id, version)
+
+    runner.registry.execution_plan = counting  # type: ignore[method-assign]
+    result = await runner.run("hello_world", {"name": "Ada"}, plan=plan)
+    assert result.output == {"greeting": "Hello, Ada!"} and fetched == []

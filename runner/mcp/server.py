@@ -37,6 +37,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, InvalidParameters, KiwiError, NotFound, PrimitiveError, Refused, UsageError
+from ..plan import Plan
 from ..records import params_digest
 from ..registry.base import Registry
 from ..run import Runner, RunResult
@@ -720,7 +721,8 @@ async def guarded_run(
         if held is not None:
             await _audit(reg, {**audit, "decision": "refused", "reason": held.reason})
             return held.result
-    work = runner.run(ref, params, version=ver, dry_run=dry_run)
+    # the plan that was checked is the plan that runs (and is not fetched twice)
+    work = runner.run(ref, params, version=ver, dry_run=dry_run, plan=Plan.from_json(plan) if plan else None)
     try:
         result = await asyncio.wait_for(work, timeout=run_timeout_s)
     except TimeoutError:
@@ -731,14 +733,12 @@ async def guarded_run(
             kind="timeout",
             extra={"result": {"tool_id": ref, "version": ver, "status": "timeout"}},
         )
-    same = plan is not None and plan.get("version") == result.version
     await _audit(
         reg,
         {
             **audit,
             "tool_id": result.tool_id or tool,
             "version": result.version,
-            "content_hash": audit["content_hash"] if same else None,
             "decision": "allowed",
             "outcome": result.status,
             "duration_ms": _ms(started),
