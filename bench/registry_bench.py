@@ -28,7 +28,6 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -38,7 +37,7 @@ from datetime import UTC, datetime
 import psycopg
 from psycopg import sql
 from psycopg.types.string import TextLoader
-from report import Verdict, table
+from report import Verdict, git_commit, summary, table
 from synthetic import (
     DB_PREFIX,
     DEFAULT_ADMIN_URL,
@@ -386,15 +385,6 @@ def _mp(values: Sequence[float], digits: int = 3) -> str:
     return f"{median(values):.{digits}f} [{p95(values):.{digits}f}]"
 
 
-def git_commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def environment(admin_url: str, commit: str, registries: Sequence[Registry]) -> list[str]:
     with psycopg.connect(admin_url) as conn:
         settings = {
@@ -530,14 +520,7 @@ def report(
     ]
 
     results = verdicts(by_size)
-    parts += [
-        "## Summary",
-        "",
-        table(["metric", "figure", "target", "ratio", "verdict"], [v.row() for v in results]),
-        "",
-        "ratio = figure / target: a `<=` target passes at ratio <= 1, a `>=` one at >= 1.",
-        "",
-    ]
+    parts += summary(results)
     return "\n".join(parts), results
 
 

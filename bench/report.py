@@ -1,8 +1,12 @@
-"""What every benchmark's report shares: a verdict per target, and markdown tables."""
+"""What every benchmark's report shares: a verdict per target, markdown tables, the commit."""
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -43,3 +47,24 @@ def table(header: list[str], rows: list[list[str]]) -> str:
         return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
 
     return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)])
+
+
+def summary(results: list[Verdict]) -> list[str]:
+    """The report's closing section: every target with its figure, ratio and verdict."""
+    return [
+        "## Summary",
+        "",
+        table(["metric", "figure", "target", "ratio", "verdict"], [v.row() for v in results]),
+        "",
+        "ratio = figure / target: a `<=` target passes at ratio <= 1, a `>=` one at >= 1.",
+        "",
+    ]
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"

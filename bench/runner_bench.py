@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
-from report import Verdict, table  # noqa: E402
+from report import Verdict, git_commit, summary, table  # noqa: E402
 
 from runner import procfs  # noqa: E402
 from runner.config import Settings  # noqa: E402
@@ -716,24 +716,8 @@ def report(f: Figures, command: str, env: list[str], runs: int) -> tuple[str, li
             "",
         ]
     results = verdicts(f)
-    parts += [
-        "## Summary",
-        "",
-        table(["metric", "figure", "target", "ratio", "verdict"], [v.row() for v in results]),
-        "",
-        "ratio = figure / target: a `<=` target passes at ratio <= 1, a `>=` one at >= 1.",
-        "",
-    ]
+    parts += summary(results)
     return "\n".join(parts), results
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def environment(url: str, commit: str, loop: str, load_start: float) -> list[str]:
