@@ -7,6 +7,11 @@ Environment variables:
                            when SUPABASE_URL is set and KIWI_DATABASE_URL is not
   KIWI_CACHE_DIR           materialised tools and prepared environments
   KIWI_CONFIG              path of config.toml (default: ./config.toml, if present)
+  KIWI_PROJECT_DIR         the project (its .ai/tools space and kiwi.lock); default: the
+                           nearest directory from here up holding .ai/ or kiwi.lock, else here
+  KIWI_USER_SPACE          the user space of local tools (default: ~/.ai/tools)
+  KIWI_KEYS_DIR            signing keys (default: ~/.config/kiwi/keys)
+  KIWI_TRUST_POLICY        off | warn | require (default: config.toml [trust] policy, else off)
 """
 
 from __future__ import annotations
@@ -14,13 +19,29 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
 
 DEFAULT_DATABASE_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
+TRUST_POLICIES = ("off", "warn", "require")
+LOCKFILE_NAME = "kiwi.lock"
+
+
+@dataclass(frozen=True)
+class TrustSettings:
+    """Which signatures the runner accepts: `keys` maps a namespace (or "*", any namespace)
+    to the Ed25519 public keys (base64) trusted to sign its tools. With policy "require"
+    every element of a chain must carry a valid signature by a trusted key; "warn" runs
+    anyway and says what is missing; "off" does not check."""
+
+    policy: str = "off"
+    keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def keys_for(self, namespace: str) -> tuple[str, ...]:
+        return (*self.keys.get(namespace, ()), *self.keys.get("*", ()))
 
 
 @dataclass(frozen=True)
@@ -31,6 +52,18 @@ class Settings:
     supabase_key: str | None
     cache_dir: Path
     record_runs: bool = True
+    project_dir: Path = field(default_factory=Path.cwd)
+    user_space: Path = field(default_factory=lambda: Path.home() / ".ai" / "tools")
+    keys_dir: Path = field(default_factory=lambda: Path.home() / ".config" / "kiwi" / "keys")
+    trust: TrustSettings = field(default_factory=TrustSettings)
+
+    @property
+    def project_space(self) -> Path:
+        return self.project_dir / ".ai" / "tools"
+
+    @property
+    def lockfile(self) -> Path:
+        return self.project_dir / LOCKFILE_NAME
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, config_path: Path | None = None) -> Settings:
@@ -59,6 +92,7 @@ class Settings:
                 hint="set SUPABASE_URL and SUPABASE_KEY (or SUPABASE_ANON_KEY)",
             )
         cache_dir = Path(env.get("KIWI_CACHE_DIR") or cache.get("dir") or _default_cache(env)).expanduser()
+        home = Path(env.get("HOME") or Path.home())
         return cls(
             backend=backend,
             database_url=explicit_db or DEFAULT_DATABASE_URL,
@@ -66,7 +100,39 @@ class Settings:
             supabase_key=supabase_key,
             cache_dir=cache_dir,
             record_runs=bool(runs.get("record", True)),
+            project_dir=_project_dir(env),
+            user_space=Path(env.get("KIWI_USER_SPACE") or home / ".ai" / "tools").expanduser(),
+            keys_dir=Path(env.get("KIWI_KEYS_DIR") or home / ".config" / "kiwi" / "keys").expanduser(),
+            trust=_trust(file.get("trust", {}), env.get("KIWI_TRUST_POLICY")),
         )
+
+
+def _project_dir(env: Mapping[str, str]) -> Path:
+    """KIWI_PROJECT_DIR, else the nearest directory from here up that holds .ai/ or kiwi.lock."""
+    if env.get("KIWI_PROJECT_DIR"):
+        return Path(env["KIWI_PROJECT_DIR"]).expanduser().resolve()
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / ".ai").is_dir() or (folder / LOCKFILE_NAME).is_file():
+            return folder
+    return here
+
+
+def _trust(section: Any, policy_override: str | None) -> TrustSettings:
+    if not isinstance(section, dict):
+        raise UsageError("config.toml: [trust] must be a table", hint="see config.toml's [trust] example")
+    policy = policy_override or section.get("policy", "off")
+    if policy not in TRUST_POLICIES:
+        raise UsageError(f"unknown trust policy {policy!r}", hint="policy is one of: " + ", ".join(TRUST_POLICIES))
+    keys = section.get("keys", {})
+    if not isinstance(keys, dict) or not all(
+        isinstance(v, list) and all(isinstance(k, str) for k in v) for v in keys.values()
+    ):
+        raise UsageError(
+            "config.toml: [trust.keys] maps a namespace to a list of public keys",
+            hint='example: public = ["ed25519:MCowBQ..."]',
+        )
+    return TrustSettings(policy=policy, keys={ns: tuple(v) for ns, v in keys.items()})
 
 
 def _default_cache(env: Mapping[str, str]) -> str:

@@ -43,6 +43,7 @@ class Plan:
     outputs: Any = None
     files: list[PlanFile] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)  # the version's own, as published
+    source: str = "registry"  # or "project" / "user": a local space's tool.yaml (spaces.py)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:
@@ -62,6 +63,7 @@ class Plan:
             outputs=data.get("outputs"),
             files=[PlanFile(**{k: f.get(k) for k in PlanFile.__dataclass_fields__}) for f in data.get("files") or []],
             manifest=data.get("manifest") or {},
+            source=data.get("source") or "registry",
         )
 
     @property

@@ -31,9 +31,34 @@ class Registry(Protocol):
         ...
 
     async def publish(
-        self, manifest: dict[str, Any], files: list[dict[str, Any]], manifest_yaml: str | None = None
+        self,
+        manifest: dict[str, Any],
+        files: list[dict[str, Any]],
+        manifest_yaml: str | None = None,
+        signature: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """public.publish_tool_version(p_manifest, p_files, p_manifest_yaml)."""
+        """public.publish_tool_version(p_manifest, p_files, p_manifest_yaml, p_signature); a
+        signature {content_hash, public_key, signature} is written in the same transaction."""
+        ...
+
+    async def sign(
+        self, tool_id: str, version: str, content_hash: str, public_key: str, signature: str
+    ) -> dict[str, Any]:
+        """public.sign_tool_version(...): attach a signature to a published version."""
+        ...
+
+    async def signature_states(self, tool_ids: list[str]) -> list[dict[str, Any]]:
+        """public.signature_states(p_tool_ids): latest version and signatures of each tool."""
+        ...
+
+    async def attestations(self, tool_id: str, version: str | None = None) -> list[dict[str, Any]]:
+        """public.resolve_chain_attestations(p_tool_id, p_version): the chain with each element's
+        namespace, manifest, files (path, sha256) and signatures, read from the stored rows."""
+        ...
+
+    async def preview_plan(self, manifest: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
+        """public.preview_execution_plan(p_manifest, p_files): the plan an unpublished tool
+        (a local space's tool.yaml) would have, its executor chain taken from the registry."""
         ...
 
     async def delete_tool(self, tool_id: str) -> dict[str, Any]:

@@ -34,7 +34,11 @@ PLAN_SQL = "select public.resolve_execution_plan(%s, %s)"
 CHAIN_SQL = "select * from public.resolve_executor_chain(%s)"
 BATCH_SQL = "select * from public.resolve_executor_chains_batch(%s::text[])"
 SEARCH_SQL = "select * from public.search_tools(%s, %s, %s, %s::int)"
-PUBLISH_SQL = "select public.publish_tool_version(%s::jsonb, %s::jsonb, %s)"
+PUBLISH_SQL = "select public.publish_tool_version(%s::jsonb, %s::jsonb, %s, %s::jsonb)"
+SIGN_SQL = "select public.sign_tool_version(%s, %s, %s, %s, %s)"
+SIGNATURE_STATES_SQL = "select * from public.signature_states(%s::text[])"
+ATTESTATIONS_SQL = "select * from public.resolve_chain_attestations(%s, %s)"
+PREVIEW_PLAN_SQL = "select public.preview_execution_plan(%s::jsonb, %s::jsonb)"
 RECORD_RUN_SQL = "select public.record_run(%s::jsonb)"
 RECORD_RUNS_SQL = (
     "select coalesce(array_agg(r.id::text order by r.n), '{}')"
@@ -143,9 +147,28 @@ class PostgresRegistry:
         return await self._rows(SEARCH_SQL, (query, tool_type, category, limit))
 
     async def publish(
-        self, manifest: dict[str, Any], files: list[dict[str, Any]], manifest_yaml: str | None = None
+        self,
+        manifest: dict[str, Any],
+        files: list[dict[str, Any]],
+        manifest_yaml: str | None = None,
+        signature: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        return await self._value(PUBLISH_SQL, (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps), manifest_yaml))
+        sig = None if signature is None else Jsonb(signature, _dumps)
+        return await self._value(PUBLISH_SQL, (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps), manifest_yaml, sig))
+
+    async def sign(
+        self, tool_id: str, version: str, content_hash: str, public_key: str, signature: str
+    ) -> dict[str, Any]:
+        return await self._value(SIGN_SQL, (tool_id, version, content_hash, public_key, signature))
+
+    async def signature_states(self, tool_ids: list[str]) -> list[dict[str, Any]]:
+        return await self._rows(SIGNATURE_STATES_SQL, (list(tool_ids),))
+
+    async def attestations(self, tool_id: str, version: str | None = None) -> list[dict[str, Any]]:
+        return await self._rows(ATTESTATIONS_SQL, (tool_id, version))
+
+    async def preview_plan(self, manifest: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
+        return await self._value(PREVIEW_PLAN_SQL, (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps)))
 
     async def delete_tool(self, tool_id: str) -> dict[str, Any]:
         return await self._value("select public.delete_tool(%s)", (tool_id,))

@@ -87,11 +87,41 @@ class RestRegistry:
         )
 
     async def publish(
-        self, manifest: dict[str, Any], files: list[dict[str, Any]], manifest_yaml: str | None = None
+        self,
+        manifest: dict[str, Any],
+        files: list[dict[str, Any]],
+        manifest_yaml: str | None = None,
+        signature: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         return await self._rpc(
-            "publish_tool_version", {"p_manifest": manifest, "p_files": list(files)}, p_manifest_yaml=manifest_yaml
+            "publish_tool_version",
+            {"p_manifest": manifest, "p_files": list(files)},
+            p_manifest_yaml=manifest_yaml,
+            p_signature=signature,
         )
+
+    async def sign(
+        self, tool_id: str, version: str, content_hash: str, public_key: str, signature: str
+    ) -> dict[str, Any]:
+        return await self._rpc(
+            "sign_tool_version",
+            {
+                "p_tool_id": tool_id,
+                "p_version": version,
+                "p_content_hash": content_hash,
+                "p_public_key": public_key,
+                "p_signature": signature,
+            },
+        )
+
+    async def signature_states(self, tool_ids: list[str]) -> list[dict[str, Any]]:
+        return await self._rpc("signature_states", {"p_tool_ids": list(tool_ids)})
+
+    async def attestations(self, tool_id: str, version: str | None = None) -> list[dict[str, Any]]:
+        return await self._rpc("resolve_chain_attestations", {"p_tool_id": tool_id}, p_version=version)
+
+    async def preview_plan(self, manifest: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
+        return await self._rpc("preview_execution_plan", {"p_manifest": manifest, "p_files": list(files)})
 
     async def delete_tool(self, tool_id: str) -> dict[str, Any]:
         return await self._rpc("delete_tool", {"p_tool_id": tool_id})
