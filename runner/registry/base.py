@@ -61,6 +61,11 @@ class Registry(Protocol):
         (a local space's tool.yaml) would have, its executor chain taken from the registry."""
         ...
 
+    async def version_source(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
+        """public.tool_version_source(p_tool_id, p_version): what a version was published from,
+        {tool_id, namespace, version, content_hash, manifest, manifest_yaml, files} (for kiwi pull)."""
+        ...
+
     async def delete_tool(self, tool_id: str) -> dict[str, Any]:
         """public.delete_tool(p_tool_id): refused (naming them) while other tools execute on it."""
         ...

@@ -39,6 +39,7 @@ SIGN_SQL = "select public.sign_tool_version(%s, %s, %s, %s, %s)"
 SIGNATURE_STATES_SQL = "select * from public.signature_states(%s::text[])"
 ATTESTATIONS_SQL = "select * from public.resolve_chain_attestations(%s, %s)"
 PREVIEW_PLAN_SQL = "select public.preview_execution_plan(%s::jsonb, %s::jsonb)"
+VERSION_SOURCE_SQL = "select public.tool_version_source(%s, %s)"
 RECORD_RUN_SQL = "select public.record_run(%s::jsonb)"
 RECORD_RUNS_SQL = (
     "select coalesce(array_agg(r.id::text order by r.n), '{}')"
@@ -169,6 +170,9 @@ class PostgresRegistry:
 
     async def preview_plan(self, manifest: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
         return await self._value(PREVIEW_PLAN_SQL, (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps)))
+
+    async def version_source(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
+        return await self._value(VERSION_SOURCE_SQL, (tool_id, version))
 
     async def delete_tool(self, tool_id: str) -> dict[str, Any]:
         return await self._value("select public.delete_tool(%s)", (tool_id,))

@@ -123,6 +123,9 @@ class RestRegistry:
     async def preview_plan(self, manifest: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
         return await self._rpc("preview_execution_plan", {"p_manifest": manifest, "p_files": list(files)})
 
+    async def version_source(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
+        return await self._rpc("tool_version_source", {"p_tool_id": tool_id}, p_version=version)
+
     async def delete_tool(self, tool_id: str) -> dict[str, Any]:
         return await self._rpc("delete_tool", {"p_tool_id": tool_id})
 
