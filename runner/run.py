@@ -36,6 +36,8 @@ from .primitives.base import Invocation, Outcome
 from .recorder import RunRecorder
 from .records import run_record, scrub, scrub_deep, secret_values
 from .registry.base import Registry
+from .spaces import find as find_local
+from .trust.lockfile import Lockfile
 from .validation import validate
 
 logger = logging.getLogger("kiwi.runner")
@@ -95,6 +97,8 @@ class Runner:
         self.on_progress = on_progress
         self.recorder = RunRecorder(registry, on_error=self._warn)
         self._secret_names: dict[tuple[str, ...], frozenset[str]] = {}
+        self.lockfile = Lockfile(settings.lockfile)
+        self._verified: dict[str, list[Any]] = {}  # plan_key -> verdicts (trust/verify.py)
 
     def _secrets(self, plan: Plan) -> list[str]:
         """Values of the ${VAR}s the plan's config names, to scrub from what a run reports.
@@ -123,7 +127,18 @@ class Runner:
             await self.dispatcher.aclose()
             await self.registry.aclose()
 
+    local_spaces = True  # False: every plan comes from the registry (`kiwi run --registry`)
+
     async def plan(self, tool_id: str, version: str | None = None) -> Plan:
+        """The plan of a local space's tool (project, then user; see spaces.py), previewed by
+        the registry with its executor chain, else the registry's. A version asked for by
+        name is a published one, so it always comes from the registry."""
+        if version is None and self.local_spaces:
+            local = find_local(tool_id, self.settings)
+            if local is not None:
+                tool = local.load()
+                preview = await self.registry.preview_plan(tool.manifest, tool.files)
+                return Plan.from_json({**preview, "source": local.space})
         return Plan.from_json(await self.registry.execution_plan(tool_id, version))
 
     async def run(
@@ -146,10 +161,12 @@ class Runner:
         given: Any = {} if params is None else params
         try:
             plan = plan or await self.plan(tool_id, version)
+            plan, trust_warnings = await self._hold_to_trust(plan, tool_id, version)
             if raw_params and isinstance(given, dict):
                 given = {**given, **coerce_strings(plan.parameters, raw_params)}
             values = validate_params(plan.tool_id, plan.parameters, given)
             result = await self._execute(plan, values, dry_run)
+            result.warnings[:0] = trust_warnings
         except KiwiError as e:
             secrets = self._secrets(plan) if plan else []
             result = RunResult(
@@ -164,6 +181,41 @@ class Runner:
         if not dry_run and self.settings.record_runs:
             self._record(result, plan, given, started_at)
         return result
+
+    async def _hold_to_trust(self, plan: Plan, requested: str, version: str | None) -> tuple[Plan, list[str]]:
+        """The project's lockfile and the trust policy, before anything runs: a locked tool
+        runs its locked version and is refused on any drift; with policy "require" every
+        element of the chain must be signed by a trusted key ("warn": say so and go on)."""
+        if plan.source == "registry" and (locked := self.lockfile.get(requested)) is not None:
+            if version is None and plan.version != locked.version:
+                plan = await self.plan(requested, locked.version)
+            self.lockfile.check(plan, requested)
+        if self.settings.trust.policy == "off":
+            return plan, []
+        from .trust.verify import refusal  # cryptography loads only when a policy asks for it
+
+        failing = [v for v in await self.verify(plan) if not v.ok]
+        if failing and self.settings.trust.policy == "require":
+            raise refusal(plan, failing)
+        return plan, [f"{v.tool_id}@{v.version} is {v.state.replace('_', ' ')}: {v.detail}" for v in failing]
+
+    async def verify(self, plan: Plan) -> list[Any]:
+        """Each registry element of the plan's chain judged under the trusted keys (see
+        trust/verify.py), from the stored rows; remembered per chain, files and config."""
+        from .trust.verify import judge, plan_key
+
+        key = plan_key(plan)
+        verdicts = self._verified.get(key)
+        if verdicts is None:
+            if plan.source == "registry":
+                rows = await self.registry.attestations(plan.tool_id, plan.version)
+            else:  # a local space's tool: its executors come from the registry
+                rows = await self.registry.attestations(plan.executor_id) if plan.executor_id else []
+            verdicts = judge(plan, rows, self.settings.trust)
+            if len(self._verified) >= 4096:
+                self._verified.clear()
+            self._verified[key] = verdicts
+        return verdicts
 
     async def _execute(self, plan: Plan, params: dict[str, Any], dry_run: bool) -> RunResult:
         root = self.settings.cache_dir

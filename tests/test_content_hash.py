@@ -1,13 +1,13 @@
 """content_hash is documented well enough to recompute outside the database.
 
-This is an independent Python implementation of the algorithm written in
-supabase/migrations/*_content_hash.sql; it must agree with the database on every
-seeded version and on arbitrary manifests and files (hypothesis).
+runner/trust/content_hash.py is an independent Python implementation of the algorithm
+written in supabase/migrations/*_content_hash.sql (the runner uses it to verify signed
+chains); it must agree with the database on every seeded version and on arbitrary
+manifests and files (hypothesis).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import posixpath
 import string
@@ -19,38 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-
-def canonical_json(value: Any) -> str:
-    """Keys by code point, no whitespace, plain decimals, JSON string escapes."""
-    if isinstance(value, dict):
-        items = (f"{json.dumps(k, ensure_ascii=False)}:{canonical_json(value[k])}" for k in sorted(value))
-        return "{" + ",".join(items) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(canonical_json(v) for v in value) + "]"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if value is None:
-        return "null"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, Decimal):
-        return "0" if value == 0 else format(value.normalize(), "f")
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    raise TypeError(f"not JSON: {value!r}")
-
-
-def sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def content_hash(manifest: Any, files: list[tuple[str, str]]) -> str:
-    """files: (path, sha256) pairs."""
-    body = "kiwi-content-v1\n" + canonical_json(manifest) + "\n"
-    body += "".join(f"{path}\t{sha}\n" for path, sha in sorted(files))
-    return sha256_hex(body)
+from runner.trust.content_hash import canonical_json, content_hash, sha256_hex
 
 
 def load_exact(text: str) -> Any:

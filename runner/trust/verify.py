@@ -1,0 +1,171 @@
+"""Verify a chain before it runs: every element is what its publisher signed.
+
+The runner does not take the database's word for it. From the stored rows
+(public.resolve_chain_attestations) it recomputes each element's content_hash from its
+manifest and files, checks a signature by a key config.toml trusts for the element's
+namespace, and checks that the plan it is about to run (files, manifest, merged config)
+is made of exactly those elements. An element is one of:
+
+  trusted        signed by a trusted key, and its content hashes to what was signed
+  unsigned       no signature at all
+  untrusted      signed, but by no key trusted for its namespace
+  bad_signature  a trusted key's signature that does not verify
+  altered        its stored content no longer hashes to its content_hash, or the plan
+                 is not made of the stored elements
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import TrustSettings
+from ..errors import IntegrityError, Refused
+from ..plan import Plan
+from .content_hash import content_hash
+from .keys import fingerprint, parse_public_key
+from .signing import verifies
+
+TRUSTED = "trusted"
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    tool_id: str
+    version: str
+    state: str  # trusted | unsigned | untrusted | bad_signature | altered
+    detail: str
+    key_fingerprint: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state == TRUSTED
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tool_id": self.tool_id,
+            "version": self.version,
+            "state": self.state,
+            "detail": self.detail,
+            "key_fingerprint": self.key_fingerprint,
+        }
+
+
+def signature_state(
+    namespace: str, content_hash_: str, signatures: Iterable[dict[str, Any]], trust: TrustSettings
+) -> tuple[str, str, str | None]:
+    """(state, detail, fingerprint) of one version's signatures under the trusted keys."""
+    signatures = list(signatures)
+    if not signatures:
+        return "unsigned", "no signature", None
+    trusted = {fingerprint(k): k for k in (parse_public_key(t) for t in trust.keys_for(namespace))}
+    bad: str | None = None
+    for sig in signatures:
+        key = trusted.get(sig.get("key_fingerprint", ""))
+        if key is None:
+            continue
+        if verifies(key, content_hash_, sig.get("signature", "")):
+            return TRUSTED, f"signed by trusted key {sig['key_fingerprint'][:16]}", sig["key_fingerprint"]
+        bad = sig["key_fingerprint"]
+    if bad is not None:
+        return "bad_signature", f"the signature of trusted key {bad[:16]} does not verify", bad
+    fps = ", ".join(s.get("key_fingerprint", "?")[:16] for s in signatures)
+    return "untrusted", f"signed only by keys not trusted for namespace {namespace!r} ({fps})", None
+
+
+def merged_config(manifests: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The plan's config rebuilt from the chain's manifests (tool first, as stored), with
+    the registry's rule (kiwi_internal.jsonb_deep_merge): the child wins, objects merge
+    recursively, arrays and scalars are replaced, a manifest without config changes nothing."""
+    out: Any = None
+    for manifest in reversed(manifests):  # primitive first
+        patch = manifest.get("config", _MISSING)
+        if patch is not _MISSING:
+            out = _merge(out, patch)
+    return out if out is not None else {}
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    if not isinstance(base, dict) or not isinstance(patch, dict):
+        return patch
+    merged = {**base, **patch}
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merged[key] = _merge(base[key], value)
+    return merged
+
+
+def judge(plan: Plan, attestations: Sequence[dict[str, Any]], trust: TrustSettings) -> list[Verdict]:
+    """One verdict per element of the plan's chain that comes from the registry (a local
+    space's tool is the project's own code: its executors are judged, not itself)."""
+    links = plan.chain if plan.source == "registry" else plan.chain[1:]
+    stored = [(r["tool_id"], r["version"], r["content_hash"]) for r in attestations]
+    planned = [(link.tool_id, link.version, link.content_hash) for link in links]
+    if [s[0] for s in stored] != [p[0] for p in planned]:
+        why = f"the plan's chain {_chain_text(planned)} is not the stored chain {_chain_text(stored)}"
+        return [Verdict(r["tool_id"], r["version"], "altered", why) for r in attestations]
+    verdicts = [_judge_element(plan, i, row, planned[i], trust) for i, row in enumerate(attestations)]
+    manifests = [r["manifest"] for r in attestations]
+    if plan.source != "registry":
+        manifests = [plan.manifest, *manifests]
+    if verdicts and all(v.state != "altered" for v in verdicts) and merged_config(manifests) != plan.config:
+        first = verdicts[0]
+        why = "the plan's merged config differs from the configs of its stored chain"
+        verdicts[0] = Verdict(first.tool_id, first.version, "altered", why)
+    return verdicts
+
+
+def _judge_element(
+    plan: Plan, index: int, row: dict[str, Any], planned: tuple[str, str, str], trust: TrustSettings
+) -> Verdict:
+    tool_id, version = row["tool_id"], row["version"]
+    files = [(f["path"], f["sha256"]) for f in row.get("files") or []]
+    recomputed = content_hash(row["manifest"], files)
+    if recomputed != row["content_hash"]:
+        why = f"its stored content hashes to {recomputed[:16]}, not its content_hash {row['content_hash'][:16]}"
+        return Verdict(tool_id, version, "altered", why)
+    if planned[1:] != (version, row["content_hash"]):
+        stored = f"{version} ({row['content_hash'][:16]})"
+        why = f"the plan runs {planned[1]} ({planned[2][:16]}), the registry stores {stored}"
+        return Verdict(tool_id, version, "altered", why)
+    if index == 0 and plan.source == "registry":
+        if plan.manifest and plan.manifest != row["manifest"]:
+            return Verdict(tool_id, version, "altered", "the plan's manifest differs from the stored manifest")
+        if sorted((f.path, f.sha256) for f in plan.files) != sorted(files):
+            return Verdict(tool_id, version, "altered", "the plan's files differ from the stored files")
+    namespace = row.get("namespace") or "public"
+    state, detail, fp = signature_state(namespace, row["content_hash"], row.get("signatures") or [], trust)
+    return Verdict(tool_id, version, state, detail, fp)
+
+
+def _chain_text(chain: Sequence[tuple[str, str, str]]) -> str:
+    return " -> ".join(f"{t}@{v}" for t, v, _ in chain)
+
+
+def plan_key(plan: Plan) -> str:
+    """What a verification covers: the chain, the files and the merged config (a memo key)."""
+    body = json.dumps(
+        [
+            plan.source,
+            [(c.tool_id, c.content_hash) for c in plan.chain],
+            [(f.path, f.sha256) for f in plan.files],
+            plan.config,
+        ],
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def refusal(plan: Plan, verdicts: Sequence[Verdict]) -> Refused:
+    failing = [v for v in verdicts if not v.ok]
+    lines = "; ".join(f"{v.tool_id}@{v.version} is {v.state.replace('_', ' ')} ({v.detail})" for v in failing)
+    cls = IntegrityError if any(v.state in ("altered", "bad_signature") for v in failing) else Refused
+    return cls(
+        f"trust policy refuses {plan.tool_id}@{plan.version}: {lines}",
+        hint="sign with `kiwi sign TOOL@VERSION`, or trust the signer's key under [trust.keys] in config.toml",
+    )
