@@ -67,12 +67,18 @@ class FakePostgREST:
         self.database_url = database_url
         self.conn = psycopg.connect(database_url, autocommit=True)
         self.requests: list[httpx.Request] = []
+        self.responses: list[httpx.Response] = []  # what each request was answered, in order
 
     def close(self) -> None:
         self.conn.close()
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
+        response = self.answer(request)
+        self.responses.append(response)
+        return response
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
         key = request.headers.get("apikey")
         assert key in ROLES, f"apikey header missing or unknown: {key!r}"
         assert request.headers.get("authorization") == f"Bearer {key}"
