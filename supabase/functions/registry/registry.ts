@@ -1,0 +1,235 @@
+// The registry's read-only MCP tools (search, load, resolve) over the database.
+//
+// Every query runs in its own transaction as the `anon` role, so the caller sees what
+// an anonymous PostgREST client would: public tools only, Row Level Security applied.
+// Signed-in callers (forwarding the caller's JWT as `request.jwt.claims` and using the
+// `authenticated` role) are a later step.
+
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import postgres from "postgres";
+import { z } from "zod";
+
+/** The Supabase local default, as in the runner's configuration. */
+export const DEFAULT_DATABASE_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres";
+
+/** SUPABASE_DB_URL is what Supabase gives edge functions; KIWI_DATABASE_URL is what Kiwi uses. */
+export function databaseUrl(env: (name: string) => string | undefined = (n) => Deno.env.get(n)): string {
+  return env("SUPABASE_DB_URL") || env("KIWI_DATABASE_URL") || DEFAULT_DATABASE_URL;
+}
+
+type Sql = postgres.Sql<Record<string, unknown>>;
+type Tx = postgres.TransactionSql<Record<string, unknown>>;
+
+let pool: Sql | undefined;
+
+/** One small pool per isolate, opened on first use. `prepare: false` keeps it usable
+ * behind Supabase's transaction-mode pooler. */
+function sql(): Sql {
+  pool ??= postgres(databaseUrl(), {
+    max: 4,
+    prepare: false,
+    idle_timeout: 20,
+    connect_timeout: 10,
+    onnotice: () => {},
+    connection: { application_name: "kiwi-registry-edge" },
+  });
+  return pool;
+}
+
+/** Runs `fn` in a transaction as `anon` (the public, read-only view). */
+function asAnon<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  return sql().begin(async (tx) => {
+    await tx`set local role anon`;
+    // What PostgREST sets for an anonymous request; also clears anything left on a pooled session.
+    await tx`select set_config('request.jwt.claims', '{"role":"anon"}', true)`;
+    await tx`set transaction read only`;
+    return await fn(tx);
+  }) as Promise<T>;
+}
+
+/** A failure the caller should read: becomes a tool result with isError. */
+export class ToolError extends Error {}
+
+/** `public/x` and ` x ` mean `x`; `x@1.2.0` names a version (an explicit `version` wins). */
+export function splitRef(toolId: string, version?: string): { ref: string; version: string | null } {
+  let ref = toolId.trim();
+  let ver = version?.trim() || null;
+  const at = ref.lastIndexOf("@");
+  if (at > 0) {
+    ver ??= ref.slice(at + 1);
+    ref = ref.slice(0, at);
+  }
+  if (ref.startsWith("public/")) ref = ref.slice("public/".length);
+  if (!ref) throw new ToolError("tool_id is empty; give a tool_id such as 'hello_world' or 'namespace/tool_id'");
+  return { ref, version: ver };
+}
+
+export interface Signature {
+  key_fingerprint: string;
+  public_key: string;
+  signature: string;
+  content_hash: string;
+  signed_at: string;
+}
+
+/** What the endpoint can say about signatures: it does not know the caller's trusted keys,
+ * so it reports signed/unsigned and the keys' fingerprints; trust is the client's decision. */
+export function signatureState(signatures: Signature[]) {
+  return {
+    state: signatures.length > 0 ? "signed" : "unsigned",
+    key_fingerprints: signatures.map((s) => s.key_fingerprint),
+    signatures,
+  };
+}
+
+// --- the three tools ----------------------------------------------------------------
+
+export async function search(args: { query: string; tool_type?: string; category?: string; limit?: number }) {
+  const limit = args.limit ?? 20;
+  const rows = await asAnon((tx) =>
+    tx`select tool_id, namespace, name, tool_type, category, description, executor_id, latest_version, rank
+         from public.search_tools(${args.query}, ${args.tool_type ?? null}, ${args.category ?? null}, ${limit}::int)`
+  );
+  const items = rows.map((r) => ({ ...r, rank: r.rank === null ? null : Number(r.rank) }));
+  return { query: args.query, count: items.length, items };
+}
+
+export async function load(args: { tool_id: string; version?: string }) {
+  const { ref, version } = splitRef(args.tool_id, args.version);
+  return await asAnon(async (tx) => {
+    const [row] = await tx`
+      select t.ref, t.tool_type, t.latest_version, v.id as version_uuid, v.version, v.is_latest,
+             v.manifest, v.manifest_yaml, v.content_hash, v.is_deprecated, v.is_yanked
+        from public.tools t
+        left join public.tool_versions v
+          on v.tool_uuid = t.id and v.version = coalesce(${version}::text, t.latest_version)
+       where t.ref = ${ref}`;
+    if (!row) {
+      throw new ToolError(`tool "${ref}" not found (this endpoint sees public tools only); try search`);
+    }
+    if (!row.version_uuid) {
+      throw new ToolError(
+        `tool "${ref}" has no version ${version ?? "(latest)"}; its latest version is ${row.latest_version ?? "none"}`,
+      );
+    }
+    const files = await tx`
+      select path, sha256, size_bytes, is_entrypoint, media_type, content_text
+        from public.tool_version_files
+       where version_id = ${row.version_uuid as string}::uuid
+       order by path`;
+    // signature_states covers each tool's latest version; other versions are read directly.
+    const signatures = row.is_latest
+      ? ((await tx`select signatures from public.signature_states(${[ref]}::text[])`)[0]?.signatures ?? [])
+      : await tx`
+          select key_fingerprint, public_key, signature, content_hash, signed_at
+            from public.tool_version_signatures
+           where version_id = ${row.version_uuid as string}::uuid
+           order by signed_at, key_fingerprint`;
+    return {
+      tool_id: row.ref,
+      tool_type: row.tool_type,
+      version: row.version,
+      is_latest: row.is_latest,
+      is_deprecated: row.is_deprecated,
+      is_yanked: row.is_yanked,
+      content_hash: row.content_hash,
+      manifest: row.manifest,
+      manifest_yaml: row.manifest_yaml,
+      files: files.map((f) => ({ ...f, size_bytes: Number(f.size_bytes) })),
+      signature: signatureState(signatures as unknown as Signature[]),
+    };
+  });
+}
+
+export async function resolve(args: { tool_id: string; include_manifest?: boolean }) {
+  const { ref } = splitRef(args.tool_id);
+  const rows = await asAnon((tx) =>
+    tx`select depth, tool_id, tool_type, executor_id, version, content_hash, manifest
+         from public.resolve_executor_chain(${ref}) order by depth`
+  );
+  const chain = rows.map(({ manifest, ...r }) => (args.include_manifest ? { ...r, manifest } : r));
+  return { tool_id: ref, chain };
+}
+
+// --- MCP ------------------------------------------------------------------------------
+
+/** A tool's answer: the JSON as text (for clients that read only text) and as structuredContent. */
+function ok(value: Record<string, unknown>): CallToolResult {
+  return { content: [{ type: "text", text: JSON.stringify(value, null, 2) }], structuredContent: value };
+}
+
+/** Any failure as a tool error. Kiwi's SQL functions raise user-facing messages (naming the
+ * tool) with a hint; connection problems are reported as the registry being unavailable. */
+function failure(error: unknown): CallToolResult {
+  let text: string;
+  if (error instanceof ToolError) {
+    text = error.message;
+  } else if (error instanceof postgres.PostgresError) {
+    text = error.hint ? `${error.message}\nhint: ${error.hint}` : error.message;
+  } else {
+    console.error("registry: unexpected error:", error);
+    text = `the registry is unavailable: ${error instanceof Error ? error.message : String(error)}`;
+  }
+  return { content: [{ type: "text", text }], isError: true };
+}
+
+function guarded<A>(fn: (args: A) => Promise<Record<string, unknown>>) {
+  return async (args: A): Promise<CallToolResult> => {
+    try {
+      return ok(await fn(args));
+    } catch (error) {
+      return failure(error);
+    }
+  };
+}
+
+const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+
+/** A fresh server per request: the stateless streamable HTTP transport is single-use. */
+export function buildServer(): McpServer {
+  const server = new McpServer(
+    { name: "kiwi-registry", version: "0.1.0" },
+    {
+      instructions: "Kiwi's tool registry, read-only: `search` finds tools, `load` reads one " +
+        "(manifest, files, signature state), `resolve` gives its executor chain down to a primitive.",
+    },
+  );
+
+  server.registerTool("search", {
+    title: "Search the registry",
+    description: "Search public tools by words (ids, names, tags, description). Ranked; returns tool_id, " +
+      "tool_type, latest_version and description of each. Next: load(tool_id).",
+    inputSchema: {
+      query: z.string().describe("Words to look for, e.g. 'hello' or 'read file'."),
+      tool_type: z.string().optional().describe("Only this tool_type (e.g. script, runtime, mcp_server)."),
+      category: z.string().optional().describe("Only this category."),
+      limit: z.number().int().min(1).max(100).optional().describe("At most this many results (1..100, default 20)."),
+    },
+    annotations: READ_ONLY,
+  }, guarded(search));
+
+  server.registerTool("load", {
+    title: "Load a tool version",
+    description: "One version of a tool (default its latest): manifest, manifest_yaml, content_hash, files " +
+      "(path, sha256, size_bytes, is_entrypoint, media_type, content_text) and signature state.",
+    inputSchema: {
+      tool_id: z.string().describe("tool_id, namespace/tool_id, or tool_id@version (e.g. 'hello_world')."),
+      version: z.string().optional().describe("A semver version; default the latest."),
+    },
+    annotations: READ_ONLY,
+  }, guarded(load));
+
+  server.registerTool("resolve", {
+    title: "Resolve the executor chain",
+    description: "The chain from a tool (depth 0) through its executors down to a primitive, latest versions: " +
+      "depth, tool_id, tool_type, executor_id, version, content_hash.",
+    inputSchema: {
+      tool_id: z.string().describe("tool_id or namespace/tool_id."),
+      include_manifest: z.boolean().optional().describe("Also return each element's manifest (default false)."),
+    },
+    annotations: READ_ONLY,
+  }, guarded(resolve));
+
+  return server;
+}

@@ -1,0 +1,52 @@
+// Unit tests that need no database:
+//   deno test --allow-env --config supabase/functions/registry/deno.json supabase/functions/registry/
+// (node:assert, since jsr:@std/assert is not reachable here). The endpoint against a real
+// database is tested from Python: tests/test_edge_function.py.
+
+import assert from "node:assert/strict";
+import { handle } from "./index.ts";
+import { databaseUrl, DEFAULT_DATABASE_URL, signatureState, splitRef, ToolError } from "./registry.ts";
+
+Deno.test("a reference may carry a version and the public namespace", () => {
+  assert.deepEqual(splitRef(" hello_world "), { ref: "hello_world", version: null });
+  assert.deepEqual(splitRef("public/hello_world@1.0.0"), { ref: "hello_world", version: "1.0.0" });
+  assert.deepEqual(splitRef("acme/tool@1.0.0", "2.0.0"), { ref: "acme/tool", version: "2.0.0" });
+  assert.throws(() => splitRef("  "), ToolError);
+});
+
+Deno.test("the signature state is signed exactly when there are signatures", () => {
+  assert.deepEqual(signatureState([]), { state: "unsigned", key_fingerprints: [], signatures: [] });
+  const sig = { key_fingerprint: "ab", public_key: "k", signature: "s", content_hash: "h", signed_at: "t" };
+  assert.deepEqual(signatureState([sig]).key_fingerprints, ["ab"]);
+  assert.equal(signatureState([sig]).state, "signed");
+});
+
+Deno.test("the database is SUPABASE_DB_URL, else KIWI_DATABASE_URL, else the local default", () => {
+  const env = (vars: Record<string, string>) => (name: string) => vars[name];
+  assert.equal(databaseUrl(env({ SUPABASE_DB_URL: "a", KIWI_DATABASE_URL: "b" })), "a");
+  assert.equal(databaseUrl(env({ KIWI_DATABASE_URL: "b" })), "b");
+  assert.equal(databaseUrl(env({})), DEFAULT_DATABASE_URL);
+});
+
+Deno.test("a plain GET is a health check; a GET for a stream is refused with 405", async () => {
+  const health = await handle(new Request("http://x/functions/v1/registry"));
+  assert.equal(health.status, 200);
+  assert.deepEqual((await health.json()).tools, ["search", "load", "resolve"]);
+  const stream = await handle(new Request("http://x/registry", { headers: { accept: "text/event-stream" } }));
+  assert.equal(stream.status, 405);
+  await stream.body?.cancel();
+  assert.equal((await handle(new Request("http://x/", { method: "OPTIONS" }))).status, 204);
+});
+
+Deno.test("tools/list needs no database", async () => {
+  const response = await handle(
+    new Request("http://x/registry", {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    }),
+  );
+  assert.equal(response.status, 200);
+  const names = (await response.json()).result.tools.map((t: { name: string }) => t.name);
+  assert.deepEqual(names, ["search", "load", "resolve"]);
+});
