@@ -41,6 +41,7 @@ from ..plan import Plan
 from ..records import params_digest
 from ..registry.base import Registry
 from ..run import Runner, RunResult
+from ..trust.states import signature_labels, verdict_label
 from . import approvals
 from . import permissions as access
 from .handler import mcp_handler_of
@@ -266,6 +267,7 @@ def build_server(
             if kind is not None:  # a type: modifier in the query wins in SQL; item_type still holds
                 rows = [r for r in rows if item_type_of(r.get("tool_type")) == kind]
             rows = rows[:limit]
+            signed = await signature_labels(reg, rows, runner.settings.trust)
             items = [
                 {
                     "item_id": r["tool_id"],
@@ -278,6 +280,7 @@ def build_server(
                     "category": r.get("category"),
                     "namespace": r.get("namespace"),
                     "rank": r.get("rank"),
+                    "signature": signed.get(r["tool_id"], UNSIGNED),
                 }
                 for r in rows
             ]
@@ -287,8 +290,8 @@ def build_server(
             else:
                 width = max(len(i["item_id"]) for i in items)
                 lines = [
-                    f"{i['item_id']:<{width}}  {i['tool_type']:<10} {i['latest_version'] or '-':<8}  "
-                    f"{_first_line(i['description'])[:100]}"
+                    f"{i['item_id']:<{width}}  {i['tool_type']:<10} {i['latest_version'] or '-':<8} "
+                    f"{i['signature']['state']:<9}  {_first_line(i['description'])[:100]}"
                     for i in items
                 ]
                 text = f"{len(items)} item(s):\n" + "\n".join(lines) + "\n\nnext: load(item_id=...) to see one"
@@ -333,6 +336,7 @@ def build_server(
                     f"{plan['tool_id']} is a {plan.get('tool_type')} (item_type {actual}), not a {kind}",
                     hint=f"load it with item_type='{actual}' or without item_type",
                 )
+            verdicts = await runner.verify(Plan.from_json(plan))
             top = chain[0] if chain else None
             manifest = top["manifest"] if top and top.get("version") == plan.get("version") else None
             with_text = include_content if include_content is not None else actual != "tool"
@@ -349,9 +353,13 @@ def build_server(
                 "version": plan.get("version"),
                 "content_hash": plan.get("content_hash"),
                 "manifest": manifest,
+                "signature": verdict_label(verdicts[0]) if verdicts else UNSIGNED,
                 "executor_chain": [
-                    {k: row.get(k) for k in ("depth", "tool_id", "tool_type", "version", "content_hash")}
-                    for row in chain
+                    {
+                        **{k: row.get(k) for k in ("depth", "tool_id", "tool_type", "version", "content_hash")},
+                        "signature": verdict_label(v) if v is not None else UNSIGNED,
+                    }
+                    for row, v in zip(chain, _align(verdicts, chain), strict=True)
                 ],
                 "primitive": plan.get("primitive"),
                 "parameters": plan.get("parameters") or {"type": "object", "properties": {}},
@@ -928,12 +936,26 @@ def _import_text(report: ImportReport) -> str:
     return "\n".join(lines)
 
 
+UNSIGNED: dict[str, Any] = {"state": "unsigned", "detail": "no signature", "key_fingerprints": []}
+
+
+def _align(verdicts: list[Any], chain: list[dict[str, Any]]) -> list[Any]:
+    """The verdict of each chain row, by tool (load's chain is the latest; a pinned version's
+    verdicts come from its own chain, which can be shaped differently)."""
+    by_tool = {v.tool_id: v for v in verdicts}
+    return [by_tool.get(row.get("tool_id")) for row in chain]
+
+
 def _load_text(d: dict[str, Any]) -> str:
     m = d.get("manifest") or {}
     lines = [f"{d['item_id']}@{d['version']}  ({d['item_type']}: {d['tool_type']})  {m.get('name', '')}".rstrip()]
     if m.get("description"):
         lines.append(f"  {m['description'].strip()}")
     lines += ["", "executor chain: " + " -> ".join(f"{c['tool_id']}@{c['version']}" for c in d["executor_chain"])]
+    lines.append(
+        "signatures: "
+        + ", ".join(f"{c['tool_id']} {(c.get('signature') or UNSIGNED)['state']}" for c in d["executor_chain"])
+    )
     params = d["parameters"] or {}
     props = params.get("properties") or {}
     required = set(params.get("required") or [])

@@ -1,0 +1,39 @@
+"""What search and load show of a tool's signatures, judged by this runner's trusted
+keys: trusted, untrusted (signed, but by no key trusted for its namespace), unsigned, or
+bad_signature (a trusted key's signature that does not verify)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..config import TrustSettings
+from ..registry.base import Registry
+from .verify import Verdict, signature_state
+
+
+def _state(
+    namespace: str, content_hash: str, signatures: Sequence[dict[str, Any]], trust: TrustSettings
+) -> dict[str, Any]:
+    state, detail, _ = signature_state(namespace, content_hash, signatures, trust)
+    return {"state": state, "detail": detail, "key_fingerprints": [s.get("key_fingerprint") for s in signatures]}
+
+
+async def signature_labels(
+    registry: Registry, rows: Sequence[dict[str, Any]], trust: TrustSettings
+) -> dict[str, dict[str, Any]]:
+    """tool_id -> {state, detail, key_fingerprints} for search results (their latest
+    versions), in one call to public.signature_states."""
+    if not rows:
+        return {}
+    namespaces = {r["tool_id"]: r.get("namespace") or "public" for r in rows}
+    states = await registry.signature_states(list(namespaces))
+    return {
+        s["tool_id"]: _state(namespaces.get(s["tool_id"], "public"), s["content_hash"], s["signatures"] or [], trust)
+        for s in states
+    }
+
+
+def verdict_label(verdict: Verdict) -> dict[str, Any]:
+    """A chain element's verdict as load shows it."""
+    return {"state": verdict.state, "detail": verdict.detail, "key_fingerprint": verdict.key_fingerprint}
