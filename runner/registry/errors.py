@@ -72,7 +72,7 @@ def from_sqlstate(code: str | None, message: str | None, *, detail: Any = None, 
     if code in _MISSING_OBJECT:
         return RegistryUnavailable(
             f"the registry database is missing something the runner calls: {message}",
-            hint="apply the migrations (`make db` locally, `supabase db push` for a project)",
+            hint="apply the migrations (`make db` locally, `supabase db push --remote` for a project)",
         )
     if code in _BAD_TOKEN:
         return Refused(message, hint=hint or "check the Supabase key (SUPABASE_KEY)")
