@@ -199,6 +199,11 @@ class Runner:
             raise refusal(plan, failing)
         return plan, [f"{v.tool_id}@{v.version} is {v.state.replace('_', ' ')}: {v.detail}" for v in failing]
 
+    def locked_version(self, tool_id: str) -> str | None:
+        """The version the project's kiwi.lock pins for this tool, if any."""
+        locked = self.lockfile.get(tool_id)
+        return locked.version if locked else None
+
     async def verify(self, plan: Plan) -> list[Any]:
         """Each registry element of the plan's chain judged under the trusted keys (see
         trust/verify.py), from the stored rows; remembered per chain, files and config."""

@@ -688,7 +688,7 @@ async def guarded_run(
     rate limits, an approval when a policy covers the tool, then the run, with an audit row for
     every outcome, allowed or refused. Kiwi's MCP server and threads (runner/thread.py) share it."""
     started = time.perf_counter()
-    plan = await _plan_or_none(reg, ref, ver)
+    plan = await _plan_or_none(reg, ref, ver or runner.locked_version(ref))  # the lockfile's, if it pins one
     tool = str(plan["tool_id"]) if plan else ref
     server_ref = _server_of(plan)
     audit: dict[str, Any] = {

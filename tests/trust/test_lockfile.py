@@ -80,3 +80,36 @@ def test_unlocked_tools_run_as_before(project: Project, chain: Chain) -> None:
     assert project.kiwi("lock", "hello_world").code == 0
     done = project.kiwi("run", chain.tool, "-p", "word=free")
     assert done.code == 0, done.err
+
+
+async def test_the_mcp_server_runs_under_the_projects_lockfile(
+    database_url: str, tmp_path, project: Project, chain: Chain, conn: psycopg.Connection
+) -> None:
+    from mcp import Client
+
+    from runner.config import Settings
+    from runner.mcp.server import build_server
+    from runner.registry import PostgresRegistry
+    from runner.run import Runner
+
+    assert project.kiwi("lock", chain.tool).code == 0
+    settings = Settings(
+        backend="postgres",
+        database_url=database_url,
+        supabase_url=None,
+        supabase_key=None,
+        cache_dir=tmp_path / "mcp-cache",
+        project_dir=project.dir,
+    )
+    runner = Runner(PostgresRegistry(database_url), settings)
+    try:
+        async with Client(build_server(runner)) as client:
+            args = {"action": "run", "item_id": chain.tool, "parameters": {"word": "mcp"}}
+            first = await client.call_tool("execute", args)
+            assert not first.is_error and first.structured_content["output"] == {"said": "mcp"}
+            publish_runtime(conn, chain.runtime, "1.0.1")
+            moved = await client.call_tool("execute", args)
+            assert moved.is_error
+            assert f"{chain.runtime} moved from 1.0.0" in moved.content[0].text
+    finally:
+        await runner.aclose()
