@@ -1,4 +1,4 @@
-"""The kiwi command line: run, search, show, publish, runs, approve, deny, approvals.
+"""The kiwi command line: run, search, show, publish, pull, runs, approve, deny, approvals.
 
 Every command takes --json for machines; without it, output is for people. Exit codes:
 0 success, 1 the tool ran and failed, 2 bad usage or parameters, 3 not found,
@@ -59,11 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="one parameter (repeatable); VALUE is read as JSON when the schema wants a non-string",
     )
     run.add_argument("--params", metavar="JSON", help="all parameters as one JSON object")
-    run.add_argument("--version", metavar="V", help="run this version instead of the latest")
+    run.add_argument(
+        "--version", metavar="V", help="run this published version instead of the latest (skips local spaces)"
+    )
     run.add_argument(
         "--dry-run",
         action="store_true",
         help="resolve, validate and prepare, but do not run; prints the chain and checks",
+    )
+    run.add_argument(
+        "--registry",
+        action="store_true",
+        help="run the registry's tool even when a local space (.ai/tools, ~/.ai/tools) holds one of that id",
     )
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.set_defaults(handler=cmd_run)
@@ -82,10 +89,25 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print one JSON object")
     show.set_defaults(handler=cmd_show)
 
-    publish = sub.add_parser("publish", help="publish a directory holding tool.yaml and its files")
-    publish.add_argument("directory", type=Path, metavar="DIR")
+    publish = sub.add_parser(
+        "publish", help="publish a directory holding tool.yaml and its files, or a tool of a local space"
+    )
+    publish.add_argument(
+        "directory",
+        metavar="DIR|TOOL",
+        help="a directory holding tool.yaml; else a tool id found in the project, then the user space",
+    )
     publish.add_argument("--json", action="store_true", help="print the registry's answer as JSON")
     publish.set_defaults(handler=cmd_publish)
+
+    pull = sub.add_parser("pull", help="write a registry tool into a local space, tool.yaml as it was published")
+    pull.add_argument("tool", metavar="TOOL", help="tool id, namespace/tool or tool@version (default: the latest)")
+    pull.add_argument(
+        "--user", action="store_true", help="into the user space (~/.ai/tools) instead of the project's .ai/tools"
+    )
+    pull.add_argument("--force", action="store_true", help="replace a local copy that differs from the version")
+    pull.add_argument("--json", action="store_true", help="print where it wrote as JSON")
+    pull.set_defaults(handler=cmd_pull)
 
     runs = sub.add_parser("runs", help="your recent runs, newest first")
     runs.add_argument("--tool", metavar="TOOL", help="only runs of this tool")
@@ -188,6 +210,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
     params, raw = parse_params(args)
     settings = Settings.load()
     runner = Runner(connect(settings), settings, on_progress=progress)
+    runner.local_spaces = not args.registry
     try:
         result = await runner.run(tool, params, version=version, raw_params=raw, dry_run=args.dry_run)
     finally:
@@ -283,10 +306,20 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def cmd_publish(args: argparse.Namespace) -> int:
-    from .tool_dir import ToolDirError, load_tool_dir  # PyYAML only when publishing
+    from .spaces import find  # PyYAML only when publishing
+    from .tool_dir import ToolDirError, load_tool_dir
 
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        local = find(args.directory, Settings.load())
+        if local is None:
+            raise UsageError(
+                f"{args.directory}: not a directory, nor a tool of a local space",
+                hint="give a directory holding tool.yaml, or the tool_id of a tool in .ai/tools or ~/.ai/tools",
+            )
+        directory = local.path
     try:
-        tool_dir = load_tool_dir(args.directory)
+        tool_dir = load_tool_dir(directory)  # manifest_yaml: tool.yaml as written, kept by the registry
     except ToolDirError as e:
         raise UsageError(str(e), hint="a tool directory holds tool.yaml beside its files") from e
     async with open_registry() as registry:
@@ -301,6 +334,21 @@ async def cmd_publish(args: argparse.Namespace) -> int:
         )
         if answer.get("executor_chain"):
             print("chain: " + " -> ".join(answer["executor_chain"]))
+    return 0
+
+
+async def cmd_pull(args: argparse.Namespace) -> int:
+    """kiwi pull TOOL[@V]: the version's tool.yaml (byte for byte as published) and files, into a space."""
+    from .spaces import PROJECT, USER, pull
+
+    tool, version = split_ref(args.tool, None)
+    async with open_registry() as registry:
+        pulled = await pull(registry, tool, version, Settings.load(), USER if args.user else PROJECT, force=args.force)
+    if args.json:
+        print(json.dumps(pulled.as_json(), ensure_ascii=False))
+    else:
+        what = "pulled" if pulled.changed else "unchanged"
+        print(f"{what}: {pulled.ref}@{pulled.version} -> {pulled.path} ({pulled.space} space)")
     return 0
 
 

@@ -1,0 +1,353 @@
+"""Local spaces: tools kept as code, a `tool.yaml` beside its files, outside the registry.
+
+Two spaces, searched in this order before the registry:
+
+    project   <project>/.ai/tools    (Settings.project_space; KIWI_PROJECT_DIR)
+    user      ~/.ai/tools            (Settings.user_space; KIWI_USER_SPACE)
+
+A tool is any directory under a space that holds a `tool.yaml` (searched to MAX_DEPTH
+levels, hidden directories skipped; a tool's subdirectories are its files, never other
+tools). Its identity is its manifest's, not its directory's name: `tool_id`, in the
+namespace of `namespace:` or of a `namespace/tool_id` form, else `public`. Two tools of
+one identity in one space are an error naming both paths; the project space shadows the
+user space, and both shadow the registry.
+
+Looking a tool up must cost next to nothing when no space holds it: a missing space is
+one stat, and a `tool.yaml` is parsed (PyYAML imported) only when its text mentions the
+name asked for. Parsed identities are remembered per process while the file is unchanged.
+
+`pull` goes the other way: it writes a published version into a space, its `tool.yaml`
+being the version's stored `manifest_yaml` byte for byte, so publish then pull returns
+what was written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from .errors import Refused, UsageError
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .registry.base import Registry
+    from .tool_dir import ToolDir
+
+logger = logging.getLogger("kiwi.spaces")
+
+MANIFEST_NAME = "tool.yaml"  # as tool_dir.MANIFEST_NAME, which imports PyYAML
+PROJECT, USER = "project", "user"
+MAX_DEPTH = 4  # <space>/<namespace>/<tool>/ needs two levels; the rest is room for grouping folders
+SKIP_DIRS = frozenset({"node_modules", "__pycache__"})
+
+
+@dataclass(frozen=True)
+class LocalTool:
+    """A tool found in a space: its identity, its directory and which space holds it."""
+
+    ref: str
+    path: Path
+    space: str  # PROJECT | USER
+
+    def load(self) -> ToolDir:
+        """The manifest and files, read as `kiwi publish` reads them."""
+        from .tool_dir import ToolDirError, load_tool_dir
+
+        try:
+            return load_tool_dir(self.path)
+        except ToolDirError as e:
+            raise UsageError(f"{self.space} space: {e}", hint=f"fix {self.path / MANIFEST_NAME}") from e
+
+
+@dataclass(frozen=True)
+class Pulled:
+    """What `pull` did: where the version now lives, and whether anything changed."""
+
+    ref: str
+    version: str
+    path: Path
+    space: str
+    changed: bool
+    files: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "tool_id": self.ref,
+            "version": self.version,
+            "path": str(self.path),
+            "space": self.space,
+            "changed": self.changed,
+            "files": self.files,
+        }
+
+
+def normalize_ref(ref: str) -> str:
+    """`public/x` and ` x ` mean `x`, as in the registry (kiwi_internal.normalize_ref)."""
+    ref = ref.strip()
+    return ref[len("public/") :] if ref.startswith("public/") else ref
+
+
+def ref_of(manifest: Any) -> str | None:
+    """A manifest's identity: `tool_id` in its namespace (`ns/tool`, or `namespace:`), public by default."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("tool_id"), str):
+        return None
+    tool_id = manifest["tool_id"].strip()
+    namespace = manifest.get("namespace")
+    if "/" in tool_id:
+        namespace, _, tool_id = tool_id.partition("/")
+    namespace = namespace if isinstance(namespace, str) and namespace else "public"
+    return tool_id if namespace == "public" else f"{namespace}/{tool_id}"
+
+
+def spaces(settings: Settings) -> list[tuple[str, Path]]:
+    """The spaces in resolution order; the user space is skipped when it is the project's."""
+    found = [(PROJECT, settings.project_space)]
+    try:
+        same = settings.user_space.resolve() == settings.project_space.resolve()
+    except OSError:
+        same = False
+    if not same:
+        found.append((USER, settings.user_space))
+    return found
+
+
+def space_root(settings: Settings, space: str) -> Path:
+    return settings.project_space if space == PROJECT else settings.user_space
+
+
+def find(ref: str, settings: Settings) -> LocalTool | None:
+    """The local tool `ref` names: the project space's, else the user space's, else None."""
+    for space, root in spaces(settings):
+        tool = find_in(root, space, ref)
+        if tool is not None:
+            return tool
+    return None
+
+
+def find_in(root: Path, space: str, ref: str) -> LocalTool | None:
+    """The tool of identity `ref` in one space; two of them is an error naming both."""
+    if not root.is_dir():
+        return None
+    ref = normalize_ref(ref)
+    name = ref.rpartition("/")[2]
+    if not name:
+        return None
+    matches: list[Path] = []
+    for folder in tool_dirs(root):
+        if _identity(folder / MANIFEST_NAME, name) == ref:
+            matches.append(folder)
+    if len(matches) > 1:
+        listed = "\n".join(f"  - {m / MANIFEST_NAME}" for m in matches)
+        raise UsageError(
+            f'the {space} space holds {len(matches)} tools with tool_id "{ref}":\n{listed}',
+            hint="a tool's identity is its manifest's tool_id (and namespace), not its folder: rename or remove one",
+        )
+    return LocalTool(ref=ref, path=matches[0], space=space) if matches else None
+
+
+def tool_dirs(root: Path) -> Iterator[Path]:
+    """Every directory under `root` holding a tool.yaml, in a stable order. A tool's own
+    subdirectories are its files, so the walk does not descend into a tool."""
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda e: e.name, reverse=True)
+        except OSError:
+            continue
+        if any(e.name == MANIFEST_NAME and _is_file(e) for e in entries):
+            yield folder
+            continue
+        if depth >= MAX_DEPTH:
+            continue
+        for entry in entries:
+            if entry.name.startswith(".") or entry.name in SKIP_DIRS:
+                continue
+            if _is_dir(entry):
+                stack.append((Path(entry.path), depth + 1))
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+# path -> (mtime_ns, size, identity or None, problem or None): parsed once per process per change
+_parsed: dict[Path, tuple[int, int, str | None, str | None]] = {}
+
+
+def _identity(manifest_path: Path, name: str) -> str | None:
+    """The identity a tool.yaml declares, or None when it cannot be `name`'s (its text does
+    not mention the name) or cannot be read. A broken tool.yaml whose folder is named like the
+    tool asked for is an error (it is most likely the one meant); any other is skipped, with a
+    warning."""
+    try:
+        stat = manifest_path.stat()
+        raw = manifest_path.read_bytes()
+    except OSError as e:
+        logger.warning("skipping %s: %s", manifest_path, e.strerror or e)
+        return None
+    if name.encode("utf-8", "surrogatepass") not in raw:
+        return None
+    cached = _parsed.get(manifest_path)
+    if cached is not None and cached[:2] == (stat.st_mtime_ns, stat.st_size):
+        identity, problem = cached[2], cached[3]
+    else:
+        identity, problem = _parse_identity(raw)
+        if len(_parsed) >= 4096:
+            _parsed.clear()
+        _parsed[manifest_path] = (stat.st_mtime_ns, stat.st_size, identity, problem)
+    if problem is not None:
+        if manifest_path.parent.name == name:
+            raise UsageError(f"{manifest_path}: {problem}", hint="fix it, or run the registry's with --registry")
+        logger.warning("skipping %s: %s", manifest_path, problem)
+    return identity
+
+
+def _parse_identity(raw: bytes) -> tuple[str | None, str | None]:
+    import yaml
+
+    try:
+        manifest = yaml.load(raw.decode("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except (yaml.YAMLError, RecursionError) as e:
+        return None, f"not valid YAML: {e}"
+    identity = ref_of(manifest)
+    return (identity, None) if identity else (None, "has no tool_id (a string)")
+
+
+# -- pull ---------------------------------------------------------------------------------
+
+
+async def pull(
+    registry: Registry, ref: str, version: str | None, settings: Settings, space: str = PROJECT, *, force: bool = False
+) -> Pulled:
+    """Write a published version into a space: `<space>/<tool_id>/` (`<space>/<ns>/<tool_id>/`
+    outside public), or over the space's existing copy of that tool wherever it lives."""
+    source = await registry.version_source(ref, version)
+    return write(source, space_root(settings, space), space, force=force)
+
+
+def write(source: dict[str, Any], root: Path, space: str, *, force: bool = False) -> Pulled:
+    """Write `source` (public.tool_version_source's answer) under `root`: all or nothing."""
+    ref, version = str(source["tool_id"]), str(source["version"])
+    wanted = {MANIFEST_NAME: _manifest_text(source).encode("utf-8")}
+    for file in source.get("files") or []:
+        path = _safe_relative(str(file["path"]), ref)
+        if path == MANIFEST_NAME:
+            raise Refused(f"{ref}@{version} has a file named {MANIFEST_NAME}, which its manifest would overwrite")
+        if file.get("content_text") is None:
+            raise Refused(
+                f'{ref}@{version}: file "{path}" is kept in storage, not as text; pull writes text files only'
+            )
+        wanted[path] = str(file["content_text"]).encode("utf-8")
+
+    existing = find_in(root, space, ref)
+    namespace = str(source.get("namespace") or "public")
+    name = ref.rpartition("/")[2]
+    target = existing.path if existing else (root / name if namespace == "public" else root / namespace / name)
+    _check_within(target, root, ref)
+    for path in wanted:
+        _check_within(target / path, target, ref)
+
+    if target.exists():
+        if _tree(target) == wanted:
+            return Pulled(ref, version, target, space, changed=False, files=len(wanted) - 1)
+        if not force:
+            raise Refused(
+                f"{target} already holds a different copy of {ref}",
+                hint=f"publish your changes first, or replace them: kiwi pull {ref}@{version} --force",
+            )
+    _replace(target, wanted)
+    return Pulled(ref, version, target, space, changed=True, files=len(wanted) - 1)
+
+
+def _manifest_text(source: dict[str, Any]) -> str:
+    """The stored manifest_yaml as written; a dump of the manifest when the version has none
+    (published as JSON) or when its YAML does not say what its manifest says."""
+    import yaml
+
+    manifest = source["manifest"]
+    text = source.get("manifest_yaml")
+    if isinstance(text, str):
+        try:
+            if yaml.safe_load(text) == manifest:
+                return text
+        except (yaml.YAMLError, RecursionError):
+            pass
+        logger.warning("%s: the stored tool.yaml disagrees with its manifest; writing the manifest", source["tool_id"])
+    return yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True)
+
+
+def _safe_relative(path: str, ref: str) -> str:
+    """A file path the registry gave, refused unless it is relative and stays inside the tool."""
+    pure = PurePosixPath(path)
+    parts = path.split("/")
+    if (
+        not path
+        or pure.is_absolute()
+        or any(p in ("", ".", "..") for p in parts)
+        or "\\" in path
+        or ":" in path
+        or any(ord(c) < 32 or ord(c) == 127 for c in path)
+    ):
+        raise Refused(f'{ref}: refusing to write file "{path}": a path must be relative and stay inside the tool')
+    return path
+
+
+def _check_within(path: Path, root: Path, ref: str) -> None:
+    resolved, base = path.resolve(), root.resolve()
+    if resolved != base and not resolved.is_relative_to(base):
+        raise Refused(f"{ref}: refusing to write {path}: it resolves outside {root}")
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    """Every regular file under `folder` (tool.yaml included), by relative POSIX path."""
+    found: dict[str, bytes] = {}
+    for file in folder.rglob("*"):
+        relative = file.relative_to(folder).as_posix()
+        if file.is_symlink():
+            found[relative] = b"\0a symlink"  # never what a pull writes
+        elif file.is_file():
+            found[relative] = file.read_bytes()
+    return found
+
+
+def _replace(target: Path, wanted: dict[str, bytes]) -> None:
+    """Write the files beside `target`, then swap them in: a failure leaves `target` as it was."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.pull-{uuid.uuid4().hex[:8]}"
+    try:
+        for path, data in wanted.items():
+            file = staging / path
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_bytes(data)
+            if data.startswith(b"#!"):
+                file.chmod(0o755)
+        if target.exists():
+            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+            target.rename(old)
+            staging.rename(target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            staging.rename(target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
