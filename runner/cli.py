@@ -19,6 +19,7 @@ from typing import Any
 
 from .config import Settings
 from .errors import KiwiError, UsageError
+from .plan import Plan
 from .registry import Registry, connect
 from .run import RESULT_KEYS, Runner, RunResult
 
@@ -245,10 +246,16 @@ def print_run(result: RunResult, dry_run: bool) -> None:
 
 
 async def cmd_search(args: argparse.Namespace) -> int:
+    from .trust.states import signature_labels  # cryptography only for commands that show signatures
+
+    settings = Settings.load()
     async with open_registry() as registry:
         rows = await registry.search(
             " ".join(args.query), tool_type=args.tool_type, category=args.category, limit=args.limit
         )
+        signed = await signature_labels(registry, rows, settings.trust)
+    for r in rows:
+        r["signature"] = signed.get(r["tool_id"], {"state": "unsigned", "key_fingerprints": []})
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, default=str))
         return 0
@@ -258,15 +265,23 @@ async def cmd_search(args: argparse.Namespace) -> int:
     width = max(len(r["tool_id"]) for r in rows)
     for r in rows:
         desc = (r.get("description") or "").strip().splitlines()[0] if r.get("description") else ""
-        print(f"{r['tool_id']:<{width}}  {r['tool_type']:<10} {r.get('latest_version') or '-':<8}  {desc[:80]}")
+        state = r["signature"]["state"]
+        print(
+            f"{r['tool_id']:<{width}}  {r['tool_type']:<10} {r.get('latest_version') or '-':<8} {state:<9}  {desc[:80]}"
+        )
     return 0
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
     tool, version = split_ref(args.tool, args.version)
-    async with open_registry() as registry:
-        chain = await registry.chain(tool)
-        plan = await registry.execution_plan(tool, version)
+    settings = Settings.load()
+    runner = Runner(connect(settings), settings)
+    try:
+        chain = await runner.registry.chain(tool)
+        plan = await runner.registry.execution_plan(tool, version)
+        verdicts = {v.tool_id: v for v in await runner.verify(Plan.from_json(plan))}
+    finally:
+        await runner.aclose()
     manifest = plan.get("manifest") or None  # the shown version's own
     files = [{k: f[k] for k in ("path", "size_bytes", "sha256", "is_entrypoint")} for f in plan["files"]]
     shown = {
@@ -275,7 +290,13 @@ async def cmd_show(args: argparse.Namespace) -> int:
         "tool_type": plan["tool_type"],
         "content_hash": plan["content_hash"],
         "manifest": manifest,
-        "chain": [{k: row[k] for k in ("depth", "tool_id", "tool_type", "version", "content_hash")} for row in chain],
+        "chain": [
+            {
+                **{k: row[k] for k in ("depth", "tool_id", "tool_type", "version", "content_hash")},
+                "signature": verdicts[row["tool_id"]].as_dict() if row["tool_id"] in verdicts else None,
+            }
+            for row in chain
+        ],
         "parameters": plan["parameters"],
         "files": files,
     }
@@ -288,9 +309,10 @@ async def cmd_show(args: argparse.Namespace) -> int:
         print(f"  {m['description'].strip()}")
     print("\nchain:")
     for row in chain:
+        verdict = verdicts.get(row["tool_id"])
         print(
             f"  {row['depth']}  {row['tool_id']:<20} {row['tool_type']:<10} {row['version']:<8} "
-            f"{row['content_hash'][:12]}"
+            f"{row['content_hash'][:12]}  {verdict.state if verdict else '-'}"
         )
     props = (plan["parameters"] or {}).get("properties") or {}
     required = set((plan["parameters"] or {}).get("required") or [])
