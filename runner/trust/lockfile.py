@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +120,8 @@ class Lockfile:
 
     def write(self, tools: dict[str, LockedTool]) -> None:
         """Replace the file atomically: a crash leaves the old lock or the new, never half."""
+        import tempfile  # only when writing: `kiwi run` start-up stays short
+
         body = {
             "lockfile_version": LOCKFILE_VERSION,
             "tools": {ref: tools[ref].as_json() for ref in sorted(tools)},
