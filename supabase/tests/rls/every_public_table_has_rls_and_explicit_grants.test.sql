@@ -4,13 +4,13 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(72);
+select plan(75);
 select tests.make_acme();
 
 -- The tables of the matrix: a new table must join it (and this list).
 select tables_are('public',
   array['namespaces', 'namespace_members', 'tools', 'tool_versions', 'tool_version_files', 'tool_type_rules',
-        'tool_runs', 'audit_log', 'rate_limits',
+        'tool_version_signatures', 'tool_runs', 'audit_log', 'rate_limits',
         'execution_contexts',
         'approval_policies', 'approvals'],
   'schema public holds exactly the tables of the RLS matrix');
@@ -66,6 +66,13 @@ select table_privs_are('public', 'tool_versions', 'authenticated', array['SELECT
 select table_privs_are('public', 'tool_versions', 'service_role',
   array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'],
   'service_role holds every privilege on tool_versions');
+select table_privs_are('public', 'tool_version_signatures', 'anon', array['SELECT'],
+  'anon may only select tool_version_signatures');
+select table_privs_are('public', 'tool_version_signatures', 'authenticated', array['SELECT'],
+  'authenticated may only select tool_version_signatures: signing goes through sign_tool_version');
+select table_privs_are('public', 'tool_version_signatures', 'service_role',
+  array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'],
+  'service_role holds every privilege on tool_version_signatures');
 select table_privs_are('public', 'tool_version_files', 'anon', array['SELECT'],
   'anon may only select tool_version_files');
 select table_privs_are('public', 'tool_version_files', 'authenticated', array['SELECT'],
@@ -142,7 +149,7 @@ select function_privs_are('public', 'resolve_execution_plan', array['text', 'tex
   'anon may ask for execution plans');
 select function_privs_are('public', 'search_tools', array['text', 'text', 'text', 'integer'], 'anon', array['EXECUTE'],
   'anon may search tools');
-select function_privs_are('public', 'publish_tool_version', array['jsonb', 'jsonb', 'text'], 'anon', array['EXECUTE'],
+select function_privs_are('public', 'publish_tool_version', array['jsonb', 'jsonb', 'text', 'jsonb'], 'anon', array['EXECUTE'],
   'anon may call publish_tool_version (which then refuses it)');
 select function_privs_are('public', 'yank_tool_version', array['text', 'text', 'text'], 'anon', array[]::text[],
   'anon may not execute yank_tool_version');
@@ -152,7 +159,7 @@ select function_privs_are('public', 'deprecate_tool_version', array['text', 'tex
   'anon may not execute deprecate_tool_version');
 select function_privs_are('public', 'delete_tool', array['text'], 'anon', array[]::text[],
   'anon may not execute delete_tool');
-select function_privs_are('public', 'publish_tool_version', array['jsonb', 'jsonb', 'text'], 'authenticated', array['EXECUTE'],
+select function_privs_are('public', 'publish_tool_version', array['jsonb', 'jsonb', 'text', 'jsonb'], 'authenticated', array['EXECUTE'],
   'authenticated may execute publish_tool_version');
 select function_privs_are('public', 'yank_tool_version', array['text', 'text', 'text'], 'authenticated', array['EXECUTE'],
   'authenticated may execute yank_tool_version');
