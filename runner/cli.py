@@ -98,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR|TOOL",
         help="a directory holding tool.yaml; else a tool id found in the project, then the user space",
     )
+    publish.add_argument(
+        "--sign", action="store_true", help="sign it with your key in the same transaction (see `kiwi keys`)"
+    )
+    publish.add_argument("--key", default="default", metavar="NAME", help="the signing key (default: default)")
     publish.add_argument("--json", action="store_true", help="print the registry's answer as JSON")
     publish.set_defaults(handler=cmd_publish)
 
@@ -344,8 +348,15 @@ async def cmd_publish(args: argparse.Namespace) -> int:
         tool_dir = load_tool_dir(directory)  # manifest_yaml: tool.yaml as written, kept by the registry
     except ToolDirError as e:
         raise UsageError(str(e), hint="a tool directory holds tool.yaml beside its files") from e
+    signature = None
+    if args.sign:
+        from .trust.keys import load
+        from .trust.signing import sign_publication
+
+        key = load(Settings.load().keys_dir, args.key)
+        signature = sign_publication(key, tool_dir.manifest, tool_dir.files)
     async with open_registry() as registry:
-        answer = await registry.publish(tool_dir.manifest, tool_dir.files, tool_dir.manifest_yaml)
+        answer = await registry.publish(tool_dir.manifest, tool_dir.files, tool_dir.manifest_yaml, signature)
     if args.json:
         print(json.dumps(answer, ensure_ascii=False, default=str))
     else:
@@ -356,6 +367,8 @@ async def cmd_publish(args: argparse.Namespace) -> int:
         )
         if answer.get("executor_chain"):
             print("chain: " + " -> ".join(answer["executor_chain"]))
+        if answer.get("signature"):
+            print(f"signed with key {answer['signature']['key_fingerprint'][:16]}")
     return 0
 
 

@@ -74,7 +74,7 @@ def load_tool_dir(path: Path) -> ToolDir:
 
 def _read_text(file: Path) -> str:
     try:
-        return file.read_text(encoding="utf-8")
+        return file.read_bytes().decode("utf-8")  # as written: no newline translation (\r\n stays)
     except UnicodeDecodeError as exc:
         raise ToolDirError(f"{file}: only UTF-8 text files can be published") from exc
     except OSError as exc:

@@ -247,11 +247,12 @@ def test_publish_from_a_space_then_pull_into_another_project_is_byte_identical(
     (folder / "echo.sh").write_text(ECHO.replace("{where}", "published"))
     (folder / "lib").mkdir()
     (folder / "lib" / "notes.md").write_text("# notes\n\nünïcode, tabs\tand no final newline")
+    (folder / "lib" / "windows.txt").write_bytes(b"line endings\r\nkept as written\r\n")
 
     published = kiwi("publish", tool_id, "--json")  # a tool of the space, not a directory
     assert published.code == 0, published.err
     delete_later.append(tool_id)
-    assert published.json()["tool_id"] == tool_id and published.json()["files"] == 2
+    assert published.json()["tool_id"] == tool_id and published.json()["files"] == 3
 
     other = Project(dir=tmp_path / "other", user=tmp_path / "other-user")
     other.dir.mkdir()
@@ -263,7 +264,7 @@ def test_publish_from_a_space_then_pull_into_another_project_is_byte_identical(
         "path": None,
         "space": "project",
         "changed": True,
-        "files": 2,
+        "files": 3,
     }
     assert Path(pulled.json()["path"]) == other.space / tool_id
     assert tree(other.space / tool_id) == tree(folder), "tool.yaml and every file, byte for byte"

@@ -123,7 +123,7 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     settings = Settings.load()
     runner = Runner(connect(settings), settings)
     try:
-        plan = await runner.plan(tool, version)
+        plan = Plan.from_json(await runner.registry.execution_plan(tool, version))  # published, not local
         verdicts = await runner.verify(plan)
     finally:
         await runner.aclose()

@@ -170,3 +170,36 @@ def test_signing_refuses_a_version_whose_rows_were_altered(
         "join tools t on t.id = v.tool_uuid where t.ref = %s",
         (chain.tool,),
     ).fetchone() == (0,)
+
+
+def test_publish_sign_publishes_and_signs_in_one_transaction(
+    project: Project, make_key: Callable, forget_signatures: list[str], conn: psycopg.Connection
+) -> None:
+    key = make_key("publisher")
+    forget_signatures.append(key["fingerprint"])
+    tool_id = f"signed_pub_{key['fingerprint'][:8]}"
+    folder = project.dir / ".ai" / "tools" / tool_id
+    folder.mkdir(parents=True)
+    (folder / "tool.yaml").write_text(
+        f"tool_id: {tool_id}\ntool_type: script\nexecutor: bash_runtime\nversion: 1.0.0\n"
+        "entrypoint: run.sh\nconfig:\n  timeout_s: 12.5\n"
+    )
+    (folder / "run.sh").write_bytes(b"#!/usr/bin/env bash\r\necho '{\"ok\": true}'\r\n")
+    try:
+        done = project.kiwi("publish", str(folder), "--sign", "--key", "publisher", "--json")
+        assert done.code == 0, done.err
+        assert done.json()["signature"]["key_fingerprint"] == key["fingerprint"]
+        project.trust("require", {"public": [key["public_key"]], "*": []})
+        verify = project.kiwi("verify", tool_id, "--json")
+        assert verify.json()[0]["state"] == "trusted"
+    finally:
+        conn.execute("delete from tools where ref = %s", (tool_id,))
+
+
+def test_publish_sign_with_a_missing_key_publishes_nothing(project: Project, conn: psycopg.Connection) -> None:
+    folder = project.dir / "t"
+    folder.mkdir()
+    (folder / "tool.yaml").write_text("tool_id: never_published_xyz\ntool_type: knowledge\nversion: 1.0.0\n")
+    done = project.kiwi("publish", str(folder), "--sign", "--key", "nobody")
+    assert done.code == 2 and "no signing key" in done.err
+    assert conn.execute("select count(*) from tools where ref = 'never_published_xyz'").fetchone() == (0,)
