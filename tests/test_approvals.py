@@ -10,14 +10,10 @@ given for other parameters: refused, and the tool does not run.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +27,7 @@ from runner.mcp.server import build_server
 from runner.records import params_digest
 from runner.registry import PostgresRegistry
 from runner.run import Runner
-from tests.conftest import ROOT
+from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 # Appends a line to the marker file it is given, so that a test can count the runs.
 SCRIPT = {"main.sh": 'read -r line; echo ran >> "$KIWI_PARAM_MARKER"; echo \'{"ran": true}\''}
@@ -40,13 +36,6 @@ MANIFEST = {
     "executor": "bash_runtime",
     "parameters": [{"name": "marker", "type": "string"}, {"name": "token", "type": "string"}],
 }
-
-
-@dataclass
-class Done:
-    code: int
-    out: str
-    err: str
 
 
 @pytest.fixture
@@ -73,19 +62,10 @@ def kiwi(database_url: str, tmp_path: Path) -> Callable[..., Done]:
     """`kiwi(*args)`: the CLI as a process in an empty directory, against the test database."""
     workdir = tmp_path / "cwd"
     workdir.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
-    env.update(KIWI_DATABASE_URL=database_url, KIWI_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    env = kiwi_env(database_url, tmp_path / "cache")
 
     def run(*args: str) -> Done:
-        proc = subprocess.run(
-            [sys.executable, "-m", "runner.cli", *args],
-            cwd=workdir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        return Done(proc.returncode, proc.stdout, proc.stderr)
+        return run_kiwi(args, cwd=workdir, env=env)
 
     return run
 

@@ -7,13 +7,11 @@ with KIWI_DATABASE_URL and KIWI_CACHE_DIR set, and checks exit codes, stdout and
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +19,11 @@ import psycopg
 import pytest
 
 from runner.cli import main
+from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT_KEYS = {"tool_id", "version", "status", "output", "error", "exit_code", "duration_ms", "executor_chain"}
 SAY = '#!/usr/bin/env bash\nprintf \'{"said": "%s"}\\n\' "$KIWI_PARAM_WORD"\n'
-
-
-@dataclass
-class Done:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
 
 
 Kiwi = Callable[..., Done]
@@ -45,12 +34,6 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("kiwi-cli-cache")
 
 
-def kiwi_env(database_url: str, cache_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
-    env.update(KIWI_DATABASE_URL=database_url, KIWI_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT))
-    return env
-
-
 @pytest.fixture
 def kiwi(database_url: str, cache_dir: Path, tmp_path: Path) -> Kiwi:
     """`kiwi(*args, env=...)`: run the CLI as a process in an empty directory."""
@@ -58,15 +41,7 @@ def kiwi(database_url: str, cache_dir: Path, tmp_path: Path) -> Kiwi:
     workdir.mkdir()
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Done:
-        proc = subprocess.run(
-            [sys.executable, "-m", "runner.cli", *args],
-            cwd=workdir,
-            env={**kiwi_env(database_url, cache_dir), **(env or {})},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        return Done(proc.returncode, proc.stdout, proc.stderr)
+        return run_kiwi(args, cwd=workdir, env={**kiwi_env(database_url, cache_dir), **(env or {})}, timeout=timeout)
 
     return run
 

@@ -8,7 +8,6 @@ pointing into tmp_path (never the real home), against the real database.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,7 +15,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -25,19 +23,10 @@ from psycopg.types.json import Jsonb
 from runner import spaces
 from runner.config import Settings
 from runner.errors import Refused, UsageError
+from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 ROOT = Path(__file__).resolve().parent.parent
 ECHO = '#!/usr/bin/env bash\nprintf \'{"from": "%s", "word": "%s"}\\n\' "{where}" "$KIWI_PARAM_WORD"\n'
-
-
-@dataclass
-class Done:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
 
 
 @dataclass
@@ -68,18 +57,10 @@ def kiwi(database_url: str, tmp_path: Path, project: Project) -> Kiwi:
     cwd.mkdir()
 
     def run(*args: str, project: Project = project) -> Done:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
-        env.update(
-            KIWI_DATABASE_URL=database_url,
-            KIWI_CACHE_DIR=str(tmp_path / "cache"),
-            KIWI_PROJECT_DIR=str(project.dir),
-            KIWI_USER_SPACE=str(project.user),
-            PYTHONPATH=str(ROOT),
+        env = kiwi_env(
+            database_url, tmp_path / "cache", KIWI_PROJECT_DIR=str(project.dir), KIWI_USER_SPACE=str(project.user)
         )
-        proc = subprocess.run(
-            [sys.executable, "-m", "runner.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-        )
-        return Done(proc.returncode, proc.stdout, proc.stderr)
+        return run_kiwi(args, cwd=cwd, env=env)
 
     return run
 

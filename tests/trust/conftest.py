@@ -4,9 +4,6 @@ runtime of their own (so that moving or signing it touches no other test's tools
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,18 +14,10 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from tests.kiwi_cli import Done, kiwi_env, run_kiwi
+
 ROOT = Path(__file__).resolve().parents[2]
 SAY = '#!/usr/bin/env bash\nprintf \'{"said": "%s"}\\n\' "$KIWI_PARAM_WORD"\n'
-
-
-@dataclass
-class Done:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
 
 
 @dataclass
@@ -39,15 +28,7 @@ class Project:
     env: dict[str, str]
 
     def kiwi(self, *args: str, **extra_env: str) -> Done:
-        proc = subprocess.run(
-            [sys.executable, "-m", "runner.cli", *args],
-            cwd=self.dir,
-            env={**self.env, **extra_env},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        return Done(proc.returncode, proc.stdout, proc.stderr)
+        return run_kiwi(args, cwd=self.dir, env={**self.env, **extra_env})
 
     def trust(self, policy: str, keys: dict[str, list[str]]) -> None:
         lines = ["[trust]", f'policy = "{policy}"', "[trust.keys]"]
@@ -59,13 +40,11 @@ class Project:
 def project(database_url: str, tmp_path: Path) -> Project:
     directory = tmp_path / "project"
     (directory / ".ai").mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
-    env.update(
-        KIWI_DATABASE_URL=database_url,
-        KIWI_CACHE_DIR=str(tmp_path / "cache"),
+    env = kiwi_env(
+        database_url,
+        tmp_path / "cache",
         KIWI_KEYS_DIR=str(tmp_path / "keys"),
         KIWI_USER_SPACE=str(tmp_path / "user-space"),
-        PYTHONPATH=str(ROOT),
     )
     return Project(directory, env)
 
