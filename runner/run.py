@@ -37,6 +37,7 @@ from .recorder import RunRecorder
 from .records import run_record, scrub, scrub_deep, secret_values
 from .registry.base import Registry
 from .spaces import find as find_local
+from .spaces import spaces as local_spaces_of
 from .trust.lockfile import Lockfile
 from .validation import validate
 
@@ -98,6 +99,7 @@ class Runner:
         self.recorder = RunRecorder(registry, on_error=self._warn)
         self._secret_names: dict[tuple[str, ...], frozenset[str]] = {}
         self.lockfile = Lockfile(settings.lockfile)
+        self._spaces = local_spaces_of(settings)  # the local spaces' roots, resolved once
         self._verified: dict[str, list[Any]] = {}  # plan_key -> verdicts (trust/verify.py)
 
     def _secrets(self, plan: Plan) -> list[str]:
@@ -134,7 +136,7 @@ class Runner:
         the registry with its executor chain, else the registry's. A version asked for by
         name is a published one, so it always comes from the registry."""
         if version is None and self.local_spaces:
-            local = find_local(tool_id, self.settings)
+            local = find_local(tool_id, self._spaces)
             if local is not None:
                 tool = local.load()
                 preview = await self.registry.preview_plan(tool.manifest, tool.files)

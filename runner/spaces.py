@@ -23,6 +23,7 @@ what was written.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -105,25 +106,30 @@ def ref_of(manifest: Any) -> str | None:
     return tool_id if namespace == "public" else f"{namespace}/{tool_id}"
 
 
-def spaces(settings: Settings) -> list[tuple[str, Path]]:
+def spaces(settings: Settings) -> tuple[tuple[str, Path], ...]:
     """The spaces in resolution order; the user space is skipped when it is the project's."""
-    found = [(PROJECT, settings.project_space)]
+    return _spaces(settings.project_space, settings.user_space)
+
+
+@functools.lru_cache(maxsize=64)
+def _spaces(project: Path, user: Path) -> tuple[tuple[str, Path], ...]:
+    """Remembered: resolving paths costs a system call per component, and a long-lived
+    server asks on every run."""
     try:
-        same = settings.user_space.resolve() == settings.project_space.resolve()
+        same = user.resolve() == project.resolve()
     except OSError:
         same = False
-    if not same:
-        found.append((USER, settings.user_space))
-    return found
+    return ((PROJECT, project),) if same else ((PROJECT, project), (USER, user))
 
 
 def space_root(settings: Settings, space: str) -> Path:
     return settings.project_space if space == PROJECT else settings.user_space
 
 
-def find(ref: str, settings: Settings) -> LocalTool | None:
-    """The local tool `ref` names: the project space's, else the user space's, else None."""
-    for space, root in spaces(settings):
+def find(ref: str, settings: Settings | tuple[tuple[str, Path], ...]) -> LocalTool | None:
+    """The local tool `ref` names: the project space's, else the user space's, else None.
+    A caller that looks often passes the spaces (`spaces(settings)`) it computed once."""
+    for space, root in spaces(settings) if not isinstance(settings, tuple) else settings:
         tool = find_in(root, space, ref)
         if tool is not None:
             return tool
