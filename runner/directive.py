@@ -25,6 +25,7 @@ from typing import Any
 from .errors import ConfigError, KiwiError
 from .plan import Plan
 from .primitives.base import Invocation, Outcome
+from .refs import normalize_ref
 from .registry.base import Registry
 
 PERMISSION_KEYS = ("fs_read", "fs_write", "shell", "mcp", "tools")
@@ -41,10 +42,6 @@ class _Wanted:
     version: str | None = None
     server: str | None = None
     name: str | None = None  # the upstream MCP tool name
-
-
-def _ref(tool_id: str) -> str:
-    return tool_id[len("public/") :] if tool_id.startswith("public/") else tool_id
 
 
 class DirectiveHandler:
@@ -128,10 +125,15 @@ def _wanted(requires: Mapping[str, Any]) -> list[_Wanted]:
         if isinstance(item, str):
             item = {"id": item}
         wanted.append(
-            _Wanted(id=_ref(item["id"]), kind="tool", required=item.get("required", True), version=item.get("version"))
+            _Wanted(
+                id=normalize_ref(item["id"]),
+                kind="tool",
+                required=item.get("required", True),
+                version=item.get("version"),
+            )
         )
     for item in requires.get("mcp") or []:
-        server = _ref(item["server"])
+        server = normalize_ref(item["server"])
         for name in item.get("tools") or []:
             wanted.append(
                 _Wanted(

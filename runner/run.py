@@ -100,6 +100,7 @@ class Runner:
         self._secret_names: dict[tuple[str, ...], frozenset[str]] = {}
         self.lockfile = Lockfile(settings.lockfile)
         self._spaces = local_spaces_of(settings)  # the local spaces' roots, resolved once
+        self.local_spaces = True  # False: every plan comes from the registry (`kiwi run --registry`)
         self._verified: dict[str, list[Any]] = {}  # plan_key -> verdicts (trust/verify.py)
 
     def _secrets(self, plan: Plan) -> list[str]:
@@ -128,8 +129,6 @@ class Runner:
         finally:
             await self.dispatcher.aclose()
             await self.registry.aclose()
-
-    local_spaces = True  # False: every plan comes from the registry (`kiwi run --registry`)
 
     async def plan(self, tool_id: str, version: str | None = None) -> Plan:
         """The plan of a local space's tool (project, then user; see spaces.py), previewed by
@@ -191,7 +190,7 @@ class Runner:
         if plan.source == "registry" and (locked := self.lockfile.get(requested)) is not None:
             if version is None and plan.version != locked.version:
                 plan = await self.plan(requested, locked.version)
-            self.lockfile.check(plan, requested)
+            self.lockfile.check(plan, locked)
         if self.settings.trust.policy == "off":
             return plan, []
         from .trust.verify import refusal  # cryptography loads only when a policy asks for it
@@ -199,7 +198,7 @@ class Runner:
         failing = [v for v in await self.verify(plan) if not v.ok]
         if failing and self.settings.trust.policy == "require":
             raise refusal(plan, failing)
-        return plan, [f"{v.tool_id}@{v.version} is {v.state.replace('_', ' ')}: {v.detail}" for v in failing]
+        return plan, [v.describe() for v in failing]
 
     def locked_version(self, tool_id: str) -> str | None:
         """The version the project's kiwi.lock pins for this tool, if any."""

@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from .errors import Refused, UsageError
+from .refs import normalize_ref
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -86,12 +87,6 @@ class Pulled:
             "changed": self.changed,
             "files": self.files,
         }
-
-
-def normalize_ref(ref: str) -> str:
-    """`public/x` and ` x ` mean `x`, as in the registry (kiwi_internal.normalize_ref)."""
-    ref = ref.strip()
-    return ref[len("public/") :] if ref.startswith("public/") else ref
 
 
 def ref_of(manifest: Any) -> str | None:

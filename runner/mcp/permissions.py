@@ -39,6 +39,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from ..refs import normalize_ref
+
 __all__ = ["KINDS", "check", "covers", "shell_command"]
 
 KINDS = ("fs_read", "fs_write", "shell", "mcp", "tools")
@@ -54,12 +56,7 @@ def _regex(pattern: str) -> re.Pattern[str]:
 
 def covers(pattern: str, value: str) -> bool:
     """Whether glob `pattern` matches `value` (a name, or another pattern read as a string)."""
-    return _regex(_ref(pattern)).fullmatch(_ref(value)) is not None
-
-
-def _ref(ref: str) -> str:
-    ref = ref.strip()
-    return ref[len("public/") :] if ref.startswith("public/") else ref
+    return _regex(normalize_ref(pattern)).fullmatch(normalize_ref(value)) is not None
 
 
 def _allowed(patterns: Any, value: str) -> bool:
@@ -114,16 +111,16 @@ def _check_paths(permissions: Mapping[str, Any], plan: Mapping[str, Any], params
 
 
 def _check_tool(permissions: Mapping[str, Any], plan: Mapping[str, Any]) -> str | None:
-    tool_id = _ref(str(plan.get("tool_id") or ""))
+    tool_id = normalize_ref(str(plan.get("tool_id") or ""))
     tool_type = plan.get("tool_type")
     if tool_type in _EXEMPT_TYPES:
         return None
     if tool_type == "mcp_tool":
         server = _server_of(plan)
         name = tool_id
-        if server and not tool_id.startswith(_ref(server) + "."):
+        if server and not tool_id.startswith(normalize_ref(server) + "."):
             upstream = (plan.get("config") or {}).get("tool") or tool_id
-            name = f"{_ref(server)}.{upstream}"
+            name = f"{normalize_ref(server)}.{upstream}"
         if not _allowed(permissions.get("mcp"), name):
             return _lacks("mcp", name, permissions.get("mcp"))
         return None

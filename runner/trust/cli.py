@@ -88,9 +88,9 @@ async def cmd_keys_list(args: argparse.Namespace) -> int:
 
 async def cmd_sign(args: argparse.Namespace) -> int:
     from ..cli import open_registry, split_ref
-    from .content_hash import content_hash
     from .keys import load
     from .signing import sign
+    from .verify import stored_content_altered
 
     tool, version = split_ref(args.tool, args.version)
     settings = Settings.load()
@@ -98,13 +98,9 @@ async def cmd_sign(args: argparse.Namespace) -> int:
     async with open_registry() as registry:
         rows = await registry.attestations(tool, version)
         root = rows[0]
-        # sign only content that is what its content_hash says: never vouch for an altered row
-        recomputed = content_hash(root["manifest"], [(f["path"], f["sha256"]) for f in root["files"]])
-        if recomputed != root["content_hash"]:
-            raise IntegrityError(
-                f"{root['tool_id']}@{root['version']} is altered: its content hashes to {recomputed[:16]}, "
-                f"not {root['content_hash'][:16]}; not signing"
-            )
+        altered = stored_content_altered(root)  # never vouch for an altered row
+        if altered is not None:
+            raise IntegrityError(f"{root['tool_id']}@{root['version']} is altered: {altered}; not signing")
         sig = sign(key, root["content_hash"])
         answer = await registry.sign(
             root["tool_id"], root["version"], sig["content_hash"], sig["public_key"], sig["signature"]
@@ -139,7 +135,8 @@ async def cmd_verify(args: argparse.Namespace) -> int:
 
 async def cmd_lock(args: argparse.Namespace) -> int:
     from ..cli import open_registry, split_ref
-    from .lockfile import LockedTool, Lockfile, normalize_ref
+    from ..refs import normalize_ref
+    from .lockfile import LockedTool, Lockfile
 
     settings = Settings.load()
     lockfile = Lockfile(settings.lockfile)

@@ -17,14 +17,9 @@ from typing import Any
 
 from ..errors import Refused, UsageError
 from ..plan import Plan
+from ..refs import normalize_ref
 
 LOCKFILE_VERSION = 1
-
-
-def normalize_ref(ref: str) -> str:
-    """`public/x` and `x` are one tool (as in the registry's normalize_ref)."""
-    ref = ref.strip()
-    return ref.removeprefix("public/")
 
 
 @dataclass(frozen=True)
@@ -101,11 +96,8 @@ class Lockfile:
     def get(self, tool_id: str) -> LockedTool | None:
         return self.tools().get(normalize_ref(tool_id))
 
-    def check(self, plan: Plan, requested: str) -> None:
-        """Refuse a plan that drifted from the lock (a registry tool that is locked)."""
-        locked = self.get(requested)
-        if locked is None or plan.source != "registry":
-            return
+    def check(self, plan: Plan, locked: LockedTool) -> None:
+        """Refuse a registry plan that drifted from its tool's entry in the lock."""
         if plan.version != locked.version:
             raise Refused(
                 f"{locked.tool_id} is locked at {locked.version} in {self.path}, not {plan.version}",

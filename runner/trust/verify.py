@@ -45,6 +45,9 @@ class Verdict:
     def ok(self) -> bool:
         return self.state == TRUSTED
 
+    def describe(self) -> str:
+        return f"{self.tool_id}@{self.version} is {self.state.replace('_', ' ')} ({self.detail})"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "tool_id": self.tool_id,
@@ -119,14 +122,21 @@ def judge(plan: Plan, attestations: Sequence[dict[str, Any]], trust: TrustSettin
     return verdicts
 
 
+def stored_content_altered(row: dict[str, Any]) -> str | None:
+    """Why a stored version (an attestation row) no longer hashes to its content_hash, or None."""
+    recomputed = content_hash(row["manifest"], [(f["path"], f["sha256"]) for f in row.get("files") or []])
+    if recomputed == row["content_hash"]:
+        return None
+    return f"its stored content hashes to {recomputed[:16]}, not its content_hash {row['content_hash'][:16]}"
+
+
 def _judge_element(
     plan: Plan, index: int, row: dict[str, Any], planned: tuple[str, str, str], trust: TrustSettings
 ) -> Verdict:
     tool_id, version = row["tool_id"], row["version"]
     files = [(f["path"], f["sha256"]) for f in row.get("files") or []]
-    recomputed = content_hash(row["manifest"], files)
-    if recomputed != row["content_hash"]:
-        why = f"its stored content hashes to {recomputed[:16]}, not its content_hash {row['content_hash'][:16]}"
+    why = stored_content_altered(row)
+    if why is not None:
         return Verdict(tool_id, version, "altered", why)
     if planned[1:] != (version, row["content_hash"]):
         stored = f"{version} ({row['content_hash'][:16]})"
@@ -163,7 +173,7 @@ def plan_key(plan: Plan) -> str:
 
 def refusal(plan: Plan, verdicts: Sequence[Verdict]) -> Refused:
     failing = [v for v in verdicts if not v.ok]
-    lines = "; ".join(f"{v.tool_id}@{v.version} is {v.state.replace('_', ' ')} ({v.detail})" for v in failing)
+    lines = "; ".join(v.describe() for v in failing)
     cls = IntegrityError if any(v.state in ("altered", "bad_signature") for v in failing) else Refused
     return cls(
         f"trust policy refuses {plan.tool_id}@{plan.version}: {lines}",
