@@ -259,7 +259,7 @@ async def cmd_search(args: argparse.Namespace) -> int:
         )
         signed = await signature_labels(registry, rows, settings.trust)
     for r in rows:
-        r["signature"] = signed.get(r["tool_id"], {"state": "unsigned", "key_fingerprints": []})
+        r["signature"] = signed[r["tool_id"]]
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, default=str))
         return 0

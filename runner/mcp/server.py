@@ -41,7 +41,7 @@ from ..plan import Plan
 from ..records import params_digest
 from ..registry.base import Registry
 from ..run import Runner, RunResult
-from ..trust.states import signature_labels, verdict_label
+from ..trust.states import UNSIGNED, signature_labels, verdict_label
 from . import approvals
 from . import permissions as access
 from .handler import mcp_handler_of
@@ -280,7 +280,7 @@ def build_server(
                     "category": r.get("category"),
                     "namespace": r.get("namespace"),
                     "rank": r.get("rank"),
-                    "signature": signed.get(r["tool_id"], UNSIGNED),
+                    "signature": signed[r["tool_id"]],
                 }
                 for r in rows
             ]
@@ -934,9 +934,6 @@ def _import_text(report: ImportReport) -> str:
     if listed:
         lines.append(f"\nnext: load(item_id='{listed[0]}') for its parameters, then execute(action='run', ...)")
     return "\n".join(lines)
-
-
-UNSIGNED: dict[str, Any] = {"state": "unsigned", "detail": "no signature", "key_fingerprints": []}
 
 
 def _align(verdicts: list[Any], chain: list[dict[str, Any]]) -> list[Any]:

@@ -11,6 +11,8 @@ from ..config import TrustSettings
 from ..registry.base import Registry
 from .verify import Verdict, signature_state
 
+UNSIGNED: dict[str, Any] = {"state": "unsigned", "detail": "no signature", "key_fingerprints": []}
+
 
 def _state(
     namespace: str, content_hash: str, signatures: Sequence[dict[str, Any]], trust: TrustSettings
@@ -22,16 +24,17 @@ def _state(
 async def signature_labels(
     registry: Registry, rows: Sequence[dict[str, Any]], trust: TrustSettings
 ) -> dict[str, dict[str, Any]]:
-    """tool_id -> {state, detail, key_fingerprints} for search results (their latest
-    versions), in one call to public.signature_states."""
+    """tool_id -> {state, detail, key_fingerprints} for every search result (its latest
+    version; UNSIGNED when it has none), in one call to public.signature_states."""
     if not rows:
         return {}
     namespaces = {r["tool_id"]: r.get("namespace") or "public" for r in rows}
     states = await registry.signature_states(list(namespaces))
-    return {
+    labels = {
         s["tool_id"]: _state(namespaces.get(s["tool_id"], "public"), s["content_hash"], s["signatures"] or [], trust)
         for s in states
     }
+    return {tool_id: labels.get(tool_id, UNSIGNED) for tool_id in namespaces}
 
 
 def verdict_label(verdict: Verdict) -> dict[str, Any]:
