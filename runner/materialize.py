@@ -25,10 +25,17 @@ COMPLETE = ".kiwi-complete"
 _verified: dict[Path, tuple[tuple[int, int, int], ...]] = {}
 
 
-def safe_relative(path: str) -> PurePosixPath:
-    """Refuse absolute paths, `..`, NUL and empty names: a file can never land outside its directory."""
+def is_safe_relative(path: str) -> bool:
+    """No absolute path, `..`, NUL, backslash or empty name: a file can never land outside its
+    directory. (Writing into a local space, spaces.py adds its own stricter rules.)"""
     p = PurePosixPath(path)
-    if not path or "\x00" in path or "\\" in path or p.is_absolute() or any(part in ("..", "") for part in p.parts):
+    return not (not path or "\x00" in path or "\\" in path or p.is_absolute() or any(x in ("..", "") for x in p.parts))
+
+
+def safe_relative(path: str) -> PurePosixPath:
+    """A plan's file path, refused unless it is safe (is_safe_relative) and not reserved."""
+    p = PurePosixPath(path)
+    if not is_safe_relative(path):
         raise Refused(f"unsafe file path in the plan: {path!r}")
     if p.parts and p.parts[0] == COMPLETE:
         raise Refused(f"reserved file name in the plan: {path!r}")

@@ -30,10 +30,11 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import Refused, UsageError
+from .materialize import is_safe_relative
 from .refs import normalize_ref
 
 if TYPE_CHECKING:
@@ -299,13 +300,9 @@ def _manifest_text(source: dict[str, Any]) -> str:
 
 def _safe_relative(path: str, ref: str) -> str:
     """A file path the registry gave, refused unless it is relative and stays inside the tool."""
-    pure = PurePosixPath(path)
-    parts = path.split("/")
     if (
-        not path
-        or pure.is_absolute()
-        or any(p in ("", ".", "..") for p in parts)
-        or "\\" in path
+        not is_safe_relative(path)
+        or any(p in ("", ".") for p in path.split("/"))  # stricter than a plan: no `./a`, `a//b`
         or ":" in path
         or any(ord(c) < 32 or ord(c) == 127 for c in path)
     ):
