@@ -1,8 +1,10 @@
-"""The kiwi command line: run, search, show, publish, pull, runs, approve, deny, approvals.
+"""The kiwi command line: run, search, show, publish, pull, runs, approve, deny, approvals, and
+(from their own modules) serve, mcp, keys, sign, verify, lock.
 
 Every command takes --json for machines; without it, output is for people. Exit codes:
 0 success, 1 the tool ran and failed, 2 bad usage or parameters, 3 not found,
-4 refused (broken chain, altered file, blocked by validation, bad config),
+4 refused (broken chain, altered file or version, trust policy, lockfile drift,
+blocked by validation, bad config),
 5 registry unreachable, 124 the tool timed out.
 """
 
