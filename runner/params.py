@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from .errors import InvalidParameters, Refused
+from .identity import ByIdentity
 from .text import is_utf8
 
 
@@ -26,6 +27,11 @@ def _validator(schema_json: str) -> Draft202012Validator:
     except SchemaError as e:
         raise Refused(f"the tool's parameter schema is invalid: {e.message}") from e
     return Draft202012Validator(schema)
+
+
+# A cached plan hands back the same parameters dict on every run: its validator is then
+# found without serialising the schema (identity.py).
+_validator_for = ByIdentity(lambda schema: _validator(json.dumps(schema, sort_keys=True)))
 
 
 def validate_params(tool_id: str, schema: Mapping[str, Any] | None, params: Any) -> dict[str, Any]:
@@ -41,7 +47,7 @@ def validate_params(tool_id: str, schema: Mapping[str, Any] | None, params: Any)
     for name, prop in (schema.get("properties") or {}).items():
         if name not in filled and isinstance(prop, dict) and "default" in prop:
             filled[name] = prop["default"]
-    validator = _validator(json.dumps(schema, sort_keys=True))
+    validator = _validator_for(schema)
     problems = sorted(line for e in validator.iter_errors(filled) for line in _describe(e).split("; "))
     if problems:
         raise InvalidParameters(tool_id, problems)

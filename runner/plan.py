@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .identity import ByIdentity
+
 
 @dataclass(frozen=True)
 class ChainLink:
@@ -66,6 +68,11 @@ class Plan:
             source=data.get("source") or "registry",
         )
 
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Plan:
+        """from_json, remembered for the very dict a plan cache hands back on every run."""
+        return _parsed(data)
+
     @property
     def entrypoint(self) -> PlanFile | None:
         return next((f for f in self.files if f.is_entrypoint), None)
@@ -73,3 +80,6 @@ class Plan:
     @property
     def chain_ids(self) -> list[str]:
         return [link.tool_id for link in self.chain]
+
+
+_parsed: ByIdentity[Plan] = ByIdentity(Plan.from_json)

@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from .params import coerce_strings, validate_params
 from .plan import Plan
 from .primitives.base import Invocation, Outcome
 from .recorder import RunRecorder
-from .records import run_record, scrub, scrub_deep, secret_values
+from .records import params_digest, run_record, scrub, scrub_deep, secret_values
 from .registry.base import Registry
 from .spaces import find as find_local
 from .spaces import spaces as local_spaces_of
@@ -140,7 +140,7 @@ class Runner:
                 tool = local.load()
                 preview = await self.registry.preview_plan(tool.manifest, tool.files)
                 return Plan.from_json({**preview, "source": local.space})
-        return Plan.from_json(await self.registry.execution_plan(tool_id, version))
+        return Plan.of(await self.registry.execution_plan(tool_id, version))
 
     async def run(
         self,
@@ -158,7 +158,7 @@ class Runner:
         plan: the plan already fetched for this tool and version (a caller that checked it,
         such as the MCP server's permission check), so the run is the one that was checked."""
         started = time.perf_counter()
-        started_at = datetime.now(UTC).isoformat()
+        started_at = time.time()
         given: Any = {} if params is None else params
         try:
             plan = plan or await self.plan(tool_id, version)
@@ -276,21 +276,26 @@ class Runner:
             detail=scrub_deep(outcome.detail, secrets),
         )
 
-    def _record(self, result: RunResult, plan: Plan | None, params: Any, started_at: str) -> None:
-        """Queue the run's record (written behind the run; see recorder.py)."""
-        record = run_record(
-            tool_id=result.tool_id,
-            version=result.version,
-            content_hash=plan.content_hash if plan else None,
-            status=result.status,
-            exit_code=result.exit_code,
-            duration_ms=result.duration_ms,
-            error=result.error,
-            chain=result.executor_chain,
-            primitive=plan.primitive if plan else None,
-            params=params,
+    def _record(self, result: RunResult, plan: Plan | None, params: Any, started_at: float) -> None:
+        """Queue the run's record, written behind the run (recorder.py). Only the parameters'
+        digest is taken now (a caller may reuse its parameters once the run returns); the
+        record itself is made by the writer, off the run's path."""
+        result.run_id = self.recorder.submit(
+            partial(
+                run_record,
+                tool_id=result.tool_id,
+                version=result.version,
+                content_hash=plan.content_hash if plan else None,
+                status=result.status,
+                exit_code=result.exit_code,
+                duration_ms=result.duration_ms,
+                error=result.error,
+                chain=result.executor_chain,
+                primitive=plan.primitive if plan else None,
+                digest=params_digest(params),
+                started_at=started_at,
+            )
         )
-        result.run_id = self.recorder.submit({**record, "started_at": started_at})
 
 
 def _knowledge(plan: Plan) -> Any:

@@ -730,7 +730,7 @@ async def guarded_run(
             await _audit(reg, {**audit, "decision": "refused", "reason": held.reason})
             return held.result
     # the plan that was checked is the plan that runs (and is not fetched twice)
-    work = runner.run(ref, params, version=ver, dry_run=dry_run, plan=Plan.from_json(plan) if plan else None)
+    work = runner.run(ref, params, version=ver, dry_run=dry_run, plan=Plan.of(plan) if plan else None)
     try:
         result = await asyncio.wait_for(work, timeout=run_timeout_s)
     except TimeoutError:
