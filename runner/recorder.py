@@ -3,6 +3,8 @@
 A run's result should not wait for its record: the record gets its id here (a random
 uuid the database keeps), goes into a queue, and a background task writes whatever
 has queued (after letting records gather for GATHER_S) in one `record_runs` call.
+A record may be queued as the function that makes it, so that even building it (and
+its JSON) happens in the writer, while the runs wait on their own I/O.
 Nothing is dropped: `flush()` waits until every record submitted so far is written,
 and closing the runner flushes. A batch the registry refuses is reported through
 `on_error`, naming how many records it held.
@@ -14,34 +16,37 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 from .errors import KiwiError, UsageError
 from .registry.base import Registry
 
+# A record, or the function that makes it (called by the writer, off the run's path).
+Record: TypeAlias = dict[str, Any] | Callable[[], dict[str, Any]]
+
 MAX_BATCH = 500
 # How long the writer lets records gather before a write, unless flushed: runs that
 # follow one another then share a round trip instead of paying one each.
-GATHER_S = 0.02
+GATHER_S = 0.1
 
 
 class RunRecorder:
     def __init__(self, registry: Registry, on_error: Callable[[str], None] | None = None) -> None:
         self._registry = registry
         self._on_error = on_error
-        self._pending: list[dict[str, Any]] = []
+        self._pending: list[tuple[str, Record]] = []  # (id, record)
         self._writer: asyncio.Task[None] | None = None
         self.written = 0
         self.lost = 0
         self._hurry = asyncio.Event()
 
-    def submit(self, record: dict[str, Any]) -> str:
-        """Queue a record; return the id it will be stored under."""
-        record = {**record, "id": record.get("id") or str(uuid.uuid4())}
-        self._pending.append(record)
+    def submit(self, record: Record) -> str:
+        """Queue a record (or the function that makes it); return the id it will be stored under."""
+        run_id = (None if callable(record) else record.get("id")) or str(uuid.uuid4())
+        self._pending.append((run_id, record))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write())
-        return record["id"]
+        return run_id
 
     async def flush(self) -> None:
         """Wait until every record submitted so far is written (or reported lost)."""
@@ -55,7 +60,8 @@ class RunRecorder:
                 await asyncio.wait_for(self._hurry.wait(), GATHER_S)
         self._hurry.clear()
         while self._pending:
-            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            queued, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            batch = [record for record in map(self._made, queued) if record is not None]
             try:
                 await self._registry.record_runs(batch)
                 self.written += len(batch)
@@ -72,6 +78,14 @@ class RunRecorder:
                         self._report([record], single.message)
             except KiwiError as e:
                 self._report(batch, e.message)
+
+    def _made(self, queued: tuple[str, Record]) -> dict[str, Any] | None:
+        run_id, record = queued
+        try:
+            return {**(record() if callable(record) else record), "id": run_id}
+        except Exception as e:  # a bug in what makes the record: say so, keep writing the others
+            self._report([{"id": run_id}], f"the record could not be made: {e!r}")
+            return None
 
     def _report(self, batch: list[dict[str, Any]], why: str) -> None:
         self.lost += len(batch)

@@ -9,19 +9,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from .expand import map_strings
 
 MAX_ERROR_CHARS = 2000
 _MIN_SECRET_LEN = 4  # shorter values ("1", "on") would scrub ordinary words
+# One encoder for every digest: json.dumps with options builds a new one per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def params_digest(params: Any) -> tuple[str, int]:
     """sha256 and size of the parameters' canonical JSON; whatever a caller sent (even what JSON
     cannot hold, which the schema check then refuses) still gets a digest, never an exception."""
     try:
-        text = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _CANONICAL.encode(params)
     except (TypeError, ValueError):
         text = repr(params)
     data = text.encode("utf-8", "surrogatepass")
@@ -58,10 +61,13 @@ def run_record(
     error: str | None,
     chain: list[str],
     primitive: str | None,
-    params: Any,
+    digest: tuple[str, int],
+    started_at: float | None = None,
 ) -> dict[str, Any]:
-    digest, size = params_digest(params)
-    return {
+    """The record record_run takes. digest: params_digest() of the parameters as they were
+    run; started_at: a Unix time."""
+    params_sha256, params_size = digest
+    record = {
         "tool_id": tool_id,
         "version": version,
         "content_hash": content_hash,
@@ -71,6 +77,9 @@ def run_record(
         "error_summary": error[:MAX_ERROR_CHARS] if error else None,
         "executor_chain": chain,
         "primitive": primitive,
-        "params_sha256": digest,
-        "params_size": size,
+        "params_sha256": params_sha256,
+        "params_size": params_size,
     }
+    if started_at is not None:
+        record["started_at"] = datetime.fromtimestamp(started_at, UTC).isoformat()
+    return record
