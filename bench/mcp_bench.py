@@ -1,16 +1,20 @@
 """MCP proxy benchmark: `echo` on server-everything (stdio), through Kiwi and directly.
 
-  proxied  Runner.run("everything_mcp.<bench tool>") with a warm pool: the plan RPC,
-           parameter validation, the mcp handler, the pooled ClientSession.
+  proxied  Runner.run("everything_mcp.<bench tool>") with a warm pool: the plan (from
+           the registry's plan cache), parameter validation, the mcp handler, the
+           pooled ClientSession, the run record.
   direct   ClientSession.call_tool("echo") of the same SDK on its own stdio session to
            the same server command.
 
 Target: median(proxied) / median(direct) <= 1.5. Calls run in blocks of 100 of one kind,
-the kinds interleaved block by block (alternating which goes first), warm-ups excluded;
-run records, written behind the runs on the same loop, are flushed between blocks so
-that one kind's background writes are not charged to the next. The first, connecting call of each side (spawn, MCP
-initialize, call) is reported apart, as are the handler alone (Kiwi's MCP code without the
-runner) and Runner.run without run records, for context.
+the kinds interleaved block by block (alternating which goes first), warm-ups excluded.
+Run records are written behind the runs, on the same loop; the records still queued at
+the end of a block are flushed before the next block starts, so that one kind's writes
+are not charged to the next, and the flush's time is added to its own block's calls,
+spread evenly over them (a block without records flushes nothing). The first, connecting
+call of each side (spawn, MCP initialize, call) is reported apart, as are the handler
+alone (Kiwi's MCP code without the runner) and Runner.run without run records, for
+context.
 
 The bench publishes one throwaway mcp_tool on the seeded everything_mcp server and
 deletes it at the end. Needs the local stack (`scripts/stack up`) and node_modules.
@@ -130,11 +134,13 @@ async def bench(url: str, calls: int, tool: str, cache: Path) -> list[str]:
             order = [("direct", direct), ("proxied", proxied), ("quiet", proxied_quiet), ("handler", handler_only)]
             for block in range(max(1, calls // BLOCK)):
                 for name, fn in order if block % 2 == 0 else order[::-1]:
-                    for _ in range(BLOCK):
-                        series[name].append(await timed(fn))
-                    # Run records are written behind the runs on this loop: let them land
-                    # (untimed) so that they are not charged to the next block.
-                    await runner.flush_records()
+                    samples = [await timed(fn) for _ in range(BLOCK)]
+                    # Run records are written behind the runs on this loop. Those still
+                    # queued at the end of a block are written now, so that they are not
+                    # charged to the next block, and the time that takes is charged to this
+                    # block's runs, spread evenly: every record's write is paid for.
+                    flush = await timed(runner.flush_records)
+                    series[name].extend(ms + flush / BLOCK for ms in samples)
     await runner.aclose()
     await quiet.aclose()
 
