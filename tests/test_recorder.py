@@ -70,3 +70,46 @@ async def test_an_unreachable_registry_is_reported_not_raised() -> None:
     await recorder.flush()
     await registry.aclose()
     assert recorder.lost == 1 and reported and "not saved" in reported[0]
+
+
+async def test_a_record_queued_as_a_function_is_made_by_the_writer(
+    registry: PostgresRegistry, conn: psycopg.Connection
+) -> None:
+    """Runner queues the function that makes a record, so that building it happens off the
+    run's path; the id is known at once and the function runs only when the batch is written."""
+    recorder = RunRecorder(registry)
+    tool = f"recorder_test_{uuid.uuid4().hex[:8]}"
+    made: list[int] = []
+
+    def make(i: int) -> dict[str, object]:
+        made.append(i)
+        return {"tool_id": tool, "status": "success", "duration_ms": i}
+
+    ids = [recorder.submit(lambda i=i: make(i)) for i in range(5)]
+    assert made == [], "nothing is made while the runs go on"
+    await recorder.flush()
+    try:
+        assert made == [0, 1, 2, 3, 4] and recorder.written == 5
+        assert stored(conn, ids) == 5, "each record is stored under the id submit returned"
+    finally:
+        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
+
+
+async def test_a_record_that_cannot_be_made_is_reported_and_the_others_written(
+    registry: PostgresRegistry, conn: psycopg.Connection
+) -> None:
+    reported: list[str] = []
+    recorder = RunRecorder(registry, on_error=reported.append)
+    tool = f"recorder_test_{uuid.uuid4().hex[:8]}"
+
+    def broken() -> dict[str, object]:
+        raise ValueError("no")
+
+    good = recorder.submit(lambda: {"tool_id": tool, "status": "success"})
+    lost = recorder.submit(broken)
+    await recorder.flush()
+    try:
+        assert stored(conn, [good]) == 1 and stored(conn, [lost]) == 0
+        assert recorder.lost == 1 and len(reported) == 1 and "could not be made" in reported[0]
+    finally:
+        conn.execute("delete from tool_runs where tool_id = %s", (tool,))

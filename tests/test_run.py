@@ -16,6 +16,7 @@ import pytest
 
 from runner.config import Settings
 from runner.errors import IntegrityError, InvalidParameters, NotFound, PrimitiveError, Refused
+from runner.records import params_digest
 from runner.registry import PostgresRegistry
 from runner.run import Runner, RunResult
 
@@ -175,6 +176,18 @@ async def test_bad_parameters_are_refused_before_anything_runs_and_recorded(
     record = await record_of(runner, conn, result)
     assert record["status"] == "error" and "bytes:" in record["error_summary"]
     assert "lots" not in json.dumps(record, default=str), "parameter values are not stored"
+
+
+async def test_a_record_hashes_the_parameters_as_they_were_run(runner: Runner, conn: psycopg.Connection) -> None:
+    """Records are made behind the runs; the parameters' digest is not: a caller that reuses
+    its parameters dict once the run returns does not change what the record says ran."""
+    params = {"name": "Ada"}
+    result = await runner.run("hello_world", params)
+    params["name"] = "Grace, who did not run"
+    record = await record_of(runner, conn, result)
+    assert (record["params_sha256"], record["params_size"]) == params_digest({"name": "Ada"})
+    started = record["started_at"].timestamp()
+    assert record["finished_at"].timestamp() - started == pytest.approx(result.duration_ms / 1000, abs=0.002)
 
 
 async def test_an_unknown_tool_is_not_found_and_recorded(runner: Runner, conn: psycopg.Connection) -> None:
