@@ -1,6 +1,10 @@
 """Parameters are checked against the tool's JSON Schema before anything runs.
 
-The error lists every bad field at once, so a person (or an agent) fixes them in one go.
+The verdict is jsonschema-rs's (Draft 2020-12, formats as annotations, no remote $ref):
+it costs a fraction of a microsecond, where the pure-Python jsonschema costs tens on a
+busy server. Only parameters it refuses are described, by jsonschema (imported then),
+whose errors say which field and what the schema wants; the error lists every bad field
+at once, so a person (or an agent) fixes them in one go, and never quotes the values.
 """
 
 from __future__ import annotations
@@ -11,22 +15,24 @@ from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+import jsonschema_rs
 
 from .errors import InvalidParameters, Refused
 from .identity import ByIdentity
 from .text import is_utf8
 
 
+def _no_remote_refs(uri: str) -> Any:
+    raise ValueError(f"a parameter schema may not fetch {uri}: only references inside the schema are followed")
+
+
 @lru_cache(maxsize=512)
-def _validator(schema_json: str) -> Draft202012Validator:
-    schema = json.loads(schema_json)
+def _validator(schema_json: str) -> jsonschema_rs.Draft202012Validator:
     try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as e:
-        raise Refused(f"the tool's parameter schema is invalid: {e.message}") from e
-    return Draft202012Validator(schema)
+        return jsonschema_rs.Draft202012Validator(json.loads(schema_json), retriever=_no_remote_refs)
+    except (jsonschema_rs.ValidationError, ValueError) as e:
+        reason = (getattr(e, "message", None) or str(e)).splitlines()[0]
+        raise Refused(f"the tool's parameter schema is invalid: {reason}") from e
 
 
 # A cached plan hands back the same parameters dict on every run: its validator is then
@@ -48,10 +54,23 @@ def validate_params(tool_id: str, schema: Mapping[str, Any] | None, params: Any)
         if name not in filled and isinstance(prop, dict) and "default" in prop:
             filled[name] = prop["default"]
     validator = _validator_for(schema)
-    problems = sorted(line for e in validator.iter_errors(filled) for line in _describe(e).split("; "))
-    if problems:
-        raise InvalidParameters(tool_id, problems)
+    if not validator.is_valid(filled):
+        raise InvalidParameters(tool_id, _problems(schema, validator, filled))
     return filled
+
+
+def _problems(schema: Mapping[str, Any], validator: jsonschema_rs.Draft202012Validator, filled: Any) -> list[str]:
+    """Every refused field, described by jsonschema; should it find nothing where jsonschema-rs
+    found something, the places jsonschema-rs names (never the values)."""
+    from jsonschema import Draft202012Validator
+
+    described = Draft202012Validator(schema).iter_errors(filled)
+    problems = sorted(line for e in described for line in _describe(e).split("; "))
+    return problems or sorted(
+        f"{'.'.join(map(str, e.instance_path)) or '(parameters)'}: does not satisfy the schema at "
+        f"{'/'.join(map(str, e.schema_path))}"
+        for e in validator.iter_errors(filled)
+    )
 
 
 def _not_json(value: Any) -> Iterator[str]:

@@ -31,6 +31,17 @@ def params_digest(params: Any) -> tuple[str, int]:
     return hashlib.sha256(data).hexdigest(), len(data)
 
 
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def params_snapshot(params: Any) -> dict[str, Any] | None:
+    """The parameters as they are now, for a record made later: a shallow copy is a whole one
+    when every value is a scalar. None when they nest: take their digest now instead."""
+    if isinstance(params, dict) and all(type(v) in _SCALAR_TYPES for v in params.values()):
+        return dict(params)
+    return None
+
+
 def secret_values(names: Iterable[str], environ: Mapping[str, str]) -> list[str]:
     """The values of the named variables (a config's ${VAR}s: variables_in), longest first."""
     values = {environ[name] for name in names if environ.get(name)}
@@ -61,12 +72,13 @@ def run_record(
     error: str | None,
     chain: list[str],
     primitive: str | None,
-    digest: tuple[str, int],
+    digest: tuple[str, int] | None = None,
+    params: Any = None,
     started_at: float | None = None,
 ) -> dict[str, Any]:
     """The record record_run takes. digest: params_digest() of the parameters as they were
-    run; started_at: a Unix time."""
-    params_sha256, params_size = digest
+    run, else params: the parameters themselves (a params_snapshot); started_at: a Unix time."""
+    params_sha256, params_size = digest if digest is not None else params_digest(params)
     record = {
         "tool_id": tool_id,
         "version": version,

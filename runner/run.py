@@ -34,7 +34,7 @@ from .params import coerce_strings, validate_params
 from .plan import Plan
 from .primitives.base import Invocation, Outcome
 from .recorder import RunRecorder
-from .records import params_digest, run_record, scrub, scrub_deep, secret_values
+from .records import params_digest, params_snapshot, run_record, scrub, scrub_deep, secret_values
 from .registry.base import Registry
 from .spaces import find as find_local
 from .spaces import spaces as local_spaces_of
@@ -277,9 +277,10 @@ class Runner:
         )
 
     def _record(self, result: RunResult, plan: Plan | None, params: Any, started_at: float) -> None:
-        """Queue the run's record, written behind the run (recorder.py). Only the parameters'
-        digest is taken now (a caller may reuse its parameters once the run returns); the
-        record itself is made by the writer, off the run's path."""
+        """Queue the run's record, made and written behind the run (recorder.py). A caller may
+        reuse its parameters once the run returns, so they are copied now when a shallow copy
+        is a whole one, else their digest is taken now."""
+        snapshot = params_snapshot(params)
         result.run_id = self.recorder.submit(
             partial(
                 run_record,
@@ -292,7 +293,8 @@ class Runner:
                 error=result.error,
                 chain=result.executor_chain,
                 primitive=plan.primitive if plan else None,
-                digest=params_digest(params),
+                digest=params_digest(params) if snapshot is None else None,
+                params=snapshot,
                 started_at=started_at,
             )
         )

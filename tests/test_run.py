@@ -189,6 +189,12 @@ async def test_a_record_hashes_the_parameters_as_they_were_run(runner: Runner, c
     started = record["started_at"].timestamp()
     assert record["finished_at"].timestamp() - started == pytest.approx(result.duration_ms / 1000, abs=0.002)
 
+    nested = {"name": ["Ada"]}  # refused (not a string), recorded all the same; a shallow copy is not enough
+    refused = await runner.run("hello_world", nested)
+    nested["name"].append("Grace")
+    record = await record_of(runner, conn, refused)
+    assert (record["params_sha256"], record["params_size"]) == params_digest({"name": ["Ada"]})
+
 
 async def test_an_unknown_tool_is_not_found_and_recorded(runner: Runner, conn: psycopg.Connection) -> None:
     result = await runner.run("no_such_tool_anywhere")
