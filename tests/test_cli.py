@@ -488,10 +488,11 @@ def test_help_mentions_every_command_and_every_run_option(kiwi: Kiwi) -> None:
 
 def test_the_cli_loads_no_heavy_library_it_does_not_use() -> None:
     """Regression: wiring `kiwi mcp` imported the MCP SDK at start-up (~0.7 s on every kiwi run).
-    Building the parser must load none of the MCP SDK, the HTTP stack or supabase-py."""
+    Building the parser must load none of the MCP SDK, the HTTP stack or supabase-py, nor
+    jsonschema (only refused parameters are described with it: runner/params.py)."""
     probe = (
-        "import sys, runner.cli; runner.cli.build_parser(); "
-        "heavy = ('mcp', 'anyio', 'httpx', 'aiohttp', 'pydantic', 'supabase', 'postgrest', 'yaml'); "
+        "import sys, runner.cli, runner.run; runner.cli.build_parser(); "
+        "heavy = ('mcp', 'anyio', 'httpx', 'aiohttp', 'pydantic', 'supabase', 'postgrest', 'yaml', 'jsonschema'); "
         "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in heavy}))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
