@@ -397,11 +397,21 @@ async def cmd_runs(args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print("no runs yet", file=sys.stderr)
-    for r in rows:
+    tools = [f"{r['tool_id']}@{r.get('version') or '-'}" for r in rows]
+    width = max(map(len, tools), default=0)
+    for r, tool in zip(rows, tools, strict=True):
         ms = f"{r['duration_ms']:.0f} ms" if r.get("duration_ms") is not None else "-"
-        err = f"  {(r.get('error_summary') or '').splitlines()[0][:70]}" if r.get("error_summary") else ""
-        print(f"{str(r['started_at'])[:19]}  {r['status']:<8} {r['tool_id']}@{r.get('version') or '-':<8} {ms:>8}{err}")
+        error = _one_line(r.get("error_summary"))
+        print(f"{str(r['started_at'])[:19]}  {r['status']:<8} {tool:<{width}} {ms:>8}{error}")
     return 0
+
+
+def _one_line(error: str | None, limit: int = 100) -> str:
+    """A run's error for a table row: its lines joined, cut loudly at `limit`."""
+    if not error:
+        return ""
+    text = " ".join(part.strip() for part in error.splitlines() if part.strip())
+    return "  " + (text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 async def cmd_decide(args: argparse.Namespace) -> int:

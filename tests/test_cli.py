@@ -471,6 +471,10 @@ def test_runs_lists_the_runs_just_made(kiwi: Kiwi, publish_tool: Callable[..., s
     lines = people.out.splitlines()
     assert len(lines) == 2 and f"{tool}@1.0.0" in lines[0]
     assert "error" in lines[0] and "invalid parameters" in lines[0] and "success" in lines[1]
+    # regression: only the error's first line was shown ("invalid parameters for x:"), and
+    # the duration column moved with the length of each tool's name
+    assert "word: must be of type string" in lines[0]
+    assert lines[0].index(" ms") == lines[1].index(" ms"), "columns line up"
     assert "no runs yet" in kiwi("runs", "--tool", unique("cli_never_ran")).err
 
 
