@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import json
+import os
 import sys
+import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .config import Settings
 from .errors import KiwiError, UsageError
@@ -39,6 +42,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def entrypoint() -> NoReturn:
+    """The `kiwi` command: main(), then exit without tearing the interpreter down.
+
+    Freeing every imported module's objects costs a one-shot `kiwi run` about 20 ms here,
+    close to a tenth of its wall time, for a process about to end. Exit handlers still run
+    (the MCP pool's server kill, logging's flush) and output is flushed first; while a
+    thread other than this one is alive, the ordinary exit waits for it instead."""
+    code = main()
+    if threading.active_count() > 1:
+        sys.exit(code)
+    atexit._run_exitfuncs()  # what the interpreter would run at exit (CPython's own hook)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed or broken pipe: let the ordinary exit report it
+        sys.exit(code)
+    os._exit(code)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -444,4 +466,4 @@ async def cmd_approvals(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entrypoint()

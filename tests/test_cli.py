@@ -478,6 +478,30 @@ def test_runs_lists_the_runs_just_made(kiwi: Kiwi, publish_tool: Callable[..., s
     assert "no runs yet" in kiwi("runs", "--tool", unique("cli_never_ran")).err
 
 
+_EXIT_PROBE = """
+import atexit, sys
+from runner.cli import entrypoint
+atexit.register(lambda: print("exit handler ran", file=sys.stderr))
+print("x" * 200_000)  # more than a pipe holds: it must be flushed before the fast exit
+sys.argv = ["kiwi", *sys.argv[1:]]
+entrypoint()
+"""
+
+
+def test_the_kiwi_command_exits_fast_yet_runs_exit_handlers_and_flushes_output(
+    database_url: str, cache_dir: Path, tmp_path: Path
+) -> None:
+    """entrypoint() skips the interpreter's teardown (os._exit), so everything a normal exit
+    does that matters must still happen: exit handlers, buffered output, the exit code."""
+    argv = [sys.executable, "-c", _EXIT_PROBE, "run", "no_such_tool_for_the_exit_probe", "--json"]
+    done = subprocess.run(argv, cwd=tmp_path, env=kiwi_env(database_url, cache_dir), capture_output=True, text=True)
+    assert done.returncode == 3, done.stderr
+    first, result = done.stdout.splitlines()
+    assert first == "x" * 200_000
+    assert json.loads(result)["status"] == "error"
+    assert "exit handler ran" in done.stderr
+
+
 def test_help_mentions_every_command_and_every_run_option(kiwi: Kiwi) -> None:
     top = kiwi("--help")
     assert top.code == 0
