@@ -3,7 +3,8 @@
 The plan alone decides everything: its chain names the `mcp_server` (the link whose
 type is mcp_server), and its merged config holds the server's connection (stdio:
 command, args, env, env_passthrough, cwd; remote: url, headers), the primitive's
-defaults, and the tool's own keys (`tool`: the upstream name, `timeout_s`, `retries`).
+defaults, and the tool's own keys (`tool`: the upstream name, `timeout_s`, `retries`,
+`idempotent`; `annotations`: the upstream tool's MCP annotations, as imported).
 The command and its environment are built exactly as the subprocess primitive builds
 them, with `${VAR}`s from the runner's environment and no `{placeholders}` at all: a
 request's parameters only ever become the tool call's arguments.
@@ -84,7 +85,7 @@ class McpToolHandler:
         detail: dict[str, Any] = {"server": spec.ref, "tool": name, "transport": spec.transport}
         try:
             result, facts = await self.pool.call_tool(
-                spec, name, dict(invocation.params), timeout_s=timeout_s, retries=retries
+                spec, name, dict(invocation.params), timeout_s=timeout_s, retries=retries, repeatable=repeatable(plan)
             )
         except CallTimedOut as exc:
             return Outcome(status="timeout", error=exc.message, detail=detail)
@@ -109,6 +110,19 @@ def to_outcome(result: types.CallToolResult, detail: dict[str, Any]) -> Outcome:
     else:
         output = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
     return Outcome(status="success", output=output, detail=detail)
+
+
+def repeatable(plan: Plan) -> bool:
+    """Whether a call cut off mid-flight may be sent again: config.idempotent when the tool
+    sets it, else what the upstream tool declares (readOnlyHint or idempotentHint)."""
+    config = plan.config
+    explicit = config.get("idempotent")
+    if explicit is not None:
+        if not isinstance(explicit, bool):
+            raise ConfigError(f"{plan.tool_id}: config.idempotent must be true or false, not {explicit!r}")
+        return explicit
+    hints = config.get("annotations")
+    return isinstance(hints, dict) and (hints.get("readOnlyHint") is True or hints.get("idempotentHint") is True)
 
 
 def server_link(plan: Plan) -> ChainLink:

@@ -2,7 +2,7 @@
 
 Each tool becomes `<server>.<tool>` (characters a tool id cannot hold become `_`; the
 upstream name stays in config.tool), its inputSchema the parameters, its description the
-description, the server its executor.
+description, its annotations config.annotations, the server its executor.
 
 * new upstream tool: version 1.0.0.
 * unchanged (same description, schema and config as the latest version): nothing is
@@ -105,14 +105,30 @@ def tool_manifest(server_ref: str, tool: types.Tool, server_manifest: Mapping[st
         "config": {"tool": tool.name},
         "parameters": schema,
     }
+    if tool.annotations is not None:  # readOnlyHint, idempotentHint ...: whether a cut-off call may be retried
+        hints = tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if hints:
+            manifest["config"]["annotations"] = hints
     if server_manifest.get("visibility"):
         manifest["visibility"] = server_manifest["visibility"]
     return manifest
 
 
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """What an upstream change touched, by the names MCP uses (description, inputSchema)."""
-    return [label for key, label in _COMPARED.items() if old.get(key) != new.get(key)]
+    """What an upstream change touched, by the names MCP uses (description, inputSchema,
+    annotations)."""
+    changed = [label for key, label in _COMPARED.items() if _compared(old, key) != _compared(new, key)]
+    if (old.get("config") or {}).get("annotations") != (new.get("config") or {}).get("annotations"):
+        changed.append("annotations")
+    return changed
+
+
+def _compared(manifest: Mapping[str, Any], key: str) -> Any:
+    """The manifest's value under `key`, the config without its annotations (named apart)."""
+    value = manifest.get(key)
+    if key == "config" and isinstance(value, dict):
+        return {k: v for k, v in value.items() if k != "annotations"}
+    return value
 
 
 def next_version(version: str) -> str:

@@ -7,9 +7,12 @@
   it); callers only send requests on the session.
 * Startup is bounded (`startup_timeout_s`), each call too (`timeout_s`); a session left
   unused for `idle_shutdown_s` closes itself.
-* A call that meets a dead connection (the server exited, the socket closed) discards
-  the session and is retried on a new one, at most `retries` times. A tool's own error
-  and a call that timed out are never retried.
+* A dead connection discards the session. A call that finds its connection already
+  ended (the transport's read stream reached its end before anything was sent) goes to
+  a new session, retried at most `retries` times. A call whose connection closed after it was
+  sent may have run: it is retried only when the caller says the tool is repeatable
+  (the handler reads that from its config and its MCP annotations), otherwise it fails
+  saying so. A tool's own error and a call that timed out are never retried.
 * `aclose()` ends every session; for stdio servers an atexit hook and a SIGTERM/SIGHUP
   handler (installed only where the default action would apply) kill what is left, so no
   server survives Kiwi.
@@ -93,6 +96,7 @@ class _Session:
         self.spec = spec
         self.session: ClientSession | None = None
         self.pid: int | None = None
+        self.ended = False  # the transport's read stream reached its end: nothing sent now can arrive
         self.closed = False
         self.in_flight = 0
         self.last_used = time.monotonic()
@@ -106,18 +110,28 @@ class _Session:
     async def ready(self) -> None:
         await asyncio.shield(self._ready)
 
+    @property
+    def usable(self) -> bool:
+        """Open, and its connection has not ended."""
+        return not (self.closed or self.ended)
+
     async def call_tool(self, name: str, arguments: dict[str, Any], timeout_s: float) -> types.CallToolResult:
-        if self.closed or self.session is None:
-            raise _Lost("the session is closed")
+        if self.session is None or not self.usable:
+            raise _Lost("the server had exited", sent=False)
         self.in_flight += 1
         try:
             return await self.session.call_tool(name, arguments, read_timeout_seconds=timeout_s)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise _Lost(f"the connection closed: {type(exc).__name__}", sent=False) from exc
+        except anyio.EndOfStream as exc:
             # the streams closed under the call (the server died, or the idle shutdown won a race)
-            raise _Lost(f"the connection closed: {type(exc).__name__}") from exc
+            raise _Lost(f"the connection closed: {type(exc).__name__}", sent=True) from exc
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                raise _Lost(str(exc)) from exc
+                # The SDK reports a write that could not start the same way as a reply that
+                # never came; only the first (a closed stream behind it) provably sent nothing.
+                unsent = isinstance(exc.__context__, anyio.ClosedResourceError | anyio.BrokenResourceError)
+                raise _Lost(str(exc), sent=not unsent) from exc
             if exc.code == types.REQUEST_TIMEOUT:
                 raise CallTimedOut(
                     f"{self.spec.ref}: {name} did not answer within {timeout_s:g} s",
@@ -129,8 +143,8 @@ class _Session:
             self.last_used = time.monotonic()
 
     async def list_tools(self, timeout_s: float) -> list[types.Tool]:
-        if self.closed or self.session is None:
-            raise _Lost("the session is closed")
+        if self.session is None or not self.usable:
+            raise _Lost("the server had exited", sent=False)
         tools: list[types.Tool] = []
         cursor: str | None = None
         self.in_flight += 1
@@ -145,7 +159,7 @@ class _Session:
                         return tools
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                raise _Lost(str(exc)) from exc
+                raise _Lost(str(exc), sent=True) from exc  # tools/list may always be repeated
             raise
         except TimeoutError as exc:
             raise CallTimedOut(f"{self.spec.ref}: tools/list did not answer within {timeout_s:g} s") from exc
@@ -214,17 +228,23 @@ class _Session:
             self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
             argv = list(spec.argv)
             params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(spec.env), cwd=spec.cwd)
-            async with stdio_client(params, errlog=self._errlog) as streams:
-                yield streams
+            async with stdio_client(params, errlog=self._errlog) as (read, write):
+                yield _WatchedReceive(read, self._ended), write
         elif spec.transport == "streamable_http":
             assert spec.url is not None
             client = httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0))
-            async with client, streamable_http_client(spec.url, http_client=client) as streams:
-                yield streams
+            async with client, streamable_http_client(spec.url, http_client=client) as (read, write):
+                yield _WatchedReceive(read, self._ended), write
         else:
             assert spec.url is not None
-            async with sse_client(spec.url, headers=dict(spec.headers), timeout=spec.startup_timeout_s) as streams:
-                yield streams
+            async with sse_client(spec.url, headers=dict(spec.headers), timeout=spec.startup_timeout_s) as (
+                read,
+                write,
+            ):
+                yield _WatchedReceive(read, self._ended), write
+
+    def _ended(self) -> None:
+        self.ended = True
 
     def _startup_expired(self) -> None:
         if not self._ready.done():
@@ -258,8 +278,50 @@ class _Session:
         return ""
 
 
+class _WatchedReceive:
+    """A transport's read stream that reports its end. Once it has ended, a request sent
+    on the session can never be answered, and (for stdio and SSE) was never read: the
+    pool tells a call made after that from one cut off in flight."""
+
+    def __init__(self, stream: Any, on_end: Any) -> None:
+        self._stream = stream
+        self._on_end = on_end
+
+    async def __aenter__(self) -> _WatchedReceive:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> Any:
+        self._on_end()
+        return await self._stream.__aexit__(*exc)
+
+    def __aiter__(self) -> _WatchedReceive:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._stream.__anext__()
+        except (StopAsyncIteration, anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    def __getattr__(self, name: str) -> Any:  # last_context, statistics(), close() ...
+        return getattr(self._stream, name)
+
+
 class _Lost(Exception):
-    """The connection went away under a call (retryable)."""
+    """The connection went away under a call; `sent`: the request may have reached the server."""
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 # --------------------------------------------------------------------------- the pool
@@ -285,16 +347,26 @@ class McpPool:
         *,
         timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
         retries: int = DEFAULT_RETRIES,
+        repeatable: bool = False,
     ) -> tuple[types.CallToolResult, dict[str, Any]]:
         """Call one tool; returns the result and facts about the call (attempts, connect_ms).
-        Raises ConnectionFailed when no attempt reached the server, CallTimedOut, or MCPError
-        for a protocol error the server answered with."""
+        `repeatable`: running the tool twice does no harm, so a call cut off after it was
+        sent may be retried. Raises ConnectionFailed when no attempt got an answer (or one
+        was cut off that may have run), CallTimedOut, or MCPError for a protocol error the
+        server answered with."""
         for attempt in range(retries + 1):
             s, connected = await self._acquire(spec, attempt, retries)
             try:
                 result = await s.call_tool(name, arguments, timeout_s)
             except _Lost as exc:
                 self._discard(s)
+                if exc.sent and not repeatable:
+                    raise ConnectionFailed(
+                        f"MCP server {spec.ref}: the connection closed during the call to {name} ({exc}); "
+                        "the tool may have run, so the call was not repeated",
+                        hint="run it again if repeating it is safe; config.idempotent: true, or the tool's "
+                        "readOnlyHint or idempotentHint, lets Kiwi retry such calls itself",
+                    ) from exc
                 if attempt >= retries:
                     raise ConnectionFailed(f"MCP server {spec.ref}: {exc} (after {attempt + 1} attempts)") from exc
                 await asyncio.sleep(_BACKOFF_S * attempt)
@@ -328,7 +400,7 @@ class McpPool:
         for a connection. Connection failures are retried here with the same budget."""
         while True:
             s = self._sessions.get(spec.key)
-            fresh = s is None or s.closed or s.spec != spec
+            fresh = s is None or not s.usable or s.spec != spec
             if fresh:
                 if s is not None:
                     self._discard(s)

@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from runner import procfs
 from runner.errors import ConfigError
-from runner.mcp.handler import McpToolHandler
+from runner.mcp.handler import McpToolHandler, server_spec
 from runner.mcp.importer import import_server
 from runner.mcp.pool import live_server_pids
 from runner.run import Runner
@@ -102,15 +102,65 @@ async def test_a_call_over_its_timeout_is_status_timeout(mcp: tuple[Runner, McpT
 async def test_a_killed_server_is_restarted_and_the_next_run_succeeds(
     mcp: tuple[Runner, McpToolHandler], everything_server: str, publish: Publish
 ) -> None:
-    runner, _ = mcp
+    runner, handler = mcp
     tool = publish(mcp_tool(everything_server, "echo"))
-    before = live_server_pids()
     assert (await runner.run(tool, {"message": "one"})).ok
-    (pid,) = live_server_pids() - before
-    os.kill(pid, signal.SIGKILL)
+    pid = await kill_server(runner, handler, tool)
     result = await runner.run(tool, {"message": "two"})
-    assert result.output == "Echo: two" and result.detail["attempts"] == 2
+    assert result.output == "Echo: two" and result.detail["attempts"] == 1 and "connect_ms" in result.detail
     assert not alive(pid)
+
+
+async def kill_server(runner: Runner, handler: McpToolHandler, tool: str, after_s: float = 0) -> int:
+    """SIGKILL the server of `tool` (after `after_s`), then wait until the pool has seen its
+    connection end."""
+    await asyncio.sleep(after_s)
+    session = handler.pool.session_for(server_spec(await runner.plan(tool), runner.environ).key)
+    assert session is not None and session.pid is not None
+    os.kill(session.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while session.usable and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    return session.pid
+
+
+@pytest.mark.parametrize(
+    ("config", "repeated"),
+    [
+        ({}, False),
+        ({"annotations": {"readOnlyHint": False, "idempotentHint": False}}, False),
+        ({"annotations": {"readOnlyHint": True}}, True),
+        ({"annotations": {"idempotentHint": True}}, True),
+        ({"annotations": {"readOnlyHint": True}, "idempotent": False}, False),
+        ({"idempotent": True}, True),
+    ],
+)
+async def test_a_run_cut_off_by_its_servers_death_is_repeated_only_when_the_tool_allows_it(
+    mcp: tuple[Runner, McpToolHandler], everything_server: str, publish: Publish, config: dict[str, Any], repeated: bool
+) -> None:
+    """config.idempotent decides, else the upstream annotations (as `kiwi mcp import` stores
+    them): a tool that is neither read-only nor idempotent may have acted, so it is not run
+    twice behind the caller's back."""
+    runner, handler = mcp
+    tool = publish(mcp_tool(everything_server, "trigger-long-running-operation", config=config))
+    assert (await runner.run(tool, {"duration": 0.1, "steps": 1})).ok
+    killer = asyncio.create_task(kill_server(runner, handler, tool, after_s=0.5))
+    result = await runner.run(tool, {"duration": 1.5, "steps": 1})
+    await killer
+    if repeated:
+        assert result.ok and result.detail["attempts"] == 2, result.error
+    else:
+        assert result.status == "error" and "may have run, so the call was not repeated" in (result.error or "")
+    assert (await runner.run(tool, {"duration": 0.1, "steps": 1})).ok, "the next run reconnects"
+
+
+async def test_config_idempotent_must_be_a_boolean(
+    mcp: tuple[Runner, McpToolHandler], everything_server: str, publish: Publish
+) -> None:
+    runner, _ = mcp
+    tool = publish(mcp_tool(everything_server, "echo", config={"idempotent": "yes"}))
+    result = await runner.run(tool, {"message": "hi"})
+    assert result.status == "error" and "config.idempotent must be true or false" in (result.error or "")
 
 
 async def test_200_concurrent_proxied_calls_all_succeed(

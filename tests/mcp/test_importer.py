@@ -42,6 +42,10 @@ async def mcp(database_url: str, tmp_path: Path) -> AsyncIterator[tuple[Runner, 
     await runner.aclose()
 
 
+# what server-everything's echo declares of itself (its MCP tool annotations)
+ECHO_HINTS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+
+
 def versions(conn: psycopg.Connection, server: str) -> list[tuple[str, str, bool]]:
     rows = conn.execute(
         "select t.ref, v.version, v.is_latest from tool_versions v join tools t on t.id = v.tool_uuid"
@@ -66,7 +70,7 @@ async def test_import_publishes_one_mcp_tool_per_listed_tool(
     assert manifest["tool_type"] == "mcp_tool" and manifest["executor"] == server
     assert manifest["description"] == "Echoes back the input string"
     assert manifest["parameters"]["properties"]["message"]["type"] == "string"
-    assert manifest["config"] == {"tool": "echo"} and manifest["version"] == "1.0.0"
+    assert manifest["config"] == {"tool": "echo", "annotations": ECHO_HINTS} and manifest["version"] == "1.0.0"
     assert manifest["metadata"]["mcp_import"]["upstream_changed"] is False
 
 
@@ -95,7 +99,7 @@ async def test_an_upstream_change_is_a_new_version_marked_changed_and_pins_keep_
         "executor": server,
         "version": "1.0.1",
         "description": "Echoes (old wording)",
-        "config": {"tool": "echo"},
+        "config": {"tool": "echo", "annotations": ECHO_HINTS},
         "parameters": {"type": "object", "properties": {"message": {"type": "string"}, "loud": {"type": "boolean"}}},
     }
     conn.execute("select publish_tool_version(%s, '[]')", (Jsonb(stale),))
@@ -125,6 +129,25 @@ async def test_an_upstream_change_is_a_new_version_marked_changed_and_pins_keep_
         assert (result.version or "", result.output) == (version or "1.1.0", "Echo: pinned"), result.error
     assert (await runner.plan(echo, "1.0.1")).parameters["properties"].keys() == {"message", "loud"}  # type: ignore[index]
     assert (await import_server(runner.registry, handler.pool, server, runner.environ)).counts().get("changed") is None
+
+
+async def test_changed_annotations_are_a_change_of_their_own(
+    mcp: tuple[Runner, McpToolHandler], server: str, conn: psycopg.Connection
+) -> None:
+    """Whether a cut-off call may be retried follows the annotations, so an upstream tool that
+    stops calling itself read-only must not slip through as unchanged."""
+    runner, handler = mcp
+    await import_server(runner.registry, handler.pool, server, runner.environ)
+    echo = f"{server}.echo"
+    (latest,) = conn.execute(
+        "select v.manifest from tool_versions v join tools t on t.id = v.tool_uuid where t.ref = %s and v.is_latest",
+        (echo,),
+    ).fetchone()
+    stale = {k: latest[k] for k in ("tool_id", "tool_type", "executor", "description", "parameters")}
+    stale.update(version="1.0.1", config={"tool": "echo", "annotations": {**ECHO_HINTS, "readOnlyHint": False}})
+    conn.execute("select publish_tool_version(%s, '[]')", (Jsonb(stale),))
+    report = await import_server(runner.registry, handler.pool, server, runner.environ)
+    assert [(t.tool_id, t.changed) for t in report.tools if t.status == "changed"] == [(echo, ["annotations"])]
 
 
 async def test_a_tool_gone_upstream_is_reported_missing_and_kept(

@@ -62,15 +62,55 @@ async def test_200_concurrent_calls_share_one_session_without_error(pool: McpPoo
     assert len([p for p in live_server_pids() if p == pid_of(pool, spec)]) == 1
 
 
+async def killed(pool: McpPool, spec: ServerSpec) -> int:
+    """SIGKILL the server, then wait until the pool has seen its connection end."""
+    session = pool.session_for(spec.key)
+    assert session is not None and session.pid is not None
+    os.kill(session.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while session.usable and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert not session.usable
+    return session.pid
+
+
 async def test_a_killed_server_is_restarted_by_the_next_call(pool: McpPool) -> None:
     spec = everything()
     await pool.call_tool(spec, "echo", {"message": "before"})
-    pid = pid_of(pool, spec)
-    os.kill(pid, signal.SIGKILL)
-    await asyncio.sleep(0.1)
+    pid = await killed(pool, spec)
     result, facts = await pool.call_tool(spec, "echo", {"message": "after"})
     assert result.content[0].text == "Echo: after"  # type: ignore[union-attr]
-    assert facts["attempts"] == 2 and pid_of(pool, spec) != pid
+    # its end was seen before anything was sent: a new session, not a failed attempt
+    assert facts["attempts"] == 1 and "connect_ms" in facts and pid_of(pool, spec) != pid
+
+
+LONG = "trigger-long-running-operation"
+
+
+async def test_a_call_cut_off_by_the_servers_death_is_not_repeated_unless_repeatable(pool: McpPool) -> None:
+    """The request reached the server, which may have acted on it: sending it again could
+    do the work twice. Only a repeatable call is retried; either way the next call works."""
+    spec = everything()
+    await pool.call_tool(spec, "echo", {"message": "warm"})
+
+    async def kill_soon() -> None:
+        await asyncio.sleep(0.5)
+        await killed(pool, spec)
+
+    killer = asyncio.create_task(kill_soon())
+    started = time.monotonic()
+    with pytest.raises(ConnectionFailed, match="may have run, so the call was not repeated") as refused:
+        await pool.call_tool(spec, LONG, {"duration": 5, "steps": 5})
+    await killer
+    assert time.monotonic() - started < 4, "failed when the connection closed, not at the end of the operation"
+    assert "idempotent" in (refused.value.hint or "")
+    result, facts = await pool.call_tool(spec, "echo", {"message": "next"})
+    assert result.content[0].text == "Echo: next" and "connect_ms" in facts  # type: ignore[union-attr]
+
+    killer = asyncio.create_task(kill_soon())
+    result, facts = await pool.call_tool(spec, LONG, {"duration": 1, "steps": 1}, repeatable=True)
+    await killer
+    assert not result.is_error and facts["attempts"] == 2
 
 
 async def test_a_tool_error_is_returned_once_and_not_retried(pool: McpPool) -> None:
