@@ -24,8 +24,9 @@ from runner.mcp.handler import McpToolHandler, server_spec
 from runner.mcp.importer import import_server
 from runner.mcp.pool import live_server_pids
 from runner.run import Runner
+from tests.kiwi_cli import kiwi_env, run_kiwi
 
-from . import EVERYTHING, FILESYSTEM, alive, children, free_port, make_runner, stdio_server, unique
+from . import EVERYTHING, FILESYSTEM, NODE_MODULES, alive, children, free_port, make_runner, stdio_server, unique
 
 Publish = Callable[[dict[str, Any]], str]
 
@@ -303,3 +304,28 @@ async def test_the_filesystem_server_lists_and_reads_a_temporary_folder(
     assert read.ok and "hello from kiwi" in str(read.output), read.error
     outside = await runner.run(f"{server}.read_text_file", {"path": "/etc/hostname"})
     assert outside.status == "error"
+
+
+def test_kiwi_run_of_an_mcp_tool_leaves_no_server_behind(database_url: str, publish: Publish, tmp_path: Path) -> None:
+    """The kiwi command skips the interpreter's teardown on exit: the pool must still have
+    ended its server. The server runs in a folder of its own, so any survivor is found."""
+    home = tmp_path / "server_home"
+    home.mkdir()
+    server = publish(stdio_server(unique("everything"), [str(EVERYTHING), "stdio"], cwd=str(home)))
+    tool = publish(mcp_tool(server, "echo"))
+    env = kiwi_env(database_url, tmp_path / "cache", KIWI_NODE_MODULES=str(NODE_MODULES))
+    done = run_kiwi(["run", tool, "-p", "message=hi"], cwd=tmp_path, env=env)
+    assert done.code == 0 and done.out.strip() == "Echo: hi", done.err
+
+    def in_home() -> list[int]:
+        found = []
+        for p in procfs.processes():
+            with contextlib.suppress(OSError):
+                if p.alive and os.readlink(f"/proc/{p.pid}/cwd") == str(home):
+                    found.append(p.pid)
+        return found
+
+    deadline = time.monotonic() + 5
+    while in_home() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert in_home() == []
