@@ -27,6 +27,7 @@ from .errors import KiwiError, UsageError
 from .plan import Plan
 from .registry import Registry, connect
 from .run import RESULT_KEYS, Runner, RunResult
+from .text import first_line
 
 EXIT_TIMEOUT = 124
 MAX_LIMIT = 1000
@@ -292,7 +293,7 @@ async def cmd_search(args: argparse.Namespace) -> int:
         return 0
     width = max(len(r["tool_id"]) for r in rows)
     for r in rows:
-        desc = (r.get("description") or "").strip().splitlines()[0] if r.get("description") else ""
+        desc = first_line(r.get("description"))
         state = r["signature"]["state"]
         print(
             f"{r['tool_id']:<{width}}  {r['tool_type']:<10} {r.get('latest_version') or '-':<8} {state:<9}  {desc[:80]}"

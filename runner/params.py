@@ -19,7 +19,7 @@ import jsonschema_rs
 
 from .errors import InvalidParameters, Refused
 from .identity import ByIdentity
-from .text import is_utf8
+from .text import first_line, is_utf8
 
 
 def _no_remote_refs(uri: str) -> Any:
@@ -31,7 +31,7 @@ def _validator(schema_json: str) -> jsonschema_rs.Draft202012Validator:
     try:
         return jsonschema_rs.Draft202012Validator(json.loads(schema_json), retriever=_no_remote_refs)
     except (jsonschema_rs.ValidationError, ValueError) as e:
-        reason = (getattr(e, "message", None) or str(e)).splitlines()[0]
+        reason = first_line(getattr(e, "message", None) or str(e)) or type(e).__name__
         raise Refused(f"the tool's parameter schema is invalid: {reason}") from e
 
 

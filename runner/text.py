@@ -1,4 +1,4 @@
-"""Text checks shared by what reads input from outside (parameters, tool directories)."""
+"""Text checks and renderings shared by what reads input from outside and what shows it."""
 
 from __future__ import annotations
 
@@ -10,3 +10,11 @@ def is_utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def first_line(text: str | None) -> str:
+    """The first line that holds anything ("" for None, empty or blank text)."""
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return ""

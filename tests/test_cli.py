@@ -310,6 +310,15 @@ def test_search_for_people_is_a_table(kiwi: Kiwi) -> None:
     assert nothing.code == 0 and "no tools found" in nothing.err
 
 
+def test_search_shows_a_tool_whose_description_is_blank(kiwi: Kiwi, publish_tool: Callable[..., str]) -> None:
+    """Regression: a description of only whitespace made `kiwi search` (and so an empty
+    search, which lists everything) fail with an IndexError."""
+    tool = publish_tool("cli_blank_desc", {"tool_type": "knowledge", "description": " \n\t"})
+    done = kiwi("search", tool)
+    assert done.code == 0, done.err
+    assert any(line.startswith(f"{tool} ") for line in done.out.splitlines())
+
+
 def test_limit_must_be_a_positive_number(kiwi: Kiwi) -> None:
     """Regression: --limit -1 and --limit 99999999999 reached the database and exited 1 as if a
     tool had failed ("LIMIT must not be negative", "integer out of range")."""

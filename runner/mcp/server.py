@@ -41,6 +41,7 @@ from ..plan import Plan
 from ..records import params_digest
 from ..registry.base import Registry
 from ..run import Runner, RunResult
+from ..text import first_line
 from ..trust.states import UNSIGNED, signature_labels, verdict_label
 from . import approvals
 from . import permissions as access
@@ -170,10 +171,6 @@ def _same_tool(ref: str, manifest_id: str) -> bool:
 # --- text renderings -----------------------------------------------------------------------
 
 
-def _first_line(text: str | None) -> str:
-    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-
-
 def _dump(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
@@ -291,7 +288,7 @@ def build_server(
                 width = max(len(i["item_id"]) for i in items)
                 lines = [
                     f"{i['item_id']:<{width}}  {i['tool_type']:<10} {i['latest_version'] or '-':<8} "
-                    f"{i['signature']['state']:<9}  {_first_line(i['description'])[:100]}"
+                    f"{i['signature']['state']:<9}  {first_line(i['description'])[:100]}"
                     for i in items
                 ]
                 text = f"{len(items)} item(s):\n" + "\n".join(lines) + "\n\nnext: load(item_id=...) to see one"
