@@ -51,6 +51,9 @@ class Settings:
     supabase_url: str | None
     supabase_key: str | None
     cache_dir: Path
+    # a signed-in user's access token (JWT) for the REST backend: requests then run as that
+    # user (RLS, their namespaces), with supabase_key (the anon key) as the apikey
+    supabase_access_token: str | None = field(default=None, repr=False)
     record_runs: bool = True
     project_dir: Path = field(default_factory=Path.cwd)
     user_space: Path = field(default_factory=lambda: Path.home() / ".ai" / "tools")
@@ -98,6 +101,7 @@ class Settings:
             database_url=explicit_db or DEFAULT_DATABASE_URL,
             supabase_url=supabase_url,
             supabase_key=supabase_key,
+            supabase_access_token=env.get("KIWI_ACCESS_TOKEN") or None,
             cache_dir=cache_dir,
             record_runs=bool(runs.get("record", True)),
             project_dir=_project_dir(env),

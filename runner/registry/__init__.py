@@ -44,7 +44,7 @@ def connect(settings: Settings) -> Registry:
             )
         from .rest import RestRegistry
 
-        return RestRegistry(settings.supabase_url, settings.supabase_key)
+        return RestRegistry(settings.supabase_url, settings.supabase_key, access_token=settings.supabase_access_token)
     if settings.backend == "postgres":
         from .postgres import PostgresRegistry
 

@@ -75,7 +75,9 @@ def from_sqlstate(code: str | None, message: str | None, *, detail: Any = None, 
             hint="apply the migrations (`make db` locally, `supabase db push --remote` for a project)",
         )
     if code in _BAD_TOKEN:
-        return Refused(message, hint=hint or "check the Supabase key (SUPABASE_KEY)")
+        return Refused(
+            message, hint=hint or "check the Supabase key (SUPABASE_KEY), and KIWI_ACCESS_TOKEN if set (tokens expire)"
+        )
     return KiwiError(f"registry error {code}: {message}" if code else message, hint=hint)
 
 

@@ -41,18 +41,24 @@ def _http2_available() -> bool:
 
 
 class RestRegistry:
-    """`Registry` over a Supabase project's REST API. `key` is its anon or service key."""
+    """`Registry` over a Supabase project's REST API. `key` is its anon or service key.
+
+    With `access_token` (a signed-in user's JWT, from Supabase Auth) the key goes only in
+    `apikey` and the token in `Authorization: Bearer`, so PostgREST runs every request as
+    that user: RLS, their namespaces, publishing where they are members."""
 
     def __init__(
         self,
         url: str,
         key: str,
         *,
+        access_token: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 30.0,
     ) -> None:
         self._url = url.rstrip("/")
         self._key = key
+        self._access_token = access_token
         self._transport = transport
         self._timeout = timeout
         self._http: httpx.AsyncClient | None = None
@@ -234,6 +240,8 @@ class RestRegistry:
                     auto_refresh_token=False,
                     persist_session=False,
                 )
+                if self._access_token:  # supabase-py keeps an Authorization it is given instead of the key's
+                    options.headers["Authorization"] = f"Bearer {self._access_token}"
                 try:
                     client = await acreate_client(self._url, self._key, options)
                 except AsyncSupabaseException as exc:
@@ -254,6 +262,6 @@ class RestRegistry:
             status = int(code) if code else 0
             return RegistryUnavailable(
                 f"the Supabase API at {self._url} answered {status or 'an error'}: {message}",
-                hint="check SUPABASE_URL and the key (SUPABASE_KEY)",
+                hint="check SUPABASE_URL, the key (SUPABASE_KEY) and KIWI_ACCESS_TOKEN if set (a JWT expires)",
             )
         return from_sqlstate(code, message, detail=exc.details, hint=exc.hint)

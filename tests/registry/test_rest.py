@@ -7,8 +7,9 @@ The fake, `FakePostgREST`, checks each request as PostgREST would receive it (me
 `/rest/v1/rpc/<function>` or `/rest/v1/<table>`, the JSON body with the `p_*` argument
 names, the `apikey` and `Authorization: Bearer` headers, the schema profile headers)
 and answers the way PostgREST does, by calling the REAL function of the local database
-with the received arguments, under the role the key stands for (`set_config('role',
-...)` and `request.jwt.claims`, as PostgREST does): 200 with the function's JSON (an
+with the received arguments, under the role the key stands for, or the claims of a
+user's JWT verified with the project's JWT secret (`set_config('role', ...)` and
+`request.jwt.claims`, as PostgREST does): 200 with the function's JSON (an
 array for set-returning functions), or PostgREST's error body `{code, message,
 details, hint}` with PostgREST's HTTP status for the SQLSTATE.
 
@@ -21,11 +22,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
+import jwt
 import psycopg
 import pytest
 from psycopg import sql
@@ -39,6 +42,14 @@ URL = "https://kiwi-test.supabase.co"
 SERVICE_KEY = "sb_secret_kiwi_test_key"
 ANON_KEY = "sb_publishable_kiwi_test_key"
 ROLES = {SERVICE_KEY: "service_role", ANON_KEY: "anon"}
+JWT_SECRET = "kiwi-test-project-jwt-secret-0123456789"  # the fake project's, as Supabase Auth signs with
+
+
+def user_token(user_id: uuid.UUID, *, secret: str = JWT_SECRET, expires_in: int = 3600) -> str:
+    """An access token as Supabase Auth issues one to a signed-in user (HS256)."""
+    now = int(time.time())
+    claims = {"sub": str(user_id), "role": "authenticated", "aud": "authenticated", "iat": now, "exp": now + expires_in}
+    return jwt.encode(claims, secret, algorithm="HS256")
 
 
 def pgrst_status(code: str, role: str) -> int:
@@ -81,11 +92,18 @@ class FakePostgREST:
     def answer(self, request: httpx.Request) -> httpx.Response:
         key = request.headers.get("apikey")
         assert key in ROLES, f"apikey header missing or unknown: {key!r}"
-        assert request.headers.get("authorization") == f"Bearer {key}"
         assert request.url.scheme == "https" and request.url.host == "kiwi-test.supabase.co"
         path = request.url.path
         assert path.startswith("/rest/v1/"), path
-        role = ROLES[key]
+        bearer = request.headers.get("authorization", "")
+        assert bearer.startswith("Bearer "), bearer
+        role: dict[str, Any] = {"role": ROLES[key]}  # the claims the request runs with
+        if bearer != f"Bearer {key}":  # a user's JWT: PostgREST verifies it and runs as its claims
+            try:
+                token = bearer.removeprefix("Bearer ")
+                role = jwt.decode(token, JWT_SECRET, algorithms=["HS256"], audience="authenticated")
+            except jwt.InvalidTokenError as exc:
+                return error_response(401, "PGRST301", str(exc))
         if path.startswith("/rest/v1/rpc/"):
             assert request.method == "POST"
             assert request.headers.get("content-type") == "application/json"
@@ -95,13 +113,13 @@ class FakePostgREST:
         assert request.headers.get("accept-profile") == "public"
         return self.select(path.removeprefix("/rest/v1/"), request.url.params, role)
 
-    def _as(self, role: str, cur: psycopg.Cursor) -> None:
+    def _as(self, claims: dict[str, Any], cur: psycopg.Cursor) -> None:
         cur.execute(
             "select set_config('role', %s, true), set_config('request.jwt.claims', %s, true)",
-            (role, json.dumps({"role": role})),
+            (claims["role"], json.dumps(claims)),
         )
 
-    def rpc(self, function: str, body: dict[str, Any], role: str) -> httpx.Response:
+    def rpc(self, function: str, body: dict[str, Any], role: dict[str, Any]) -> httpx.Response:
         found = self.conn.execute(
             """select p.proretset,
                       array(select a.name from unnest(p.proargnames, coalesce(p.proargmodes, array_fill('i'::"char",
@@ -136,7 +154,7 @@ class FakePostgREST:
             query = sql.SQL("select to_json({})::text from {}").format(call, source)
         return self._run(query, (Json(body),) if body else (), role)
 
-    def select(self, table: str, params: httpx.QueryParams, role: str) -> httpx.Response:
+    def select(self, table: str, params: httpx.QueryParams, role: dict[str, Any]) -> httpx.Response:
         assert set(params) <= {"select", "order", "limit", "tool_id"}, params
         assert params.get("select") == "*"
         exists = self.conn.execute("select to_regclass(%s) is not null", (f"public.{table}",)).fetchone()[0]
@@ -158,7 +176,7 @@ class FakePostgREST:
         ).format(sql.Identifier(table), where, order, limit)
         return self._run(query, args, role)
 
-    def _run(self, query: sql.Composable, args: Any, role: str) -> httpx.Response:
+    def _run(self, query: sql.Composable, args: Any, role: dict[str, Any]) -> httpx.Response:
         try:
             with self.conn.transaction(), self.conn.cursor() as cur:
                 self._as(role, cur)
@@ -167,7 +185,8 @@ class FakePostgREST:
         except psycopg.Error as exc:
             d = exc.diag
             code = exc.sqlstate or "XX000"
-            return error_response(pgrst_status(code, role), code, d.message_primary, d.message_detail, d.message_hint)
+            status = pgrst_status(code, role["role"])
+            return error_response(status, code, d.message_primary, d.message_detail, d.message_hint)
         return httpx.Response(200, content=(text or "null").encode(), headers={"content-type": "application/json"})
 
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,10 +25,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from psycopg.types.json import Jsonb
 
-from runner.errors import Refused
-from runner.registry import RestRegistry
+from runner.config import Settings
+from runner.errors import NotFound, Refused
+from runner.registry import RestRegistry, connect
 from tests.registry import test_rest as rest
-from tests.registry.test_rest import ANON_KEY, SERVICE_KEY, URL, FakePostgREST, body_of
+from tests.registry.test_rest import ANON_KEY, SERVICE_KEY, URL, FakePostgREST, body_of, user_token
 
 # The fake and its fixtures, shared rather than copied (pytest finds fixtures by module name).
 fake = rest.fake
@@ -195,3 +199,69 @@ async def test_the_anon_key_can_read_but_neither_publish_nor_sign_and_nothing_is
     assert conn.execute(
         "select count(*) from tool_version_signatures where public_key = %s", (signature["public_key"],)
     ).fetchone() == (0,)
+
+
+# --- a signed-in user ------------------------------------------------------------------
+
+
+@pytest.fixture
+def own_namespace(conn: psycopg.Connection) -> Iterator[tuple[str, uuid.UUID]]:
+    """A namespace and its owner (a Supabase Auth user id); removed afterwards."""
+    ns, owner = f"rest-{uuid.uuid4().hex[:8]}", uuid.uuid4()
+    conn.execute("insert into namespaces (namespace, owner_id) values (%s, %s)", (ns, owner))
+    yield ns, owner
+    conn.execute("delete from tools where namespace = %s", (ns,))
+    conn.execute("delete from namespaces where namespace = %s", (ns,))
+
+
+async def test_a_signed_in_user_publishes_into_their_namespace_and_reads_its_private_tools(
+    fake: FakePostgREST, own_namespace: tuple[str, uuid.UUID]
+) -> None:
+    """The anon key in `apikey`, the user's JWT in `Authorization`: PostgREST runs the request
+    as that user, so RLS and the namespace rules apply to them, not to a key."""
+    ns, owner = own_namespace
+    ref = f"{ns}/mine_{uuid.uuid4().hex[:6]}"
+    token = user_token(owner)
+    transport = httpx.MockTransport(fake)
+    async with RestRegistry(URL, ANON_KEY, access_token=token, transport=transport) as me:
+        published = await me.publish({**script(ref), "visibility": "private"}, FILES)
+        assert published["tool_id"] == ref and published["is_latest"]
+        assert (await me.execution_plan(ref))["tool_id"] == ref
+    sent = fake.requests[0]
+    assert sent.headers["apikey"] == ANON_KEY and sent.headers["authorization"] == f"Bearer {token}"
+
+    async with RestRegistry(URL, ANON_KEY, access_token=user_token(uuid.uuid4()), transport=transport) as stranger:
+        with pytest.raises(NotFound):
+            await stranger.execution_plan(ref)  # private: another user does not even see it
+        with pytest.raises(Refused):
+            await stranger.publish(script(f"{ns}/theirs"), FILES)
+    async with RestRegistry(URL, ANON_KEY, transport=transport) as anon:
+        with pytest.raises(NotFound):
+            await anon.execution_plan(ref)
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        pytest.param(lambda user: user_token(user, secret="not-the-projects-secret-0123456789"), id="forged"),
+        pytest.param(lambda user: user_token(user, expires_in=-60), id="expired"),
+    ],
+)
+async def test_a_token_the_project_does_not_accept_is_refused_with_a_hint(
+    fake: FakePostgREST, own_namespace: tuple[str, uuid.UUID], token: Any
+) -> None:
+    _, owner = own_namespace
+    async with RestRegistry(URL, ANON_KEY, access_token=token(owner), transport=httpx.MockTransport(fake)) as reg:
+        with pytest.raises(Refused) as refused:
+            await reg.execution_plan("hello_world")
+    assert "KIWI_ACCESS_TOKEN" in (refused.value.hint or "")
+    assert fake.responses[-1].status_code == 401
+
+
+def test_kiwi_access_token_in_the_environment_reaches_the_rest_backend(tmp_path: Path) -> None:
+    env = {"SUPABASE_URL": URL, "SUPABASE_ANON_KEY": ANON_KEY, "KIWI_ACCESS_TOKEN": "a.jwt.token"}
+    settings = Settings.load(env, config_path=tmp_path / "none.toml")
+    assert settings.backend == "rest" and settings.supabase_access_token == "a.jwt.token"
+    assert "a.jwt.token" not in repr(settings), "a token is never printed with the settings"
+    registry = connect(settings)
+    assert isinstance(registry, RestRegistry) and registry._access_token == "a.jwt.token"
