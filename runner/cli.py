@@ -6,6 +6,10 @@ Every command takes --json for machines; without it, output is for people. Exit 
 4 refused (broken chain, altered file or version, trust policy, lockfile drift,
 blocked by validation, bad config),
 5 registry unreachable, 124 the tool timed out.
+
+Where the registry is: KIWI_DATABASE_URL (Postgres; the default is the local stack), or
+SUPABASE_URL with SUPABASE_KEY or SUPABASE_ANON_KEY (the REST API), plus KIWI_ACCESS_TOKEN
+to act as a signed-in user; then config.toml. Materialised tools: KIWI_CACHE_DIR.
 """
 
 from __future__ import annotations
