@@ -7,9 +7,11 @@
   it); callers only send requests on the session.
 * Startup is bounded (`startup_timeout_s`), each call too (`timeout_s`); a session left
   unused for `idle_shutdown_s` closes itself.
-* A dead connection discards the session. A call that finds its connection already
-  ended (the transport's read stream reached its end before anything was sent) goes to
-  a new session, retried at most `retries` times. A call whose connection closed after it was
+* A dead connection discards the session. A call that provably did not reach the
+  server goes to a new session, retried at most `retries` times: its connection had
+  already ended (the transport's read stream reached its end), the remote server could
+  not be connected to, or it no longer knew the session (it restarted: a 404, or a 400
+  to a request that carried the session id). A call whose connection closed after it was
   sent may have run: it is retried only when the caller says the tool is repeatable
   (the handler reads that from its config and its MCP annotations), otherwise it fails
   saying so. A tool's own error and a call that timed out are never retried.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -97,6 +100,7 @@ class _Session:
         self.session: ClientSession | None = None
         self.pid: int | None = None
         self.ended = False  # the transport's read stream reached its end: nothing sent now can arrive
+        self.unreached = False  # remote: a request could not be delivered (no connection, unknown session)
         self.closed = False
         self.in_flight = 0
         self.last_used = time.monotonic()
@@ -127,6 +131,9 @@ class _Session:
             # the streams closed under the call (the server died, or the idle shutdown won a race)
             raise _Lost(f"the connection closed: {type(exc).__name__}", sent=True) from exc
         except MCPError as exc:
+            if self.unreached and exc.code in _UNREACHED_CODES:
+                self.ended = True
+                raise _Lost(f"the server did not take the request ({exc.message})", sent=False) from exc
             if exc.code == types.CONNECTION_CLOSED:
                 # The SDK reports a write that could not start the same way as a reply that
                 # never came; only the first (a closed stream behind it) provably sent nothing.
@@ -232,7 +239,11 @@ class _Session:
                 yield _WatchedReceive(read, self._ended), write
         elif spec.transport == "streamable_http":
             assert spec.url is not None
-            client = httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0))
+            client = httpx2.AsyncClient(
+                headers=dict(spec.headers),
+                timeout=httpx2.Timeout(30.0, read=300.0),
+                transport=_RemoteAnswers(self._unreached),
+            )
             async with client, streamable_http_client(spec.url, http_client=client) as (read, write):
                 yield _WatchedReceive(read, self._ended), write
         else:
@@ -245,6 +256,9 @@ class _Session:
 
     def _ended(self) -> None:
         self.ended = True
+
+    def _unreached(self) -> None:
+        self.unreached = True
 
     def _startup_expired(self) -> None:
         if not self._ready.done():
@@ -276,6 +290,49 @@ class _Session:
             text = log.read()[-_ERRLOG_TAIL:].strip()
             return f"\nserver stderr:\n{text}" if text else ""
         return ""
+
+
+# What the SDK reports for a request the server did not take: the stream closed under it
+# (no connection), "Session terminated" (404), "Server returned an error response" (400).
+_UNREACHED_CODES = {types.CONNECTION_CLOSED, types.INVALID_REQUEST, types.INTERNAL_ERROR}
+
+
+class _RemoteAnswers(httpx2.AsyncBaseTransport):
+    """HTTP to a remote server, noting answers that mean a request never got through: no
+    connection could be made, or the server does not know the session the request carried
+    (the spec's 404 after a restart; servers built on the TypeScript SDK's examples say 400).
+    The SDK reports both like errors of a call that may have run."""
+
+    def __init__(self, on_unreached: Any) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._on_unreached = on_unreached
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            response = await self._inner.handle_async_request(request)
+        except httpx2.ConnectError:
+            self._on_unreached()
+            raise
+        carried_session = request.method == "POST" and "mcp-session-id" in request.headers
+        if carried_session and (
+            response.status_code == 404 or (response.status_code == 400 and await _rejected_unread(response))
+        ):
+            self._on_unreached()
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def _rejected_unread(response: httpx2.Response) -> bool:
+    """A 400 whose body is a JSON-RPC error for no request (no id): the server turned the
+    request away before reading it. (One with the request's id answers the call itself.)
+    The body is kept on the response for the SDK to read."""
+    try:
+        body = json.loads(await response.aread())
+    except (ValueError, httpx2.HTTPError):
+        return False
+    return isinstance(body, dict) and isinstance(body.get("error"), dict) and body.get("id") is None
 
 
 class _WatchedReceive:

@@ -208,9 +208,9 @@ async def test_parameters_never_reach_the_command(
 
 
 @contextlib.contextmanager
-def everything_over(mode: str, path: str) -> Iterator[str]:
-    """server-everything in `mode` (streamableHttp or sse) on a free local port; its URL."""
-    port = free_port()
+def everything_over(mode: str, path: str, port: int | None = None) -> Iterator[str]:
+    """server-everything in `mode` (streamableHttp or sse) on `port` (a free one by default); its URL."""
+    port = port or free_port()
     proc = subprocess.Popen(
         ["node", str(EVERYTHING), mode],
         env={**os.environ, "PORT": str(port)},
@@ -244,6 +244,38 @@ def http_everything() -> Iterator[str]:
 def sse_everything() -> Iterator[str]:
     with everything_over("sse", "/sse") as url:
         yield url
+
+
+async def test_a_restarted_remote_server_gets_a_new_session_and_a_stopped_one_says_so(
+    mcp: tuple[Runner, McpToolHandler], publish: Publish
+) -> None:
+    """Regression: after a streamable-HTTP server restarted, it refused the old session id
+    (400) on every call and the pool never reconnected. A request the server turned away,
+    or that could not connect at all, did not run: it is retried on a new session, even for
+    a tool that is not repeatable."""
+    runner, _ = mcp
+    port = free_port()
+    with everything_over("streamableHttp", "/mcp", port) as url:
+        server = publish(
+            {
+                "tool_id": unique("http_everything"),
+                "tool_type": "mcp_server",
+                "executor": "http_client",
+                "version": "1.0.0",
+                "config": {"transport": "streamable_http", "url": url},
+            }
+        )
+        tool = publish(mcp_tool(server, "echo"))  # no annotations: never repeated once it may have run
+        assert (await runner.run(tool, {"message": "one"})).ok
+    with everything_over("streamableHttp", "/mcp", port):
+        again = await runner.run(tool, {"message": "two"})
+        assert again.output == "Echo: two", again.error
+        assert again.detail["attempts"] == 2 and "connect_ms" in again.detail
+    down = await runner.run(tool, {"message": "three"})
+    assert down.status == "error" and "may have run" not in (down.error or "")
+    assert f"connecting to MCP server {server} failed" in (down.error or "")
+    with everything_over("streamableHttp", "/mcp", port):
+        assert (await runner.run(tool, {"message": "four"})).output == "Echo: four"
 
 
 async def test_a_remote_sse_server_runs_through_the_pool(
