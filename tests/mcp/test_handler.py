@@ -234,6 +234,17 @@ def everything_over(mode: str, path: str, port: int | None = None) -> Iterator[s
         proc.wait()
 
 
+def remote_server(stem: str, transport: str, url: str) -> dict[str, Any]:
+    """An mcp_server manifest for a server reached over HTTP (streamable_http or sse)."""
+    return {
+        "tool_id": unique(stem),
+        "tool_type": "mcp_server",
+        "executor": "http_client",
+        "version": "1.0.0",
+        "config": {"transport": transport, "url": url},
+    }
+
+
 @pytest.fixture
 def http_everything() -> Iterator[str]:
     with everything_over("streamableHttp", "/mcp") as url:
@@ -256,15 +267,7 @@ async def test_a_restarted_remote_server_gets_a_new_session_and_a_stopped_one_sa
     runner, _ = mcp
     port = free_port()
     with everything_over("streamableHttp", "/mcp", port) as url:
-        server = publish(
-            {
-                "tool_id": unique("http_everything"),
-                "tool_type": "mcp_server",
-                "executor": "http_client",
-                "version": "1.0.0",
-                "config": {"transport": "streamable_http", "url": url},
-            }
-        )
+        server = publish(remote_server("http_everything", "streamable_http", url))
         tool = publish(mcp_tool(server, "echo"))  # no annotations: never repeated once it may have run
         assert (await runner.run(tool, {"message": "one"})).ok
     with everything_over("streamableHttp", "/mcp", port):
@@ -282,15 +285,7 @@ async def test_a_remote_sse_server_runs_through_the_pool(
     mcp: tuple[Runner, McpToolHandler], publish: Publish, sse_everything: str
 ) -> None:
     runner, handler = mcp
-    server = publish(
-        {
-            "tool_id": unique("sse_everything"),
-            "tool_type": "mcp_server",
-            "executor": "http_client",
-            "version": "1.0.0",
-            "config": {"transport": "sse", "url": sse_everything},
-        }
-    )
+    server = publish(remote_server("sse_everything", "sse", sse_everything))
     report = await import_server(runner.registry, handler.pool, server, runner.environ)
     assert report.ok and report.counts()["created"] > 5
     result = await runner.run(f"{server}.echo", {"message": "over sse"})
