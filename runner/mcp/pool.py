@@ -119,9 +119,21 @@ class _Session:
         """Open, and its connection has not ended."""
         return not (self.closed or self.ended)
 
+    def _lost(self, exc: MCPError) -> _Lost | None:
+        """What an MCPError says of the connection: None when the server itself answered."""
+        if self.unreached and exc.code in _UNREACHED_CODES:
+            self.ended = True
+            return _Lost(f"the server did not take the request ({exc.message})", sent=False)
+        if exc.code == types.CONNECTION_CLOSED:
+            # The SDK reports a write that could not start the same way as a reply that
+            # never came; only the first (a closed stream behind it) provably sent nothing.
+            unsent = isinstance(exc.__context__, anyio.ClosedResourceError | anyio.BrokenResourceError)
+            return _Lost(str(exc), sent=not unsent)
+        return None
+
     async def call_tool(self, name: str, arguments: dict[str, Any], timeout_s: float) -> types.CallToolResult:
         if self.session is None or not self.usable:
-            raise _Lost("the server had exited", sent=False)
+            raise _Lost("the connection had already ended", sent=False)
         self.in_flight += 1
         try:
             return await self.session.call_tool(name, arguments, read_timeout_seconds=timeout_s)
@@ -131,14 +143,8 @@ class _Session:
             # the streams closed under the call (the server died, or the idle shutdown won a race)
             raise _Lost(f"the connection closed: {type(exc).__name__}", sent=True) from exc
         except MCPError as exc:
-            if self.unreached and exc.code in _UNREACHED_CODES:
-                self.ended = True
-                raise _Lost(f"the server did not take the request ({exc.message})", sent=False) from exc
-            if exc.code == types.CONNECTION_CLOSED:
-                # The SDK reports a write that could not start the same way as a reply that
-                # never came; only the first (a closed stream behind it) provably sent nothing.
-                unsent = isinstance(exc.__context__, anyio.ClosedResourceError | anyio.BrokenResourceError)
-                raise _Lost(str(exc), sent=not unsent) from exc
+            if (lost := self._lost(exc)) is not None:
+                raise lost from exc
             if exc.code == types.REQUEST_TIMEOUT:
                 raise CallTimedOut(
                     f"{self.spec.ref}: {name} did not answer within {timeout_s:g} s",
@@ -151,7 +157,7 @@ class _Session:
 
     async def list_tools(self, timeout_s: float) -> list[types.Tool]:
         if self.session is None or not self.usable:
-            raise _Lost("the server had exited", sent=False)
+            raise _Lost("the connection had already ended", sent=False)
         tools: list[types.Tool] = []
         cursor: str | None = None
         self.in_flight += 1
@@ -165,8 +171,8 @@ class _Session:
                     if not cursor:
                         return tools
         except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED:
-                raise _Lost(str(exc), sent=True) from exc  # tools/list may always be repeated
+            if (lost := self._lost(exc)) is not None:
+                raise lost from exc  # the pool repeats tools/list whether or not it was sent
             raise
         except TimeoutError as exc:
             raise CallTimedOut(f"{self.spec.ref}: tools/list did not answer within {timeout_s:g} s") from exc

@@ -264,7 +264,7 @@ async def test_a_restarted_remote_server_gets_a_new_session_and_a_stopped_one_sa
     (400) on every call and the pool never reconnected. A request the server turned away,
     or that could not connect at all, did not run: it is retried on a new session, even for
     a tool that is not repeatable."""
-    runner, _ = mcp
+    runner, handler = mcp
     port = free_port()
     with everything_over("streamableHttp", "/mcp", port) as url:
         server = publish(remote_server("http_everything", "streamable_http", url))
@@ -279,6 +279,9 @@ async def test_a_restarted_remote_server_gets_a_new_session_and_a_stopped_one_sa
     assert f"connecting to MCP server {server} failed" in (down.error or "")
     with everything_over("streamableHttp", "/mcp", port):
         assert (await runner.run(tool, {"message": "four"})).output == "Echo: four"
+    with everything_over("streamableHttp", "/mcp", port):  # tools/list on the stale session too
+        report = await import_server(runner.registry, handler.pool, server, runner.environ)
+        assert report.ok and report.counts()["created"] > 5
 
 
 async def test_a_remote_sse_server_runs_through_the_pool(
