@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import socket
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -12,6 +15,7 @@ from runner import procfs
 from runner.config import Settings
 from runner.dispatch import LazyPrimitive
 from runner.mcp.handler import McpToolHandler
+from runner.mcp.pool import McpPool
 from runner.registry import PostgresRegistry
 from runner.run import Runner
 
@@ -66,3 +70,16 @@ def children() -> set[int]:
     """This process's live children."""
     me = os.getpid()
     return {p.pid for p in procfs.processes() if p.ppid == me and p.alive}
+
+
+async def killed(pool: McpPool, key: str) -> int:
+    """SIGKILL the server of the pool's session `key`, then wait until the pool has seen its
+    connection end; its pid."""
+    session = pool.session_for(key)
+    assert session is not None and session.pid is not None
+    os.kill(session.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while session.usable and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert not session.usable
+    return session.pid

@@ -26,7 +26,18 @@ from runner.mcp.pool import live_server_pids
 from runner.run import Runner
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
-from . import EVERYTHING, FILESYSTEM, NODE_MODULES, alive, children, free_port, make_runner, stdio_server, unique
+from . import (
+    EVERYTHING,
+    FILESYSTEM,
+    NODE_MODULES,
+    alive,
+    children,
+    free_port,
+    killed,
+    make_runner,
+    stdio_server,
+    unique,
+)
 
 Publish = Callable[[dict[str, Any]], str]
 
@@ -116,13 +127,7 @@ async def kill_server(runner: Runner, handler: McpToolHandler, tool: str, after_
     """SIGKILL the server of `tool` (after `after_s`), then wait until the pool has seen its
     connection end."""
     await asyncio.sleep(after_s)
-    session = handler.pool.session_for(server_spec(await runner.plan(tool), runner.environ).key)
-    assert session is not None and session.pid is not None
-    os.kill(session.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while session.usable and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
-    return session.pid
+    return await killed(handler.pool, server_spec(await runner.plan(tool), runner.environ).key)
 
 
 @pytest.mark.parametrize(

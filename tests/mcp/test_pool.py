@@ -16,7 +16,7 @@ import pytest
 
 from runner.mcp.pool import CallTimedOut, ConnectionFailed, McpPool, ServerSpec, live_server_pids
 
-from . import EVERYTHING, ROOT, alive, children, unique
+from . import EVERYTHING, ROOT, alive, children, killed, unique
 
 NODE = shutil.which("node") or "node"
 
@@ -62,22 +62,10 @@ async def test_200_concurrent_calls_share_one_session_without_error(pool: McpPoo
     assert len([p for p in live_server_pids() if p == pid_of(pool, spec)]) == 1
 
 
-async def killed(pool: McpPool, spec: ServerSpec) -> int:
-    """SIGKILL the server, then wait until the pool has seen its connection end."""
-    session = pool.session_for(spec.key)
-    assert session is not None and session.pid is not None
-    os.kill(session.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while session.usable and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
-    assert not session.usable
-    return session.pid
-
-
 async def test_a_killed_server_is_restarted_by_the_next_call(pool: McpPool) -> None:
     spec = everything()
     await pool.call_tool(spec, "echo", {"message": "before"})
-    pid = await killed(pool, spec)
+    pid = await killed(pool, spec.key)
     result, facts = await pool.call_tool(spec, "echo", {"message": "after"})
     assert result.content[0].text == "Echo: after"  # type: ignore[union-attr]
     # its end was seen before anything was sent: a new session, not a failed attempt
@@ -95,7 +83,7 @@ async def test_a_call_cut_off_by_the_servers_death_is_not_repeated_unless_repeat
 
     async def kill_soon() -> None:
         await asyncio.sleep(0.5)
-        await killed(pool, spec)
+        await killed(pool, spec.key)
 
     killer = asyncio.create_task(kill_soon())
     started = time.monotonic()
