@@ -16,7 +16,7 @@ description, its annotations config.annotations, the server its executor.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -30,7 +30,21 @@ from .pool import McpPool
 
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]")
 _SEMVER = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
-_COMPARED = {"description": "description", "parameters": "inputSchema", "config": "config", "executor": "executor"}
+
+
+def _config_rest(manifest: Mapping[str, Any]) -> Any:
+    config = manifest.get("config")
+    return {k: v for k, v in config.items() if k != "annotations"} if isinstance(config, dict) else config
+
+
+# What an import compares, by the names MCP uses: each label and how to read it from a manifest.
+_COMPARED: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "description": lambda m: m.get("description"),
+    "inputSchema": lambda m: m.get("parameters"),
+    "config": _config_rest,  # the annotations are named apart
+    "executor": lambda m: m.get("executor"),
+    "annotations": lambda m: (m.get("config") or {}).get("annotations"),
+}
 
 
 @dataclass
@@ -117,18 +131,7 @@ def tool_manifest(server_ref: str, tool: types.Tool, server_manifest: Mapping[st
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """What an upstream change touched, by the names MCP uses (description, inputSchema,
     annotations)."""
-    changed = [label for key, label in _COMPARED.items() if _compared(old, key) != _compared(new, key)]
-    if (old.get("config") or {}).get("annotations") != (new.get("config") or {}).get("annotations"):
-        changed.append("annotations")
-    return changed
-
-
-def _compared(manifest: Mapping[str, Any], key: str) -> Any:
-    """The manifest's value under `key`, the config without its annotations (named apart)."""
-    value = manifest.get(key)
-    if key == "config" and isinstance(value, dict):
-        return {k: v for k, v in value.items() if k != "annotations"}
-    return value
+    return [label for label, read in _COMPARED.items() if read(old) != read(new)]
 
 
 def next_version(version: str) -> str:
