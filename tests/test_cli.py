@@ -511,6 +511,48 @@ def test_the_kiwi_command_exits_fast_yet_runs_exit_handlers_and_flushes_output(
     assert "exit handler ran" in done.stderr
 
 
+_THREAD_PROBE = """
+import sys, threading, time
+from pathlib import Path
+from runner.cli import entrypoint
+marker = Path(sys.argv[1])
+threading.Thread(target=lambda: (time.sleep(0.5), marker.write_text("done"))).start()
+sys.argv = ["kiwi", "run", "no_such_tool_for_the_thread_probe"]
+entrypoint()
+"""
+
+
+def test_a_thread_still_running_keeps_the_ordinary_exit_that_waits_for_it(
+    database_url: str, cache_dir: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "thread-finished"
+    argv = [sys.executable, "-c", _THREAD_PROBE, str(marker)]
+    done = subprocess.run(argv, cwd=tmp_path, env=kiwi_env(database_url, cache_dir), capture_output=True, text=True)
+    assert done.returncode == 3, done.stderr
+    assert marker.read_text() == "done", "the process ended before its thread did"
+
+
+def test_a_closed_stdout_is_reported_by_the_ordinary_exit(database_url: str, cache_dir: Path, tmp_path: Path) -> None:
+    """When flushing fails (the reader went away), the fast exit steps aside: Python's own
+    exit reports the broken pipe with its exit status 120, and the exit handlers have run."""
+    probe = _EXIT_PROBE.replace('print("x" * 200_000)', 'sys.stdout.write("x")')  # still buffered at the end
+    argv = [sys.executable, "-c", probe, "run", "no_such_tool_for_the_pipe_probe"]
+    env = {k: v for k, v in kiwi_env(database_url, cache_dir).items() if k != "PYTHONUNBUFFERED"}
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # long before the command writes its result
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 120, err
+    assert "exit handler ran" in err and "BrokenPipeError" in err
+
+
 def test_help_mentions_every_command_and_every_run_option(kiwi: Kiwi) -> None:
     top = kiwi("--help")
     assert top.code == 0
