@@ -12,9 +12,10 @@ import sys
 import time
 from collections.abc import AsyncIterator
 
+import httpx2
 import pytest
 
-from runner.mcp.pool import CallTimedOut, ConnectionFailed, McpPool, ServerSpec, live_server_pids
+from runner.mcp.pool import CallTimedOut, ConnectionFailed, McpPool, ServerSpec, _rejected_unread, live_server_pids
 
 from . import EVERYTHING, ROOT, alive, children, killed, unique
 
@@ -201,3 +202,21 @@ def test_no_stdio_server_survives_the_kiwi_process(how: str) -> None:
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(pid)
+
+
+@pytest.mark.parametrize(
+    ("body", "turned_away"),
+    [
+        (b'{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}', True),
+        (b'{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"unknown session"}}', True),
+        (b'{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Invalid params"}}', False),  # answers call 7
+        (b"<html>Bad Request</html>", False),
+        (b'["not", "an", "error"]', False),
+    ],
+)
+async def test_only_a_400_for_no_request_counts_as_a_session_turned_away(body: bytes, turned_away: bool) -> None:
+    """A 400 to a request that carried the session id means "not taken" only when the
+    JSON-RPC error answers no request; the body stays readable for the SDK."""
+    response = httpx2.Response(400, content=body)
+    assert await _rejected_unread(response) is turned_away
+    assert await response.aread() == body
