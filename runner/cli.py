@@ -8,8 +8,13 @@ blocked by validation, bad config),
 5 registry unreachable, 124 the tool timed out.
 
 Where the registry is: KIWI_DATABASE_URL (Postgres; the default is the local stack), or
-SUPABASE_URL with SUPABASE_KEY or SUPABASE_ANON_KEY (the REST API), plus KIWI_ACCESS_TOKEN
-to act as a signed-in user; then config.toml. Materialised tools: KIWI_CACHE_DIR.
+SUPABASE_URL with SUPABASE_KEY or SUPABASE_ANON_KEY (the REST API); then config.toml.
+Materialised tools: KIWI_CACHE_DIR.
+
+Who you act as (`kiwi whoami`): KIWI_ACCESS_TOKEN's user (a Supabase Auth JWT), else on
+Postgres the local stack's owner (a user owning namespace `local`), over REST anon.
+`--admin` (or KIWI_ADMIN=1) acts as service_role: needed to publish into `public` or to
+publish a runtime, primitive or MCP server; never a default.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 import os
 import sys
 import threading
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -29,9 +35,10 @@ from typing import Any, NoReturn
 from .config import Settings
 from .errors import KiwiError, UsageError
 from .plan import Plan
+from .policy import Call
 from .registry import Registry, connect
 from .run import RESULT_KEYS, Runner, RunResult
-from .text import first_line
+from .text import dependents_line, first_line
 
 EXIT_TIMEOUT = 124
 MAX_LIMIT = 1000
@@ -40,6 +47,8 @@ MAX_LIMIT = 1000
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "admin", False):  # every Settings.load() of this process sees the choice
+        os.environ["KIWI_ADMIN"] = "1"
     try:
         return asyncio.run(args.handler(args))
     except KiwiError as e:
@@ -75,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument(
+        "--admin", action="store_true", help="act as service_role (admin), like KIWI_ADMIN=1; never a default"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     limit_help = f"at most N results (default 20, at most {MAX_LIMIT})"
 
@@ -101,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--registry",
         action="store_true",
         help="run the registry's tool even when a local space (.ai/tools, ~/.ai/tools) holds one of that id",
+    )
+    run.add_argument(
+        "--approval",
+        metavar="ID",
+        help="use this approved approval (a run that needs one prints its id; a person approves it)",
     )
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.set_defaults(handler=cmd_run)
@@ -155,6 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
         decide.add_argument("--reason", metavar="R", help="why, kept with the decision")
         decide.add_argument("--json", action="store_true", help="print the approval as JSON")
         decide.set_defaults(handler=cmd_decide, approve=verb == "approve")
+
+    whoami = sub.add_parser("whoami", help="whom kiwi acts as: role, user id, namespaces")
+    whoami.add_argument("--json", action="store_true", help="print one JSON object")
+    whoami.set_defaults(handler=cmd_whoami)
 
     pending = sub.add_parser("approvals", help="calls waiting for approval, oldest first")
     pending.add_argument("--json", action="store_true", help="print a JSON array")
@@ -243,10 +264,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
     tool, version = split_ref(args.tool, args.version)
     params, raw = parse_params(args)
     settings = Settings.load()
-    runner = Runner(connect(settings), settings, on_progress=progress)
+    runner = Runner(connect(settings), settings, on_progress=progress, session=f"cli-{uuid.uuid4()}")
     runner.local_spaces = not args.registry
+    call = Call(runner.session, approval_id=args.approval)
     try:
-        result = await runner.run(tool, params, version=version, raw_params=raw, dry_run=args.dry_run)
+        result = await runner.run(tool, params, version=version, raw_params=raw, dry_run=args.dry_run, call=call)
     finally:
         await runner.aclose()
     for warning in result.warnings:
@@ -398,6 +420,8 @@ async def cmd_publish(args: argparse.Namespace) -> int:
             print("chain: " + " -> ".join(answer["executor_chain"]))
         if answer.get("signature"):
             print(f"signed with key {answer['signature']['key_fingerprint'][:16]}")
+        if answer.get("dependents"):
+            print(dependents_line(answer))
     return 0
 
 
@@ -451,6 +475,22 @@ async def cmd_decide(args: argparse.Namespace) -> int:
     print(f"{approval['status']}: {approval['id']}  {approval.get('tool_id')}@{approval.get('version') or '-'}")
     if args.approve:
         print(f"the requester may now run it once, with approval_id {approval['id']}, before {approval['expires_at']}")
+    return 0
+
+
+async def cmd_whoami(args: argparse.Namespace) -> int:
+    """kiwi whoami: the principal this process acts as, as the database sees it (public.whoami)."""
+    settings = Settings.load()
+    principal = settings.principal()
+    async with open_registry() as registry:
+        seen = await registry.whoami()
+    if args.json:
+        print(json.dumps({**seen, "source": principal.source}, ensure_ascii=False, default=str))
+        return 0
+    who = f"user {seen['user_id']}" if seen.get("user_id") else seen.get("role")
+    print(f"{who} ({seen.get('role')}, {principal.source}){'  admin' if seen.get('is_admin') else ''}")
+    owned = seen.get("namespaces") or []
+    print("namespaces: " + (", ".join(f"{n['namespace']} ({n['role']})" for n in owned) or "none"))
     return 0
 
 

@@ -12,6 +12,13 @@ Environment variables:
   KIWI_USER_SPACE          the user space of local tools (default: ~/.ai/tools)
   KIWI_KEYS_DIR            signing keys (default: ~/.config/kiwi/keys)
   KIWI_TRUST_POLICY        off | warn | require (default: config.toml [trust] policy, else off)
+  KIWI_ACCESS_TOKEN        act as this signed-in user (a Supabase Auth JWT); without it the
+                           Postgres backend acts as the local stack's owner, REST as anon
+  KIWI_ADMIN               1: act as service_role (admin), like `kiwi --admin`; never a default
+  KIWI_JWT_SECRET          the project's JWT secret (also SUPABASE_JWT_SECRET), to verify
+                           tokens; default: the local stack's, when the database is local
+  KIWI_JWKS_URL            the project's JWKS, to verify asymmetric tokens (default with
+                           SUPABASE_URL: <SUPABASE_URL>/auth/v1/.well-known/jwks.json)
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .principal import LOCAL_JWT_SECRET, Principal, anon, from_token, local_owner
+from .principal import admin as principal_admin
 
 DEFAULT_DATABASE_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
 TRUST_POLICIES = ("off", "warn", "require")
@@ -59,6 +68,10 @@ class Settings:
     user_space: Path = field(default_factory=lambda: Path.home() / ".ai" / "tools")
     keys_dir: Path = field(default_factory=lambda: Path.home() / ".config" / "kiwi" / "keys")
     trust: TrustSettings = field(default_factory=TrustSettings)
+    # who requests act as (runner/principal.py): explicit admin, else the token, else the default
+    admin: bool = False
+    jwt_secret: str | None = field(default=None, repr=False)
+    jwks_url: str | None = None
 
     @property
     def project_space(self) -> Path:
@@ -76,6 +89,7 @@ class Settings:
         rest = file.get("supabase", {})
         cache = file.get("cache", {})
         runs = file.get("runs", {})
+        auth = file.get("auth", {})
         supabase_url = env.get("SUPABASE_URL") or rest.get("url")
         supabase_key = (
             env.get("SUPABASE_KEY")
@@ -108,7 +122,43 @@ class Settings:
             user_space=Path(env.get("KIWI_USER_SPACE") or home / ".ai" / "tools").expanduser(),
             keys_dir=Path(env.get("KIWI_KEYS_DIR") or home / ".config" / "kiwi" / "keys").expanduser(),
             trust=_trust(file.get("trust", {}), env.get("KIWI_TRUST_POLICY")),
+            admin=_flag(env.get("KIWI_ADMIN"), "KIWI_ADMIN"),
+            jwt_secret=env.get("KIWI_JWT_SECRET")
+            or env.get("SUPABASE_JWT_SECRET")
+            or auth.get("jwt_secret")
+            or (LOCAL_JWT_SECRET if _is_local(explicit_db or DEFAULT_DATABASE_URL) else None),
+            jwks_url=env.get("KIWI_JWKS_URL")
+            or auth.get("jwks_url")
+            or (f"{supabase_url.rstrip('/')}/auth/v1/.well-known/jwks.json" if supabase_url else None),
         )
+
+    def principal(self) -> Principal:
+        """Who this process acts as: admin when chosen explicitly, else the access token's user,
+        else the local stack's owner (Postgres backend) or anon (REST)."""
+        if self.admin:
+            return principal_admin()
+        if self.supabase_access_token:
+            return from_token(self.supabase_access_token, secret=self.jwt_secret, jwks_url=self.jwks_url)
+        return local_owner() if self.backend == "postgres" else anon()
+
+
+def _flag(value: str | None, name: str) -> bool:
+    if value is None or value.strip().lower() in ("", "0", "false", "no"):
+        return False
+    if value.strip().lower() in ("1", "true", "yes"):
+        return True
+    raise UsageError(f"{name}={value!r} is not a yes or no", hint=f"{name}=1 to turn it on, 0 (or unset) for off")
+
+
+def _is_local(url: str) -> bool:
+    """Whether a database URL points at this machine (the local stack signs with its known secret)."""
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def _project_dir(env: Mapping[str, str]) -> Path:

@@ -5,6 +5,8 @@ uuid the database keeps), goes into a queue, and a background task writes whatev
 has queued (after letting records gather for GATHER_S) in one `record_runs` call.
 A record may be queued as the function that makes it, so that even building it (and
 its JSON) happens in the writer, while the runs wait on their own I/O.
+Each record is written as the principal its run acted as (runner/principal.py), so a
+batch holds one principal's records: the database names that caller in every row.
 Nothing is dropped: `flush()` waits until every record submitted so far is written,
 and closing the runner flushes. A batch the registry refuses is reported through
 `on_error`, naming how many records it held.
@@ -17,9 +19,11 @@ import contextlib
 import os
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from .errors import KiwiError, UsageError
+from .principal import Principal, acting_as, requested
 from .registry.base import Registry
 
 # A record, or the function that makes it (called by the writer, off the run's path).
@@ -29,6 +33,14 @@ MAX_BATCH = 500
 # How long the writer lets records gather before a write, unless flushed: runs that
 # follow one another then share a round trip instead of paying one each.
 GATHER_S = 0.1
+
+
+@dataclass(frozen=True)
+class _Queued:
+    run_id: str | None  # a run record's id (None for an audit row, which the database names)
+    record: Record
+    principal: Principal | None  # whom the run acted as (None: the registry's own principal)
+    kind: str  # "run" | "audit"
 
 
 class RunIds:
@@ -50,7 +62,7 @@ class RunRecorder:
     def __init__(self, registry: Registry, on_error: Callable[[str], None] | None = None) -> None:
         self._registry = registry
         self._on_error = on_error
-        self._pending: list[tuple[str, Record]] = []  # (id, record)
+        self._pending: list[_Queued] = []
         self._writer: asyncio.Task[None] | None = None
         self.written = 0
         self.lost = 0
@@ -60,10 +72,17 @@ class RunRecorder:
     def submit(self, record: Record) -> str:
         """Queue a record (or the function that makes it); return the id it will be stored under."""
         run_id = (None if callable(record) else record.get("id")) or self._new_id()
-        self._pending.append((run_id, record))
+        self._queue(_Queued(run_id, record, requested(), "run"))
+        return run_id
+
+    def submit_audit(self, entry: dict[str, Any]) -> None:
+        """Queue an audit row (public.audit_log), written like the run records, as its caller."""
+        self._queue(_Queued(None, entry, requested(), "audit"))
+
+    def _queue(self, item: _Queued) -> None:
+        self._pending.append(item)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write())
-        return run_id
 
     async def flush(self) -> None:
         """Wait until every record submitted so far is written (or reported lost)."""
@@ -78,33 +97,44 @@ class RunRecorder:
         self._hurry.clear()
         while self._pending:
             queued, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-            batch = [record for record in map(self._made, queued) if record is not None]
+            groups: dict[tuple[Principal | None, str], list[_Queued]] = {}
+            for item in queued:
+                groups.setdefault((item.principal, item.kind), []).append(item)
+            for (principal, kind), theirs in groups.items():
+                with acting_as(principal):
+                    await self._write_batch(kind, [record for record in map(self._made, theirs) if record is not None])
+
+    async def _write_batch(self, kind: str, batch: list[dict[str, Any]]) -> None:
+        write = self._registry.record_runs if kind == "run" else self._registry.record_audits
+        if batch:
             try:
-                await self._registry.record_runs(batch)
+                await write(batch)
                 self.written += len(batch)
             except UsageError as e:
                 if len(batch) == 1:
-                    self._report(batch, e.message)
-                    continue
+                    self._report(kind, batch, e.message)
+                    return
                 # one bad record refuses its batch: write the rest one by one, losing only it
                 for record in batch:
                     try:
-                        await self._registry.record_runs([record])
+                        await write([record])
                         self.written += 1
                     except KiwiError as single:
-                        self._report([record], single.message)
+                        self._report(kind, [record], single.message)
             except KiwiError as e:
-                self._report(batch, e.message)
+                self._report(kind, batch, e.message)
 
-    def _made(self, queued: tuple[str, Record]) -> dict[str, Any] | None:
-        run_id, record = queued
+    def _made(self, queued: _Queued) -> dict[str, Any] | None:
+        record = queued.record
         try:
-            return {**(record() if callable(record) else record), "id": run_id}
+            made = record() if callable(record) else record
+            return made if queued.run_id is None else {**made, "id": queued.run_id}
         except Exception as e:  # a bug in what makes the record: say so, keep writing the others
-            self._report([{"id": run_id}], f"the record could not be made: {e!r}")
+            self._report(queued.kind, [{"id": queued.run_id}], f"the record could not be made: {e!r}")
             return None
 
-    def _report(self, batch: list[dict[str, Any]], why: str) -> None:
+    def _report(self, kind: str, batch: list[dict[str, Any]], why: str) -> None:
         self.lost += len(batch)
         if self._on_error:
-            self._on_error(f"{len(batch)} run record(s) not saved ({batch[0].get('tool_id')}…): {why}")
+            what = "run record(s)" if kind == "run" else "audit row(s)"
+            self._on_error(f"{len(batch)} {what} not saved ({batch[0].get('tool_id')}…): {why}")

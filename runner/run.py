@@ -14,10 +14,12 @@ or API.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -27,11 +29,12 @@ from typing import Any
 from .config import Settings
 from .dispatch import Dispatcher
 from .environment import prepare_environment
-from .errors import KiwiError
+from .errors import KiwiError, RegistryUnavailable
 from .expand import variables_in
 from .materialize import materialise
 from .params import coerce_strings, validate_params
 from .plan import Plan
+from .policy import Call, Denied, Gate
 from .primitives.base import Invocation, Outcome
 from .recorder import RunRecorder
 from .records import params_digest, params_snapshot, run_record, scrub, scrub_deep, secret_values
@@ -60,6 +63,7 @@ class RunResult:
     detail: dict[str, Any] = field(default_factory=dict)
     failure: KiwiError | None = None  # the deliberate error that stopped the run, if any
     run_id: str | None = None
+    context: dict[str, Any] | None = None  # the execution context a directive's run opened
 
     @property
     def ok(self) -> bool:
@@ -90,13 +94,16 @@ class Runner:
         dispatcher: Dispatcher | None = None,
         environ: Mapping[str, str] | None = None,
         on_progress: Callable[[str], None] | None = None,
+        session: str | None = None,
     ) -> None:
         self.registry = registry
+        self.session = session or f"run-{uuid.uuid4()}"  # audited, and counted by per-session limits
         self.settings = settings
         self.dispatcher = dispatcher or Dispatcher()
         self.environ = runner_environ(environ)
         self.on_progress = on_progress
         self.recorder = RunRecorder(registry, on_error=self._warn)
+        self.gate = Gate(registry, self.recorder.submit_audit)
         self._secret_names: dict[tuple[str, ...], frozenset[str]] = {}
         self.lockfile = Lockfile(settings.lockfile)
         self._spaces = local_spaces_of(settings)  # the local spaces' roots, resolved once
@@ -151,24 +158,38 @@ class Runner:
         raw_params: Mapping[str, str] | None = None,
         dry_run: bool = False,
         plan: Plan | None = None,
+        call: Call | None = None,
     ) -> RunResult:
-        """Run a tool. Deliberate failures (bad parameters, a broken chain, an altered file) come
-        back as a result with status "error" and `failure` set; they are recorded like any run.
+        """Run a tool, once the gate (runner/policy) admits the call: `call` names the session,
+        execution context and approval (default: this runner's session, no context). Deliberate
+        failures (bad parameters, a broken chain, an altered file, a refusal of the gate) come
+        back as a result with status "error" and `failure` set; runs are recorded, and every
+        call, allowed or refused, is audited.
 
-        plan: the plan already fetched for this tool and version (a caller that checked it,
-        such as the MCP server's permission check), so the run is the one that was checked."""
+        plan: the plan already fetched for this tool and version (a caller that looked at it
+        first), so the run is the one that was looked at."""
         started = time.perf_counter()
         started_at = time.time()
         given: Any = {} if params is None else params
+        call = call or Call(self.session)
+        admission = None
         try:
             plan = plan or await self.plan(tool_id, version)
             plan, trust_warnings = await self._hold_to_trust(plan, tool_id, version)
             if raw_params and isinstance(given, dict):
                 given = {**given, **coerce_strings(plan.parameters, raw_params)}
             values = validate_params(plan.tool_id, plan.parameters, given)
+            admission = await self.gate.admit(plan, values, call, dry_run)
             result = await self._execute(plan, values, dry_run)
             result.warnings[:0] = trust_warnings
+            result.context = admission.child_context
+        except asyncio.CancelledError:  # stopped from outside (an MCP server's own time limit)
+            if admission is not None:
+                self.gate.finished(admission, status="timeout", run_id=None, version=None)
+            raise
         except KiwiError as e:
+            if admission is None and not isinstance(e, Denied | RegistryUnavailable):
+                self.gate.refused(call, plan, tool_id, given, dry_run, e)
             secrets = self._secrets(plan) if plan else []
             result = RunResult(
                 tool_id=plan.tool_id if plan else tool_id,
@@ -179,8 +200,10 @@ class Runner:
                 failure=e,
             )
         result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        if not dry_run and self.settings.record_runs:
+        if not dry_run and self.settings.record_runs and not isinstance(result.failure, Denied):
             self._record(result, plan, given, started_at)
+        if admission is not None:
+            self.gate.finished(admission, status=result.status, run_id=result.run_id, version=result.version)
         return result
 
     async def _hold_to_trust(self, plan: Plan, requested: str, version: str | None) -> tuple[Plan, list[str]]:

@@ -19,8 +19,9 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from runner.config import Settings
-from runner.mcp.permissions import check, covers, shell_command
 from runner.mcp.server import build_server
+from runner.policy.permissions import check, covers, shell_command
+from runner.principal import local_owner
 from runner.registry import PostgresRegistry
 from runner.run import Runner
 
@@ -38,7 +39,7 @@ async def kiwi(database_url: str, cache_dir: Path, session: str) -> AsyncIterato
     settings = Settings(
         backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
     )
-    runner = Runner(PostgresRegistry(database_url), settings)
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
     try:
         async with Client(build_server(runner, session_id=session)) as client:
             yield client

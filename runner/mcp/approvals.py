@@ -1,4 +1,5 @@
-"""Approvals in Kiwi's MCP server: calls that wait for a person.
+"""Approvals in Kiwi's MCP server: deciding calls that wait for a person (the gate that holds
+them is runner/policy/gate.py, for every entry point).
 
 A tool that an approval policy covers (public.approval_policies: a tool reference or an
 MCP `server.tool` glob) does not run when `execute(action="run")` first asks for it:
@@ -22,28 +23,14 @@ dry_run never needs approval: it does not run the tool.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 
-from ..errors import NotFound, Refused, UsageError
+from ..errors import UsageError
 from ..registry.base import Registry
 
-__all__ = ["Held", "decide", "gate"]
-
-APPROVE_HINT = (
-    "ask a person to run `kiwi approve {id}` (or `kiwi deny {id}`); then call execute(action='run', "
-    "item_id='{tool}', parameters=<exactly the same>, approval_id='{id}') before {expires_at}"
-)
-
-
-@dataclass(frozen=True)
-class Held:
-    """A run that must not go on: the answer to give, and the reason to audit."""
-
-    result: CallToolResult
-    reason: str
+__all__ = ["decide"]
 
 
 def _result(text: str, structured: dict[str, Any], *, is_error: bool) -> CallToolResult:
@@ -62,49 +49,6 @@ def _error(kind: str, message: str, hint: str | None, **extra: Any) -> CallToolR
 def _public(approval: dict[str, Any]) -> dict[str, Any]:
     """The approval as the database answered it (no parameter values: it never holds any)."""
     return dict(approval)
-
-
-async def gate(
-    reg: Registry,
-    *,
-    tool: str,
-    audit: dict[str, Any],
-    approval_id: str | None,
-) -> Held | None:
-    """None when the run may go on (no approval needed, or `approval_id` was just used for it);
-    else the answer (a pending approval, or why the approval cannot be used) and its audit reason.
-    `audit` is the call's audit entry: tool, version, content_hash, session, params hash and size."""
-    if approval_id:
-        try:
-            await reg.use_approval(approval_id, tool, audit["params_sha256"], audit.get("content_hash"))
-        except (Refused, NotFound, UsageError) as e:
-            hint = e.hint or "call without approval_id for a new approval"
-            return Held(
-                _error("approval_refused", f"{tool} was not run: {e.message}", hint, approval_id=approval_id),
-                f"approval refused: {e.message}"[:2000],
-            )
-        return None
-    required = await reg.approval_required(tool)
-    if not required.get("required"):
-        return None
-    approval = await reg.request_approval(
-        {
-            k: audit.get(k)
-            for k in ("version", "content_hash", "params_sha256", "params_size", "session_id")
-            if audit.get(k) is not None
-        }
-        | {"tool_id": tool}
-    )
-    aid = approval["id"]
-    message = (
-        f"{tool} needs approval before it runs (policy {required.get('policy')!r}); nothing ran. "
-        f"Approval {aid} is pending until {approval.get('expires_at')}."
-    )
-    hint = APPROVE_HINT.format(id=aid, tool=tool, expires_at=approval.get("expires_at"))
-    return Held(
-        _error("approval_pending", message, hint, approval=_public(approval)),
-        f"pending approval {aid} (policy {required.get('policy')})",
-    )
 
 
 async def decide(

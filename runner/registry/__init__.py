@@ -35,7 +35,9 @@ def __getattr__(name: str) -> Any:
 
 
 def connect(settings: Settings) -> Registry:
-    """The registry the settings name; nothing is opened until the first call."""
+    """The registry the settings name, acting as the principal they name (runner/principal.py:
+    explicit admin, else KIWI_ACCESS_TOKEN's user, else the local owner on Postgres and anon
+    over REST); nothing is opened until the first call."""
     if settings.backend == "rest":
         if not (settings.supabase_url and settings.supabase_key):
             raise UsageError(
@@ -48,5 +50,5 @@ def connect(settings: Settings) -> Registry:
     if settings.backend == "postgres":
         from .postgres import PostgresRegistry
 
-        return PostgresRegistry(settings.database_url)
+        return PostgresRegistry(settings.database_url, principal=settings.principal())
     raise UsageError(f"unknown backend {settings.backend!r}", hint="KIWI_BACKEND is postgres or rest")

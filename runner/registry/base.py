@@ -86,6 +86,21 @@ class Registry(Protocol):
         """public.record_audit(p_entry jsonb) -> the audit row's id (one call, allowed or refused)."""
         ...
 
+    async def whoami(self) -> dict[str, Any]:
+        """public.whoami(): the caller as the database sees it {role, user_id, is_admin, identity, namespaces}."""
+        ...
+
+    async def record_audits(self, entries: list[dict[str, Any]]) -> list[str]:
+        """public.record_audits(p_entries jsonb) -> their ids, in order (all or nothing)."""
+        ...
+
+    async def check_call(self, call: dict[str, Any]) -> dict[str, Any]:
+        """public.check_call(p jsonb): the gate's one round trip for a call {tool_id, server,
+        session_id, version, content_hash, params_sha256, params_size, approval_id, dry_run}:
+        rate limits taken (all or none) and, unless a dry run, the approval used or requested
+        -> {allowed, kind, reason, hint, retry_after_s, limit, approval, policy}."""
+        ...
+
     async def take_rate_limit(self, tool_id: str, server: str | None, session: str | None) -> dict[str, Any]:
         """public.take_rate_limit(p_tool_id, p_server, p_session): take one call from every limit
         that applies, or none -> {allowed, retry_after_s, limit, reason, limits}."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 import psycopg
@@ -34,7 +34,7 @@ class PlanCache:
     def __init__(self, url: str, connect_timeout: float) -> None:
         self._url = url
         self._connect_timeout = connect_timeout
-        self._plans: dict[tuple[str, str | None], dict[str, Any]] = {}
+        self._plans: dict[Hashable, dict[str, Any]] = {}
         self._generation = 0
         self._listening = False
         self._asked = 0
@@ -45,11 +45,10 @@ class PlanCache:
         """True while plans are being served from memory."""
         return self._listening
 
-    async def get(
-        self, tool_id: str, version: str | None, fetch: Callable[[], Awaitable[dict[str, Any]]]
-    ) -> dict[str, Any]:
-        """The plan from memory when it is known to be current, else fetched (and kept)."""
-        key = (tool_id, version)
+    async def get(self, key: Hashable, fetch: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """The plan `key` names (the caller, the tool and its version: plans are cached per
+        caller, since what one may read another may not), from memory when it is known to be
+        current, else fetched (and kept)."""
         if self._listening and key in self._plans:
             return self._plans[key]
         self._asked += 1

@@ -5,6 +5,13 @@ prepare every statement on first use (`prepare_threshold=0`), so the runner's ho
 `select public.resolve_execution_plan(%s, %s)`, is a Bind/Execute/Sync of an already
 prepared statement: one round trip.
 
+Every statement runs as the request's principal (runner/principal.py): its role (`anon`,
+`authenticated`, `service_role`) and `request.jwt.claims`, set on the connection with
+`set_config` as PostgREST sets them, so that RLS and the namespace rules decide; the
+database login only lends the connection. A connection remembers whom it was set up
+for, so a process that acts for one principal (the CLI, an MCP server over stdio) pays
+that once per connection; a connection handed to another principal is switched first.
+
 The pool opens on first use. Its first connection is awaited, and a failure to connect
 (refused, wrong password, unknown database) is reported at once as RegistryUnavailable,
 with the server's reason and the URL with its password redacted, instead of after the
@@ -24,12 +31,14 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..errors import KiwiError, RegistryUnavailable, UsageError
+from ..errors import KiwiError, Refused, RegistryUnavailable, UsageError
+from ..principal import Principal, current
 from .errors import from_sqlstate, redact, scrub
 from .plan_cache import PlanCache
 
 __all__ = ["PostgresRegistry"]
 
+ACT_AS_SQL = "select set_config('role', %s, false), set_config('request.jwt.claims', %s, false)"
 PLAN_SQL = "select public.resolve_execution_plan(%s, %s)"
 CHAIN_SQL = "select * from public.resolve_executor_chain(%s)"
 BATCH_SQL = "select * from public.resolve_executor_chains_batch(%s::text[])"
@@ -46,6 +55,11 @@ RECORD_RUNS_SQL = (
     " from public.record_runs(%s::jsonb) with ordinality as r(id, n)"
 )
 RECORD_AUDIT_SQL = "select public.record_audit(%s::jsonb)"
+RECORD_AUDITS_SQL = (
+    "select coalesce(array_agg(r.id::text order by r.n), '{}')"
+    " from public.record_audits(%s::jsonb) with ordinality as r(id, n)"
+)
+CHECK_CALL_SQL = "select public.check_call(%s::jsonb)"
 TAKE_RATE_LIMIT_SQL = "select public.take_rate_limit(%s, %s, %s)"
 OPEN_CONTEXT_SQL = "select public.open_context(%s, %s, %s::uuid, %s::jsonb)"
 GET_CONTEXT_SQL = "select public.get_context(%s::uuid)"
@@ -96,12 +110,14 @@ def _uuid(value: str) -> str:
 
 
 class PostgresRegistry:
-    """`Registry` over Postgres. `url` is a libpq URL or conninfo string."""
+    """`Registry` over Postgres. `url` is a libpq URL or conninfo string; `principal` is whom
+    it acts as outside any `acting_as` (there is no default: choosing admin is explicit)."""
 
     def __init__(
         self,
         url: str,
         *,
+        principal: Principal,
         min_size: int = 1,
         max_size: int = 8,
         connect_timeout: float = 5.0,
@@ -109,6 +125,7 @@ class PostgresRegistry:
         cache_plans: bool = True,
     ) -> None:
         self._url = url
+        self.principal = principal
         self._min_size = min_size
         self._max_size = max_size
         self._connect_timeout = connect_timeout
@@ -134,7 +151,8 @@ class PostgresRegistry:
         (see plan_cache.py; treat it as read-only), else one prepared round trip."""
         if self._plan_cache is None:
             return await self._value(PLAN_SQL, (tool_id, version))
-        return await self._plan_cache.get(tool_id, version, lambda: self._value(PLAN_SQL, (tool_id, version)))
+        key = (current(self.principal).claims_json, tool_id, version)  # what one caller sees, another may not
+        return await self._plan_cache.get(key, lambda: self._value(PLAN_SQL, (tool_id, version)))
 
     async def chain(self, tool_id: str) -> list[dict[str, Any]]:
         return await self._rows(CHAIN_SQL, (tool_id,))
@@ -189,6 +207,15 @@ class PostgresRegistry:
     async def record_audit(self, entry: dict[str, Any]) -> str:
         return str(await self._value(RECORD_AUDIT_SQL, (Jsonb(entry, _dumps),)))
 
+    async def whoami(self) -> dict[str, Any]:
+        return await self._value("select public.whoami()", ())
+
+    async def record_audits(self, entries: list[dict[str, Any]]) -> list[str]:
+        return list(await self._value(RECORD_AUDITS_SQL, (Jsonb(list(entries), _dumps),)) or [])
+
+    async def check_call(self, call: dict[str, Any]) -> dict[str, Any]:
+        return await self._value(CHECK_CALL_SQL, (Jsonb(call, _dumps),))
+
     async def take_rate_limit(self, tool_id: str, server: str | None, session: str | None) -> dict[str, Any]:
         return await self._value(TAKE_RATE_LIMIT_SQL, (tool_id, server, session))
 
@@ -237,6 +264,7 @@ class PostgresRegistry:
         pool = self._pool or await self._open_pool()
         try:
             async with pool.connection() as conn:
+                await self._act_as(conn)
                 cur = await conn.execute(query, params)
                 row = await cur.fetchone()
         except PoolTimeout as exc:
@@ -249,12 +277,29 @@ class PostgresRegistry:
         pool = self._pool or await self._open_pool()
         try:
             async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+                await self._act_as(conn)
                 await cur.execute(query, params)
                 return await cur.fetchall()
         except PoolTimeout as exc:
             raise self._unavailable(self._last_connect_error or exc) from exc
         except psycopg.Error as exc:
             raise self._error(exc) from exc
+
+    async def _act_as(self, conn: Any) -> None:
+        """Set the connection up for the request's principal, unless it already is."""
+        who = current(self.principal)
+        key = who.claims_json
+        if conn.kiwi_as == key:
+            return
+        conn.kiwi_as = None  # unknown until the statement has succeeded
+        try:
+            await conn.execute(ACT_AS_SQL, (who.role, key))
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise Refused(
+                f"the database login cannot act as role {who.role}: {exc.diag.message_primary}",
+                hint=f"grant {who.role} to the login of KIWI_DATABASE_URL, as Supabase grants it to postgres",
+            ) from exc
+        conn.kiwi_as = key
 
     async def _open_pool(self) -> AsyncConnectionPool:
         if self._opening is None:
@@ -269,7 +314,10 @@ class PostgresRegistry:
         registry = self
 
         class _Connection(psycopg.AsyncConnection):
-            """Tells the registry why a connection attempt failed (the pool only retries)."""
+            """Tells the registry why a connection attempt failed (the pool only retries), and
+            remembers whom it was last set up to act as (`kiwi_as`: the claims, or None)."""
+
+            kiwi_as: str | None = None
 
             @classmethod
             async def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]

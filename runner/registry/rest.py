@@ -23,7 +23,8 @@ from postgrest.exceptions import APIError
 
 from supabase import AsyncClient, AsyncClientOptions, AsyncSupabaseException, acreate_client
 
-from ..errors import KiwiError, RegistryUnavailable, UsageError
+from ..errors import KiwiError, Refused, RegistryUnavailable, UsageError
+from ..principal import requested
 from .errors import from_sqlstate
 
 __all__ = ["RestRegistry"]
@@ -144,6 +145,15 @@ class RestRegistry:
     async def record_audit(self, entry: dict[str, Any]) -> str:
         return str(await self._rpc("record_audit", {"p_entry": entry}))
 
+    async def whoami(self) -> dict[str, Any]:
+        return await self._rpc("whoami", {})
+
+    async def record_audits(self, entries: list[dict[str, Any]]) -> list[str]:
+        return [str(i) for i in await self._rpc("record_audits", {"p_entries": list(entries)}) or []]
+
+    async def check_call(self, call: dict[str, Any]) -> dict[str, Any]:
+        return await self._rpc("check_call", {"p": call})
+
     async def take_rate_limit(self, tool_id: str, server: str | None, session: str | None) -> dict[str, Any]:
         return await self._rpc("take_rate_limit", {"p_tool_id": tool_id, "p_server": server, "p_session": session})
 
@@ -208,6 +218,13 @@ class RestRegistry:
     async def _rpc(self, function: str, params: dict[str, Any], **optional: Any) -> Any:
         """Call a function; optional arguments left as None are not sent, so their SQL defaults apply."""
         params = {**params, **{k: v for k, v in optional.items() if v is not None}}
+        asked = requested()
+        if asked is not None and asked.token != self._access_token:
+            # never answer one caller's request with another's credentials
+            raise Refused(
+                f"the REST backend acts only as the token it was configured with, not as {asked.describe()}",
+                hint="serve several callers over the Postgres backend (KIWI_DATABASE_URL)",
+            )
         client = await self._connect()
         return await self._execute(client.rpc(function, params))
 

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from runner.principal import local_owner
 from runner.registry import PostgresRegistry
 from runner.registry.plan_cache import PlanCache
 
@@ -40,7 +41,7 @@ def tool(conn: psycopg.Connection) -> Any:
 
 @pytest.fixture
 async def registry(database_url: str) -> AsyncIterator[PostgresRegistry]:
-    reg = PostgresRegistry(database_url)
+    reg = PostgresRegistry(database_url, principal=local_owner())
     yield reg
     await reg.aclose()
 
@@ -55,7 +56,7 @@ async def test_a_single_plan_never_opens_the_listener(database_url: str, tool: s
         calls += 1
         return {"n": calls}
 
-    await cache.get(tool, None, fetch)
+    await cache.get((tool, None), fetch)
     await asyncio.sleep(0.2)
     assert not cache.live and cache._task is None
     await cache.aclose()
@@ -82,8 +83,8 @@ async def test_plans_are_served_from_memory_once_listening_and_dropped_at_a_publ
 
 async def test_a_plan_fetched_while_a_change_commits_is_not_kept(database_url: str, conn: psycopg.Connection) -> None:
     cache = PlanCache(database_url, 5)
-    await cache.get("warm", None, lambda: asyncio.sleep(0, {"v": 0}))
-    await cache.get("warm", None, lambda: asyncio.sleep(0, {"v": 0}))
+    await cache.get(("warm", None), lambda: asyncio.sleep(0, {"v": 0}))
+    await cache.get(("warm", None), lambda: asyncio.sleep(0, {"v": 0}))
     await eventually(lambda: cache.live)
 
     async def fetch_racing_a_commit() -> dict[str, Any]:
@@ -91,7 +92,7 @@ async def test_a_plan_fetched_while_a_change_commits_is_not_kept(database_url: s
         await asyncio.sleep(0.3)  # ... and its notification arrives before the answer
         return {"v": "old"}
 
-    await cache.get("racy", None, fetch_racing_a_commit)
+    await cache.get(("racy", None), fetch_racing_a_commit)
     assert ("racy", None) not in cache._plans, "a plan read across a change must not be kept"
     await cache.aclose()
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..refs import normalize_ref
 
-__all__ = ["KINDS", "check", "covers", "shell_command"]
+__all__ = ["DIRECTIVE_TYPES", "KINDS", "check", "covers", "refusal", "shell_command", "summary", "view"]
 
 KINDS = ("fs_read", "fs_write", "shell", "mcp", "tools")
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
@@ -133,16 +133,20 @@ def _check_tool(permissions: Mapping[str, Any], plan: Mapping[str, Any]) -> str 
     return None
 
 
-# --- contexts, for the MCP server -------------------------------------------------------
+def view(plan: Any) -> dict[str, Any]:
+    """What `check` reads of a typed Plan (runner/plan.py), in the registry's JSON shape."""
+    return {
+        "tool_id": plan.tool_id,
+        "tool_type": plan.tool_type,
+        "primitive": plan.primitive,
+        "config": plan.config,
+        "chain": [{"tool_id": link.tool_id, "tool_type": link.tool_type} for link in plan.chain],
+    }
+
+
+# --- contexts ----------------------------------------------------------------------------
 
 DIRECTIVE_TYPES = ("directive", "thread")
-
-
-async def context_of(registry: Any, context_id: str | None) -> dict[str, Any] | None:
-    """The caller's context `context_id` (public.get_context), or None without one."""
-    if context_id is None or not str(context_id).strip():
-        return None
-    return await registry.get_context(str(context_id).strip())
 
 
 def refusal(lacking: str, tool: str, context: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -161,6 +165,6 @@ def summary(context: Mapping[str, Any]) -> str:
     perms = context.get("permissions") or {}
     lines = [f"context {context['id']}" + (f" (directive {context['directive']})" if context.get("directive") else "")]
     lines += [f"  {kind}: {json.dumps(perms.get(kind, []))}" for kind in KINDS]
-    lines.append("  (fs_read/fs_write are recorded but not enforced by the runner yet)")
+    lines.append("  (fs_read/fs_write apply to the path parameters a tool declares in config.fs: {read, write})")
     lines.append(f"next: pass context='{context['id']}' to every execute call made under it")
     return "\n".join(lines)

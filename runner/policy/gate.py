@@ -1,0 +1,207 @@
+"""The gate every run passes: permissions, rate limits, approvals, then an audit row.
+
+One place decides whether a call may go on, whoever makes it: `kiwi run`, Kiwi's MCP
+`execute`, a thread's tool calls, a directive. The Runner calls `admit` once the plan
+is resolved and the parameters are valid; a refusal is raised as `Denied`, a KiwiError
+each entry point renders in its own way (an MCP tool error of that kind, a CLI message
+and exit code 4). Every call is audited, allowed or refused (`public.audit_log`),
+behind the reply, by the run recorder.
+
+    1. permissions: the execution context's (a directive's) tools, mcp, shell, fs_read and
+       fs_write globs (permissions.py); contexts never change, so each is read once
+    2. one database round trip, `public.check_call`: the rate limits (all or none taken)
+       and, unless a dry run, the approval: an approval_id is used once, or a tool under
+       an approval policy is held with a pending approval a person decides
+    3. running a directive (or thread) opens the child context its calls are made in
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import KiwiError, Refused
+from ..plan import Plan
+from ..principal import requested
+from ..records import params_digest
+from ..registry.base import Registry
+from . import permissions
+
+__all__ = ["APPROVE_HINT", "Admission", "Call", "Denied", "Gate"]
+
+APPROVE_HINT = (
+    "ask a person to run `kiwi approve {id}` (or `kiwi deny {id}`); then call again with exactly the same "
+    "parameters and approval_id '{id}' (kiwi run --approval {id}) before {expires_at}"
+)
+
+
+@dataclass(frozen=True)
+class Call:
+    """Who asks and under what: the session (audited, counted by per-session limits), the
+    execution context whose permissions apply, and an approval to use."""
+
+    session: str
+    context: str | None = None
+    approval_id: str | None = None
+
+
+class Denied(Refused):
+    """The gate refused a call; `kind` says why (permission_denied, rate_limited,
+    approval_pending, approval_refused) and `extra` carries what the caller needs to act:
+    retry_after_s, the pending approval, the missing permission."""
+
+    def __init__(self, kind: str, message: str, *, hint: str | None, reason: str, extra: dict[str, Any]) -> None:
+        super().__init__(message, hint=hint)
+        self.kind = kind
+        self.reason = reason[:2000]
+        self.extra = extra
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), **self.extra}
+
+
+@dataclass
+class Admission:
+    """A call the gate let through: its audit entry so far, and the context a directive opened."""
+
+    audit: dict[str, Any]
+    started: float = field(default_factory=time.perf_counter)
+    child_context: dict[str, Any] | None = None
+
+
+class Gate:
+    def __init__(self, registry: Registry, audit: Any) -> None:
+        """`audit` takes one audit entry to write behind the call (the run recorder's submit_audit)."""
+        self._registry = registry
+        self._write = audit
+        self._contexts: dict[tuple[Any, str], dict[str, Any]] = {}
+
+    def entry(self, call: Call, plan: Plan | None, tool: str, params: Any, dry_run: bool) -> dict[str, Any]:
+        """The audit entry of a call, before its decision."""
+        digest, size = params_digest(params)
+        return {
+            "session_id": call.session,
+            "action": "dry_run" if dry_run else "run",
+            "tool_id": plan.tool_id if plan else tool,
+            "server": _server_of(plan),
+            "version": plan.version if plan else None,
+            "content_hash": plan.content_hash if plan else None,
+            "params_sha256": digest,
+            "params_size": size,
+        }
+
+    async def admit(self, plan: Plan, params: dict[str, Any], call: Call, dry_run: bool) -> Admission:
+        """Let the call go on (an Admission), or raise Denied after auditing the refusal."""
+        audit = self.entry(call, plan, plan.tool_id, params, dry_run)
+        admission = Admission(audit)
+        context = await self._context(call.context)
+        if context is not None:
+            audit["directive"] = context.get("directive")
+            lacking = permissions.check(context["permissions"], permissions.view(plan), params)
+            if lacking is not None:
+                reason, message, hint = permissions.refusal(lacking, plan.tool_id, context)
+                self._refuse(audit, "permission_denied", message, hint, reason, {"permission": lacking})
+        asked = {**audit, "approval_id": call.approval_id, "dry_run": dry_run}
+        verdict = await self._registry.check_call({k: asked[k] for k in _CHECKED if asked.get(k) is not None})
+        if not verdict.get("allowed", False):
+            self._refused_by_database(audit, plan.tool_id, verdict, call)
+        if plan.tool_type in permissions.DIRECTIVE_TYPES and not dry_run:
+            try:
+                child = await self._registry.open_context(
+                    call.session, f"{plan.tool_id}@{plan.version}", call.context, None
+                )
+            except Refused as e:  # the directive would widen its parent's permissions
+                reason, message, hint = permissions.refusal(e.message, plan.tool_id, context or {})
+                self._refuse(audit, "permission_denied", message, hint, reason, {"permission": e.message})
+            admission.child_context = child
+            audit["directive"] = audit.get("directive") or child.get("directive")
+        return admission
+
+    def refused(self, call: Call, plan: Plan | None, tool: str, params: Any, dry_run: bool, error: KiwiError) -> None:
+        """Audit a call that failed before the gate could judge it (unknown tool, bad parameters)."""
+        entry = self.entry(call, plan, tool, params, dry_run)
+        self._write({**entry, "decision": "refused", "reason": error.message[:2000]})
+
+    def finished(self, admission: Admission, *, status: str, run_id: str | None, version: str | None) -> None:
+        """Audit how an admitted call ended."""
+        ms = round((time.perf_counter() - admission.started) * 1000, 3)
+        self._write(
+            {
+                **admission.audit,
+                "version": version or admission.audit.get("version"),
+                "decision": "allowed",
+                "outcome": status,
+                "duration_ms": ms,
+                "run_id": run_id,
+            }
+        )
+
+    # -- the parts ------------------------------------------------------------------------
+
+    async def _context(self, context_id: str | None) -> dict[str, Any] | None:
+        """The caller's execution context (public.get_context), read once: contexts never change
+        (an expired one is refused by the database when it is first read)."""
+        if context_id is None or not str(context_id).strip():
+            return None
+        key = (requested(), str(context_id).strip())
+        found = self._contexts.get(key)
+        if found is None:
+            found = await self._registry.get_context(key[1])
+            if len(self._contexts) >= 4096:
+                self._contexts.clear()
+            self._contexts[key] = found
+        return found
+
+    def _refused_by_database(self, audit: dict[str, Any], tool: str, verdict: dict[str, Any], call: Call) -> None:
+        kind = str(verdict.get("kind") or "refused")
+        reason = str(verdict.get("reason") or "refused")
+        if kind == "rate_limited":
+            retry = verdict.get("retry_after_s")
+            audit["retry_after_s"] = retry
+            self._refuse(
+                audit,
+                kind,
+                f"{tool} was not run: {reason}",
+                f"retry after {retry} s; rate limits are declared in public.rate_limits",
+                reason,
+                {"retry_after_s": retry, "limit": verdict.get("limit")},
+            )
+        if kind == "approval_pending":
+            approval = verdict.get("approval") or {}
+            aid = approval.get("id")
+            message = (
+                f"{tool} needs approval before it runs (policy {verdict.get('policy')!r}); nothing ran. "
+                f"Approval {aid} is pending until {approval.get('expires_at')}."
+            )
+            hint = APPROVE_HINT.format(id=aid, expires_at=approval.get("expires_at"))
+            self._refuse(audit, kind, message, hint, reason, {"approval": approval})
+        hint = verdict.get("hint") or "call without an approval_id for a new approval"
+        self._refuse(audit, kind, f"{tool} was not run: {reason}", hint, reason, {"approval_id": call.approval_id})
+
+    def _refuse(
+        self, audit: dict[str, Any], kind: str, message: str, hint: str | None, reason: str, extra: dict[str, Any]
+    ) -> None:
+        self._write({**audit, "decision": "refused", "reason": reason[:2000]})
+        raise Denied(kind, message, hint=hint, reason=reason, extra=extra)
+
+
+_CHECKED = (
+    "tool_id",
+    "server",
+    "session_id",
+    "version",
+    "content_hash",
+    "params_sha256",
+    "params_size",
+    "approval_id",
+    "dry_run",
+)
+
+
+def _server_of(plan: Plan | None) -> str | None:
+    """The mcp_server a tool runs on (the first one in its chain), as rate limits name it."""
+    for link in plan.chain if plan else []:
+        if link.tool_type == "mcp_server":
+            return link.tool_id
+    return None
