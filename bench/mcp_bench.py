@@ -52,6 +52,7 @@ from runner.config import Settings  # noqa: E402
 from runner.dispatch import Dispatcher  # noqa: E402
 from runner.mcp.handler import McpToolHandler, server_spec  # noqa: E402
 from runner.primitives.base import Invocation  # noqa: E402
+from runner.principal import local_owner  # noqa: E402
 from runner.registry import PostgresRegistry  # noqa: E402
 from runner.run import Runner  # noqa: E402
 
@@ -90,7 +91,9 @@ def make_runner(url: str, cache: Path, *, record: bool) -> tuple[Runner, McpTool
     settings = Settings(backend="postgres", database_url=url, supabase_url=None, supabase_key=None, cache_dir=cache)
     settings = dataclasses.replace(settings, record_runs=record)
     environ = {**os.environ, "KIWI_NODE_MODULES": str(ROOT / "node_modules")}
-    return Runner(PostgresRegistry(url), settings, dispatcher=dispatcher, environ=environ), handler
+    return Runner(
+        PostgresRegistry(url, principal=local_owner()), settings, dispatcher=dispatcher, environ=environ
+    ), handler
 
 
 async def bench(url: str, calls: int, tool: str, cache: Path) -> list[str]:

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from runner.config import DEFAULT_DATABASE_URL, Settings  # noqa: E402
 from runner.mcp.server import build_server  # noqa: E402
+from runner.principal import local_owner  # noqa: E402
 from runner.registry import PostgresRegistry  # noqa: E402
 from runner.run import Runner  # noqa: E402
 
@@ -84,8 +85,8 @@ def checked(result: Any) -> Any:
 async def run(reps: int, url: str) -> str:
     cache = Path(tempfile.mkdtemp(prefix="kiwi-mcp-bench-"))
     settings = Settings(backend="postgres", database_url=url, supabase_url=None, supabase_key=None, cache_dir=cache)
-    runner = Runner(PostgresRegistry(url), settings)
-    registry = PostgresRegistry(url)
+    runner = Runner(PostgresRegistry(url, principal=local_owner()), settings)
+    registry = PostgresRegistry(url, principal=local_owner())
     stdio = StdioServerParameters(
         command=sys.executable,
         args=["-m", "runner.mcp.serve_cli", "--transport", "stdio"],

@@ -69,6 +69,7 @@ from runner.plan import Plan  # noqa: E402
 from runner.primitives.base import Invocation  # noqa: E402
 from runner.primitives.http_client import HttpClientPrimitive  # noqa: E402
 from runner.primitives.subprocess import ProcessSpec, build_spec  # noqa: E402
+from runner.principal import local_owner  # noqa: E402
 from runner.registry import PostgresRegistry  # noqa: E402
 from runner.run import Runner  # noqa: E402
 
@@ -752,7 +753,7 @@ async def measure_async(args: argparse.Namespace, only: set[str], url: str, cach
     if server is not None:
         environ["HTTP_ECHO_URL"] = server.url + "/echo"
     settings = Settings(backend="postgres", database_url=url, supabase_url=None, supabase_key=None, cache_dir=cache_dir)
-    registry = TimedRegistry(PostgresRegistry(url))
+    registry = TimedRegistry(PostgresRegistry(url, principal=local_owner()))
     # (c measures through it too: it only reads a clock when a and b ask it to)
     runner = Runner(registry, settings, environ=environ, on_progress=lambda line: _log(f"[runner] {line}"))
     try:

@@ -183,9 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .mcp.cli import add_mcp_commands  # the MCP SDK itself loads only when used
     from .mcp.serve_cli import add_serve_command
+    from .token_cli import add_token_command
     from .trust.cli import add_trust_commands
 
     add_serve_command(sub)
+    add_token_command(sub)
     add_mcp_commands(sub)
     add_trust_commands(sub)
     return parser

@@ -380,13 +380,17 @@ def test_publish_a_directory_then_run_it_and_refuse_a_changed_same_version(
     directory = tool_dir(tmp_path, tool_id)
     delete_later.append(tool_id)
 
-    first = kiwi("publish", str(directory))
+    # the local owner publishes into its own namespace; `public` is an admin's choice
+    not_mine = kiwi("publish", str(directory))
+    assert not_mine.code == 4 and 'cannot publish into namespace "public"' in not_mine.err
+    assert "kiwi --admin publish" in not_mine.err and versions_of(conn, tool_id) == []
+    first = kiwi("--admin", "publish", str(directory))
     assert first.code == 0, first.err
     assert first.out.startswith(f"published: {tool_id}@1.0.0")
     assert f"chain: {tool_id} -> bash_runtime -> subprocess" in first.out
-    again = kiwi("publish", str(directory))
+    again = kiwi("publish", str(directory), env={"KIWI_ADMIN": "1"})
     assert again.code == 0 and again.out.startswith(f"unchanged: {tool_id}@1.0.0")
-    as_json = kiwi("publish", str(directory), "--json").json()
+    as_json = kiwi("--admin", "publish", str(directory), "--json").json()
     assert as_json["tool_id"] == tool_id and as_json["unchanged"] is True
     before = versions_of(conn, tool_id)
     assert len(before) == 1
@@ -396,7 +400,7 @@ def test_publish_a_directory_then_run_it_and_refuse_a_changed_same_version(
     assert ran.json()["output"] == {"said": "kiwi"}
 
     (directory / "say.sh").write_text(SAY + "# changed without a new version\n")
-    refused = kiwi("publish", str(directory))
+    refused = kiwi("--admin", "publish", str(directory))
     assert refused.code == 4, refused.err
     assert "already published" in refused.err and "hint:" in refused.err
     assert versions_of(conn, tool_id) == before, "a refused publish changes nothing"

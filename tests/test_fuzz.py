@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from runner.cli import main, run_json
 from runner.config import Settings
 from runner.errors import InvalidParameters, KiwiError, NotFound, Refused, RegistryUnavailable, UsageError
+from runner.principal import local_owner
 from runner.registry import PostgresRegistry
 from runner.run import RESULT_KEYS, Runner, RunResult
 
@@ -234,7 +235,7 @@ def runner(
 ) -> Iterator[Runner]:
     cache = tmp_path_factory.mktemp("fuzz-cache")
     r = Runner(
-        PostgresRegistry(database_url),
+        PostgresRegistry(database_url, principal=local_owner()),
         Settings(backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache),
     )
     yield r
@@ -243,7 +244,7 @@ def runner(
 
 @pytest.fixture(scope="module")
 def registry(database_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[PostgresRegistry]:
-    r = PostgresRegistry(database_url)
+    r = PostgresRegistry(database_url, principal=local_owner())
     yield r
     loop.run_until_complete(r.aclose())
 
@@ -349,7 +350,7 @@ async def test_parameters_json_cannot_carry_are_invalid(
 @pytest.fixture
 async def runner_async(database_url: str, tmp_path: Path) -> Any:
     r = Runner(
-        PostgresRegistry(database_url),
+        PostgresRegistry(database_url, principal=local_owner()),
         Settings(
             backend="postgres",
             database_url=database_url,
@@ -495,7 +496,7 @@ def test_as_json_of_a_result_holding_invalid_parameters() -> None:
 )
 async def test_runner_run_reports_unrepresentable_parameters(params: Any, database_url: str, tmp_path: Path) -> None:
     r = Runner(
-        PostgresRegistry(database_url),
+        PostgresRegistry(database_url, principal=local_owner()),
         Settings(
             backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
         ),
@@ -522,13 +523,13 @@ async def test_runner_run_reports_unrepresentable_parameters(params: Any, databa
 async def test_registry_publish_reports_bad_text_as_a_usage_error(
     manifest: dict[str, Any], files: list[Any], database_url: str
 ) -> None:
-    async with PostgresRegistry(database_url) as registry:
+    async with PostgresRegistry(database_url, principal=local_owner()) as registry:
         with pytest.raises(UsageError):
             await registry.publish(manifest, files)
 
 
 async def test_registry_publish_reports_a_nul_in_manifest_yaml_as_a_usage_error(database_url: str) -> None:
     manifest = {"tool_id": f"{FUZZ}_nul", "tool_type": "knowledge", "version": "1.0.0"}
-    async with PostgresRegistry(database_url) as registry:
+    async with PostgresRegistry(database_url, principal=local_owner()) as registry:
         with pytest.raises(UsageError):
             await registry.publish(manifest, [], "tool_id: x\x00")

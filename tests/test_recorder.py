@@ -9,13 +9,14 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
+from runner.principal import local_owner
 from runner.recorder import RunRecorder
 from runner.registry import PostgresRegistry
 
 
 @pytest.fixture
 async def registry(database_url: str) -> AsyncIterator[PostgresRegistry]:
-    reg = PostgresRegistry(database_url)
+    reg = PostgresRegistry(database_url, principal=local_owner())
     yield reg
     await reg.aclose()
 
@@ -64,7 +65,9 @@ async def test_one_bad_record_loses_only_itself_and_is_reported(
 
 async def test_an_unreachable_registry_is_reported_not_raised() -> None:
     reported: list[str] = []
-    registry = PostgresRegistry("postgresql://postgres:postgres@127.0.0.1:1/none", connect_timeout=1)
+    registry = PostgresRegistry(
+        "postgresql://postgres:postgres@127.0.0.1:1/none", principal=local_owner(), connect_timeout=1
+    )
     recorder = RunRecorder(registry, on_error=reported.append)
     recorder.submit({"tool_id": "x", "status": "success"})
     await recorder.flush()

@@ -16,6 +16,7 @@ import pytest
 
 from runner.config import Settings
 from runner.errors import IntegrityError, InvalidParameters, NotFound, PrimitiveError, Refused
+from runner.principal import local_owner
 from runner.records import params_digest
 from runner.registry import PostgresRegistry
 from runner.run import Runner, RunResult
@@ -37,7 +38,7 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 async def runner(database_url: str, shared_cache: Path) -> AsyncIterator[Runner]:
-    r = Runner(PostgresRegistry(database_url), make_settings(database_url, shared_cache))
+    r = Runner(PostgresRegistry(database_url, principal=local_owner()), make_settings(database_url, shared_cache))
     yield r
     await r.aclose()
 
@@ -131,7 +132,7 @@ async def test_the_seeded_api_tool_posts_to_a_local_server(
     database_url: str, shared_cache: Path, echo_server: Callable[[int], str]
 ) -> None:
     runner = Runner(
-        PostgresRegistry(database_url),
+        PostgresRegistry(database_url, principal=local_owner()),
         make_settings(database_url, shared_cache),
         environ={**os.environ, "HTTP_ECHO_URL": echo_server(0)},
     )
@@ -149,7 +150,7 @@ async def test_the_api_tool_is_retried_past_a_503_to_its_200(
     database_url: str, shared_cache: Path, echo_server: Callable[[int], str]
 ) -> None:
     runner = Runner(
-        PostgresRegistry(database_url),
+        PostgresRegistry(database_url, principal=local_owner()),
         make_settings(database_url, shared_cache),
         environ={**os.environ, "HTTP_ECHO_URL": echo_server(2)},
     )
@@ -230,7 +231,7 @@ async def test_a_file_altered_in_the_database_is_refused_by_its_sha256(
         {"run.sh": "echo honest\n"},
         entrypoint="run.sh",
     )
-    runner = Runner(PostgresRegistry(database_url), make_settings(database_url, tmp_path))
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), make_settings(database_url, tmp_path))
     try:
         assert (await runner.run(tool)).output == "honest"
         # The file table checks sha256 against content itself (a constraint even replica mode
@@ -257,7 +258,7 @@ async def test_a_materialised_file_changed_on_disk_is_refused(
         {"run.sh": "echo honest\n"},
         entrypoint="run.sh",
     )
-    runner = Runner(PostgresRegistry(database_url), make_settings(database_url, tmp_path))
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), make_settings(database_url, tmp_path))
     try:
         first = await runner.run(tool)
         (script,) = tmp_path.glob("tools/*/run.sh")
@@ -364,7 +365,7 @@ async def test_no_secret_reaches_run_records_or_errors(
         entrypoint="run.sh",
     )
     runner = Runner(
-        PostgresRegistry(database_url),
+        PostgresRegistry(database_url, principal=local_owner()),
         make_settings(database_url, shared_cache),
         environ={**os.environ, "LEAKY_TOKEN": secret},
     )
@@ -393,7 +394,11 @@ async def test_the_environment_is_built_once_even_when_runs_race_and_reused_afte
     database_url: str, tmp_path: Path
 ) -> None:
     lines: list[str] = []
-    runner = Runner(PostgresRegistry(database_url), make_settings(database_url, tmp_path), on_progress=lines.append)
+    runner = Runner(
+        PostgresRegistry(database_url, principal=local_owner()),
+        make_settings(database_url, tmp_path),
+        on_progress=lines.append,
+    )
     try:
         first = await asyncio.gather(*(runner.run("format_bytes", {"bytes": 2048 * i}) for i in range(1, 6)))
         built = [line for line in lines if line.startswith("preparing environment")]

@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 from runner import spaces
 from runner.config import Settings
 from runner.errors import Refused, UsageError
+from runner.principal import local_owner
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -230,7 +231,7 @@ def test_publish_from_a_space_then_pull_into_another_project_is_byte_identical(
     (folder / "lib" / "notes.md").write_text("# notes\n\nünïcode, tabs\tand no final newline")
     (folder / "lib" / "windows.txt").write_bytes(b"line endings\r\nkept as written\r\n")
 
-    published = kiwi("publish", tool_id, "--json")  # a tool of the space, not a directory
+    published = kiwi("--admin", "publish", tool_id, "--json")  # a tool of the space, not a directory
     assert published.code == 0, published.err
     delete_later.append(tool_id)
     assert published.json()["tool_id"] == tool_id and published.json()["files"] == 3
@@ -254,7 +255,7 @@ def test_publish_from_a_space_then_pull_into_another_project_is_byte_identical(
     assert again.code == 0 and again.out.startswith(f"unchanged: {tool_id}@1.0.0")
     ran = kiwi("run", tool_id, "-p", "word=back", "--json", project=other)
     assert ran.json()["output"] == {"from": "published", "word": "back"}
-    assert kiwi("publish", tool_id, project=other).out.startswith(f"unchanged: {tool_id}@1.0.0")
+    assert kiwi("--admin", "publish", tool_id, project=other).out.startswith(f"unchanged: {tool_id}@1.0.0")
 
 
 def test_pull_into_the_user_space_and_of_a_pinned_version(
@@ -398,7 +399,7 @@ def test_a_local_plan_is_marked_with_its_space(project: Project, database_url: s
 
     async def plans() -> tuple[str, str, str]:
         settings = settings_for(project)
-        runner = Runner(PostgresRegistry(database_url), settings)
+        runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
         try:
             local = await runner.plan(tool_id)
             registry = await runner.plan("hello_world")

@@ -25,6 +25,7 @@ def fake_checkout(tmp_path: Path) -> Path:
     shutil.copy2(ROOT / "scripts" / "stack", checkout / "scripts" / "stack")
     shutil.copytree(ROOT / "supabase" / "migrations", checkout / "supabase" / "migrations")
     shutil.copy2(ROOT / "supabase" / "seed.sql", checkout / "supabase" / "seed.sql")
+    shutil.copy2(ROOT / "supabase" / "local_owner.sql", checkout / "supabase" / "local_owner.sql")
     cli = checkout / "node_modules" / ".bin" / "supabase"
     cli.parent.mkdir(parents=True)
     cli.write_text(FAKE + 'printf "%s\\n" "$@" >"$(dirname "$0")/../../supabase-args"\n')
@@ -33,6 +34,7 @@ def fake_checkout(tmp_path: Path) -> Path:
     (pgbin / "pg_isready").write_text(FAKE + "exit 0\n")  # "a PostgreSQL already answers"
     (pgbin / "initdb").write_text(FAKE + "exit 1\n")  # must never be needed
     (pgbin / "pg_ctl").write_text(FAKE + "exit 3\n")  # "not running"
+    (pgbin / "psql").write_text(FAKE + 'printf "%s\\n" "$@" >"$(dirname "$0")/psql-args"\n')  # records what it applies
     for tool in [cli, *pgbin.iterdir()]:
         tool.chmod(0o755)
     return checkout
@@ -58,3 +60,5 @@ def test_up_resets_a_postgres_that_already_answers_even_on_a_fresh_checkout(tmp_
     assert args[:2] == ["db", "reset"] and "--yes" in args
     assert "--remote=postgresql://postgres:postgres@127.1:1/postgres?sslmode=disable" in args
     assert (checkout / ".kiwi" / "pg" / "reset.sha256").is_file(), "the reset is stamped"
+    applied = (tmp_path / "pgbin" / "psql-args").read_text().split()
+    assert str(checkout / "supabase" / "local_owner.sql") in applied, "the local owner is created after the reset"

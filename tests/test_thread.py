@@ -25,6 +25,7 @@ import psycopg
 import pytest
 
 from runner.config import Settings
+from runner.principal import local_owner
 from runner.registry import PostgresRegistry
 from runner.run import Runner, RunResult
 
@@ -139,8 +140,9 @@ def sessions(conn: psycopg.Connection) -> Iterator[list[str]]:
 
 @pytest.fixture
 def thread_of(publish_tool: Callable[..., str]) -> Callable[..., str]:
-    """A throwaway directive (requires hello_world and format_bytes; permits only hello_world)
-    and a thread following it."""
+    """A throwaway directive (requires and permits hello_world and format_bytes; a directive
+    that needs a tool it does not permit is refused at publish) and a thread following it,
+    which narrows the permissions to hello_world."""
 
     def make(tier: str, budget: dict[str, Any]) -> str:
         directive = publish_tool(
@@ -149,7 +151,7 @@ def thread_of(publish_tool: Callable[..., str]) -> Callable[..., str]:
                 "tool_type": "directive",
                 "executor": "directive_runtime",
                 "requires": {"tools": [{"id": "hello_world"}, {"id": "format_bytes"}]},
-                "permissions": {"tools": ["hello_world"], "shell": ["bash"]},
+                "permissions": {"tools": ["hello_world", "format_bytes"], "shell": ["bash"]},
             },
             {"d.md": "# Greet Ada\nGreet Ada with hello_world, then say what it answered.\n"},
             entrypoint="d.md",
@@ -160,6 +162,7 @@ def thread_of(publish_tool: Callable[..., str]) -> Callable[..., str]:
                 "tool_type": "thread",
                 "executor": "llm_runtime",
                 "config": {"directive": directive, "tier": tier, "budget": budget},
+                "permissions": {"tools": ["hello_world"]},
             },
         )
 
@@ -171,7 +174,7 @@ async def run_thread(database_url: str, cache_dir: Path, provider: FakeProvider,
         backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
     )
     environ = {**os.environ, "ANTHROPIC_BASE_URL": provider.url, "OPENAI_BASE_URL": provider.url}
-    runner = Runner(PostgresRegistry(database_url), settings, environ=environ)
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, environ=environ)
     try:
         return await runner.run(thread, {})
     finally:

@@ -3,6 +3,16 @@
     kiwi serve                                   # stdio, for an MCP client that spawns it
     kiwi serve --transport http --port 8765      # streamable HTTP at http://127.0.0.1:8765/mcp
 
+Who the calls act as:
+
+* stdio: the server's own principal (Settings.principal(): KIWI_ACCESS_TOKEN's user, else
+  the local stack's owner on the Postgres backend), or service_role with `--admin`.
+* http: each request's caller. A bearer token is required (a Supabase Auth JWT of the
+  project; runner/mcp/auth.py); without one the answer is 401 naming the protected resource
+  metadata at /.well-known/oauth-protected-resource/mcp, where MCP clients discover the
+  authorization server. Service-role tokens are accepted only with `--admin`.
+  `--insecure-no-auth` (loopback only) serves without tokens as the server's own principal.
+
 Wire it into the kiwi CLI with `add_serve_command(sub)` on its subparsers; standalone:
 `python -m runner.mcp.serve_cli --transport stdio`. Logs go to stderr (stdout is the
 protocol on stdio). The registry and cache come from Settings (KIWI_DATABASE_URL, ...).
@@ -12,13 +22,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
+import errno
 import logging
+import os
+import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from ..config import Settings
-from ..errors import KiwiError
+from ..errors import KiwiError, UsageError
+from ..principal import acting_as, anon
 from ..registry import connect
 from ..run import Runner
 
@@ -32,7 +48,9 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
     serve_parser: argparse.ArgumentParser = subparsers.add_parser(
         "serve",
         help="serve Kiwi over MCP (tools: search, load, execute, help)",
-        description="Serve the Kiwi registry as an MCP server with the tools search, load, execute and help.",
+        description="Serve the Kiwi registry as an MCP server with the tools search, load, execute and help. "
+        "Over http every request needs a bearer token (a Supabase Auth access token of the project; "
+        "locally, `kiwi token` prints one).",
     )
     serve_parser.add_argument(
         "--transport",
@@ -42,33 +60,195 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
     )
     serve_parser.add_argument("--host", default="127.0.0.1", help="http: the address to listen on (default 127.0.0.1)")
     serve_parser.add_argument("--port", type=int, default=8765, help="http: the port to listen on (default 8765)")
+    serve_parser.add_argument(
+        "--public-url",
+        default=None,
+        metavar="URL",
+        help="http: the URL clients reach the endpoint at, advertised in the protected resource metadata "
+        "(default: KIWI_PUBLIC_URL, else http://HOST:PORT/mcp)",
+    )
+    serve_parser.add_argument(
+        "--admin",
+        dest="serve_admin",
+        action="store_true",
+        help="stdio: act as service_role (admin); http: accept service-role tokens. Never the default",
+    )
+    serve_parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="http on a loopback address only: serve without tokens, every request acting as the "
+        "server's own principal (for local experiments; anything on this machine can connect)",
+    )
+    serve_parser.add_argument(
+        "--allow-command-writes",
+        action="store_true",
+        help="pass writes that choose a command for others (runtimes, primitives, MCP servers, public "
+        "tools) to the registry, which lets only an admin make them (default: refused over MCP)",
+    )
     serve_parser.set_defaults(handler=cmd_serve)
     return serve_parser
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
     """The handler `kiwi` calls (async, like its other commands)."""
-    await serve(args.transport, host=args.host, port=args.port)
+    await serve(
+        args.transport,
+        host=args.host,
+        port=args.port,
+        public_url=args.public_url,
+        # `kiwi serve --admin`, or a global `kiwi --admin serve` if the CLI has one
+        admin=bool(args.serve_admin or getattr(args, "admin", False)),
+        insecure_no_auth=args.insecure_no_auth,
+        allow_command_writes=args.allow_command_writes,
+    )
     return 0
 
 
-async def serve(transport: str, *, host: str = "127.0.0.1", port: int = 8765) -> None:
-    from .server import build_server  # the MCP SDK only when serving: `kiwi run` must not pay its import
-
+async def serve(
+    transport: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    public_url: str | None = None,
+    admin: bool = False,
+    insecure_no_auth: bool = False,
+    allow_command_writes: bool = False,
+) -> None:
     _log_to_stderr()
     settings = Settings.load()
-    runner = Runner(connect(settings), settings, on_progress=lambda line: logger.info("%s", line))
-    server = build_server(runner)
+    admin = admin or settings.admin  # KIWI_ADMIN=1 is the same explicit choice as --admin
+    if transport == "stdio":
+        if insecure_no_auth:
+            raise UsageError("--insecure-no-auth is for --transport http", hint="stdio needs no tokens: drop it")
+        settings = dataclasses.replace(settings, admin=admin)
+        principal = settings.principal()
+        _say(f"serving MCP over stdio as {principal.describe()}")
+        async with _served(settings, allow_command_writes) as server:
+            with acting_as(principal):
+                await server.run_stdio_async()
+    elif transport == "http":
+        await _serve_http(
+            settings,
+            host=host,
+            port=port,
+            public_url=public_url,
+            admin=admin,
+            insecure_no_auth=insecure_no_auth,
+            allow_command_writes=allow_command_writes,
+        )
+    else:
+        raise UsageError(f"unknown transport {transport!r}", hint="--transport is stdio or http")
+
+
+async def _serve_http(
+    settings: Settings,
+    *,
+    host: str,
+    port: int,
+    public_url: str | None,
+    admin: bool,
+    insecure_no_auth: bool,
+    allow_command_writes: bool,
+) -> None:
+    import uvicorn  # the MCP SDK's own server, loaded only when serving
+
+    from .auth import http_app, http_auth, is_loopback
+    from .auth import public_url as public_url_of
+
+    if insecure_no_auth and not is_loopback(host):
+        raise UsageError(
+            f"--insecure-no-auth is refused on {host}: only a loopback address may serve without tokens",
+            hint="use --host 127.0.0.1, or drop --insecure-no-auth and give clients tokens (kiwi token)",
+        )
+    sock = _bind(host, port)  # before anything is said: a taken port is an error, not "serving"
     try:
-        if transport == "stdio":
-            await server.run_stdio_async()
-        elif transport == "http":
-            print(f"kiwi: serving MCP at http://{host}:{port}/mcp", file=sys.stderr, flush=True)
-            await server.run_streamable_http_async(host=host, port=port)
+        port = sock.getsockname()[1]
+        resource = public_url_of(host, port, public_url)
+        if insecure_no_auth:
+            settings = dataclasses.replace(settings, admin=admin)
+            principal = settings.principal()
+            auth = None
         else:
-            raise ValueError(f"unknown transport {transport!r}")
+            # the process itself acts as nobody: every call acts as its request's verified caller
+            settings = dataclasses.replace(settings, admin=False)
+            principal = anon()
+            auth = http_auth(settings, resource, allow_admin=admin)
+        async with _served(settings, allow_command_writes) as server:
+            app = http_app(server, host=host, resource_url=resource, auth=auth)
+            config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+            if auth is None:
+                _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
+                _say("WARNING: --insecure-no-auth: NO AUTHENTICATION. Anything that can connect to this port")
+                _say(f"WARNING: acts as {principal.describe()}. Do not use this beyond local experiments.")
+            else:
+                admins = "accepted (--admin)" if admin else "refused (start with --admin to accept them)"
+                _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
+                _say(f"requires a bearer token: an access token of {auth.issuer}; service-role tokens {admins}")
+                _say(f"protected resource metadata: {auth.metadata_url}")
+                if host in ("0.0.0.0", "::", "") and not (public_url or os.environ.get("KIWI_PUBLIC_URL")):
+                    _say("hint: clients cannot reach 0.0.0.0: give --public-url (the URL they use) for the metadata")
+                if auth.issuer.startswith(("http://127.0.0.1", "http://localhost")):
+                    _say("local sign-in: `kiwi token` prints a token; send `Authorization: Bearer <token>`")
+            with acting_as(principal):
+                await uvicorn.Server(config).serve(sockets=[sock])
+    finally:
+        sock.close()
+
+
+@contextlib.asynccontextmanager
+async def _served(settings: Settings, allow_command_writes: bool) -> Any:
+    from .server import build_server  # the MCP SDK only when serving: `kiwi run` must not pay its import
+
+    runner = Runner(connect(settings), settings, on_progress=lambda line: logger.info("%s", line))
+    try:
+        if allow_command_writes:
+            yield build_server(runner, allow_command_writes=True)
+        else:
+            yield build_server(runner)
     finally:
         await runner.aclose()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or a UsageError saying why there is none."""
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a port", hint="ports are 1 to 65535 (0: any free one)")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as e:
+        raise UsageError(
+            f"cannot listen on {host!r}: {e.strerror}", hint="--host is an address of this machine"
+        ) from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        where = _netloc(host, port)
+        if e.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"cannot serve on {where}: the port is already in use",
+                hint="stop what is listening there, or choose another port with --port",
+            ) from None
+        if e.errno == errno.EACCES:
+            raise UsageError(
+                f"cannot serve on {where}: permission denied", hint="ports below 1024 need privileges; use --port"
+            ) from None
+        raise UsageError(f"cannot serve on {where}: {e.strerror or e}", hint="check --host and --port") from None
+    sock.set_inheritable(False)
+    return sock
+
+
+def _netloc(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _say(line: str) -> None:
+    print(f"kiwi: {line}", file=sys.stderr, flush=True)
 
 
 def _log_to_stderr() -> None:

@@ -38,13 +38,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, InvalidParameters, KiwiError, NotFound, PrimitiveError, Refused, UsageError
 from ..plan import Plan
+from ..policy import Call, Denied
+from ..policy import permissions as access
+from ..principal import requested
 from ..records import params_digest
 from ..registry.base import Registry
 from ..run import Runner, RunResult
-from ..text import first_line
+from ..text import dependents_line, first_line
 from ..trust.states import UNSIGNED, signature_labels, verdict_label
 from . import approvals
-from . import permissions as access
+from .auth import acting_as_caller
 from .handler import mcp_handler_of
 from .importer import ImportReport, import_server
 
@@ -122,9 +125,11 @@ def _default_hint(e: KiwiError) -> str:
 
 
 async def _guarded(what: str, call: Callable[[], Awaitable[CallToolResult]]) -> CallToolResult:
-    """Every failure as a tool error: KiwiErrors with their hint, anything else as an internal error."""
+    """Every failure as a tool error: KiwiErrors with their hint, anything else as an internal error.
+    Over HTTP the call acts as the request's verified caller (runner/mcp/auth.py)."""
     try:
-        return await call()
+        with acting_as_caller():
+            return await call()
     except KiwiError as e:
         return _error_result(e)
     except Exception as e:
@@ -210,8 +215,13 @@ def build_server(
     run_timeout_s: float | None = 900.0,
     name: str = "kiwi",
     session_id: str | None = None,
+    allow_command_writes: bool = False,
 ) -> MCPServer:
     """Kiwi's MCP server over `runner` (and `registry`, by default the runner's).
+
+    Writes that choose a command for others (publishing or deleting a runtime, primitive or
+    mcp_server, a builtin or official tool, anything in `public`) are off over MCP unless
+    `allow_command_writes`; even then the database lets only an admin make them.
 
     `delete` removes a tool (default: `public.delete_tool` through the registry's connection).
     `run_timeout_s` bounds one `execute` run as a last resort (tools have their own timeouts;
@@ -529,6 +539,8 @@ def build_server(
                     )
                 if action == "update" and not exists:
                     raise NotFound(f"{ref} does not exist", hint="use action='create' to publish a new item")
+            if not allow_command_writes and _acts_as_admin(reg):
+                _refuse_command_write(action, ref, doc)
             rows = [f.model_dump(exclude_none=True) for f in files or []]
             answer = await reg.publish(doc, rows, manifest_yaml)
             what = "unchanged (identical content already published)" if answer.get("unchanged") else "published"
@@ -538,6 +550,8 @@ def build_server(
             )
             if answer.get("executor_chain"):
                 text += "\nchain: " + " -> ".join(map(str, answer["executor_chain"]))
+            if answer.get("dependents"):
+                text += "\n" + dependents_line(answer)
             text += f"\nnext: execute(action='dry_run', item_id='{answer.get('tool_id', ref)}') to check it"
             return _ok(text, {"action": action, **answer})
 
@@ -545,6 +559,8 @@ def build_server(
             ref, _ = _split_ref(item_id, None)
             chain = await reg.chain(ref)
             top = chain[0]
+            if not allow_command_writes and _acts_as_admin(reg):
+                _refuse_command_write("delete", top["tool_id"], {**(top.get("manifest") or {}), **top})
             target = {
                 "item_id": top["tool_id"],
                 "tool_type": top.get("tool_type"),
@@ -681,76 +697,27 @@ async def guarded_run(
     dry_run: bool = False,
     run_timeout_s: float | None = 900.0,
 ) -> CallToolResult:
-    """One guarded tool call, as `execute run`/`dry_run` makes it: the context's permissions, the
-    rate limits, an approval when a policy covers the tool, then the run, with an audit row for
-    every outcome, allowed or refused. Kiwi's MCP server and threads (runner/thread.py) share it."""
-    started = time.perf_counter()
-    plan = await _plan_or_none(reg, ref, ver or runner.locked_version(ref))  # the lockfile's, if it pins one
-    tool = str(plan["tool_id"]) if plan else ref
-    server_ref = _server_of(plan)
-    audit: dict[str, Any] = {
-        "session_id": session,
-        "action": "dry_run" if dry_run else "run",
-        "tool_id": tool,
-        "server": server_ref,
-        "version": plan.get("version") if plan else ver,
-        "content_hash": plan.get("content_hash") if plan else None,
-    }
-    audit["params_sha256"], audit["params_size"] = params_digest(params)
-    ctx, child = await access.context_of(reg, context), None  # permissions: see permissions.py
-    audit["directive"] = ctx.get("directive") if ctx else None
-    lacking = access.check(ctx["permissions"], plan, params) if ctx and plan else None
-    try:
-        if lacking is None and plan and plan.get("tool_type") in access.DIRECTIVE_TYPES and not dry_run:
-            child = await reg.open_context(session, f"{tool}@{plan.get('version')}", context, None)
-            audit["directive"] = audit["directive"] or child.get("directive")
-    except Refused as e:
-        lacking = e.message
-    if lacking is not None:
-        reason, message, hint = access.refusal(lacking, tool, ctx or {})
-        await _audit(reg, {**audit, "decision": "refused", "reason": reason})
-        return _fail(message, hint, kind="permission_denied", extra={"permission": lacking})
-    limit = await reg.take_rate_limit(tool, server_ref, session)
-    if not limit.get("allowed", True):
-        retry = limit.get("retry_after_s")
-        reason = str(limit.get("reason") or "rate limit reached")
-        await _audit(reg, {**audit, "decision": "refused", "reason": reason, "retry_after_s": retry})
-        return _fail(
-            f"{tool} was not run: {reason}",
-            f"retry after {retry} s; rate limits are declared in public.rate_limits",
-            kind="rate_limited",
-            extra={"retry_after_s": retry, "limit": limit.get("limit")},
-        )
-    if not dry_run:  # a call that needs approval waits for one (see approvals.py)
-        held = await approvals.gate(reg, tool=tool, audit=audit, approval_id=approval_id)
-        if held is not None:
-            await _audit(reg, {**audit, "decision": "refused", "reason": held.reason})
-            return held.result
-    # the plan that was checked is the plan that runs (and is not fetched twice)
-    work = runner.run(ref, params, version=ver, dry_run=dry_run, plan=Plan.of(plan) if plan else None)
+    """One tool call as `execute run`/`dry_run` makes it, rendered for MCP: the Runner's gate
+    (runner/policy) decides permissions, rate limits and approvals and audits the call; a
+    refusal is a tool error of its kind. Kiwi's MCP server and threads (runner/thread.py)
+    share it. `reg` is kept for the callers' sake: the runner's registry is the one used."""
+    del reg
+    call = Call(session, context=context, approval_id=approval_id)
+    # the lockfile's version, if it pins one; an explicit version always wins
+    work = runner.run(ref, params, version=ver or runner.locked_version(ref), dry_run=dry_run, call=call)
     try:
         result = await asyncio.wait_for(work, timeout=run_timeout_s)
     except TimeoutError:
-        await _audit(reg, {**audit, "decision": "allowed", "outcome": "timeout", "duration_ms": _ms(started)})
         return _fail(
             f"{ref} did not finish within the server's limit of {run_timeout_s:g} s; it was stopped",
             "the tool's own timeout_s should end it sooner; raise it in the tool's config, or run it with the kiwi CLI",
             kind="timeout",
             extra={"result": {"tool_id": ref, "version": ver, "status": "timeout"}},
         )
-    await _audit(
-        reg,
-        {
-            **audit,
-            "tool_id": result.tool_id or tool,
-            "version": result.version,
-            "decision": "allowed",
-            "outcome": result.status,
-            "duration_ms": _ms(started),
-            "run_id": result.run_id,
-        },
-    )
+    if isinstance(result.failure, Denied):
+        return _fail(result.failure.message, result.failure.hint, kind=result.failure.kind, extra=result.failure.extra)
     structured: dict[str, Any] = result.as_json()
+    child = result.context
     if child is not None:  # the directive's context: pass it to the calls made following it
         structured["context"] = child
     if dry_run:
@@ -772,15 +739,6 @@ async def guarded_run(
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=_jsonable(structured), is_error=True
     )
-
-
-async def _plan_or_none(reg: Registry, ref: str, ver: str | None) -> dict[str, Any] | None:
-    """The plan the run will use (cached by the registry), for the audit and the limits;
-    None when it cannot be resolved (the run then reports why)."""
-    try:
-        return await reg.execution_plan(ref, ver)
-    except (NotFound, UsageError, Refused):
-        return None
 
 
 async def _audit(reg: Registry, entry: dict[str, Any]) -> None:
@@ -882,12 +840,38 @@ def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
-def _server_of(plan: dict[str, Any] | None) -> str | None:
-    """The mcp_server a tool runs on (the first one in its chain), as rate limits name it."""
-    for link in (plan or {}).get("chain") or []:
-        if isinstance(link, dict) and link.get("tool_type") == "mcp_server":
-            return link.get("tool_id")
-    return None
+COMMAND_TYPES = ("runtime", "primitive", "mcp_server")
+
+
+def _acts_as_admin(reg: Registry) -> bool:
+    """Whether this request acts as an admin (only then could the database allow a write that
+    chooses a command; for anyone else it refuses them itself, after validating the manifest)."""
+    own = getattr(reg, "principal", None)
+    who = requested() or own
+    return bool(who is not None and who.is_admin)
+
+
+def _refuse_command_write(action: str, ref: str, doc: dict[str, Any]) -> None:
+    """Refuse, over MCP, a write that would choose what command other tools run (a prompt
+    injection's favourite): runtimes, primitives, MCP servers, builtin or official tools,
+    and anything in the shared `public` namespace."""
+    namespace = str(doc.get("namespace") or (ref.split("/", 1)[0] if "/" in ref else "public"))
+    why = (
+        f"it is a {doc.get('tool_type')}"
+        if doc.get("tool_type") in COMMAND_TYPES
+        else "it is a builtin or official tool"
+        if doc.get("is_builtin") or doc.get("is_official")
+        else "it is in the public namespace"
+        if namespace == "public"
+        else None
+    )
+    if why is not None:
+        raise Refused(
+            f"{action} of {ref} is not allowed over MCP: {why}, and such writes decide what runs for others",
+            hint="publish it into your own namespace (namespace: <yours>), or have a person publish it with "
+            "`kiwi --admin publish`; a server started with --allow-command-writes passes such writes to the "
+            "registry, which lets only an admin make them",
+        )
 
 
 def _manifest(value: dict[str, Any] | str) -> tuple[dict[str, Any], str | None]:

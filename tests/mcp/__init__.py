@@ -16,6 +16,7 @@ from runner.config import Settings
 from runner.dispatch import LazyPrimitive
 from runner.mcp.handler import McpToolHandler
 from runner.mcp.pool import McpPool
+from runner.principal import admin
 from runner.registry import PostgresRegistry
 from runner.run import Runner
 
@@ -47,7 +48,7 @@ def make_runner(database_url: str, cache_dir: Path) -> tuple[Runner, McpToolHand
         backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
     )
     environ = {**os.environ, "KIWI_NODE_MODULES": str(NODE_MODULES)}
-    runner = Runner(PostgresRegistry(database_url), settings, environ=environ)
+    runner = Runner(PostgresRegistry(database_url, principal=admin()), settings, environ=environ)
     (mcp,) = [h for h in runner.dispatcher.handlers if isinstance(h, LazyPrimitive) and h.name == "mcp"]
     handler = mcp.instance()
     assert isinstance(handler, McpToolHandler)

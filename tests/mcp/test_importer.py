@@ -166,6 +166,7 @@ async def test_kiwi_mcp_import_json(
     monkeypatch.setenv("KIWI_DATABASE_URL", database_url)
     monkeypatch.setenv("KIWI_NODE_MODULES", str(NODE_MODULES))
     monkeypatch.setenv("KIWI_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("KIWI_ADMIN", "1")  # its tools go into `public`, beside the server
     parser = argparse.ArgumentParser(prog="kiwi")
     add_mcp_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["mcp", "import", server, "--json"])

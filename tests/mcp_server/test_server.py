@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -28,8 +26,10 @@ from mcp_types import CallToolResult
 from runner.config import Settings
 from runner.mcp.serve_cli import add_serve_command
 from runner.mcp.server import ACTIONS, ITEM_TYPES, build_server
+from runner.principal import local_owner
 from runner.registry import PostgresRegistry
 from runner.run import Runner
+from tests.mcp_server.http_serving import kiwi_http_server, mcp_client, user_token
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def settings(database_url: str, cache_dir: Path) -> Settings:
 
 @pytest.fixture
 async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    r = Runner(PostgresRegistry(database_url), settings(database_url, tmp_path / "cache"))
+    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings(database_url, tmp_path / "cache"))
     yield r
     await r.aclose()
 
@@ -65,6 +65,12 @@ def tool_ids(conn: psycopg.Connection) -> Iterator[list[str]]:
 
 def unique(stem: str) -> str:
     return f"{stem}_{uuid.uuid4().hex[:8]}"
+
+
+def mine(stem: str) -> str:
+    """A new tool's reference in the namespace of the local owner, whom the server acts as (an
+    agent publishes there; `public` is an admin's)."""
+    return f"local/{unique(stem)}"
 
 
 def text(result: CallToolResult) -> str:
@@ -208,7 +214,7 @@ async def test_dry_run_returns_the_chain_and_validation_without_running(
     server: MCPServer, tool_ids: list[str], tmp_path: Path
 ) -> None:
     async with Client(server) as client:
-        tool_id = unique("mcp_marker")
+        tool_id = mine("mcp_marker")
         tool_ids.append(tool_id)
         spec = bash_tool(
             tool_id,
@@ -241,7 +247,7 @@ async def test_dry_run_returns_the_chain_and_validation_without_running(
 
 async def test_create_update_publish_and_delete_round_trip(server: MCPServer, tool_ids: list[str]) -> None:
     async with Client(server) as client:
-        tool_id = unique("mcp_round_trip")
+        tool_id = mine("mcp_round_trip")
         tool_ids.append(tool_id)
         v1 = bash_tool(tool_id, "echo '{\"v\": 1}'\n")
         v2 = bash_tool(tool_id, "echo '{\"v\": 2}'\n", version="1.1.0")
@@ -269,7 +275,7 @@ async def test_create_update_publish_and_delete_round_trip(server: MCPServer, to
 
 async def test_publish_takes_a_manifest_as_tool_yaml_text(server: MCPServer, tool_ids: list[str]) -> None:
     async with Client(server) as client:
-        tool_id = unique("mcp_yaml")
+        tool_id = mine("mcp_yaml")
         tool_ids.append(tool_id)
         manifest = (
             f"tool_id: {tool_id}\ntool_type: script\nexecutor: bash_runtime\nversion: 1.0.0\nentrypoint: main.sh\n"
@@ -323,7 +329,7 @@ async def test_an_unexpected_exception_is_a_tool_error_not_a_protocol_crash(runn
 
 
 async def test_a_long_run_neither_hangs_nor_blocks_the_server(runner: Runner, tool_ids: list[str]) -> None:
-    tool_id = unique("mcp_sleeper")
+    tool_id = mine("mcp_sleeper")
     tool_ids.append(tool_id)
     async with Client(build_server(runner, run_timeout_s=1.5)) as c:
         ok(
@@ -365,45 +371,15 @@ async def test_over_stdio(database_url: str, tmp_path: Path) -> None:
         assert ok(await c.call_tool("search", {"query": "type:bash"}))["items"][0]["item_id"] == "hello_world"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def http_server(database_url: str, tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "runner.mcp.serve_cli", "--transport", "http", "--port", str(port)],
-        cwd=ROOT,
-        env=server_env(database_url, tmp_path),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode() if proc.stderr else ""
-                    pytest.fail(f"kiwi serve --transport http did not start: {err}")
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """`kiwi serve --transport http` on a free port (clients sign in: see test_http_auth.py)."""
+    with kiwi_http_server(database_url, tmp_path) as served:
+        yield served.url
 
 
 async def test_over_streamable_http(http_server: str) -> None:
-    async with Client(http_server) as c:
+    async with mcp_client(http_server, user_token()) as c:
         assert {t.name for t in (await c.list_tools()).tools} == {"search", "load", "execute", "help"}
         run = ok(
             await c.call_tool("execute", {"action": "run", "item_id": "hello_world", "parameters": {"name": "Ada"}})

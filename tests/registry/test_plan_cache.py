@@ -75,7 +75,7 @@ async def test_plans_are_served_from_memory_once_listening_and_dropped_at_a_publ
     assert first["version"] == kept["version"] == "1.0.0"
 
     publish(conn, tool, "1.1.0", "second")
-    await eventually(lambda: (tool, None) not in cache._plans)
+    await eventually(lambda: (local_owner().claims_json, tool, None) not in cache._plans)
     fresh = await registry.execution_plan(tool)
     assert fresh["version"] == "1.1.0"
     assert fresh["files"][0]["content_text"] == "second"

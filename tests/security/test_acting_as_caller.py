@@ -154,3 +154,12 @@ def test_a_principal_is_never_the_database_login_by_default() -> None:
     """Nothing constructs a registry without saying whom it acts as."""
     with pytest.raises(TypeError):
         PostgresRegistry("postgresql://postgres:postgres@127.0.0.1:54322/postgres")  # type: ignore[call-arg]
+
+
+def test_the_local_stack_creates_the_owner_the_runner_acts_as(conn: psycopg.Connection) -> None:
+    """supabase/local_owner.sql and runner.principal name the same user, and the stack applied it."""
+    from tests.conftest import ROOT
+
+    assert LOCAL_OWNER_ID in (ROOT / "supabase" / "local_owner.sql").read_text()
+    row = conn.execute("select owner_id::text from namespaces where namespace = 'local'").fetchone()
+    assert row == (LOCAL_OWNER_ID,)

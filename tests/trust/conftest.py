@@ -45,6 +45,7 @@ def project(database_url: str, tmp_path: Path) -> Project:
         tmp_path / "cache",
         KIWI_KEYS_DIR=str(tmp_path / "keys"),
         KIWI_USER_SPACE=str(tmp_path / "user-space"),
+        KIWI_ADMIN="1",  # these tests publish and sign into `public`, which only an admin may
     )
     return Project(directory, env)
 

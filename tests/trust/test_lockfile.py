@@ -7,6 +7,8 @@ import json
 
 import psycopg
 
+from runner.principal import local_owner
+
 from .conftest import Chain, Project, publish, publish_runtime
 
 
@@ -101,7 +103,7 @@ async def test_the_mcp_server_runs_under_the_projects_lockfile(
         cache_dir=tmp_path / "mcp-cache",
         project_dir=project.dir,
     )
-    runner = Runner(PostgresRegistry(database_url), settings)
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
     try:
         async with Client(build_server(runner)) as client:
             args = {"action": "run", "item_id": chain.tool, "parameters": {"word": "mcp"}}

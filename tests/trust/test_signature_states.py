@@ -11,6 +11,7 @@ from mcp import Client
 
 from runner.config import Settings, TrustSettings
 from runner.mcp.server import build_server
+from runner.principal import local_owner
 from runner.registry import PostgresRegistry
 from runner.run import Runner
 
@@ -53,7 +54,7 @@ async def test_mcp_search_and_load_show_signature_states(
         ),
         trust=TrustSettings(keys={"public": (key["public_key"],)}),
     )
-    runner = Runner(PostgresRegistry(database_url), settings)
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
     try:
         async with Client(build_server(runner)) as client:
             found = await client.call_tool("search", {"query": chain.tool})

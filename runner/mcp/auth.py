@@ -1,0 +1,331 @@
+"""Bearer authentication for `kiwi serve --transport http`: every request names its caller.
+
+The HTTP endpoint is an OAuth 2.0 resource server, as the MCP authorization specification
+asks. Each request to /mcp carries `Authorization: Bearer <access token>`, a Supabase Auth
+JWT verified with `runner.principal.from_token` (the project's JWT secret, HS256; or a key
+of the project's JWKS when hosted). A request without one is answered 401 with
+`WWW-Authenticate: Bearer ... resource_metadata="<metadata URL>"`; the metadata (RFC 9728,
+served without authentication at /.well-known/oauth-protected-resource/mcp and at
+/.well-known/oauth-protected-resource) names the authorization server, the project's
+Supabase Auth, where an MCP client signs its user in.
+
+Expired, forged and malformed tokens are 401 with an `error_description` saying why. A
+service-role token (the project's service key) is accepted only by a server started with
+`--admin`; otherwise it is refused like a bad token, saying so.
+
+The SDK's machinery does the work: `BearerAuthBackend` (here only made to say why a token
+was refused), `RequireAuthMiddleware` (the 401 and its `WWW-Authenticate`),
+`AuthContextMiddleware` (the verified token for the rest of the request, which the SDK
+carries into the tool call), and `create_protected_resource_routes` (the metadata).
+`acting_as_caller()` then makes the verified principal the one the registry acts as.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import anyio.to_thread
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl, ConfigDict
+from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials, AuthenticationError
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from ..config import Settings
+from ..errors import KiwiError, Refused, UsageError
+from ..principal import Principal, acting_as, from_token
+from ..token_cli import auth_issuer
+
+__all__ = [
+    "METADATA_PATH",
+    "HttpAuth",
+    "KiwiAccessToken",
+    "SupabaseTokenVerifier",
+    "acting_as_caller",
+    "http_app",
+    "http_auth",
+    "is_loopback",
+    "public_url",
+    "request_principal",
+]
+
+MCP_PATH = "/mcp"
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class KiwiAccessToken(AccessToken):
+    """The SDK's access token, carrying the principal it was verified as."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    principal: Principal
+
+
+class SupabaseTokenVerifier:
+    """A `TokenVerifier` (the MCP SDK's protocol) for the project's Supabase Auth JWTs.
+
+    `verify_token` answers None for any token it refuses, as the protocol asks;
+    `authenticate` raises the reason instead (a Refused or UsageError), so that the 401
+    can say it. `allow_admin` accepts service-role tokens (`kiwi serve --admin`)."""
+
+    def __init__(
+        self,
+        *,
+        secret: str | None,
+        jwks_url: str | None = None,
+        allow_admin: bool = False,
+        audience: str | None = None,
+    ) -> None:
+        if not secret and not jwks_url:
+            raise UsageError(
+                "cannot verify bearer tokens: neither a JWT secret nor a JWKS URL is configured",
+                hint="set KIWI_JWT_SECRET (the project's JWT secret), or SUPABASE_URL / KIWI_JWKS_URL "
+                "for a project that signs with asymmetric keys",
+            )
+        self.secret = secret
+        self.jwks_url = jwks_url
+        self.allow_admin = allow_admin
+        self.audience = audience
+
+    async def authenticate(self, token: str) -> KiwiAccessToken:
+        """The verified token and its principal; raises why a token is refused."""
+
+        def verify() -> Principal:
+            return from_token(token, secret=self.secret, jwks_url=self.jwks_url, audience=self.audience)
+
+        # fetching the project's JWKS blocks (once per key, then cached): keep it off the event loop
+        principal = await anyio.to_thread.run_sync(verify) if self.jwks_url else verify()
+        if principal.is_admin and not self.allow_admin:
+            raise Refused(
+                "service-role tokens are refused: this server was not started with --admin",
+                hint="sign in as a user (Supabase Auth) for an access token, or start the server "
+                "with `kiwi serve --transport http --admin` to accept the project's service key",
+            )
+        claims = dict(principal.claims)
+        scope = claims.get("scope")
+        return KiwiAccessToken(
+            token=principal.token or token,
+            client_id=str(claims.get("client_id") or "supabase-auth"),
+            scopes=scope.split() if isinstance(scope, str) else [],
+            expires_at=int(claims["exp"]) if isinstance(claims.get("exp"), (int, float)) else None,
+            subject=principal.user_id,
+            claims=claims,
+            principal=principal,
+        )
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            return await self.authenticate(token)
+        except KiwiError:
+            return None
+
+
+class _RefusedToken(AuthenticationError):
+    def __init__(self, message: str, hint: str | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class _BearerBackend(BearerAuthBackend):
+    """The SDK's bearer backend, saying why a token was refused (the SDK's answers every bad
+    token with the same "Authentication required"). A request without a token is left to
+    `RequireAuthMiddleware`, whose 401 names the metadata; the metadata needs no token."""
+
+    token_verifier: SupabaseTokenVerifier
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, AuthenticatedUser] | None:
+        if conn.url.path.startswith(METADATA_PATH):
+            return None
+        header = conn.headers.get("authorization")
+        if not header:
+            return None
+        scheme, _, token = header.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise _RefusedToken(
+                "the Authorization header is not `Bearer <access token>`",
+                "send the access token as `Authorization: Bearer <token>`",
+            )
+        try:
+            info = await self.token_verifier.authenticate(token.strip())
+        except KiwiError as e:
+            raise _RefusedToken(e.message, e.hint) from None
+        return AuthCredentials(info.scopes), AuthenticatedUser(info)
+
+
+def _header_text(text: str) -> str:
+    """Text a quoted WWW-Authenticate parameter may hold (RFC 6750 §3: no `"` or `\\`, ASCII)."""
+    return re.sub(r"[^\x20-\x21\x23-\x5b\x5d-\x7e]", "'", text.replace('"', "'"))[:300]
+
+
+@dataclass(frozen=True)
+class HttpAuth:
+    """How the HTTP endpoint authenticates: the SDK's AuthSettings (the authorization server
+    and this resource's URL) and the verifier of its tokens."""
+
+    settings: AuthSettings
+    verifier: SupabaseTokenVerifier
+
+    @property
+    def issuer(self) -> str:
+        return str(self.settings.issuer_url)
+
+    @property
+    def resource(self) -> str:
+        return str(self.settings.resource_server_url)
+
+    @property
+    def metadata_url(self) -> str:
+        assert self.settings.resource_server_url is not None
+        return str(build_resource_metadata_url(self.settings.resource_server_url))
+
+    def refusal(self, conn: HTTPConnection, exc: AuthenticationError) -> Response:
+        """The 401 for a refused token: RFC 6750's `invalid_token`, why, and where to sign in."""
+        message = exc.message if isinstance(exc, _RefusedToken) else str(exc)
+        hint = exc.hint if isinstance(exc, _RefusedToken) else None
+        challenge = (
+            f'Bearer error="invalid_token", error_description="{_header_text(message)}", '
+            f'resource_metadata="{self.metadata_url}"'
+        )
+        return JSONResponse(
+            {"error": "invalid_token", "error_description": message, "hint": hint},
+            status_code=401,
+            headers={"WWW-Authenticate": challenge},
+        )
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def public_url(host: str, port: int, explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The URL clients reach the MCP endpoint at (the protected resource): --public-url, else
+    KIWI_PUBLIC_URL, else http://HOST:PORT/mcp."""
+    env = os.environ if environ is None else environ
+    url = (explicit or env.get("KIWI_PUBLIC_URL") or "").strip()
+    if not url:
+        netloc = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        return f"http://{netloc}:{port}{MCP_PATH}"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise UsageError(
+            f"not a public URL for the MCP endpoint: {url!r}",
+            hint="give the absolute URL clients use, e.g. --public-url https://kiwi.example.com/mcp",
+        )
+    return url.rstrip("/") if parts.path not in ("", "/") else url.rstrip("/") + MCP_PATH
+
+
+def http_auth(
+    settings: Settings,
+    resource_url: str,
+    *,
+    allow_admin: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> HttpAuth:
+    """The endpoint's authentication from the runner's Settings (the JWT secret, the JWKS URL)
+    and the environment (KIWI_AUTH_ISSUER, SUPABASE_URL)."""
+    issuer = auth_issuer(settings, environ)
+    try:
+        auth_settings = AuthSettings(
+            issuer_url=AnyHttpUrl(issuer),
+            resource_server_url=AnyHttpUrl(resource_url),
+            # Supabase Auth does not bind tokens to a resource (no RFC 8707 indicators): the
+            # verifier accepts what the project signed, as every other Supabase API does
+            validate_token_resource=False,
+        )
+    except ValueError as e:
+        raise UsageError(
+            f"not a usable authorization server or resource URL ({issuer!r}, {resource_url!r}): {e}",
+            hint="KIWI_AUTH_ISSUER is the project's Supabase Auth URL, e.g. https://<ref>.supabase.co/auth/v1",
+        ) from None
+    verifier = SupabaseTokenVerifier(secret=settings.jwt_secret, jwks_url=settings.jwks_url, allow_admin=allow_admin)
+    return HttpAuth(auth_settings, verifier)
+
+
+def _transport_security(host: str, resource_url: str) -> TransportSecuritySettings | None:
+    """The SDK's DNS-rebinding guard for a loopback server (its own default), also allowing the
+    public URL's host when the server is reached through a proxy under another name."""
+    if not is_loopback(host):
+        return None
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    parts = urlsplit(resource_url)
+    if parts.hostname and not is_loopback(parts.hostname):
+        hosts.append(parts.netloc)
+        origins.append(f"{parts.scheme}://{parts.netloc}")
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def http_app(server: MCPServer, *, host: str, resource_url: str, auth: HttpAuth | None) -> Starlette:
+    """The ASGI app of the streamable HTTP endpoint at /mcp: with `auth`, every request needs a
+    token it accepts, and the protected resource metadata is served; without (only
+    `--insecure-no-auth` on loopback), anyone who can connect is served."""
+    inner = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, transport_security=_transport_security(host, resource_url)
+    )
+    if auth is None:
+        return inner
+    assert auth.settings.resource_server_url is not None
+    metadata_routes = create_protected_resource_routes(
+        resource_url=auth.settings.resource_server_url,
+        authorization_servers=[auth.settings.issuer_url],
+        resource_name="Kiwi tool registry",
+    )
+    routes: list[Route | Mount] = list(metadata_routes)
+    if metadata_routes[0].path != METADATA_PATH:
+        # clients that do not insert the resource's path look here (RFC 9728 §3 without a path)
+        routes.append(Route(METADATA_PATH, endpoint=metadata_routes[0].endpoint, methods=["GET", "OPTIONS"]))
+    required = RequireAuthMiddleware(inner, [], build_resource_metadata_url(auth.settings.resource_server_url))
+    routes.append(Mount("/", app=required))
+    return Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(AuthenticationMiddleware, backend=_BearerBackend(auth.verifier), on_error=auth.refusal),
+            Middleware(AuthContextMiddleware),
+        ],
+        lifespan=lambda app: inner.router.lifespan_context(inner),
+    )
+
+
+def request_principal() -> Principal | None:
+    """The verified principal of the HTTP request being served, if it carries one."""
+    token = get_access_token()
+    if token is None:
+        return None
+    if not isinstance(token, KiwiAccessToken):
+        raise Refused("the request's access token carries no Kiwi principal", hint="this is a bug in Kiwi's server")
+    return token.principal
+
+
+@contextlib.contextmanager
+def acting_as_caller() -> Iterator[Principal | None]:
+    """Within the block the registry acts as the HTTP request's verified caller; without one
+    (stdio, `--insecure-no-auth`) the process's own principal applies, untouched."""
+    principal = request_principal()
+    if principal is None:
+        yield None
+        return
+    with acting_as(principal):
+        yield principal

@@ -1,0 +1,154 @@
+"""`kiwi token`: a bearer token (a Supabase Auth style JWT) to sign an MCP client in locally.
+
+    kiwi token                        # the local stack's owner, valid for a day
+    kiwi token --user UUID            # another user of the project
+    kiwi token --role anon            # nobody signed in: what the public may read
+    kiwi token --expires 600 --json   # {"access_token", "token_type", "expires_in", ...}
+
+The token is signed (HS256) with the project's JWT secret (KIWI_JWT_SECRET or
+SUPABASE_JWT_SECRET; the local stack's well-known one when the database is on this
+machine), so only someone who could mint tokens anyway can run it. A hosted project's
+users sign in through its Supabase Auth instead; `kiwi serve --transport http` tells
+MCP clients where (its protected resource metadata names the authorization server).
+
+Wire it into the kiwi CLI with `add_token_command(sub)` on its subparsers; standalone:
+`python -m runner.token_cli`. PyJWT loads only when a token is signed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .config import Settings
+from .errors import KiwiError, UsageError
+from .principal import LOCAL_OWNER_ID, sign
+
+__all__ = ["LOCAL_AUTH_ISSUER", "add_token_command", "auth_issuer", "cmd_token", "main", "token_claims"]
+
+# The local stack's Supabase Auth (the Supabase CLI's API port, 54321).
+LOCAL_AUTH_ISSUER = "http://127.0.0.1:54321/auth/v1"
+DEFAULT_EXPIRES_S = 24 * 3600
+MAX_EXPIRES_S = 366 * 24 * 3600
+
+
+def auth_issuer(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
+    """The authorization server that issues this project's tokens: KIWI_AUTH_ISSUER, else the
+    project's Supabase Auth (`<SUPABASE_URL>/auth/v1`), else the local stack's."""
+    env = os.environ if environ is None else environ
+    explicit = (env.get("KIWI_AUTH_ISSUER") or "").strip()
+    if explicit:
+        return explicit.rstrip("/")
+    if settings.supabase_url:
+        return settings.supabase_url.rstrip("/") + "/auth/v1"
+    return LOCAL_AUTH_ISSUER
+
+
+def token_claims(*, role: str, user: str | None, issuer: str) -> dict[str, Any]:
+    """The claims of a token for `user` (role authenticated) or for nobody (role anon)."""
+    if role == "anon":
+        if user is not None:
+            raise UsageError("an anon token names no user", hint="drop --user, or use --role authenticated")
+        return {"role": "anon", "iss": issuer}
+    if role != "authenticated":
+        raise UsageError(f"kiwi token signs only authenticated or anon tokens, not {role!r}")
+    return {"sub": user or LOCAL_OWNER_ID, "role": "authenticated", "aud": "authenticated", "iss": issuer}
+
+
+def _user_id(text: str) -> str:
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a user id (a uuid): {text!r}") from None
+
+
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of seconds: {text!r}") from None
+    if not 1 <= value <= MAX_EXPIRES_S:
+        raise argparse.ArgumentTypeError(f"between 1 and {MAX_EXPIRES_S} seconds (a year), not {value}")
+    return value
+
+
+def add_token_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Define `token` on a parser's subparsers (the object `add_subparsers()` returns)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "token",
+        help="print a bearer token (JWT) for an MCP client of `kiwi serve --transport http`",
+        description=(
+            "Print an access token signed with the project's JWT secret: by default for the local "
+            "stack's owner, so that a local MCP client can send `Authorization: Bearer <token>`."
+        ),
+    )
+    parser.add_argument(
+        "--user", type=_user_id, default=None, metavar="UUID", help="the user (default: the local stack's owner)"
+    )
+    parser.add_argument(
+        "--role", choices=("authenticated", "anon"), default="authenticated", help="default: authenticated"
+    )
+    parser.add_argument(
+        "--expires",
+        type=_seconds,
+        default=DEFAULT_EXPIRES_S,
+        metavar="SECONDS",
+        help=f"how long the token is valid (default {DEFAULT_EXPIRES_S}, a day)",
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON object (access_token, expires_at, ...)")
+    parser.set_defaults(handler=cmd_token)
+    return parser
+
+
+async def cmd_token(args: argparse.Namespace) -> int:
+    settings = Settings.load()
+    if not settings.jwt_secret:
+        raise UsageError(
+            "no JWT secret is known, so kiwi cannot sign a token",
+            hint="set KIWI_JWT_SECRET to the project's JWT secret; a hosted project's users sign in "
+            "through its Supabase Auth instead (MCP clients discover it from the server's metadata)",
+        )
+    claims = token_claims(role=args.role, user=args.user, issuer=auth_issuer(settings))
+    token = sign(claims, settings.jwt_secret, expires_in_s=args.expires)
+    expires_at = int(time.time()) + args.expires
+    if args.json:
+        out = {
+            "access_token": token,
+            "token_type": "bearer",
+            "expires_in": args.expires,
+            "expires_at": expires_at,
+            "role": claims["role"],
+            "user_id": claims.get("sub"),
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        print(token)
+        who = f"user {claims['sub']}" if claims.get("sub") else "anon"
+        until = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(expires_at))
+        print(f"kiwi: a token for {who} ({claims['role']}), valid until {until};", file=sys.stderr)
+        print("kiwi: send it as the header `Authorization: Bearer <token>`", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kiwi")
+    add_token_command(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["token", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return asyncio.run(args.handler(args))
+    except KiwiError as e:
+        if args.json:
+            print(json.dumps({"error": e.as_dict()}))
+        print(f"kiwi: {e}", file=sys.stderr)
+        return e.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""`kiwi serve --transport http` as a real process on a free loopback port, and the tokens and
+clients that talk to it (shared by the HTTP authentication tests)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from runner.principal import LOCAL_JWT_SECRET, LOCAL_OWNER_ID, sign
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_env(database_url: str, cache_dir: Path, **extra: str) -> dict[str, str]:
+    """This environment without the developer's KIWI_/SUPABASE_ settings, on the test database."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
+    env.update(KIWI_DATABASE_URL=database_url, KIWI_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT), **extra)
+    return env
+
+
+@dataclass
+class Served:
+    url: str  # the /mcp endpoint
+    base: str  # http://127.0.0.1:PORT
+    log: Path  # the server's stderr
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def kiwi_http_server(database_url: str, workdir: Path, *args: str, **env: str) -> Iterator[Served]:
+    """Start `kiwi serve --transport http` with `args`; wait until it says it serves; always kill it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = workdir / f"serve-{port}.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runner.mcp.serve_cli", "--transport", "http", "--port", str(port), *args],
+            cwd=ROOT,
+            env=serve_env(database_url, workdir / "cache", **env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    served = Served(f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{port}", log)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while "serving MCP at" not in served.stderr():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"kiwi serve --transport http did not start:\n{served.stderr()}")
+            time.sleep(0.05)
+        yield served
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def user_token(user_id: str = LOCAL_OWNER_ID, *, secret: str = LOCAL_JWT_SECRET, expires_in_s: int = 600) -> str:
+    claims = {"sub": user_id, "role": "authenticated", "aud": "authenticated"}
+    return sign(claims, secret, expires_in_s=expires_in_s)
+
+
+def service_role_token(*, secret: str = LOCAL_JWT_SECRET) -> str:
+    return sign({"role": "service_role", "iss": "supabase-demo"}, secret, expires_in_s=600)
+
+
+def unsigned_token(claims: dict[str, Any]) -> str:
+    """A JWT with `alg: none` and no signature, as an attacker forges one."""
+
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part({'exp': int(time.time()) + 600, **claims})}."
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(url: str, token: str | None) -> AsyncIterator[Client]:
+    """The official SDK client over streamable HTTP, sending `Authorization: Bearer <token>`."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    timeout = httpx2.Timeout(30, read=120)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http)) as c,
+    ):
+        yield c
