@@ -1,5 +1,5 @@
-"""The kiwi command line: run, search, show, publish, pull, runs, approve, deny, approvals, and
-(from their own modules) serve, mcp, keys, sign, verify, lock.
+"""The kiwi command line: run, search, show, publish, pull, yank, delete, runs, approve, deny,
+approvals, whoami, and (from their own modules) serve, token, mcp, keys, sign, verify, lock.
 
 Every command takes --json for machines; without it, output is for people. Exit codes:
 0 success, 1 the tool ran and failed, 2 bad usage or parameters, 3 not found,
@@ -172,6 +172,18 @@ def build_parser() -> argparse.ArgumentParser:
         decide.add_argument("--reason", metavar="R", help="why, kept with the decision")
         decide.add_argument("--json", action="store_true", help="print the approval as JSON")
         decide.set_defaults(handler=cmd_decide, approve=verb == "approve")
+
+    yank = sub.add_parser("yank", help="withdraw a published version (readable by exact version, never latest)")
+    yank.add_argument("tool", metavar="TOOL@VERSION", help="the version to withdraw")
+    yank.add_argument("--reason", metavar="R", help="why, shown to those who pin it")
+    yank.add_argument("--json", action="store_true", help="print the registry's answer as JSON")
+    yank.set_defaults(handler=cmd_yank)
+
+    delete = sub.add_parser("delete", help="remove a tool and all its versions (refused while others run on it)")
+    delete.add_argument("tool", metavar="TOOL", help="tool id or namespace/tool")
+    delete.add_argument("--yes", action="store_true", help="really delete: without it, nothing is deleted")
+    delete.add_argument("--json", action="store_true", help="print the registry's answer as JSON")
+    delete.set_defaults(handler=cmd_delete)
 
     whoami = sub.add_parser("whoami", help="whom kiwi acts as: role, user id, namespaces")
     whoami.add_argument("--json", action="store_true", help="print one JSON object")
@@ -477,6 +489,41 @@ async def cmd_decide(args: argparse.Namespace) -> int:
     print(f"{approval['status']}: {approval['id']}  {approval.get('tool_id')}@{approval.get('version') or '-'}")
     if args.approve:
         print(f"the requester may now run it once, with approval_id {approval['id']}, before {approval['expires_at']}")
+    return 0
+
+
+async def cmd_yank(args: argparse.Namespace) -> int:
+    """kiwi yank TOOL@VERSION: public.yank_tool_version, as the caller (members and admins)."""
+    tool, version = split_ref(args.tool, None)
+    if version is None:
+        raise UsageError("yank needs a version", hint=f"kiwi yank {tool}@1.0.0 (see kiwi show {tool})")
+    async with open_registry() as registry:
+        answer = await registry.yank(tool, version, args.reason)
+    if args.json:
+        print(json.dumps(answer, ensure_ascii=False, default=str))
+    else:
+        print(
+            f"yanked: {answer['tool_id']}@{answer['version']}; latest is now {answer.get('latest_version') or 'none'}"
+        )
+    return 0
+
+
+async def cmd_delete(args: argparse.Namespace) -> int:
+    """kiwi delete TOOL --yes: public.delete_tool, as the caller (members and admins)."""
+    tool, version = split_ref(args.tool, None)
+    if version is not None:
+        raise UsageError("delete removes a whole tool, not one version", hint=f"kiwi yank {args.tool} withdraws one")
+    if not args.yes:
+        raise UsageError(
+            f"nothing deleted: {tool} and ALL its versions would be removed, which cannot be undone",
+            hint=f"kiwi delete {tool} --yes",
+        )
+    async with open_registry() as registry:
+        answer = await registry.delete_tool(tool)
+    if args.json:
+        print(json.dumps(answer, ensure_ascii=False, default=str))
+    else:
+        print(f"deleted: {answer.get('tool_id', tool)} ({answer.get('versions')} version(s))")
     return 0
 
 

@@ -56,7 +56,19 @@ __all__ = ["ACTIONS", "ITEM_TYPES", "Deleter", "build_server", "default_deleter"
 logger = logging.getLogger("kiwi.mcp.server")
 
 ITEM_TYPES = ("directive", "tool", "knowledge")
-ACTIONS = ("run", "dry_run", "create", "update", "publish", "delete", "import", "approve", "deny", "open_context")
+ACTIONS = (
+    "run",
+    "dry_run",
+    "create",
+    "update",
+    "publish",
+    "yank",
+    "delete",
+    "import",
+    "approve",
+    "deny",
+    "open_context",
+)
 HELP_TOPICS = ("overview", "item_types", "search", "load", "execute", "errors", "examples")
 MAX_LIMIT = 200  # what search_tools serves at most
 FETCH_FOR_FILTER = 4  # item_type "tool" is filtered here: ask the registry for this many times the limit
@@ -387,7 +399,8 @@ def build_server(
                     "run: run the item with `parameters`. dry_run: resolve, check parameters and validate "
                     "without running. create: publish a NEW item from `manifest` and `files` (refused if it "
                     "exists). update: publish a new version of an EXISTING item. publish: publish as given. "
-                    "delete: remove the item and all its versions (needs confirm=true). import: item_id names "
+                    "yank: withdraw item_id=id@version (never latest again). delete: remove the item and "
+                    "all its versions (needs confirm=true). import: item_id names "
                     "an mcp_server; publish one mcp_tool per tool it lists (<server>.<tool>)."
                 ),
                 json_schema_extra={"enum": list(ACTIONS)},
@@ -480,6 +493,8 @@ def build_server(
         async def _act() -> CallToolResult:
             if action == "delete":
                 return await _delete()
+            if action == "yank":
+                return await _yank()
             if action == "import":
                 return await _import()
             if action == "open_context":
@@ -579,6 +594,20 @@ def build_server(
             versions = answer.get("versions") if isinstance(answer, dict) else None
             text = f"deleted: {top['tool_id']}" + (f" ({versions} version(s))" if versions is not None else "")
             return _ok(text, {"action": "delete", "deleted": True, **(answer if isinstance(answer, dict) else {})})
+
+        async def _yank() -> CallToolResult:
+            ref, ver = _split_ref(item_id, version)
+            if ver is None:
+                raise UsageError("yank needs a version", hint=f"give item_id='{ref}@1.0.0' (load it to see versions)")
+            reason = (parameters or {}).get("reason")
+            if reason is not None and not isinstance(reason, str):
+                raise UsageError("reason must be a string", hint="parameters={'reason': 'why'}")
+            if not allow_command_writes and _acts_as_admin(reg):
+                top = (await reg.chain(ref))[0]
+                _refuse_command_write("yank", top["tool_id"], {**(top.get("manifest") or {}), **top})
+            answer = await reg.yank(ref, ver, reason)
+            text = f"yanked: {answer['tool_id']}@{answer['version']}; latest is now {answer.get('latest_version')}"
+            return _ok(text, {"action": "yank", **answer})
 
         async def _import() -> CallToolResult:
             ref, ver = _split_ref(item_id, None)
@@ -1006,6 +1035,8 @@ size_bytes, is_entrypoint, content_text?}]}.""",
   action=create   manifest + files: publish a NEW item (refused if the id exists)
   action=update   manifest + files: publish a new version of an EXISTING item (bump `version`)
   action=publish  manifest + files: publish as given (new item or new version)
+  action=yank     item_id=id@version: withdraw that version (still runnable when pinned, never latest);
+                  parameters {reason}? optional
   action=delete   item_id: without confirm=true only shows what would be deleted; with it, removes
                   the item and all its versions (refused while other items execute on it)
   action=import   item_id of an mcp_server: start it (as its registry row says; nothing else is

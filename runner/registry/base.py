@@ -70,6 +70,11 @@ class Registry(Protocol):
         """public.delete_tool(p_tool_id): refused (naming them) while other tools execute on it."""
         ...
 
+    async def yank(self, tool_id: str, version: str, reason: str | None = None) -> dict[str, Any]:
+        """public.yank_tool_version(p_tool_id, p_version, p_reason): the version stays readable by
+        exact version, never latest -> {tool_id, version, is_yanked, is_deprecated, latest_version}."""
+        ...
+
     async def record_run(self, record: dict[str, Any]) -> str:
         """public.record_run(p_run jsonb) -> the run's id."""
         ...

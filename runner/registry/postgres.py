@@ -195,6 +195,9 @@ class PostgresRegistry:
     async def delete_tool(self, tool_id: str) -> dict[str, Any]:
         return await self._value("select public.delete_tool(%s)", (tool_id,))
 
+    async def yank(self, tool_id: str, version: str, reason: str | None = None) -> dict[str, Any]:
+        return await self._value("select public.yank_tool_version(%s, %s, %s)", (tool_id, version, reason))
+
     async def record_run(self, record: dict[str, Any]) -> str:
         return str(await self._value(RECORD_RUN_SQL, (Jsonb(record, _dumps),)))
 

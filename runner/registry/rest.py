@@ -136,6 +136,9 @@ class RestRegistry:
     async def delete_tool(self, tool_id: str) -> dict[str, Any]:
         return await self._rpc("delete_tool", {"p_tool_id": tool_id})
 
+    async def yank(self, tool_id: str, version: str, reason: str | None = None) -> dict[str, Any]:
+        return await self._rpc("yank_tool_version", {"p_tool_id": tool_id, "p_version": version}, p_reason=reason)
+
     async def record_run(self, record: dict[str, Any]) -> str:
         return str(await self._rpc("record_run", {"p_run": record}))
 
