@@ -609,6 +609,139 @@ def test_no_security_definer_function_in_an_exposed_schema_is_executable_by_auth
     assert not offenders, report("security definer RPCs open to authenticated", offenders)
 
 
+# -- Splinter 0028/0029, verbatim, with kiwi_internal treated as exposed ----------------
+#
+# The two lints above are our own queries over the schemas the API exposes. These run
+# splinter's own SQL (github.com/supabase/splinter at 55db5b1, lints/0028_*.sql and
+# lints/0029_*.sql, vendored unchanged in tests/splinter/) with `pgrst.db_schemas` naming
+# kiwi_internal too: if kiwi_internal were ever exposed, or a caller reached it through
+# a public function, no security definer function there may be executable by anon or
+# authenticated unless it checks the caller itself. Those that must stay executable are
+# listed below, each with the reason; every entry must still be reported (a function
+# that stops being security definer or executable leaves the list).
+
+
+def _splinter_lint(name: str) -> str:
+    """The query of a vendored splinter lint: its view's body, `create view ... as` dropped."""
+    text = (ROOT / "tests" / "splinter" / f"{name}.sql").read_text()
+    head, _, body = text.partition("\n")
+    assert head.startswith("create view lint."), head
+    return body
+
+
+SPLINTER_0028 = _splinter_lint("0028_anon_security_definer_function_executable")
+SPLINTER_0029 = _splinter_lint("0029_authenticated_security_definer_function_executable")
+
+# Security definer functions anon may execute, and why that is safe: each takes the
+# caller only from the session (auth.uid(), auth.jwt(), caller_role(), caller_is_admin(),
+# my_namespaces(), caller_identity()), never from an argument, and refuses or narrows
+# accordingly. Keys are splinter's `schema.name(arguments)`.
+ANON_SECURITY_DEFINER_ALLOWED = {
+    "kiwi_internal.my_namespaces(p_owned_only boolean)": (
+        "RLS policies call it as the querying user; it returns only auth.uid()'s own memberships"
+    ),
+    "kiwi_internal.resolve_chains(p_refs text[], p_version text)": (
+        "resolve_executor_chain(s) call it; private tools are visible per caller_is_admin()/my_namespaces()"
+    ),
+    "kiwi_internal.execution_plan(p_tool_id text, p_version text)": (
+        "resolve_execution_plan calls it; visibility per caller_is_admin()/my_namespaces(), never per argument"
+    ),
+    "kiwi_internal.publish(p_manifest jsonb, p_files jsonb, p_manifest_yaml text)": (
+        "publish_tool_version calls it; it refuses whoever may not write the namespace (can_publish_to) "
+        "or the tool (refuse_command_write): anon always"
+    ),
+    "kiwi_internal.similar_search_words(p_word text)": (
+        "search_tools calls it; it offers only words of tools the caller may list (caller_is_admin()/my_namespaces())"
+    ),
+    "kiwi_internal.take_rate_limit(p_tool_id text, p_server text, p_session text)": (
+        "take_rate_limit calls it; it counts only in the caller's own buckets (bucket_owner(), from the session)"
+    ),
+    "kiwi_internal.version_source(p_tool_id text, p_version text)": (
+        "tool_version_source calls it; it reads only what can_read() lets the caller read"
+    ),
+    "kiwi_internal.check_call(p jsonb)": (
+        "the gate (check_call) calls it; anon counts in its own buckets and never gets an approval"
+    ),
+    "kiwi_internal.add_signature(p_tool_id text, p_version text, p_signature jsonb)": (
+        "sign_tool_version calls it; only those who may publish into the namespace (can_publish_to) sign: never anon"
+    ),
+}
+
+# Signed-in callers may also execute these, each checking the caller itself.
+AUTHENTICATED_SECURITY_DEFINER_ALLOWED = {
+    **ANON_SECURITY_DEFINER_ALLOWED,
+    "kiwi_internal.set_version_status(p_tool_id text, p_version text, p_action text, p_message text)": (
+        "yank/unyank/deprecate call it; writable_tool() refuses non-members and the command rule non-admins"
+    ),
+    "kiwi_internal.delete_tool(p_tool_id text)": "delete_tool calls it; writable_tool() decides, as for yanking",
+    "kiwi_internal.record_audit(p_entry jsonb)": (
+        "record_audit calls it; the row's caller is caller_identity(), never taken from the entry"
+    ),
+    "kiwi_internal.record_runs(p_runs jsonb)": (
+        "record_run(s) call it; each record's caller is caller_identity(), never taken from the record"
+    ),
+    "kiwi_internal.open_context(p_session text, p_version_id uuid, p_parent uuid, p_permissions jsonb)": (
+        "open_context calls it; the directive version must be one can_read() allows, the parent the caller's own"
+    ),
+    "kiwi_internal.request_approval(p jsonb)": (
+        "request_approval calls it; only for a tool the caller can read, recorded as caller_identity()'s"
+    ),
+    "kiwi_internal.decide_approval(p_id uuid, p_approve boolean, p_reason text, p_decider_session text)": (
+        "decide_approval calls it; admins, or owners of the tool's namespace (my_namespaces(true)) who did not ask"
+    ),
+    "kiwi_internal.use_approval(p_id uuid, p_tool_id text, p_params_sha256 text, p_content_hash text)": (
+        "use_approval calls it; only the requester (caller_identity()) uses an approval"
+    ),
+}
+
+
+def _splinter(conn: psycopg.Connection, query: str) -> list[str]:
+    """Run a splinter lint as splinter runs it, with kiwi_internal among the exposed schemas;
+    returns `schema.name(arguments)` of each function it reports."""
+    exposed = ",".join(sorted({*EXPOSED_SCHEMAS, "kiwi_internal"}))
+    with conn.transaction(force_rollback=True), conn.cursor() as cur:
+        cur.execute("set local search_path = ''")
+        cur.execute("select pg_catalog.set_config('pgrst.db_schemas', %s, true)", (exposed,))
+        cur.execute(query)  # no parameters: the lint's own format('%s ...') stays as written
+        names = [d.name for d in cur.description or []]
+        rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    return [f"{r['metadata']['schema']}.{r['metadata']['name']}({r['metadata']['arguments']})" for r in rows]
+
+
+def _check_splinter(conn: psycopg.Connection, query: str, allowed: dict[str, str], role: str) -> None:
+    reported = _splinter(conn, query)
+    offenders = sorted(set(reported) - set(allowed))
+    assert not offenders, report(f"security definer functions executable by {role} (kiwi_internal exposed)", offenders)
+    stale = sorted(set(allowed) - set(reported))
+    assert not stale, report(f"allow-listed for {role} but no longer reported (remove from the list)", stale)
+
+
+def test_splinter_0028_finds_no_unchecked_security_definer_function_even_with_kiwi_internal_exposed(
+    conn: psycopg.Connection,
+) -> None:
+    """0028_anon_security_definer_function_executable, splinter's own query, kiwi_internal exposed."""
+    _check_splinter(conn, SPLINTER_0028, ANON_SECURITY_DEFINER_ALLOWED, "anon")
+
+
+def test_splinter_0029_finds_no_unchecked_security_definer_function_even_with_kiwi_internal_exposed(
+    conn: psycopg.Connection,
+) -> None:
+    """0029_authenticated_security_definer_function_executable, splinter's own query, kiwi_internal exposed."""
+    _check_splinter(conn, SPLINTER_0029, AUTHENTICATED_SECURITY_DEFINER_ALLOWED, "authenticated")
+
+
+def test_splinter_0028_reports_a_security_definer_function_anon_may_execute(conn: psycopg.Connection) -> None:
+    """The lint is live: a security definer function granted to anon in kiwi_internal is reported."""
+    with conn.transaction(force_rollback=True):
+        conn.execute(
+            "create function kiwi_internal.lint_probe() returns int language sql security definer"
+            " set search_path = '' as 'select 1'"
+        )
+        conn.execute("grant execute on function kiwi_internal.lint_probe() to anon")
+        reported = _splinter(conn, SPLINTER_0028)
+        assert "kiwi_internal.lint_probe()" in reported, reported
+
+
 def test_no_function_is_executable_by_the_public_pseudo_role(
     conn: psycopg.Connection,
 ) -> None:

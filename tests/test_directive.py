@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from runner.config import Settings
 from runner.errors import UsageError
+from runner.principal import local_owner
 from runner.registry import PostgresRegistry
 from runner.run import Runner
 
@@ -25,7 +26,7 @@ async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
     settings = Settings(
         backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
     )
-    r = Runner(PostgresRegistry(database_url), settings)
+    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
     yield r
     await r.aclose()
 
@@ -39,6 +40,8 @@ def directive(publish_tool: Callable[..., str]) -> Callable[..., str]:
             "tool_type": "directive",
             "executor": "directive_runtime",
             "parameters": [{"name": "topic", "type": "string", "required": True}],
+            # what it declares must be covered by its permissions (refused at publish otherwise)
+            "permissions": {"tools": ["*"], "mcp": ["*.*"]},
             **declarations,
         }
         return publish_tool("directive", manifest, {"directive.md": INSTRUCTIONS}, entrypoint="directive.md")
@@ -226,7 +229,7 @@ async def test_an_unknown_mcp_server_is_unavailable(runner: Runner, directive: C
 async def test_malformed_directives_are_refused_through_the_registry_naming_the_field(
     database_url: str, declarations: dict[str, Any], named: str
 ) -> None:
-    registry = PostgresRegistry(database_url)
+    registry = PostgresRegistry(database_url, principal=local_owner())
     manifest = {
         "tool_id": f"bad_directive_{uuid.uuid4().hex[:8]}",
         "tool_type": "directive",
@@ -257,6 +260,7 @@ async def test_an_older_version_runs_with_its_own_declarations(
         "entrypoint": "directive.md",
         "parameters": [{"name": "topic", "type": "string", "required": True}],
         "requires": {"tools": ["no_such_tool_for_v2"]},
+        "permissions": {"tools": ["*"]},
     }
     files = [{"path": "directive.md", "content_text": "v2", "is_entrypoint": True}]
     conn.execute("select publish_tool_version(%s, %s)", (Jsonb(newer), Jsonb(files)))

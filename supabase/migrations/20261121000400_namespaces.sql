@@ -1,7 +1,14 @@
 -- Namespaces own tools. A namespace has members; its owner adds and removes them.
 -- The `public` namespace is the platform's: bare tool references (`hello_world`)
--- mean `public/hello_world`, and only admins (service_role) publish there unless
--- they add members.
+-- mean `public/hello_world`, and only admins publish there (members added to it do
+-- not change that: see kiwi_internal.refuse_command_write, 20261121001400_publish.sql).
+--
+-- User ids are not for anon: the namespace directory is public, but who owns a
+-- namespace (owner_id) is read only by signed-in users, who need it to know whom to ask
+-- for membership and to manage members. Anon's grant is per column, without owner_id;
+-- the same holds for every column that names a user (tools.owner_id,
+-- tool_versions.published_by, tool_version_signatures.signed_by). Signed-in users read
+-- those on the rows RLS shows them: a publisher is accountable to the registry's users.
 
 create table public.namespaces (
   namespace    text primary key
@@ -16,7 +23,8 @@ comment on table public.namespaces is
 
 alter table public.namespaces enable row level security;
 revoke all on table public.namespaces from public, anon, authenticated;
-grant select on table public.namespaces to anon, authenticated;
+grant select (namespace, display_name, description, created_at) on table public.namespaces to anon;
+grant select on table public.namespaces to authenticated;
 grant insert (namespace, display_name, description, owner_id) on table public.namespaces to authenticated;
 grant update (display_name, description) on table public.namespaces to authenticated;
 grant delete on table public.namespaces to authenticated;
@@ -68,7 +76,8 @@ as $$
   select kiwi_internal.caller_is_admin() or p_namespace = any (kiwi_internal.my_namespaces())
 $$;
 revoke execute on function kiwi_internal.can_publish_to(text) from public;
-grant execute on function kiwi_internal.can_publish_to(text) to anon, authenticated, service_role;
+-- Called only from security definer code (publish, the lifecycle RPCs, signing).
+grant execute on function kiwi_internal.can_publish_to(text) to service_role;
 
 create policy "namespaces are a public directory"
   on public.namespaces for select to anon, authenticated

@@ -41,4 +41,5 @@ begin
 end
 $$;
 revoke execute on function kiwi_internal.semver_key(text) from public;
-grant execute on function kiwi_internal.semver_key(text) to anon, authenticated, service_role;
+-- For tool_versions.semver_key, computed when service_role (or publish) writes.
+grant execute on function kiwi_internal.semver_key(text) to service_role;

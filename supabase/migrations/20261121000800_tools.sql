@@ -54,7 +54,12 @@ create index tools_popularity_idx on public.tools ((run_count + download_count) 
 
 alter table public.tools enable row level security;
 revoke all on table public.tools from public, anon, authenticated;
-grant select on table public.tools to anon, authenticated;
+-- anon reads every column but owner_id, a user id (see 20261121000400_namespaces.sql)
+grant select (id, namespace, tool_id, ref, tool_type, executor_id, name, description, category, subcategory,
+              tags, visibility, is_official, is_builtin, latest_version, download_count, run_count,
+              search_vector, name_vector, created_at, updated_at)
+  on table public.tools to anon;
+grant select on table public.tools to authenticated;
 grant all on table public.tools to service_role;
 
 create policy "anyone reads public tools"
@@ -167,7 +172,8 @@ as $$
       || setweight(to_tsvector('simple', kiwi_internal.search_words_of(concat_ws(' ', p_category, p_subcategory))), 'D')
 $$;
 revoke execute on function kiwi_internal.tool_search_vector(text, text, text[], text, text, text) from public;
-grant execute on function kiwi_internal.tool_search_vector(text, text, text[], text, text, text) to anon, authenticated, service_role;
+-- Called by the tools trigger, as the writer: publish (security definer) or service_role.
+grant execute on function kiwi_internal.tool_search_vector(text, text, text[], text, text, text) to service_role;
 
 create function kiwi_internal.tool_name_vector(p_tool_id text, p_name text) returns tsvector
   language sql immutable parallel safe
@@ -176,7 +182,8 @@ as $$
   select to_tsvector('simple', kiwi_internal.search_words_of(p_tool_id || ' ' || coalesce(p_name, '')))
 $$;
 revoke execute on function kiwi_internal.tool_name_vector(text, text) from public;
-grant execute on function kiwi_internal.tool_name_vector(text, text) to anon, authenticated, service_role;
+-- Called by the tools trigger, as the writer.
+grant execute on function kiwi_internal.tool_name_vector(text, text) to service_role;
 
 -- Every word of ids, names, tags and categories: the vocabulary that search corrects
 -- typos against (matching a misspelt word to this small table is far cheaper than
@@ -193,7 +200,8 @@ as $$
   select concat_ws(' ', p_tool_id, p_name, array_to_string(p_tags, ' '), p_category, p_subcategory)
 $$;
 revoke execute on function kiwi_internal.tool_vocabulary(text, text, text[], text, text) from public;
-grant execute on function kiwi_internal.tool_vocabulary(text, text, text[], text, text) to anon, authenticated, service_role;
+-- Called by the tools trigger, as the writer.
+grant execute on function kiwi_internal.tool_vocabulary(text, text, text[], text, text) to service_role;
 
 create function kiwi_internal.remember_search_words(p_text text) returns void
   language sql volatile security definer

@@ -65,7 +65,12 @@ create index tool_versions_content_hash_idx on public.tool_versions (content_has
 
 alter table public.tool_versions enable row level security;
 revoke all on table public.tool_versions from public, anon, authenticated;
-grant select on table public.tool_versions to anon, authenticated;
+-- anon reads every column but published_by, a user id (see 20261121000400_namespaces.sql)
+grant select (id, tool_uuid, version, semver_key, executor_id, manifest, manifest_yaml, parameters_schema,
+              content_hash, changelog, is_latest, is_deprecated, deprecation_message, is_yanked,
+              yanked_reason, yanked_at, published_at)
+  on table public.tool_versions to anon;
+grant select on table public.tool_versions to authenticated;
 grant all on table public.tool_versions to service_role;
 
 create policy "versions are readable with their tool"

@@ -44,4 +44,5 @@ begin
 end
 $$;
 revoke execute on function kiwi_internal.jsonb_deep_merge_all(jsonb[]) from public;
-grant execute on function kiwi_internal.jsonb_deep_merge_all(jsonb[]) to anon, authenticated, service_role;
+-- Called by compute_plan (security definer) only.
+grant execute on function kiwi_internal.jsonb_deep_merge_all(jsonb[]) to service_role;

@@ -121,8 +121,9 @@ begin
   return v_out;
 end
 $$;
-revoke execute on function kiwi_internal.compute_plan(uuid, boolean, text[]) from public;
-grant execute on function kiwi_internal.compute_plan(uuid, boolean, text[]) to anon, authenticated, service_role;
+-- It trusts p_admin and p_ns, so no API role may call it: only execution_plan (which reads
+-- them from the session) and rebuild_plans (the admin view), both security definer.
+revoke execute on function kiwi_internal.compute_plan(uuid, boolean, text[]) from public, anon, authenticated, service_role;
 
 create table kiwi_internal.plan_cache (
   tool_uuid     uuid primary key references public.tools (id) on delete cascade,

@@ -243,6 +243,127 @@ $$;
 revoke execute on function kiwi_internal.files_problems(jsonb, jsonb) from public;
 grant execute on function kiwi_internal.files_problems(jsonb, jsonb) to anon, authenticated, service_role;
 
+-- Writes that choose a command. A primitive, runtime or mcp_server decides the command
+-- every tool running on it runs: publishing bash_runtime 1.0.99 with `bash -c "echo
+-- HIJACKED"` would make every Bash tool of every user print HIJACKED. Builtin and
+-- official tools are the platform's, and the `public` namespace is where bare references
+-- resolve. So publishing, yanking, unyanking, deprecating or deleting any of those needs
+-- an admin (kiwi_internal.caller_is_admin(): service_role, or a login that bypasses RLS),
+-- whoever else may write into the namespace. This is the one rule: publish (below) and
+-- the lifecycle RPCs (writable_tool, 20261121001700_tool_lifecycle.sql) call it with
+-- what they know of the tool (the manifest's and the existing row's type and flags). It
+-- takes no identity: the caller is read from the session. Called only from security
+-- definer code, so no API role executes it.
+create function kiwi_internal.refuse_command_write(p_action text, p_ref text, p_namespace text, p_tool_type text,
+                                                   p_is_builtin boolean, p_is_official boolean)
+  returns void
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  v_why text[] := '{}';
+begin
+  if kiwi_internal.caller_is_admin() then
+    return;
+  end if;
+  if p_tool_type in ('primitive', 'runtime', 'mcp_server') then
+    v_why := v_why || format('it is %s %s, which chooses the command of every tool that runs on it',
+                             case when p_tool_type = 'mcp_server' then 'an' else 'a' end, p_tool_type);
+  end if;
+  if p_is_builtin then
+    v_why := v_why || 'it is builtin'::text;
+  end if;
+  if p_is_official then
+    v_why := v_why || 'it is official'::text;
+  end if;
+  if p_namespace = 'public' then
+    v_why := v_why || 'it is in the public namespace'::text;
+  end if;
+  if cardinality(v_why) > 0 then
+    raise exception 'only an admin may % tool "%": %', p_action, p_ref, array_to_string(v_why, '; ')
+      using errcode = '42501',
+            hint = format('an admin %s it (kiwi --admin %s ...), or ask an admin',
+                          case p_action when 'publish' then 'publishes' else p_action || 's' end, p_action);
+  end if;
+end
+$$;
+revoke execute on function kiwi_internal.refuse_command_write(text, text, text, text, boolean, boolean)
+  from public, anon, authenticated, service_role;
+
+-- Who may publish this manifest into p_ns: the namespace exists, the caller may write
+-- into it, and the command rule above allows it. Raises the refusal; returns otherwise.
+create function kiwi_internal.refuse_publish(p_ns text, p_ref text, p_manifest jsonb) returns void
+  language plpgsql stable
+  set search_path = ''
+as $$
+begin
+  if not exists (select 1 from public.namespaces n where n.namespace = p_ns) then
+    raise exception 'namespace "%" does not exist', p_ns
+      using errcode = 'PT404', hint = 'create it first: insert into namespaces (namespace, owner_id) values (...)';
+  end if;
+  if not kiwi_internal.can_publish_to(p_ns) then
+    raise exception 'you cannot publish into namespace "%"', p_ns
+      using errcode = '42501',
+            hint = case when auth.uid() is null then 'sign in: anonymous callers cannot publish'
+                        when p_ns = 'public' then 'an admin publishes it (kiwi --admin publish ...), or ask an admin'
+                        else 'ask an owner of the namespace to add you as a member' end;
+  end if;
+  perform kiwi_internal.refuse_command_write('publish', p_ref, p_ns, p_manifest ->> 'tool_type',
+                                             (p_manifest ->> 'is_builtin')::boolean,
+                                             (p_manifest ->> 'is_official')::boolean);
+end
+$$;
+revoke execute on function kiwi_internal.refuse_publish(text, text, jsonb) from public, anon, authenticated, service_role;
+
+-- The tools whose executor chain passes through p_ref (their latest versions run on it):
+-- {dependents: [refs, the first 100 by ref], dependents_count}. Read as the owner: only
+-- admins publish executors (primitives, runtimes, MCP servers), and they read every tool.
+create function kiwi_internal.dependents_of(p_ref text) returns jsonb
+  language sql stable
+  set search_path = ''
+as $$
+  with recursive chain_above (ref, depth) as (
+    select t.ref, 1 from public.tools t where t.executor_id = p_ref
+    union
+    select t.ref, c.depth + 1 from chain_above c join public.tools t on t.executor_id = c.ref where c.depth < 11
+  ), refs as (
+    select distinct c.ref from chain_above c where c.ref <> p_ref
+  )
+  select jsonb_build_object(
+    'dependents', coalesce((select jsonb_agg(r.ref order by r.ref)
+                              from (select refs.ref from refs order by refs.ref limit 100) r), '[]'::jsonb),
+    'dependents_count', (select count(*) from refs))
+$$;
+revoke execute on function kiwi_internal.dependents_of(text) from public, anon, authenticated, service_role;
+
+-- The chain of a version just published: it must resolve, and end where its type requires.
+create function kiwi_internal.published_chain(p_ref text, p_version text, p_tool_type text)
+  returns kiwi_internal.chain_row[]
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  v_chain kiwi_internal.chain_row[];
+  v_rule  public.tool_type_rules;
+begin
+  select array_agg(c order by c.depth) into v_chain
+    from kiwi_internal.resolve_chains(array[p_ref], p_version) c;
+  if v_chain[1].error is not null then
+    raise exception '%', v_chain[1].error using errcode = v_chain[1].error_code;
+  end if;
+  select * into v_rule from public.tool_type_rules r where r.tool_type = p_tool_type;
+  if v_rule.terminal_primitive is not null
+     and v_chain[cardinality(v_chain)].tool_id <> v_rule.terminal_primitive then
+    raise exception 'tool "%" is a %: its chain must end in %, but ends in % (chain: %)',
+      p_ref, p_tool_type, v_rule.terminal_primitive, v_chain[cardinality(v_chain)].tool_id,
+      (select string_agg(c.tool_id, ' -> ' order by c.depth) from unnest(v_chain) c)
+      using errcode = 'PT422';
+  end if;
+  return v_chain;
+end
+$$;
+revoke execute on function kiwi_internal.published_chain(text, text, text) from public, anon, authenticated, service_role;
+
 create function kiwi_internal.publish(p_manifest jsonb, p_files jsonb, p_manifest_yaml text)
   returns jsonb
   language plpgsql volatile security definer
@@ -261,11 +382,11 @@ declare
   v_files    jsonb;
   v_hash     text;
   v_tool     public.tools;
-  v_rule     public.tool_type_rules;
   v_existing public.tool_versions;
   v_chain    kiwi_internal.chain_row[];
   v_official boolean := (p_manifest ->> 'is_official')::boolean;
   v_builtin  boolean := (p_manifest ->> 'is_builtin')::boolean;
+  v_out      jsonb;
 begin
   p_files := coalesce(p_files, '[]'::jsonb);
   v_problems := kiwi_internal.manifest_problems(p_manifest);
@@ -286,22 +407,7 @@ begin
     v_ns := coalesce(p_manifest ->> 'namespace', 'public');
   end if;
   v_ref := kiwi_internal.tool_ref(v_ns, v_tool_id);
-
-  -- who may publish
-  if not exists (select 1 from public.namespaces n where n.namespace = v_ns) then
-    raise exception 'namespace "%" does not exist', v_ns
-      using errcode = 'PT404', hint = 'create it first: insert into namespaces (namespace, owner_id) values (...)';
-  end if;
-  if not kiwi_internal.can_publish_to(v_ns) then
-    raise exception 'you cannot publish into namespace "%"', v_ns
-      using errcode = '42501',
-            hint = case when v_uid is null then 'sign in: anonymous callers cannot publish'
-                        else 'ask an owner of the namespace to add you as a member' end;
-  end if;
-  if (v_official or v_builtin) and not v_admin then
-    raise exception 'only service_role publishes official or builtin tools (tool "%")', v_ref
-      using errcode = '42501';
-  end if;
+  perform kiwi_internal.refuse_publish(v_ns, v_ref, p_manifest);   -- who may publish
 
   -- the executor must be one the publisher can see
   v_exec := kiwi_internal.normalize_ref(p_manifest ->> 'executor');
@@ -345,10 +451,9 @@ begin
     raise exception 'tool "%" is a %, not a %', v_ref, v_tool.tool_type, p_manifest ->> 'tool_type'
       using errcode = 'PT409', hint = 'a tool keeps its type; publish a new tool for another type';
   end if;
-  if (v_tool.is_official or v_tool.is_builtin) and not v_admin then
-    raise exception 'tool "%" is official or builtin: only service_role publishes it', v_ref
-      using errcode = '42501';
-  end if;
+  -- the tool as it stands (an official tool stays the platform's whatever the manifest says)
+  perform kiwi_internal.refuse_command_write('publish', v_ref, v_ns, v_tool.tool_type,
+                                             v_tool.is_builtin, v_tool.is_official);
 
   -- the same version again: a no-op when identical, refused when different
   select * into v_existing from public.tool_versions v where v.tool_uuid = v_tool.id and v.version = v_version;
@@ -383,27 +488,19 @@ begin
      where t.id = v_tool.id;
   end if;
 
-  -- the new version's chain must resolve, and end where its type requires
-  select array_agg(c order by c.depth) into v_chain
-    from kiwi_internal.resolve_chains(array[v_ref], v_version) c;
-  if v_chain[1].error is not null then
-    raise exception '%', v_chain[1].error using errcode = v_chain[1].error_code;
-  end if;
-  select * into v_rule from public.tool_type_rules r where r.tool_type = v_tool.tool_type;
-  if v_rule.terminal_primitive is not null
-     and v_chain[cardinality(v_chain)].tool_id <> v_rule.terminal_primitive then
-    raise exception 'tool "%" is a %: its chain must end in %, but ends in % (chain: %)',
-      v_ref, v_tool.tool_type, v_rule.terminal_primitive, v_chain[cardinality(v_chain)].tool_id,
-      (select string_agg(c.tool_id, ' -> ' order by c.depth) from unnest(v_chain) c)
-      using errcode = 'PT422';
-  end if;
+  v_chain := kiwi_internal.published_chain(v_ref, v_version, v_tool.tool_type);
 
   select * into v_tool from public.tools t where t.id = v_tool.id;
-  return jsonb_build_object(
+  v_out := jsonb_build_object(
     'tool_id', v_ref, 'namespace', v_ns, 'version', v_version, 'content_hash', v_hash,
     'is_latest', v_tool.latest_version = v_version, 'latest_version', v_tool.latest_version,
     'created', true, 'unchanged', false, 'files', jsonb_array_length(v_files),
     'executor_chain', (select jsonb_agg(c.tool_id order by c.depth) from unnest(v_chain) c));
+  -- a new latest version of an executor changes what every tool on it runs: say which
+  if v_tool.tool_type in ('primitive', 'runtime', 'mcp_server') and v_tool.latest_version = v_version then
+    v_out := v_out || kiwi_internal.dependents_of(v_ref);
+  end if;
+  return v_out;
 end
 $$;
 revoke execute on function kiwi_internal.publish(jsonb, jsonb, text) from public;

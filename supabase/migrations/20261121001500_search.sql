@@ -22,20 +22,40 @@ create index tools_name_vector_idx on public.tools using gin (name_vector);
 create index tools_tool_id_idx on public.tools (tool_id);   -- the exact tier, across namespaces
 create index search_words_trgm_idx on kiwi_internal.search_words using gin (word extensions.gin_trgm_ops);
 
--- Up to two known words close to a (misspelt) word, closest first.
+-- Up to two known words close to a (misspelt) word, closest first: among the ten
+-- closest in the vocabulary, those that occur in the search document of a tool the
+-- caller may find (a public tool; a private one of the caller's namespaces; any for
+-- admins; never an unlisted one), so that typo tolerance never reveals a word of a tool
+-- the caller cannot list. Security definer to read the vocabulary, which is private;
+-- it reads the caller from the session (caller_is_admin, my_namespaces), never from
+-- an argument.
 create function kiwi_internal.similar_search_words(p_word text) returns text[]
-  language sql stable security definer
+  language plpgsql stable security definer
   set search_path = ''
   set pg_trgm.similarity_threshold = 0.2
 as $$
-  select coalesce(array_agg(w.word order by w.score desc, w.word), '{}')
-    from (select s.word, extensions.similarity(s.word, p_word) as score
-            from kiwi_internal.search_words s
-           where s.word operator(extensions.%) p_word
-           order by score desc, s.word
-           limit 2) w
+declare
+  v_admin boolean := kiwi_internal.caller_is_admin();
+  v_ns    text[] := case when v_admin then '{}'::text[] else kiwi_internal.my_namespaces() end;
+begin
+  return (
+    select coalesce(array_agg(w.word order by w.score desc, w.word), '{}')
+      from (select c.word, c.score
+              from (select s.word, extensions.similarity(s.word, p_word) as score
+                      from kiwi_internal.search_words s
+                     where s.word operator(extensions.%) p_word
+                     order by score desc, s.word
+                     limit 10) c
+             where exists (select 1 from public.tools t
+                            where t.search_vector @@ to_tsquery('simple', quote_literal(c.word))
+                              and (t.visibility = 'public'
+                                   or (t.visibility = 'private' and (v_admin or t.namespace = any (v_ns)))))
+             order by c.score desc, c.word
+             limit 2) w);
+end
 $$;
 revoke execute on function kiwi_internal.similar_search_words(text) from public;
+-- search_tools (security invoker) calls it for every caller; it checks the caller itself.
 grant execute on function kiwi_internal.similar_search_words(text) to anon, authenticated, service_role;
 
 create function public.search_tools(p_query text, p_tool_type text default null,

@@ -1,8 +1,11 @@
 -- After publishing, a version may only be deprecated or yanked (and un-yanked); a tool
 -- may be removed when nothing executes on it. Members of the tool's namespace and
--- admins may do so; official and builtin tools only admins.
+-- admins may do so; primitives, runtimes, MCP servers, official and builtin tools and
+-- anything in the public namespace only admins (kiwi_internal.refuse_command_write, the
+-- rule publish applies too).
 
-create function kiwi_internal.writable_tool(p_tool_id text) returns public.tools
+-- The tool p_action (yank, unyank, deprecate, delete) may change, or the refusal.
+create function kiwi_internal.writable_tool(p_tool_id text, p_action text) returns public.tools
   language plpgsql stable security definer
   set search_path = ''
 as $$
@@ -13,15 +16,19 @@ begin
   if not found or not kiwi_internal.can_read(v_tool.visibility, v_tool.namespace) then
     raise exception 'tool "%" not found', p_tool_id using errcode = 'PT404';
   end if;
-  if not kiwi_internal.can_publish_to(v_tool.namespace)
-     or ((v_tool.is_official or v_tool.is_builtin) and not kiwi_internal.caller_is_admin()) then
+  if not kiwi_internal.can_publish_to(v_tool.namespace) then
     raise exception 'you cannot change tool "%"', v_tool.ref
-      using errcode = '42501', hint = 'only members of its namespace (and admins, for official or builtin tools) can';
+      using errcode = '42501',
+            hint = case when v_tool.namespace = 'public'
+                        then format('an admin %ss it (kiwi --admin %s ...), or ask an admin', p_action, p_action)
+                        else 'only members of its namespace (and admins) can' end;
   end if;
+  perform kiwi_internal.refuse_command_write(p_action, v_tool.ref, v_tool.namespace, v_tool.tool_type,
+                                             v_tool.is_builtin, v_tool.is_official);
   return v_tool;
 end
 $$;
-revoke execute on function kiwi_internal.writable_tool(text) from public;
+revoke execute on function kiwi_internal.writable_tool(text, text) from public;
 
 create function kiwi_internal.set_version_status(p_tool_id text, p_version text, p_action text, p_message text)
   returns jsonb
@@ -29,7 +36,7 @@ create function kiwi_internal.set_version_status(p_tool_id text, p_version text,
   set search_path = ''
 as $$
 declare
-  v_tool public.tools := kiwi_internal.writable_tool(p_tool_id);
+  v_tool public.tools := kiwi_internal.writable_tool(p_tool_id, p_action);
   v_row  public.tool_versions;
 begin
   update public.tool_versions v set
@@ -50,7 +57,8 @@ begin
 end
 $$;
 revoke execute on function kiwi_internal.set_version_status(text, text, text, text) from public;
-grant execute on function kiwi_internal.set_version_status(text, text, text, text) to anon, authenticated, service_role;
+-- Checks the caller itself (writable_tool); anon never may, and has no grant.
+grant execute on function kiwi_internal.set_version_status(text, text, text, text) to authenticated, service_role;
 
 create function public.yank_tool_version(p_tool_id text, p_version text, p_reason text default null)
   returns jsonb language plpgsql volatile set search_path = ''
@@ -77,7 +85,7 @@ create function kiwi_internal.delete_tool(p_tool_id text) returns jsonb
   set search_path = ''
 as $$
 declare
-  v_tool public.tools := kiwi_internal.writable_tool(p_tool_id);
+  v_tool public.tools := kiwi_internal.writable_tool(p_tool_id, 'delete');
   v_versions int;
 begin
   select count(*) into v_versions from public.tool_versions v where v.tool_uuid = v_tool.id;
@@ -86,7 +94,8 @@ begin
 end
 $$;
 revoke execute on function kiwi_internal.delete_tool(text) from public;
-grant execute on function kiwi_internal.delete_tool(text) to anon, authenticated, service_role;
+-- Checks the caller itself (writable_tool); anon never may, and has no grant.
+grant execute on function kiwi_internal.delete_tool(text) to authenticated, service_role;
 
 create function public.delete_tool(p_tool_id text)
   returns jsonb language plpgsql volatile set search_path = ''

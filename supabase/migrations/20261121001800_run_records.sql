@@ -101,7 +101,8 @@ exception when others then
 end
 $$;
 revoke execute on function kiwi_internal.is_finite_timestamptz(text) from public;
-grant execute on function kiwi_internal.is_finite_timestamptz(text) to authenticated, service_role;
+-- Called by the run record checks, inside record_runs (security definer).
+grant execute on function kiwi_internal.is_finite_timestamptz(text) to service_role;
 
 -- What is wrong with a run record, each problem named by its field.
 create function kiwi_internal.run_problems(p_run jsonb) returns text[]
@@ -173,8 +174,8 @@ begin
   end if;
   if jsonb_typeof(p_run -> 'duration_ms') not in ('number', 'null')
      or (jsonb_typeof(p_run -> 'duration_ms') = 'number'
-         and (p_run ->> 'duration_ms')::numeric not between 0 and 1e15) then
-    p := p || 'duration_ms: must be a number of milliseconds, 0 or more'::text;
+         and (p_run ->> 'duration_ms')::numeric not between 0 and 1e12) then
+    p := p || 'duration_ms: must be a number of milliseconds from 0 to 1e12 (about 31 years)'::text;
   end if;
   if jsonb_typeof(p_run -> 'params_size') not in ('number', 'null')
      or (jsonb_typeof(p_run -> 'params_size') = 'number'

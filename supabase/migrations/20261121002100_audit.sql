@@ -199,7 +199,8 @@ begin
 end
 $$;
 revoke execute on function kiwi_internal.audit_problems(jsonb) from public;
-grant execute on function kiwi_internal.audit_problems(jsonb) to authenticated, service_role;
+-- Called by record_audit (security definer) only.
+grant execute on function kiwi_internal.audit_problems(jsonb) to service_role;
 
 create function kiwi_internal.record_audit(p_entry jsonb) returns uuid
   language plpgsql volatile security definer

@@ -104,10 +104,13 @@ begin
 end
 $$;
 revoke execute on function kiwi_internal.permissions_widening(jsonb, jsonb, text) from public;
-grant execute on function kiwi_internal.permissions_widening(jsonb, jsonb, text) to anon, authenticated, service_role;
+-- Called by open_context (security definer) only.
+grant execute on function kiwi_internal.permissions_widening(jsonb, jsonb, text) to service_role;
 
 -- The work of open_context, bypassing RLS to write the row. p_version_id is the directive
--- version public.open_context found under the caller's RLS; the parent must be the caller's.
+-- version public.open_context found under the caller's RLS; it is checked again here (a
+-- version of a tool the caller may read), since anyone signed in can call this function
+-- with any id. The parent must be the caller's.
 create function kiwi_internal.open_context(p_session text, p_version_id uuid, p_parent uuid, p_permissions jsonb)
   returns jsonb
   language plpgsql volatile security definer
@@ -160,7 +163,13 @@ begin
     select t.ref || '@' || v.version, coalesce(v.manifest -> 'permissions', '{}')
       into v_directive, v_declared
       from public.tool_versions v join public.tools t on t.id = v.tool_uuid
-     where v.id = p_version_id;
+     where v.id = p_version_id
+       and t.tool_type in ('directive', 'thread')
+       and kiwi_internal.can_read(t.visibility, t.namespace);
+    if not found then
+      raise exception 'directive version % not found', p_version_id using errcode = 'PT404',
+        hint = 'name a directive as ref or ref@version; find them with search_tools(''type:directive'')';
+    end if;
     v_base := (case when p_parent is null then v_none else v_parent.permissions end) || v_declared;
   else
     v_base := case when p_parent is null then v_all else v_parent.permissions end;

@@ -22,6 +22,13 @@
 -- unused. Using it marks it used in the same statement, so it runs once however many
 -- processes race for it.
 --
+-- Who requests (request_approval, or the gate public.check_call): a signed-in caller, for
+-- a tool it may read (anything else is "not found", so nobody files requests into the
+-- queue of a namespace whose tools they cannot see, nor learns that a private tool
+-- exists), and only when a policy covers the tool (otherwise there is nothing to approve).
+-- The approval records the tool's namespace as the tools table has it: that namespace's
+-- owners decide it.
+--
 -- Expiry is computed on read: an approval still pending or approved after expires_at
 -- is shown (and refused) as expired; the stored status is not rewritten.
 
@@ -152,11 +159,14 @@ as $$
     'decide', format('kiwi approve %s   (or: kiwi deny %s)', p_row.id, p_row.id))
 $$;
 revoke execute on function kiwi_internal.approval_json(public.approvals) from public;
-grant execute on function kiwi_internal.approval_json(public.approvals) to authenticated, service_role;
+-- Called by the approval RPCs (security definer) only.
+grant execute on function kiwi_internal.approval_json(public.approvals) to service_role;
 
 -- The enabled policy that applies to a tool: the shortest ttl when several match.
+-- Security invoker: signed-in callers read every policy anyway, and the security definer
+-- functions that call it (request_approval, check_call) read them as their owner.
 create function kiwi_internal.approval_policy_for(p_tool_id text) returns public.approval_policies
-  language plpgsql stable security definer
+  language plpgsql stable
   set search_path = ''
 as $$
 declare
@@ -245,7 +255,50 @@ begin
 end
 $$;
 revoke execute on function kiwi_internal.approval_request_problems(jsonb) from public;
-grant execute on function kiwi_internal.approval_request_problems(jsonb) to authenticated, service_role;
+-- Called by request_approval (security definer) only.
+grant execute on function kiwi_internal.approval_request_problems(jsonb) to service_role;
+
+-- The tool the caller may read by this reference (public, unlisted, a member's private;
+-- any for admins), or a row of nulls. Approvals are only ever for such a tool. Called by
+-- security definer code, which reads every row and so must ask can_read.
+create function kiwi_internal.readable_tool(p_ref text) returns public.tools
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  v_tool public.tools;
+begin
+  select * into v_tool from public.tools t
+   where t.ref = kiwi_internal.normalize_ref(p_ref)
+     and kiwi_internal.can_read(t.visibility, t.namespace);
+  return v_tool;
+end
+$$;
+revoke execute on function kiwi_internal.readable_tool(text) from public, anon, authenticated, service_role;
+
+-- Record a pending approval of a call (p: a checked request) of p_tool under p_policy, as
+-- requested by the caller; it expires after the policy's ttl. Shared by request_approval
+-- and check_call, which have checked the caller, the tool and the policy.
+create function kiwi_internal.file_approval(p jsonb, p_tool public.tools, p_policy public.approval_policies)
+  returns public.approvals
+  language plpgsql volatile
+  set search_path = ''
+as $$
+declare
+  v_now timestamptz := clock_timestamp();
+  v_row public.approvals;
+begin
+  insert into public.approvals (tool_id, namespace, version, content_hash, params_sha256, params_size, session_id,
+                                policy, requested_by, requested_at, expires_at)
+  values (p_tool.ref, p_tool.namespace, p ->> 'version', p ->> 'content_hash', p ->> 'params_sha256',
+          (p ->> 'params_size')::int, p ->> 'session_id', p_policy.pattern, kiwi_internal.caller_identity(),
+          v_now, v_now + make_interval(secs => p_policy.ttl_seconds))
+  returning * into v_row;
+  return v_row;
+end
+$$;
+revoke execute on function kiwi_internal.file_approval(jsonb, public.tools, public.approval_policies)
+  from public, anon, authenticated, service_role;
 
 create function kiwi_internal.request_approval(p jsonb) returns jsonb
   language plpgsql volatile security definer
@@ -253,10 +306,8 @@ create function kiwi_internal.request_approval(p jsonb) returns jsonb
 as $$
 declare
   v_problems text[] := kiwi_internal.approval_request_problems(p);
-  v_tool     text;
+  v_tool     public.tools;
   v_policy   public.approval_policies;
-  v_now      timestamptz := clock_timestamp();
-  v_row      public.approvals;
 begin
   if kiwi_internal.caller_role() = 'anon' then
     raise exception 'anonymous callers cannot request approvals' using errcode = '42501', hint = 'sign in';
@@ -266,17 +317,17 @@ begin
       using errcode = '22023', detail = to_jsonb(v_problems)::text,
             hint = 'fix the fields named above; nothing was recorded';
   end if;
-  v_tool := kiwi_internal.normalize_ref(p ->> 'tool_id');
-  v_policy := kiwi_internal.approval_policy_for(v_tool);
-
-  insert into public.approvals (tool_id, namespace, version, content_hash, params_sha256, params_size, session_id,
-                                policy, requested_by, requested_at, expires_at)
-  values (v_tool, case when v_tool like '%/%' then split_part(v_tool, '/', 1) else 'public' end,
-          p ->> 'version', p ->> 'content_hash', p ->> 'params_sha256', (p ->> 'params_size')::int,
-          p ->> 'session_id', v_policy.pattern, kiwi_internal.caller_identity(), v_now,
-          v_now + make_interval(secs => coalesce(v_policy.ttl_seconds, 3600)))
-  returning * into v_row;
-  return kiwi_internal.approval_json(v_row);
+  v_tool := kiwi_internal.readable_tool(p ->> 'tool_id');
+  if v_tool.id is null then
+    raise exception 'tool "%" not found', p ->> 'tool_id' using errcode = 'PT404',
+      hint = 'approvals are requested for tools you can read: search_tools finds them';
+  end if;
+  v_policy := kiwi_internal.approval_policy_for(v_tool.ref);
+  if v_policy.id is null then
+    raise exception 'tool "%" needs no approval: no approval policy covers it, so there is nothing to approve', v_tool.ref
+      using errcode = 'PT409', hint = 'run it without an approval; the policies are in public.approval_policies';
+  end if;
+  return kiwi_internal.approval_json(kiwi_internal.file_approval(p, v_tool, v_policy));
 end
 $$;
 revoke execute on function kiwi_internal.request_approval(jsonb) from public;
@@ -291,7 +342,7 @@ begin
 end
 $$;
 comment on function public.request_approval(jsonb) is
-  'Record a pending approval for a call: {tool_id, params_sha256 (required), version, content_hash, params_size, session_id}; never parameter values. It expires after the matching policy''s ttl_seconds (3600 without one). Returns the approval (id, status, expires_at, decide: how to decide it).';
+  'Record a pending approval for a call: {tool_id, params_sha256 (required), version, content_hash, params_size, session_id}; never parameter values. The tool must be one you can read (PT404 otherwise) and a policy must cover it (PT409 otherwise); the approval belongs to the tool''s namespace and expires after the policy''s ttl_seconds. Returns the approval (id, status, expires_at, decide: how to decide it).';
 revoke execute on function public.request_approval(jsonb) from public;
 grant execute on function public.request_approval(jsonb) to authenticated, service_role;
 
@@ -358,9 +409,13 @@ comment on function public.decide_approval(uuid, boolean, text, text) is
 revoke execute on function public.decide_approval(uuid, boolean, text, text) from public;
 grant execute on function public.decide_approval(uuid, boolean, text, text) to authenticated, service_role;
 
-create function kiwi_internal.use_approval(p_id uuid, p_tool_id text, p_params_sha256 text, p_content_hash text)
+-- Use approval p_id for one call: it must be the caller's, approved, unexpired, unused, for
+-- the same tool and parameters (sha256) and, when p_content_hash is given, the same
+-- content. Marks it used and answers {approval}, or answers why not:
+-- {refused: {message, errcode, hint}}. use_approval raises that; check_call returns it.
+create function kiwi_internal.spend_approval(p_id uuid, p_tool_id text, p_params_sha256 text, p_content_hash text)
   returns jsonb
-  language plpgsql volatile security definer
+  language plpgsql volatile
   set search_path = ''
 as $$
 declare
@@ -368,13 +423,11 @@ declare
   v_status text;
   v_why    text;
 begin
-  if p_id is null then
-    raise exception 'use_approval: p_id is required' using errcode = '22023';
-  end if;
   select * into v_row from public.approvals a where a.id = p_id for update;
   if not found or v_row.requested_by <> kiwi_internal.caller_identity() then
-    raise exception 'approval % not found', p_id using errcode = 'PT404',
-      hint = 'an approval is used by the caller who requested it; call the tool without approval_id for a new one';
+    return jsonb_build_object('refused', jsonb_build_object(
+      'message', format('approval %s not found', p_id), 'errcode', 'PT404',
+      'hint', 'an approval is used by the caller who requested it; call the tool without approval_id for a new one'));
   end if;
   v_status := kiwi_internal.approval_status(v_row.status, v_row.expires_at);
   v_why := case
@@ -388,15 +441,38 @@ begin
       then 'the tool changed since it was requested (another content_hash)'
   end;
   if v_why is not null then
-    raise exception 'approval % cannot be used: %', p_id, v_why using errcode = 'PT409',
-      hint = case v_status when 'pending' then 'a person approves it: kiwi approve ' || p_id
-                           when 'approved' then 'call with exactly the approved tool and parameters'
-                           else 'call the tool again without approval_id for a new approval' end;
+    return jsonb_build_object('refused', jsonb_build_object(
+      'message', format('approval %s cannot be used: %s', p_id, v_why), 'errcode', 'PT409',
+      'hint', case v_status when 'pending' then 'a person approves it: kiwi approve ' || p_id
+                            when 'approved' then 'call with exactly the approved tool and parameters'
+                            else 'call the tool again without approval_id for a new approval' end));
   end if;
   update public.approvals a set status = 'used', used_at = clock_timestamp()
    where a.id = p_id
   returning * into v_row;
-  return kiwi_internal.approval_json(v_row);
+  return jsonb_build_object('approval', kiwi_internal.approval_json(v_row));
+end
+$$;
+revoke execute on function kiwi_internal.spend_approval(uuid, text, text, text)
+  from public, anon, authenticated, service_role;
+
+create function kiwi_internal.use_approval(p_id uuid, p_tool_id text, p_params_sha256 text, p_content_hash text)
+  returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_used jsonb;
+begin
+  if p_id is null then
+    raise exception 'use_approval: p_id is required' using errcode = '22023';
+  end if;
+  v_used := kiwi_internal.spend_approval(p_id, p_tool_id, p_params_sha256, p_content_hash);
+  if v_used ? 'refused' then
+    raise exception '%', v_used #>> '{refused,message}'
+      using errcode = v_used #>> '{refused,errcode}', hint = v_used #>> '{refused,hint}';
+  end if;
+  return v_used -> 'approval';
 end
 $$;
 revoke execute on function kiwi_internal.use_approval(uuid, text, text, text) from public;

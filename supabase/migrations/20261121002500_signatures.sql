@@ -34,7 +34,10 @@ create index tool_version_signatures_fingerprint_idx on public.tool_version_sign
 
 alter table public.tool_version_signatures enable row level security;
 revoke all on table public.tool_version_signatures from public, anon, authenticated;
-grant select on table public.tool_version_signatures to anon, authenticated;
+-- anon reads every column but signed_by, a user id (see 20261121000400_namespaces.sql)
+grant select (id, version_id, content_hash, algorithm, public_key, key_fingerprint, signature, signed_at)
+  on table public.tool_version_signatures to anon;
+grant select on table public.tool_version_signatures to authenticated;
 grant all on table public.tool_version_signatures to service_role;
 
 create policy "signatures are readable with their version"
@@ -133,6 +136,8 @@ begin
 end
 $$;
 revoke execute on function kiwi_internal.add_signature(text, text, jsonb) from public;
+-- It checks the caller itself (can_publish_to, from the session): anon may call it and is
+-- refused, as by publish_tool_version.
 grant execute on function kiwi_internal.add_signature(text, text, jsonb) to anon, authenticated, service_role;
 
 create function public.sign_tool_version(p_tool_id text, p_version text, p_content_hash text,

@@ -79,10 +79,10 @@ begin
         end,
         case
           when jsonb_typeof(r.run -> 'duration_ms') not in ('number', 'null')
-            then 'duration_ms: must be a number of milliseconds, 0 or more'
+            then 'duration_ms: must be a number of milliseconds from 0 to 1e12 (about 31 years)'
           when jsonb_typeof(r.run -> 'duration_ms') = 'number'
-               and (r.run ->> 'duration_ms')::numeric not between 0 and 1e15
-            then 'duration_ms: must be a number of milliseconds, 0 or more'
+               and (r.run ->> 'duration_ms')::numeric not between 0 and 1e12
+            then 'duration_ms: must be a number of milliseconds from 0 to 1e12 (about 31 years)'
         end,
         case
           when jsonb_typeof(r.run -> 'params_size') not in ('number', 'null')
@@ -129,7 +129,8 @@ $$;
 comment on function kiwi_internal.run_records_problems(jsonb) is
   'What is wrong with each run record of a JSON array (numbered from 1 in the order given), each problem naming its field; empty when the record may be stored.';
 revoke execute on function kiwi_internal.run_records_problems(jsonb) from public;
-grant execute on function kiwi_internal.run_records_problems(jsonb) to authenticated, service_role;
+-- Called by record_runs (security definer) only; service_role may ask it directly.
+grant execute on function kiwi_internal.run_records_problems(jsonb) to service_role;
 
 -- The table's own hash checks, in the same cheaper form: a regular expression with a
 -- counted repetition ({64}) costs some 5 µs a row; the length and a plain class do not.
@@ -177,7 +178,8 @@ $$;
 comment on function kiwi_internal.refuse_run_records(jsonb) is
   'Raises the reason a batch of run records is refused (the first bad record''s problems, by field); returns when it finds none.';
 revoke execute on function kiwi_internal.refuse_run_records(jsonb) from public;
-grant execute on function kiwi_internal.refuse_run_records(jsonb) to authenticated, service_role;
+-- Called by record_runs (security definer) only.
+grant execute on function kiwi_internal.refuse_run_records(jsonb) to service_role;
 
 -- A batch, all or nothing, in one INSERT ... SELECT, as the caller the database knows.
 --
@@ -242,7 +244,7 @@ begin
                                    and substr(r.run ->> 'id', 24, 1) = '-'))
              and coalesce(x.exit_code = trunc(x.exit_code), true)
              and coalesce(x.params_size = trunc(x.params_size), true)
-             and coalesce(x.duration_ms <= 1e15, true)
+             and coalesce(x.duration_ms <= 1e12, true)
              and coalesce(isfinite(x.started_at), true)
              and coalesce(isfinite(x.finished_at), true) as ok
         from jsonb_array_elements(p_runs) with ordinality as r(run, n)

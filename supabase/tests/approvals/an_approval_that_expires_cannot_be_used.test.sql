@@ -5,6 +5,7 @@ begin;
 \ir ../rls/_helpers.sql
 select plan(7);
 
+select tests.publish('appr_exp_tool', 'script', 'bash_runtime');   -- approvals are for tools that exist
 insert into approval_policies (pattern, ttl_seconds) values ('appr_exp_tool', 3600);
 create temporary table t (name text primary key, id uuid);
 insert into t select 'pending', (request_approval(jsonb_build_object('tool_id', 'appr_exp_tool', 'params_sha256', repeat('a', 64))) ->> 'id')::uuid;

@@ -7,6 +7,8 @@ begin;
 \ir ../rls/_helpers.sql
 select plan(18);
 
+select tests.publish('appr_test_deploy', 'script', 'bash_runtime');   -- approvals are for tools that exist
+select tests.publish('appr_test_x', 'script', 'bash_runtime');
 insert into approval_policies (pattern, ttl_seconds) values ('public/appr_test_*', 600), ('appr_test_deploy', 60);
 create temporary table t (name text primary key, id uuid);
 grant all on t to authenticated, service_role;

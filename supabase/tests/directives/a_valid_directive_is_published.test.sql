@@ -10,7 +10,7 @@ select lives_ok($$ select public.publish_tool_version(
                              {"id": "acme/not_yet_published"}],
                    "mcp": [{"server": "github_mcp", "tools": ["create_issue", "search code"], "required": false}]},
       "permissions": {"fs_read": ["**/*.md"], "fs_write": ["out/**"], "shell": ["git status"],
-                      "mcp": ["github_mcp.*", "*.*"], "tools": ["kiwi_*", "acme/*"]},
+                      "mcp": ["github_mcp.*", "*.*"], "tools": ["kiwi_*", "acme/*", "*_runtime"]},
       "cites": ["kiwi_tool_authoring"]}',
     '[{"path": "directive.md", "content_text": "# Do the thing\n"}]') $$,
   'a directive with requires, permissions and cites is published');

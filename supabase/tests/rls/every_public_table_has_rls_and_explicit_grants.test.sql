@@ -4,7 +4,7 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(75);
+select plan(85);
 select tests.make_acme();
 
 -- The tables of the matrix: a new table must join it (and this list).
@@ -38,8 +38,12 @@ select is_empty(
   'every function in public is security invoker');
 
 -- Table privileges, role by role (authenticated covers owner, member and stranger).
-select table_privs_are('public', 'namespaces', 'anon', array['SELECT'],
-  'anon may only select namespaces');
+select table_privs_are('public', 'namespaces', 'anon', array[]::text[],
+  'anon holds no table-wide privilege on namespaces: it selects them column by column');
+select column_privs_are('public', 'namespaces', 'namespace', 'anon', array['SELECT'],
+  'anon reads the namespace directory');
+select column_privs_are('public', 'namespaces', 'owner_id', 'anon', array[]::text[],
+  'anon cannot read who owns a namespace (a user id)');
 select table_privs_are('public', 'namespaces', 'authenticated', array['SELECT', 'DELETE'],
   'authenticated may select and delete namespaces (insert and update are granted per column)');
 select table_privs_are('public', 'namespaces', 'service_role',
@@ -52,22 +56,34 @@ select table_privs_are('public', 'namespace_members', 'authenticated', array['SE
 select table_privs_are('public', 'namespace_members', 'service_role',
   array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'],
   'service_role holds every privilege on namespace_members');
-select table_privs_are('public', 'tools', 'anon', array['SELECT'],
-  'anon may only select tools');
+select table_privs_are('public', 'tools', 'anon', array[]::text[],
+  'anon holds no table-wide privilege on tools: it selects them column by column');
+select column_privs_are('public', 'tools', 'ref', 'anon', array['SELECT'],
+  'anon reads tools');
+select column_privs_are('public', 'tools', 'owner_id', 'anon', array[]::text[],
+  'anon cannot read who published a tool (a user id)');
 select table_privs_are('public', 'tools', 'authenticated', array['SELECT'],
   'authenticated may only select tools: writes go through publish_tool_version');
 select table_privs_are('public', 'tools', 'service_role',
   array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'],
   'service_role holds every privilege on tools');
-select table_privs_are('public', 'tool_versions', 'anon', array['SELECT'],
-  'anon may only select tool_versions');
+select table_privs_are('public', 'tool_versions', 'anon', array[]::text[],
+  'anon holds no table-wide privilege on tool_versions: it selects them column by column');
+select column_privs_are('public', 'tool_versions', 'manifest', 'anon', array['SELECT'],
+  'anon reads versions');
+select column_privs_are('public', 'tool_versions', 'published_by', 'anon', array[]::text[],
+  'anon cannot read who published a version (a user id)');
 select table_privs_are('public', 'tool_versions', 'authenticated', array['SELECT'],
   'authenticated may only select tool_versions');
 select table_privs_are('public', 'tool_versions', 'service_role',
   array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'],
   'service_role holds every privilege on tool_versions');
-select table_privs_are('public', 'tool_version_signatures', 'anon', array['SELECT'],
-  'anon may only select tool_version_signatures');
+select table_privs_are('public', 'tool_version_signatures', 'anon', array[]::text[],
+  'anon holds no table-wide privilege on tool_version_signatures: it selects them column by column');
+select column_privs_are('public', 'tool_version_signatures', 'signature', 'anon', array['SELECT'],
+  'anon reads signatures');
+select column_privs_are('public', 'tool_version_signatures', 'signed_by', 'anon', array[]::text[],
+  'anon cannot read who signed a version (a user id)');
 select table_privs_are('public', 'tool_version_signatures', 'authenticated', array['SELECT'],
   'authenticated may only select tool_version_signatures: signing goes through sign_tool_version');
 select table_privs_are('public', 'tool_version_signatures', 'service_role',
@@ -182,7 +198,11 @@ select function_privs_are('public', 'record_audit', array['jsonb'], 'anon', arra
 select function_privs_are('public', 'record_audit', array['jsonb'], 'authenticated', array['EXECUTE'],
   'authenticated may execute record_audit');
 select function_privs_are('public', 'take_rate_limit', array['text', 'text', 'text'], 'anon', array['EXECUTE'],
-  'anon may take from rate limits (anonymous calls are limited too)');
+  'anon may take from rate limits (its own buckets: anonymous calls are limited too)');
+select function_privs_are('public', 'check_call', array['jsonb'], 'anon', array['EXECUTE'],
+  'anon may pass the gate (its own buckets, never an approval)');
+select function_privs_are('public', 'sign_tool_version', array['text', 'text', 'text', 'text', 'text'], 'anon', array['EXECUTE'],
+  'anon may call sign_tool_version (which then refuses it)');
 select function_privs_are('public', 'record_runs', array['jsonb'], 'anon', array[]::text[],
   'anon may not execute record_runs');
 select function_privs_are('public', 'record_runs', array['jsonb'], 'authenticated', array['EXECUTE'],

@@ -73,9 +73,9 @@ select is(publish_tool_version(
   'true', 'service_role publishes an official tool into acme');
 select tests.act_as_user('member');
 select throws_ok($$select yank_tool_version('acme/blessed', '1.0.0')$$,
-  '42501', 'you cannot change tool "acme/blessed"', 'a member of acme cannot yank an official tool in acme');
+  '42501', 'only an admin may yank tool "acme/blessed": it is official', 'a member of acme cannot yank an official tool in acme');
 select throws_ok($$select delete_tool('acme/blessed')$$,
-  '42501', 'you cannot change tool "acme/blessed"', 'a member of acme cannot delete an official tool in acme');
+  '42501', 'only an admin may delete tool "acme/blessed": it is official', 'a member of acme cannot delete an official tool in acme');
 select tests.act_as_user('service_role');
 select is(deprecate_tool_version('acme/blessed', '1.0.0', 'superseded') ->> 'is_deprecated', 'true',
   'service_role deprecates an official tool');

@@ -4,16 +4,19 @@
 begin;
 \ir ../_setup.sql
 \ir _helpers.sql
-select plan(36);
+select plan(37);
 select tests.make_acme();
 
 -- select: a public directory
 select tests.act_as_user('anon');
-select results_eq($$select namespace, owner_id from namespaces where namespace in ('acme', 'public') order by 1$$,
-  $$values ('acme', tests.owner_id()), ('public', null)$$, 'anon reads the namespace directory');
+select results_eq($$select namespace, display_name from namespaces where namespace in ('acme', 'public') order by 1$$,
+  $$values ('acme', 'Acme'), ('public', 'Public')$$, 'anon reads the namespace directory');
+select throws_ok($$select owner_id from namespaces$$, '42501', 'permission denied for table namespaces',
+  'anon cannot read who owns a namespace (a user id)');
 select tests.act_as_user('owner');
-select results_eq($$select namespace from namespaces where namespace in ('acme', 'public') order by 1$$,
-  $$values ('acme'), ('public')$$, 'the owner reads the namespace directory');
+select results_eq($$select namespace, owner_id from namespaces where namespace in ('acme', 'public') order by 1$$,
+  $$values ('acme', tests.owner_id()), ('public', null)$$,
+  'the owner reads the namespace directory, owners included (signed-in users may)');
 select tests.act_as_user('member');
 select results_eq($$select namespace from namespaces where namespace in ('acme', 'public') order by 1$$,
   $$values ('acme'), ('public')$$, 'a member reads the namespace directory');

@@ -97,18 +97,18 @@ select tests.act_as_user('owner');
 select throws_ok($$select publish_tool_version(
                      '{"tool_id": "acme/fake_official", "tool_type": "script", "executor": "bash_runtime", "version": "1.0.0", "is_official": true}',
                      '[{"path": "main.sh", "content_text": "echo official"}]')$$,
-  '42501', 'only service_role publishes official or builtin tools (tool "acme/fake_official")',
+  '42501', 'only an admin may publish tool "acme/fake_official": it is official',
   'the owner cannot mark a tool official');
 select tests.act_as_user('member');
 select throws_ok($$select publish_tool_version(
                      '{"tool_id": "acme/fake_builtin", "tool_type": "script", "executor": "bash_runtime", "version": "1.0.0", "is_builtin": true}',
                      '[{"path": "main.sh", "content_text": "echo builtin"}]')$$,
-  '42501', 'only service_role publishes official or builtin tools (tool "acme/fake_builtin")',
+  '42501', 'only an admin may publish tool "acme/fake_builtin": it is builtin',
   'a member cannot mark a tool builtin');
 select throws_ok($$select publish_tool_version(
                      '{"tool_id": "acme/public_tool", "tool_type": "script", "executor": "bash_runtime", "version": "1.1.0", "is_official": true}',
                      '[{"path": "main.sh", "content_text": "echo public"}]')$$,
-  '42501', 'only service_role publishes official or builtin tools (tool "acme/public_tool")',
+  '42501', 'only an admin may publish tool "acme/public_tool": it is official',
   'a member cannot make an existing tool official through a new version');
 select tests.act_as_user('service_role');
 select is(publish_tool_version(
@@ -120,13 +120,13 @@ select tests.act_as_user('owner');
 select throws_ok($$select publish_tool_version(
                      '{"tool_id": "acme/blessed", "tool_type": "script", "executor": "bash_runtime", "version": "1.1.0"}',
                      '[{"path": "main.sh", "content_text": "echo tampered"}]')$$,
-  '42501', 'tool "acme/blessed" is official or builtin: only service_role publishes it',
+  '42501', 'only an admin may publish tool "acme/blessed": it is official',
   'the owner of acme cannot publish a new version of an official tool in acme');
 select tests.act_as_user('member');
 select throws_ok($$select publish_tool_version(
                      '{"tool_id": "acme/blessed", "tool_type": "script", "executor": "bash_runtime", "version": "1.1.0", "is_official": false}',
                      '[{"path": "main.sh", "content_text": "echo tampered"}]')$$,
-  '42501', 'tool "acme/blessed" is official or builtin: only service_role publishes it',
+  '42501', 'only an admin may publish tool "acme/blessed": it is official',
   'a member cannot unmark an official tool by publishing is_official false');
 
 -- a namespace of one's own is publishable at once; a missing one is not found

@@ -100,7 +100,7 @@ select matches(tests.refusal('[]'), 'run: must be a JSON object', 'a record must
 select matches(tests.refusal('{"tool_id": "runs_test/x", "status": "error", "exit_code": 1.5}'),
   'exit_code: must be an integer', 'exit_code must be an integer');
 select matches(tests.refusal('{"tool_id": "runs_test/x", "status": "error", "duration_ms": -1}'),
-  'duration_ms: must be a number of milliseconds, 0 or more', 'a negative duration is refused');
+  'duration_ms: must be a number of milliseconds from 0 to 1e12 \(about 31 years\)', 'a negative duration is refused');
 select matches(tests.refusal('{"tool_id": "runs_test/x", "status": "error", "started_at": "last tuesday"}'),
   'started_at: must be a timestamp', 'started_at must be a timestamp');
 select matches(tests.refusal('{"tool_id": "runs_test/x", "status": "error", "started_at": "2026-01-01T00:00:10Z", "finished_at": "2026-01-01T00:00:00Z"}'),
