@@ -24,6 +24,7 @@ from mcp_types import CallToolResult
 
 from runner.config import Settings
 from runner.mcp.server import build_server
+from runner.principal import Principal, admin, local_owner
 from runner.records import params_digest
 from runner.registry import PostgresRegistry
 from runner.run import Runner
@@ -73,17 +74,18 @@ def kiwi(database_url: str, tmp_path: Path) -> Callable[..., Done]:
 @pytest.fixture
 def mcp(database_url: str, conn: psycopg.Connection, tmp_path: Path) -> Iterator[Callable[..., Any]]:
     """`async with mcp() as client`: an in-memory MCP client of a Kiwi server with a session of its
-    own; the sessions' audit rows are removed afterwards."""
+    own, acting as the local owner (or as `mcp(principal)`); the sessions' audit rows are removed
+    afterwards."""
     sessions: list[str] = []
 
     @asynccontextmanager
-    async def open_client() -> AsyncIterator[Client]:
+    async def open_client(principal: Principal | None = None) -> AsyncIterator[Client]:
         session_id = f"test-approvals-{uuid.uuid4()}"
         sessions.append(session_id)
         settings = Settings(
             backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
         )
-        runner = Runner(PostgresRegistry(database_url), settings)
+        runner = Runner(PostgresRegistry(database_url, principal=principal or local_owner()), settings)
         try:
             async with Client(build_server(runner, session_id=session_id)) as client:
                 yield client
@@ -138,7 +140,7 @@ async def test_a_call_waits_for_approval_then_runs_once_and_never_stores_paramet
         early = await run(client, tool, params, aid)
         assert kind_of(early) == "approval_refused" and "pending" in text_of(early)
 
-        approved = kiwi("approve", aid, "--reason", "looks fine", "--json")
+        approved = kiwi("--admin", "approve", aid, "--reason", "looks fine", "--json")
         assert approved.code == 0, approved.err
         assert json.loads(approved.out)["status"] == "approved"
 
@@ -150,7 +152,7 @@ async def test_a_call_waits_for_approval_then_runs_once_and_never_stores_paramet
         assert "already used" in text_of(again)
         assert runs(marker) == 1, "an approved call runs once"
 
-    decided = kiwi("approve", aid)
+    decided = kiwi("--admin", "approve", aid)
     assert decided.code == 4 and "not pending" in decided.err, "a used approval cannot be decided again"
 
     row = conn.execute("select to_jsonb(a) from approvals a where id = %s", (aid,)).fetchone()[0]
@@ -182,13 +184,12 @@ async def test_different_parameters_and_a_denied_call_are_refused(
     marker = tmp_path / "marker.txt"
     params = {"marker": str(marker), "token": "a"}
 
-    async with mcp() as agent, mcp() as person:
+    # the tools are in `public`, whose calls only an admin decides: the person is one, explicitly
+    async with mcp() as agent, mcp(admin()) as person:
         first = await run(agent, tool, params)
         aid = first.structured_content["approval"]["id"]
         selfish = await agent.call_tool("execute", {"action": "approve", "approval_id": aid})
-        assert selfish.is_error and "session that requested it" in text_of(selfish), (
-            "an agent cannot approve its own call"
-        )
+        assert selfish.is_error and "cannot decide approval" in text_of(selfish), "an agent cannot approve its own call"
         ok = await person.call_tool("execute", {"action": "approve", "item_id": aid})
         assert not ok.is_error, text_of(ok)
         assert ok.structured_content["approval"]["status"] == "approved"
@@ -233,7 +234,7 @@ async def test_an_approval_that_expires_cannot_be_used(
         conn.execute("select decide_approval(%s, true)", (aid,))
         time.sleep(1.2)
 
-        late = kiwi("approve", lapsed)
+        late = kiwi("--admin", "approve", lapsed)
         assert late.code == 4 and "expired" in late.err, "a pending approval expires"
         listed = kiwi("approvals", "--json")
         assert lapsed not in [row["id"] for row in json.loads(listed.out)], "expired ones are not pending"

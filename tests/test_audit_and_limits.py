@@ -26,6 +26,7 @@ from mcp_types import CallToolResult
 
 from runner.config import Settings
 from runner.mcp.server import build_server
+from runner.principal import admin, local_owner
 from runner.records import params_digest
 from runner.registry import PostgresRegistry
 from runner.run import Runner
@@ -93,7 +94,7 @@ async def test_an_allowed_call_is_audited_and_a_refused_one_says_when_to_retry(
     settings = Settings(
         backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
     )
-    runner = Runner(PostgresRegistry(database_url), settings)
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
     try:
         async with Client(build_server(runner, session_id=session)) as client:
             first = await client.call_tool("execute", {"action": "run", "item_id": tool, "parameters": params})
@@ -129,7 +130,7 @@ async def test_a_dry_run_is_audited_too(
     settings = Settings(
         backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
     )
-    runner = Runner(PostgresRegistry(database_url), settings)
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
     try:
         async with Client(build_server(runner, session_id=session)) as client:
             result = await client.call_tool(
@@ -148,16 +149,19 @@ async def test_a_dry_run_is_audited_too(
         "success",
     )
     assert dry["content_hash"] and dry["version"]
-    assert (unknown["decision"], unknown["outcome"], unknown["content_hash"]) == ("allowed", "error", None)
+    # a call of a tool that does not exist is refused before the gate, and audited as such
+    assert (unknown["decision"], unknown["outcome"], unknown["content_hash"]) == ("refused", None, None)
+    assert "not found" in unknown["reason"]
 
 
 WORKER = textwrap.dedent(
     """
     import asyncio, json, sys, time
+    from runner.principal import admin, local_owner
     from runner.registry import PostgresRegistry
 
     async def main(url, tool, start_at, calls):
-        async with PostgresRegistry(url, cache_plans=False) as reg:
+        async with PostgresRegistry(url, principal=local_owner(), cache_plans=False) as reg:
             await reg.take_rate_limit("warm_up_no_limit_" + tool, None, None)
             time.sleep(max(0.0, start_at - time.time()))
             answers = [await reg.take_rate_limit(tool, None, None) for _ in range(calls)]
@@ -208,10 +212,12 @@ def _server_settings(database_url: str, tmp_path: Path) -> Settings:
 async def test_create_publish_and_delete_each_leave_a_row_without_the_manifest(
     database_url: str, conn: psycopg.Connection, tmp_path: Path, session: str
 ) -> None:
-    tool = f"audit_publish_{uuid.uuid4().hex[:8]}"
+    name = f"audit_publish_{uuid.uuid4().hex[:8]}"
+    tool = f"local/{name}"  # the agent acts as the local owner, who publishes into its namespace
     marker = f"manifest-text-{uuid.uuid4().hex}"
     manifest = {
-        "tool_id": tool,
+        "tool_id": name,
+        "namespace": "local",
         "tool_type": "script",
         "executor": "bash_runtime",
         "version": "1.0.0",
@@ -219,7 +225,7 @@ async def test_create_publish_and_delete_each_leave_a_row_without_the_manifest(
         "description": marker,
     }
     files = [{"path": "main.sh", "content_text": f"echo '{{}}' # {marker}", "is_entrypoint": True}]
-    runner = Runner(PostgresRegistry(database_url), _server_settings(database_url, tmp_path))
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), _server_settings(database_url, tmp_path))
     try:
         async with Client(build_server(runner, session_id=session)) as client:
             created = await client.call_tool("execute", {"action": "create", "manifest": manifest, "files": files})
@@ -274,11 +280,13 @@ async def test_approve_deny_and_open_context_leave_rows(
     )
     conn.execute("insert into approval_policies (pattern, ttl_seconds) values (%s, 3600)", (tool,))
     requester = f"{session}-requester"
-    runner = Runner(PostgresRegistry(database_url), _server_settings(database_url, tmp_path))
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), _server_settings(database_url, tmp_path))
+    # calls of `public` tools are decided by an admin: the deciding server is started as one
+    person = Runner(PostgresRegistry(database_url, principal=admin()), _server_settings(database_url, tmp_path))
     try:
         async with (
             Client(build_server(runner, session_id=requester)) as asking,
-            Client(build_server(runner, session_id=session)) as deciding,
+            Client(build_server(person, session_id=session)) as deciding,
         ):
             ids = []
             for token in ("one", "two"):
@@ -294,6 +302,7 @@ async def test_approve_deny_and_open_context_leave_rows(
             opened = await deciding.call_tool("execute", {"action": "open_context", "permissions": {"shell": []}})
     finally:
         await runner.aclose()
+        await person.aclose()
         conn.execute("delete from approval_policies where pattern = %s", (tool,))
         conn.execute("delete from audit_log where session_id = %s", (requester,))
 

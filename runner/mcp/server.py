@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import yaml
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -247,7 +247,7 @@ def build_server(
     in both; by default a new one per server instance.
     """
     reg: Registry = registry if registry is not None else runner.registry
-    session = session_id or f"mcp-{uuid.uuid4()}"
+    server_session = session_id or f"mcp-{uuid.uuid4()}"
     deleter = delete if delete is not None else default_deleter(reg)
     server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -463,11 +463,14 @@ def build_server(
             dict[str, Any] | None,
             Field(description="open_context: narrow the permissions {fs_read, fs_write, shell, mcp, tools}."),
         ] = None,
+        ctx: Context | None = None,
     ) -> CallToolResult:
         """Act on an item: run or dry_run it, create/update/publish it, delete it, or import the
         tools of an MCP server (action=import, item_id=the mcp_server). Results are structured (a run
         gives {tool_id, version, status, output, error, exit_code, duration_ms, executor_chain});
         failures are tool errors with a hint."""
+
+        session = _session_of(ctx, server_session)
 
         async def call() -> CallToolResult:
             if action not in ACTIONS:
@@ -858,7 +861,9 @@ def _subject(fallback: str, data: dict[str, Any] | None = None) -> dict[str, Any
 def _manifest_tool_id(manifest: dict[str, Any] | str | None) -> str | None:
     """The manifest's tool_id, when it is easy to see (for auditing a publish that fails early)."""
     if isinstance(manifest, dict) and manifest.get("tool_id"):
-        return str(manifest["tool_id"])
+        tool_id, namespace = str(manifest["tool_id"]), manifest.get("namespace")
+        in_namespace = namespace and namespace != "public" and "/" not in tool_id
+        return f"{namespace}/{tool_id}" if in_namespace else tool_id
     if isinstance(manifest, str):
         found = re.search(r"^tool_id:\s*['\"]?([^\s'\"#]+)", manifest, re.MULTILINE)
         return found.group(1) if found else None
@@ -870,6 +875,16 @@ def _ms(started: float) -> float:
 
 
 COMMAND_TYPES = ("runtime", "primitive", "mcp_server")
+
+
+def _session_of(ctx: Context | None, server_session: str) -> str:
+    """The session a call is audited and rate-limited in: each client connection's own over
+    streamable HTTP (where many callers share one server), else the server's (stdio: one client)."""
+    try:
+        transport = ctx.request_context.session_id if ctx is not None else None
+    except (AttributeError, ValueError, LookupError):  # outside a request (in-memory tests call it directly)
+        transport = None
+    return f"{server_session}/{transport}"[:200] if transport else server_session
 
 
 def _acts_as_admin(reg: Registry) -> bool:

@@ -177,7 +177,8 @@ class Gate:
             hint = APPROVE_HINT.format(id=aid, expires_at=approval.get("expires_at"))
             self._refuse(audit, kind, message, hint, reason, {"approval": approval})
         hint = verdict.get("hint") or "call without an approval_id for a new approval"
-        self._refuse(audit, kind, f"{tool} was not run: {reason}", hint, reason, {"approval_id": call.approval_id})
+        message = f"{tool} was not run: {reason}"
+        self._refuse(audit, kind, message, hint, f"approval refused: {reason}", {"approval_id": call.approval_id})
 
     def _refuse(
         self, audit: dict[str, Any], kind: str, message: str, hint: str | None, reason: str, extra: dict[str, Any]

@@ -54,6 +54,7 @@ def test_the_inspector_lists_the_four_tools_and_finds_their_schemas_portable(dat
         "create",
         "update",
         "publish",
+        "yank",
         "delete",
         "import",
         "approve",

@@ -15,13 +15,15 @@ import pytest
 
 from runner.config import Settings
 from runner.errors import NotFound, Refused, RegistryUnavailable, UsageError
+from runner.principal import admin, local_owner
 from runner.registry import PostgresRegistry, RestRegistry, connect
 from runner.registry.errors import redact, scrub
 
 
 @pytest.fixture
 async def reg(database_url: str) -> AsyncIterator[PostgresRegistry]:
-    registry = PostgresRegistry(database_url)
+    """The registry acting as an admin, explicitly: these tests publish into `public`."""
+    registry = PostgresRegistry(database_url, principal=admin())
     yield registry
     await registry.aclose()
 
@@ -125,7 +127,7 @@ async def test_bad_manifest_is_a_usage_error_naming_each_field(reg: PostgresRegi
     ],
 )
 async def test_unreachable_database_is_registry_unavailable_without_the_password(url: str) -> None:
-    registry = PostgresRegistry(url, connect_timeout=3)
+    registry = PostgresRegistry(url, principal=local_owner(), connect_timeout=3)
     loop = asyncio.get_running_loop()
     started = loop.time()
     with pytest.raises(RegistryUnavailable) as info:
@@ -147,7 +149,7 @@ def test_redaction_covers_urls_and_conninfo() -> None:
 
 
 async def test_hot_statements_are_prepared_on_the_server(database_url: str) -> None:
-    registry = PostgresRegistry(database_url, min_size=1, max_size=1)
+    registry = PostgresRegistry(database_url, principal=local_owner(), min_size=1, max_size=1)
     try:
         for _ in range(3):
             await registry.execution_plan("hello_world")
@@ -239,7 +241,7 @@ async def test_record_audit_and_take_rate_limit(reg: PostgresRegistry, conn: psy
     assert first["allowed"] is True and first["retry_after_s"] is None
     assert second["allowed"] is False and 0 <= float(second["retry_after_s"]) <= 60
     assert second["limit"]["key"] == tool
-    assert row == ("refused", "role:postgres")
+    assert row == ("refused", "role:service_role"), "the caller is whom the registry acts as, not its login"
     with pytest.raises(UsageError, match="decision"):
         await reg.record_audit({"session_id": session, "tool_id": tool, "decision": "maybe"})
 

@@ -197,3 +197,13 @@ def test_a_batch_is_written_whole_or_refused_by_its_first_bad_record(
         assert refusal[1] == "invalid run record: " + "; ".join(first_bad), (refusal, problems)
     else:
         assert "is before started_at" in refusal[1], refusal
+
+
+def test_a_duration_that_would_start_the_run_before_time_began_is_refused_by_name(conn: psycopg.Connection) -> None:
+    """Regression (found by the property above): 1e15 ms and no started_at made the database
+    compute a start out of timestamptz's range, a 22008 instead of a refusal naming the field."""
+    record = {**VALID, "duration_ms": 1e15}
+    record.pop("started_at", None)
+    refusal, (problems,) = verdicts(conn, [record])
+    assert refusal is not None and refusal[0] == "22023", refusal
+    assert problems == ["duration_ms: must be a number of milliseconds from 0 to 1e12 (about 31 years)"]
