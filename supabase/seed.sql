@@ -390,7 +390,78 @@ select public.publish_tool_version(
    "-y",
    "@modelcontextprotocol/server-filesystem@2026.8.31",
    "${KIWI_FILESYSTEM_ROOT:-.}"
-  ]
+  ],
+  "tool_fs": {
+   "read_file": {
+    "read": [
+     "path"
+    ]
+   },
+   "read_text_file": {
+    "read": [
+     "path"
+    ]
+   },
+   "read_media_file": {
+    "read": [
+     "path"
+    ]
+   },
+   "read_multiple_files": {
+    "read": [
+     "paths"
+    ]
+   },
+   "list_directory": {
+    "read": [
+     "path"
+    ]
+   },
+   "list_directory_with_sizes": {
+    "read": [
+     "path"
+    ]
+   },
+   "directory_tree": {
+    "read": [
+     "path"
+    ]
+   },
+   "search_files": {
+    "read": [
+     "path"
+    ]
+   },
+   "get_file_info": {
+    "read": [
+     "path"
+    ]
+   },
+   "write_file": {
+    "write": [
+     "path"
+    ]
+   },
+   "edit_file": {
+    "write": [
+     "path"
+    ]
+   },
+   "create_directory": {
+    "write": [
+     "path"
+    ]
+   },
+   "move_file": {
+    "read": [
+     "source"
+    ],
+    "write": [
+     "source",
+     "destination"
+    ]
+   }
+  }
  }
 }$k$::jsonb,
   $k$[]$k$::jsonb,
@@ -408,6 +479,22 @@ config:
   transport: stdio
   command: npx
   args: [-y, "@modelcontextprotocol/server-filesystem@2026.8.31", "${KIWI_FILESYSTEM_ROOT:-.}"]
+  # Which parameters of each tool are paths it reads or writes: a call under a directive's
+  # context is checked against its fs_read / fs_write globs (runner/policy/permissions.py).
+  tool_fs:
+    read_file: {read: [path]}
+    read_text_file: {read: [path]}
+    read_media_file: {read: [path]}
+    read_multiple_files: {read: [paths]}
+    list_directory: {read: [path]}
+    list_directory_with_sizes: {read: [path]}
+    directory_tree: {read: [path]}
+    search_files: {read: [path]}
+    get_file_info: {read: [path]}
+    write_file: {write: [path]}
+    edit_file: {write: [path]}
+    create_directory: {write: [path]}
+    move_file: {read: [source], write: [source, destination]}
 $k$);
 
 -- python_runtime (runtime)

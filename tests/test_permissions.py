@@ -241,6 +241,38 @@ def test_declared_path_parameters_are_checked_against_the_fs_globs() -> None:
     assert check({"tools": ["*"], "fs_write": ["public/*"]}, plan, {"path": "public/x"}) is None
 
 
+def test_a_filesystem_server_call_is_checked_by_the_paths_its_server_declares(conn: psycopg.Connection) -> None:
+    """Issue 12: fs_read/fs_write held for scripts only. The seeded filesystem server says which
+    parameter of each of its tools is a path (config.tool_fs), and an imported tool's merged
+    config carries it with the upstream tool's name, so its calls are checked too."""
+    (server_config,) = conn.execute(
+        "select manifest -> 'config' from tool_versions v join tools t on t.id = v.tool_uuid"
+        " where t.ref = 'filesystem_mcp' and v.is_latest"
+    ).fetchone()
+    chain = [
+        {"tool_id": "filesystem_mcp.read_file", "tool_type": "mcp_tool"},
+        {"tool_id": "filesystem_mcp", "tool_type": "mcp_server"},
+    ]
+    allowed = {"mcp": ["filesystem_mcp.*"], "fs_read": ["docs/*"], "fs_write": ["out/*"]}
+
+    def call(tool: str, params: dict[str, Any]) -> str | None:
+        plan = {
+            "tool_id": f"filesystem_mcp.{tool}",
+            "tool_type": "mcp_tool",
+            "chain": chain,
+            "config": {**server_config, "tool": tool},
+        }
+        return check(allowed, plan, params)
+
+    assert call("read_file", {"path": "docs/a.md"}) is None
+    assert call("read_file", {"path": "docs/../.env"}) == 'fs_read: .env (parameter path) is not allowed by ["docs/*"]'
+    assert call("read_multiple_files", {"paths": ["docs/a", "/etc/shadow"]}).startswith("fs_read: /etc/shadow")
+    assert call("write_file", {"path": "docs/a.md", "content": "x"}).startswith("fs_write: docs/a.md")
+    assert call("write_file", {"path": "out/a.md", "content": "x"}) is None
+    assert call("move_file", {"source": "docs/a.md", "destination": "out/a.md"}).startswith("fs_write: docs/a.md")
+    assert call("list_allowed_directories", {}) is None, "a tool that names no path needs no fs permission"
+
+
 async def test_a_path_outside_the_fs_write_globs_is_refused_through_the_server(
     database_url: str, conn: psycopg.Connection, tmp_path: Path, publish_tool: Callable[..., str], session: str
 ) -> None:

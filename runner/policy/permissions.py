@@ -20,7 +20,8 @@ such as `tools: hello_world is not allowed by ["*_runtime"]`.
     fs_read, fs_write
               the paths a call names, for tools that say which of their parameters are
               paths, as data in their config: `fs: {read: [param, ...], write: [param, ...]}`
-              (an MCP server's file tools, a script that writes where it is told). Each
+              (a script that writes where it is told), or an MCP server's `tool_fs` entry
+              for the upstream tool (its file tools: see fs_parameters). Each
               value (a string or a list of them) is normalised (`a/../b` is `b`) and must
               match a glob of the kind. What a tool does beyond its declared parameters is
               not observed.
@@ -96,9 +97,23 @@ def check(
     return lacking
 
 
+def fs_parameters(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """Which parameters of a call are paths it reads or writes, as its config says: `fs: {read:
+    [param], write: [param]}` (a script), or, for a tool of an MCP server, the server's
+    `tool_fs: {<upstream tool>: {read: [...], write: [...]}}` entry for `tool` (the merged config
+    of an mcp_tool holds both). Data in the manifests: nothing here knows any server."""
+    fs = config.get("fs")
+    if isinstance(fs, Mapping):
+        return fs
+    per_tool, tool = config.get("tool_fs"), config.get("tool")
+    if isinstance(per_tool, Mapping) and isinstance(tool, str) and isinstance(per_tool.get(tool), Mapping):
+        return per_tool[tool]
+    return None
+
+
 def _check_paths(permissions: Mapping[str, Any], plan: Mapping[str, Any], params: Mapping[str, Any]) -> str | None:
-    fs = (plan.get("config") or {}).get("fs")
-    if not isinstance(fs, Mapping):
+    fs = fs_parameters(plan.get("config") or {})
+    if fs is None:
         return None
     for kind, key in (("fs_read", "read"), ("fs_write", "write")):
         for name in fs.get(key) or []:

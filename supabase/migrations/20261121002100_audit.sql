@@ -1,5 +1,6 @@
--- Audit: one row per call an agent makes through Kiwi (every MCP execute action: run,
--- dry_run, create, update, publish, delete, import, approve, deny, open_context), allowed
+-- Audit: one row per call made through Kiwi (every MCP execute action: run, dry_run,
+-- create, update, publish, yank, delete, import, approve, deny, open_context; and every
+-- run and dry run of `kiwi run`, threads and directives, through the same gate), allowed
 -- or refused, written by record_audit. A delete without confirm=true (a preview) is
 -- audited as allowed with no outcome and the reason "preview". A row says which tool (and the exact version and content_hash it
 -- resolved to), whether the call was allowed, and if not why, in which session and
@@ -19,7 +20,8 @@ create table public.audit_log (
   directive      text constraint audit_log_directive_length check (char_length(directive) <= 300),
   action         text not null default 'run'
                  constraint audit_log_action_values check (action in (
-                   'run', 'dry_run', 'create', 'update', 'publish', 'delete', 'import', 'approve', 'deny', 'open_context')),
+                   'run', 'dry_run', 'create', 'update', 'publish', 'yank', 'delete', 'import', 'approve', 'deny',
+                   'open_context')),
   tool_id        text not null
                  constraint audit_log_tool_id_length check (char_length(tool_id) between 1 and 300),
   server         text constraint audit_log_server_length check (char_length(server) <= 300),
@@ -106,7 +108,7 @@ declare
     'id', 'at', 'session_id', 'directive', 'action', 'tool_id', 'server', 'version', 'content_hash',
     'decision', 'reason', 'retry_after_s', 'duration_ms', 'outcome', 'params_sha256', 'params_size', 'run_id'];
   v_actions constant text[] := array[
-    'run', 'dry_run', 'create', 'update', 'publish', 'delete', 'import', 'approve', 'deny', 'open_context'];
+    'run', 'dry_run', 'create', 'update', 'publish', 'yank', 'delete', 'import', 'approve', 'deny', 'open_context'];
 begin
   if p_entry is null or jsonb_typeof(p_entry) <> 'object' then
     return array['entry: must be a JSON object'];
