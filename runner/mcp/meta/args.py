@@ -1,0 +1,100 @@
+"""The meta-tools' vocabulary (item types, execute's actions, a publish's file) and the
+checks of their arguments, in one place because several tools share them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...errors import UsageError
+
+__all__ = [
+    "ACTIONS",
+    "ITEM_TYPES",
+    "ExecuteRequest",
+    "FileInput",
+    "check_item_type",
+    "item_type_of",
+    "same_tool",
+    "split_ref",
+]
+
+ITEM_TYPES = ("directive", "tool", "knowledge")
+ACTIONS = (
+    "run",
+    "dry_run",
+    "create",
+    "update",
+    "publish",
+    "yank",
+    "delete",
+    "import",
+    "approve",
+    "deny",
+    "open_context",
+)
+
+
+def item_type_of(tool_type: str | None) -> str:
+    """The MCP item type of a registry tool type."""
+    return tool_type if tool_type in ("directive", "knowledge") else "tool"
+
+
+class FileInput(BaseModel):
+    """One file of a tool being published."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: Annotated[str, Field(description="Relative path inside the tool, e.g. 'main.py' (no '..', no leading '/').")]
+    content_text: Annotated[str, Field(description="The file's full text (UTF-8).")]
+    is_entrypoint: Annotated[
+        bool, Field(description="True for the file the runtime invokes (one per tool); match manifest 'entrypoint'.")
+    ] = False
+    media_type: Annotated[str | None, Field(description="Optional media type, e.g. 'text/x-python'.")] = None
+
+
+@dataclass(frozen=True)
+class ExecuteRequest:
+    """One `execute` call's arguments and the session it is made in, handed to each action."""
+
+    action: str
+    session: str
+    item_id: str | None = None
+    parameters: dict[str, Any] | None = None
+    version: str | None = None
+    manifest: dict[str, Any] | str | None = None
+    files: list[FileInput] | None = None
+    confirm: bool = False
+    approval_id: str | None = None
+    context: str | None = None
+    permissions: dict[str, Any] | None = None
+
+
+def check_item_type(item_type: str | None) -> str | None:
+    if item_type is None or item_type == "":
+        return None
+    if item_type not in ITEM_TYPES:
+        raise UsageError(
+            f"unknown item_type {item_type!r}",
+            hint="item_type is one of directive, tool, knowledge (or leave it out for all)",
+        )
+    return item_type
+
+
+def split_ref(item_id: str | None, version: str | None) -> tuple[str, str | None]:
+    """`tool@1.2.0` is the same as item_id=tool, version=1.2.0."""
+    ref = (item_id or "").strip()
+    if "@" in ref:
+        ref, _, at = ref.rpartition("@")
+        if version and version != at:
+            raise UsageError(f"two versions given: @{at} and version={version}", hint="give the version once")
+        version = at
+    if not ref:
+        raise UsageError("no item_id given", hint="name an item, e.g. item_id='hello_world'; find ids with search")
+    return ref, version or None
+
+
+def same_tool(ref: str, manifest_id: str) -> bool:
+    return ref == manifest_id or ref.rsplit("/", 1)[-1] == manifest_id.rsplit("/", 1)[-1]

@@ -1,0 +1,121 @@
+"""One audit row for every execute action other than run/dry_run (those the Runner's gate
+audits): what was asked, by which session, and how it went, so refusals are on record too."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp_types import CallToolResult
+
+from ...errors import KiwiError
+from ...records import params_digest
+from ...registry.base import Registry
+
+__all__ = ["audited_action", "manifest_tool_id"]
+
+logger = logging.getLogger("kiwi.mcp.server")
+
+
+async def _audit(reg: Registry, entry: dict[str, Any]) -> None:
+    """Write the audit row; a failure to write it is logged, never a failed call."""
+    try:
+        await reg.record_audit({k: v for k, v in entry.items() if v is not None})
+    except KiwiError as e:
+        logger.warning("could not audit the call of %s: %s", entry.get("tool_id"), e.message)
+
+
+_REFUSALS = frozenset({"usage", "invalid_parameters", "not_found", "refused", "integrity", "permission_denied"})
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+async def audited_action(
+    reg: Registry,
+    *,
+    session: str,
+    action: str,
+    subject: str | None,
+    inputs: dict[str, Any],
+    work: Callable[[], Awaitable[CallToolResult]],
+) -> CallToolResult:
+    """`work` (an execute action other than run/dry_run), with one audit row for how it went.
+
+    Refused (a usage error, not found, refused by the registry, no permission): decision
+    refused with the reason. Failed after it started (an import that timed out or published
+    only some tools, an unexpected error): allowed, outcome error. Otherwise allowed, outcome
+    success, naming what it touched (the published version and its content_hash, the
+    approval's tool, the context's directive). A delete without confirm is a preview: allowed,
+    no outcome, reason "preview". The inputs are stored only as their sha256 and size; the
+    result is returned (or the error raised) unchanged, and a failure to audit is only logged."""
+    started = time.perf_counter()
+    entry: dict[str, Any] = {"session_id": session, "action": action}
+    entry["params_sha256"], entry["params_size"] = params_digest(inputs)
+    fallback = subject or f"{action}:unknown"
+    try:
+        result = await work()
+    except KiwiError as e:
+        refused = e.kind in _REFUSALS
+        await _audit(reg, {**entry, **_subject(fallback), **_verdict(refused, e.message), "duration_ms": _ms(started)})
+        raise
+    except Exception as e:
+        reason = f"failed unexpectedly: {type(e).__name__}"
+        await _audit(reg, {**entry, **_subject(fallback), **_verdict(False, reason), "duration_ms": _ms(started)})
+        raise
+    data = result.structured_content if isinstance(result.structured_content, dict) else {}
+    if result.is_error:
+        error = data.get("error") if isinstance(data.get("error"), dict) else {}
+        refused = action != "import" and error.get("kind") in _REFUSALS
+        verdict = _verdict(refused, str(error.get("message") or "failed"))
+    elif action == "delete" and not data.get("deleted"):
+        verdict = {"decision": "allowed", "reason": "preview: nothing deleted (confirm=true was not given)"}
+    else:
+        verdict = {"decision": "allowed", "outcome": "success"}
+    await _audit(reg, {**entry, **_subject(fallback, data), **verdict, "duration_ms": _ms(started)})
+    return result
+
+
+def _verdict(refused: bool, reason: str) -> dict[str, Any]:
+    if refused:
+        return {"decision": "refused", "reason": reason[:2000]}
+    return {"decision": "allowed", "outcome": "error", "reason": reason[:2000]}
+
+
+def _subject(fallback: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """tool_id, version and content_hash of what an action touched, from its result when it has them."""
+    data = data or {}
+    found: dict[str, Any] = {}
+    for key in ("approval", "would_delete", "context"):
+        if isinstance(data.get(key), dict):
+            found = data[key]
+    tool = found.get("tool_id") or found.get("item_id") or found.get("directive") or data.get("tool_id")
+    tool = tool or data.get("server") or (f"context:{found['id']}" if found.get("id") and "context" in data else None)
+    tool = tool or fallback
+    version = found.get("version") or found.get("latest_version") or data.get("version")
+    if version is None and "@" in str(tool):  # a directive as ref@version
+        tool, version = str(tool).rsplit("@", 1)
+    content_hash = found.get("content_hash") or data.get("content_hash")
+    tool = "".join(ch for ch in str(tool) if ch.isprintable())[:300] or fallback[:300]
+    return {
+        "tool_id": tool,
+        "version": str(version)[:128] if version is not None else None,
+        "content_hash": content_hash if isinstance(content_hash, str) and _SHA256.fullmatch(content_hash) else None,
+    }
+
+
+def manifest_tool_id(manifest: dict[str, Any] | str | None) -> str | None:
+    """The manifest's tool_id, when it is easy to see (for auditing a publish that fails early)."""
+    if isinstance(manifest, dict) and manifest.get("tool_id"):
+        tool_id, namespace = str(manifest["tool_id"]), manifest.get("namespace")
+        in_namespace = namespace and namespace != "public" and "/" not in tool_id
+        return f"{namespace}/{tool_id}" if in_namespace else tool_id
+    if isinstance(manifest, str):
+        found = re.search(r"^tool_id:\s*['\"]?([^\s'\"#]+)", manifest, re.MULTILINE)
+        return found.group(1) if found else None
+    return None
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,141 @@
+"""The `load` meta-tool: one item as an agent needs it before running it (manifest, executor
+chain with signature states, parameter schema, files; directives and knowledge with text)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any
+
+from mcp_types import CallToolResult
+from pydantic import Field
+
+from ...errors import UsageError
+from ...plan import Plan
+from ...trust.states import UNSIGNED, verdict_label
+from .args import ITEM_TYPES, check_item_type, item_type_of, split_ref
+from .results import guarded, ok
+from .state import ServerState
+
+__all__ = ["load"]
+
+ItemId = Annotated[
+    str, Field(description="The item's id: tool_id, namespace/tool_id, or id@version (e.g. 'hello_world').")
+]
+ItemType = Annotated[
+    str | None,
+    Field(
+        description="What you expect it to be (directive, tool or knowledge); a mismatch is an error.",
+        json_schema_extra={"enum": [*ITEM_TYPES, None]},
+    ),
+]
+Version = Annotated[str | None, Field(description="A semver version; default the latest.")]
+IncludeContent = Annotated[
+    bool | None,
+    Field(
+        description=(
+            "Include each file's text. Default: yes for directives and knowledge (their text is "
+            "the point), no for tools (files are listed with sha256 and size)."
+        )
+    ),
+]
+
+
+async def load(
+    state: ServerState,
+    item_id: ItemId,
+    item_type: ItemType = None,
+    version: Version = None,
+    include_content: IncludeContent = None,
+) -> CallToolResult:
+    """Load one item: its manifest, executor chain (the item down to its primitive), the JSON Schema
+    of its parameters, and its files. Directives and knowledge come with their text."""
+
+    async def call() -> CallToolResult:
+        reg = state.registry
+        kind = check_item_type(item_type)
+        ref, ver = split_ref(item_id, version)
+        chain, plan = await asyncio.gather(reg.chain(ref), reg.execution_plan(ref, ver))
+        actual = item_type_of(plan.get("tool_type"))
+        if kind is not None and kind != actual:
+            raise UsageError(
+                f"{plan['tool_id']} is a {plan.get('tool_type')} (item_type {actual}), not a {kind}",
+                hint=f"load it with item_type='{actual}' or without item_type",
+            )
+        verdicts = await state.runner.verify(Plan.from_json(plan))
+        top = chain[0] if chain else None
+        manifest = top["manifest"] if top and top.get("version") == plan.get("version") else None
+        with_text = include_content if include_content is not None else actual != "tool"
+        loaded = {
+            "item_id": plan["tool_id"],
+            "item_type": actual,
+            "tool_type": plan.get("tool_type"),
+            "version": plan.get("version"),
+            "content_hash": plan.get("content_hash"),
+            "manifest": manifest,
+            "signature": verdict_label(verdicts[0]) if verdicts else UNSIGNED,
+            "executor_chain": [
+                {
+                    **{k: row.get(k) for k in ("depth", "tool_id", "tool_type", "version", "content_hash")},
+                    "signature": verdict_label(v) if v is not None else UNSIGNED,
+                }
+                for row, v in zip(chain, _align(verdicts, chain), strict=True)
+            ],
+            "primitive": plan.get("primitive"),
+            "parameters": plan.get("parameters") or {"type": "object", "properties": {}},
+            "outputs": plan.get("outputs"),
+            "files": _files(plan, with_text),
+        }
+        return ok(_load_text(loaded), loaded)
+
+    return await guarded("load", call)
+
+
+def _files(plan: dict[str, Any], with_text: bool) -> list[dict[str, Any]]:
+    files = []
+    for f in plan.get("files") or []:
+        entry = {k: f.get(k) for k in ("path", "size_bytes", "sha256", "is_entrypoint", "media_type")}
+        if with_text:
+            entry["content_text"] = f.get("content_text")
+        files.append(entry)
+    return files
+
+
+def _align(verdicts: list[Any], chain: list[dict[str, Any]]) -> list[Any]:
+    """The verdict of each chain row, by tool (load's chain is the latest; a pinned version's
+    verdicts come from its own chain, which can be shaped differently)."""
+    by_tool = {v.tool_id: v for v in verdicts}
+    return [by_tool.get(row.get("tool_id")) for row in chain]
+
+
+def _load_text(d: dict[str, Any]) -> str:
+    m = d.get("manifest") or {}
+    lines = [f"{d['item_id']}@{d['version']}  ({d['item_type']}: {d['tool_type']})  {m.get('name', '')}".rstrip()]
+    if m.get("description"):
+        lines.append(f"  {m['description'].strip()}")
+    lines += ["", "executor chain: " + " -> ".join(f"{c['tool_id']}@{c['version']}" for c in d["executor_chain"])]
+    lines.append(
+        "signatures: "
+        + ", ".join(f"{c['tool_id']} {(c.get('signature') or UNSIGNED)['state']}" for c in d["executor_chain"])
+    )
+    params = d["parameters"] or {}
+    props = params.get("properties") or {}
+    required = set(params.get("required") or [])
+    lines.append("parameters:" + ("" if props else " none"))
+    for pname, prop in props.items():
+        flag = (
+            "required" if pname in required else f"default {json.dumps(prop['default'])}" if "default" in prop else ""
+        )
+        enum = f" one of {prop['enum']}" if prop.get("enum") else ""
+        lines.append(
+            f"  {pname} ({prop.get('type', 'any')}{', ' + flag if flag else ''}){enum}: {prop.get('description', '')}"
+        )
+    lines.append("files:" + ("" if d["files"] else " none"))
+    for f in d["files"]:
+        star = " (entrypoint)" if f.get("is_entrypoint") else ""
+        lines.append(f"  {f['path']}{star}  {f.get('size_bytes')} B  sha256 {str(f.get('sha256'))[:16]}")
+        if f.get("content_text") is not None:
+            lines += ["", f["content_text"].rstrip(), ""]
+    if d["item_type"] != "knowledge":
+        lines.append(f"\nnext: execute(action='run', item_id='{d['item_id']}', parameters={{...}})")
+    return "\n".join(lines)

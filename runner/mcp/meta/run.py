@@ -1,0 +1,107 @@
+"""execute's run and dry_run, rendered for MCP: the Runner's gate (runner/policy, the same for
+every entry point) decides and audits; this turns its decision and the run into a tool answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from mcp_types import CallToolResult, TextContent
+
+from ...errors import InvalidParameters
+from ...policy import Call, Denied
+from ...registry.base import Registry
+from ...run import Runner, RunResult
+from .results import default_hint, fail, jsonable, ok
+
+__all__ = ["guarded_run"]
+
+
+async def guarded_run(
+    runner: Runner,
+    reg: Registry,
+    *,
+    session: str,
+    ref: str,
+    ver: str | None,
+    params: dict[str, Any],
+    context: str | None = None,
+    approval_id: str | None = None,
+    dry_run: bool = False,
+    run_timeout_s: float | None = 900.0,
+) -> CallToolResult:
+    """One tool call as `execute run`/`dry_run` makes it, rendered for MCP: the Runner's gate
+    (runner/policy) decides permissions, rate limits and approvals and audits the call; a
+    refusal is a tool error of its kind. Kiwi's MCP server and threads (runner/thread.py)
+    share it. `reg` is kept for the callers' sake: the runner's registry is the one used."""
+    del reg
+    call = Call(session, context=context, approval_id=approval_id)
+    # the lockfile's version, if it pins one; an explicit version always wins
+    work = runner.run(ref, params, version=ver or runner.locked_version(ref), dry_run=dry_run, call=call)
+    try:
+        result = await asyncio.wait_for(work, timeout=run_timeout_s)
+    except TimeoutError:
+        return fail(
+            f"{ref} did not finish within the server's limit of {run_timeout_s:g} s; it was stopped",
+            "the tool's own timeout_s should end it sooner; raise it in the tool's config, or run it with the kiwi CLI",
+            kind="timeout",
+            extra={"result": {"tool_id": ref, "version": ver, "status": "timeout"}},
+        )
+    if isinstance(result.failure, Denied):
+        return fail(result.failure.message, result.failure.hint, kind=result.failure.kind, extra=result.failure.extra)
+    structured: dict[str, Any] = result.as_json()
+    child = result.context
+    if child is not None:  # the directive's context: pass it to the calls made following it
+        structured["context"] = child
+    if dry_run:
+        out = result.output if isinstance(result.output, dict) else {}
+        validation = out.get("validation") or {"passed": result.ok, "warnings": result.warnings}
+        if not result.ok:
+            validation = {"passed": False, "problem": result.error}
+        structured = {**structured, "dry_run": True, "validation": validation}
+    text = _run_text(result, dry_run)
+    if child is not None:
+        text += f"\ncontext: {child['id']}; pass context='{child['id']}' to every call made following it"
+    if result.ok:
+        return ok(text, structured)
+    hint = _run_hint(result, ref)
+    text += f"\nhint: {hint}"
+    structured["hint"] = hint
+    if result.failure is not None:
+        structured["failure"] = {**result.failure.as_dict(), "hint": hint}
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=jsonable(structured), is_error=True
+    )
+
+
+def _dump(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _run_text(result: RunResult, dry_run: bool) -> str:
+    where = f"{result.tool_id}@{result.version}" if result.version else result.tool_id
+    chain = " -> ".join(result.executor_chain)
+    label = ("dry run ok" if result.ok else "dry run failed") if dry_run else result.status
+    via = f" via {chain}" if result.executor_chain else ""
+    lines = [f"{label}: {where}{via} in {result.duration_ms:.0f} ms"]
+    if result.output is not None and not dry_run:
+        lines += ["", _dump(result.output)]
+    if dry_run and isinstance(result.output, dict) and "validation" in result.output:
+        lines += ["", _dump({k: result.output[k] for k in ("handler", "parameters", "files", "validation")})]
+    lines += [f"warning: {w}" for w in result.warnings]
+    if result.failure is not None:
+        lines += ["", f"error: {result.failure.message}"]
+    elif result.error:
+        lines += ["", f"error: {result.error}"]
+    return "\n".join(lines)
+
+
+def _run_hint(result: RunResult, ref: str) -> str:
+    if isinstance(result.failure, InvalidParameters):
+        return f"the parameters schema is in load(item_id='{ref}'); pass them as one object in `parameters`"
+    if result.failure is not None:
+        return result.failure.hint or default_hint(result.failure)
+    if result.status == "timeout":
+        return "the tool hit its own timeout; try smaller inputs, or a version with a longer config.timeout_s"
+    return f"the tool ran and failed (exit code {result.exit_code}); check parameters with load(item_id='{ref}')"

@@ -1,0 +1,69 @@
+"""What the meta-tools share, in one small value: the runner, the registry, this server's
+session and its choices. A value rather than closures so each meta-tool can live, and be
+tested, on its own."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server.mcpserver import Context
+
+from ...registry.base import Registry
+from ...run import Runner
+
+__all__ = ["Deleter", "ServerState", "default_deleter", "session_of"]
+
+Deleter = Callable[[str], Awaitable[dict[str, Any]]]
+"""Removes a tool and all its versions: `public.delete_tool(p_tool_id)`; returns its answer."""
+
+
+def default_deleter(registry: Registry) -> Deleter:
+    """`public.delete_tool` through the registry, so the database's errors become KiwiErrors."""
+    return registry.delete_tool
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """One Kiwi MCP server's state: what `build_server` was given, resolved to its defaults."""
+
+    runner: Runner
+    registry: Registry
+    server_session: str
+    deleter: Deleter
+    run_timeout_s: float | None = 900.0
+    allow_command_writes: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        runner: Runner,
+        registry: Registry | None = None,
+        *,
+        delete: Deleter | None = None,
+        run_timeout_s: float | None = 900.0,
+        session_id: str | None = None,
+        allow_command_writes: bool = False,
+    ) -> ServerState:
+        """The state `build_server` makes from its arguments (the same names and defaults)."""
+        reg = registry if registry is not None else runner.registry
+        return cls(
+            runner=runner,
+            registry=reg,
+            server_session=session_id or f"mcp-{uuid.uuid4()}",
+            deleter=delete if delete is not None else default_deleter(reg),
+            run_timeout_s=run_timeout_s,
+            allow_command_writes=allow_command_writes,
+        )
+
+
+def session_of(ctx: Context | None, server_session: str) -> str:
+    """The session a call is audited and rate-limited in: each client connection's own over
+    streamable HTTP (where many callers share one server), else the server's (stdio: one client)."""
+    try:
+        transport = ctx.request_context.session_id if ctx is not None else None
+    except (AttributeError, ValueError, LookupError):  # outside a request (in-memory tests call it directly)
+        transport = None
+    return f"{server_session}/{transport}"[:200] if transport else server_session
