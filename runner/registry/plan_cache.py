@@ -45,10 +45,15 @@ class PlanCache:
         """True while plans are being served from memory."""
         return self._listening
 
-    async def get(self, key: Hashable, fetch: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-        """The plan `key` names (the caller, the tool and its version: plans are cached per
-        caller, since what one may read another may not), from memory when it is known to be
-        current, else fetched (and kept)."""
+    async def get(
+        self,
+        key: Hashable,
+        fetch: Callable[[], Awaitable[dict[str, Any]]],
+        keep: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> dict[str, Any]:
+        """The answer `key` names (for a plan: the caller, the tool and its version: plans are
+        cached per caller, since what one may read another may not), from memory when it is
+        known to be current, else fetched, and kept unless `keep` says otherwise."""
         if self._listening and key in self._plans:
             return self._plans[key]
         self._asked += 1
@@ -56,7 +61,7 @@ class PlanCache:
             self._task = asyncio.get_running_loop().create_task(self._listen())
         generation = self._generation
         plan = await fetch()
-        if self._listening and generation == self._generation:
+        if self._listening and generation == self._generation and (keep is None or keep(plan)):
             if len(self._plans) >= MAX_PLANS:
                 self._plans.clear()
             self._plans[key] = plan

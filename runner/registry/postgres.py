@@ -24,6 +24,7 @@ import asyncio
 import json
 import logging
 import uuid
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -97,6 +98,11 @@ logging.getLogger("psycopg.pool").addFilter(_QuietConnectFailures())
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, default=str)
+
+
+def _untouched(verdict: dict[str, Any]) -> bool:
+    """A verdict that allowed a call without counting it or using an approval."""
+    return verdict.get("allowed") is True and not verdict.get("limits") and verdict.get("approval") is None
 
 
 def _uuid(value: str) -> str:
@@ -217,7 +223,16 @@ class PostgresRegistry:
         return list(await self._value(RECORD_AUDITS_SQL, (Jsonb(list(entries), _dumps),)) or [])
 
     async def check_call(self, call: dict[str, Any]) -> dict[str, Any]:
-        return await self._value(CHECK_CALL_SQL, (Jsonb(call, _dumps),))
+        """The gate's verdict. A call no limit counts and no policy covers is let through from
+        memory while the plan cache listens: it stays so until a limit, a policy or a plan
+        changes, and each of those notifies (20261121003000_gate_notifications.sql). Anything
+        else, every dry run and every call that brings an approval asks the database."""
+        fetch = partial(self._value, CHECK_CALL_SQL, (Jsonb(call, _dumps),))
+        if self._plan_cache is None or call.get("approval_id") is not None or call.get("dry_run"):
+            return await fetch()  # a dry run is let through even where a policy would hold the run
+        who = current(self.principal).claims_json
+        key = ("gate", who, call.get("tool_id"), call.get("server"), call.get("session_id"))
+        return await self._plan_cache.get(key, fetch, keep=_untouched)
 
     async def take_rate_limit(self, tool_id: str, server: str | None, session: str | None) -> dict[str, Any]:
         return await self._value(TAKE_RATE_LIMIT_SQL, (tool_id, server, session))

@@ -8,6 +8,7 @@ the local owner on the real database; limits and policies are real rows.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from mcp import Client
 
 from runner.config import Settings
 from runner.mcp.server import build_server
+from runner.policy import Denied
 from runner.principal import local_owner
 from runner.registry import PostgresRegistry
 from runner.run import Runner
@@ -182,3 +184,45 @@ def test_every_cli_run_is_audited_under_its_own_session(
     assert len(sessions) == 2 and all(s.startswith("cli-") for s in sessions)
     assert {c for *_, c in rows} == {str(local_owner().user_id)}
     assert uuid.UUID(next(iter(sessions))[4:])
+
+
+async def test_a_long_lived_runner_remembers_only_calls_nothing_covers_and_forgets_at_a_new_rule(
+    marked_tool: str, runner: Runner, conn: psycopg.Connection, tmp_path: Path
+) -> None:
+    """The registry lets a call through from memory while no limit counts it and no policy covers
+    it; a new limit or policy is seen at once (its notification drops what was remembered), and a
+    dry run, which needs no approval, never vouches for a run."""
+    marker = tmp_path / "marker"
+    params = {"marker": str(marker)}
+    for _ in range(4):  # the plan cache starts listening, then remembers the untouched verdict
+        assert (await runner.run(marked_tool, params)).ok
+    cache = runner.registry._plan_cache  # type: ignore[attr-defined]
+    assert cache is not None and cache.live
+    assert any(isinstance(k, tuple) and k[0] == "gate" for k in cache._plans), "an untouched verdict is remembered"
+
+    conn.execute("insert into approval_policies (pattern, ttl_seconds) values (%s, 600)", (marked_tool,))
+    try:
+        for _ in range(100):  # the notification arrives at commit; give the listener a moment
+            if not any(isinstance(k, tuple) and k[0] == "gate" for k in cache._plans):
+                break
+            await asyncio.sleep(0.01)
+        dry = await runner.run(marked_tool, params, dry_run=True)
+        assert dry.ok, "a dry run needs no approval"
+        held = await runner.run(marked_tool, params)
+        assert isinstance(held.failure, Denied) and held.failure.kind == "approval_pending"
+    finally:
+        conn.execute("delete from approvals where tool_id = %s", (marked_tool,))
+        conn.execute("delete from approval_policies where pattern = %s", (marked_tool,))
+
+    row = conn.execute(
+        "insert into rate_limits (scope, key, max_calls, per_seconds) values ('tool', %s, 1, 3600) returning id",
+        (marked_tool,),
+    ).fetchone()
+    try:
+        await asyncio.sleep(0.2)
+        assert (await runner.run(marked_tool, params)).ok
+        limited = await runner.run(marked_tool, params)
+        assert isinstance(limited.failure, Denied) and limited.failure.kind == "rate_limited"
+    finally:
+        conn.execute("delete from rate_limits where id = %s", row)
+    assert runs_in(marker) == 5
