@@ -91,18 +91,23 @@ class RunRecorder:
             await asyncio.shield(self._writer)
 
     async def _write(self) -> None:
-        if len(self._pending) < MAX_BATCH and not self._hurry.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._hurry.wait(), GATHER_S)
-        self._hurry.clear()
-        while self._pending:
-            queued, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-            groups: dict[tuple[Principal | None, str], list[_Queued]] = {}
-            for item in queued:
-                groups.setdefault((item.principal, item.kind), []).append(item)
-            for (principal, kind), theirs in groups.items():
-                with acting_as(principal):
-                    await self._write_batch(kind, [record for record in map(self._made, theirs) if record is not None])
+        """Write what has queued, one batch per caller and kind, letting each batch gather for
+        GATHER_S first (unless it is full or a flush hurries it): a busy runner then writes a
+        few large batches a second instead of one per run, off its runs' event loop time."""
+        try:
+            while self._pending:
+                if len(self._pending) < MAX_BATCH and not self._hurry.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._hurry.wait(), GATHER_S)
+                queued, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                groups: dict[tuple[Principal | None, str], list[_Queued]] = {}
+                for item in queued:
+                    groups.setdefault((item.principal, item.kind), []).append(item)
+                for (principal, kind), theirs in groups.items():
+                    with acting_as(principal):
+                        await self._write_batch(kind, [r for r in map(self._made, theirs) if r is not None])
+        finally:
+            self._hurry.clear()
 
     async def _write_batch(self, kind: str, batch: list[dict[str, Any]]) -> None:
         write = self._registry.record_runs if kind == "run" else self._registry.record_audits

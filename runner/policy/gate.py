@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import KiwiError, Refused
@@ -81,6 +82,7 @@ class Gate:
         """The audit entry of a call, before its decision."""
         digest, size = params_digest(params)
         return {
+            "at": datetime.now(UTC).isoformat(),  # when it was called: the row is written later, in a batch
             "session_id": call.session,
             "action": "dry_run" if dry_run else "run",
             "tool_id": plan.tool_id if plan else tool,
