@@ -14,7 +14,10 @@ Materialised tools: KIWI_CACHE_DIR.
 Who you act as (`kiwi whoami`): KIWI_ACCESS_TOKEN's user (a Supabase Auth JWT), else on
 Postgres the local stack's owner (a user owning namespace `local`), over REST anon.
 `--admin` (or KIWI_ADMIN=1) acts as service_role: needed to publish into `public` or to
-publish a runtime, primitive or MCP server; never a default.
+publish a runtime, primitive or MCP server; never a default. Without it, such a publish
+may carry an admin's approval of exactly its content: `kiwi publish DIR --request-approval`
+prints an approval id (exit 0, nothing published), an admin runs `kiwi --admin approve ID`,
+then `kiwi publish DIR --approval ID` publishes it, once.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .config import Settings
-from .errors import KiwiError, UsageError
+from .errors import KiwiError, Refused, UsageError
 from .plan import Plan
 from .policy import Call
 from .registry import Registry, connect
@@ -41,6 +44,7 @@ from .run import RESULT_KEYS, Runner, RunResult
 from .text import dependents_line, first_line
 
 EXIT_TIMEOUT = 124
+COMMAND_WRITE = "command write"  # the policy of an approval to publish what only an admin may (approvals.sql)
 MAX_LIMIT = 1000
 
 
@@ -148,6 +152,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--sign", action="store_true", help="sign it with your key in the same transaction (see `kiwi keys`)"
     )
     publish.add_argument("--key", default="default", metavar="NAME", help="the signing key (default: default)")
+    approval = publish.add_mutually_exclusive_group()
+    approval.add_argument(
+        "--request-approval",
+        action="store_true",
+        help="publish nothing: ask an admin to approve this exact content (for what only an admin may publish: "
+        "runtimes, primitives, MCP servers, builtin or official tools, the public namespace); prints the id",
+    )
+    approval.add_argument(
+        "--approval", metavar="ID", help="publish with this approval (approved by an admin, for exactly this content)"
+    )
     publish.add_argument("--json", action="store_true", help="print the registry's answer as JSON")
     publish.set_defaults(handler=cmd_publish)
 
@@ -413,6 +427,12 @@ async def cmd_publish(args: argparse.Namespace) -> int:
         tool_dir = load_tool_dir(directory)  # manifest_yaml: tool.yaml as written, kept by the registry
     except ToolDirError as e:
         raise UsageError(str(e), hint="a tool directory holds tool.yaml beside its files") from e
+    if args.request_approval:
+        if args.sign:
+            raise UsageError(
+                "nothing is signed when asking for an approval", hint="sign when you publish: --approval ID --sign"
+            )
+        return await request_publish_approval(args, tool_dir.manifest, tool_dir.files)
     signature = None
     if args.sign:
         from .trust.keys import load
@@ -420,8 +440,18 @@ async def cmd_publish(args: argparse.Namespace) -> int:
 
         key = load(Settings.load().keys_dir, args.key)
         signature = sign_publication(key, tool_dir.manifest, tool_dir.files)
-    async with open_registry() as registry:
-        answer = await registry.publish(tool_dir.manifest, tool_dir.files, tool_dir.manifest_yaml, signature)
+    try:
+        async with open_registry() as registry:
+            answer = await registry.publish(
+                tool_dir.manifest, tool_dir.files, tool_dir.manifest_yaml, signature, approval_id=args.approval
+            )
+    except Refused as e:
+        if args.approval is None and "--request-approval" in (e.hint or ""):  # the command rule (publish.sql)
+            e.hint = (
+                f"an admin publishes it: kiwi --admin publish {args.directory}; or ask an admin to approve exactly "
+                f"this content: kiwi publish {args.directory} --request-approval"
+            )
+        raise
     if args.json:
         print(json.dumps(answer, ensure_ascii=False, default=str))
     else:
@@ -436,6 +466,25 @@ async def cmd_publish(args: argparse.Namespace) -> int:
             print(f"signed with key {answer['signature']['key_fingerprint'][:16]}")
         if answer.get("dependents"):
             print(dependents_line(answer))
+        if answer.get("approval_id"):
+            print(f"with approval {answer['approval_id']} (now used)")
+    return 0
+
+
+async def request_publish_approval(args: argparse.Namespace, manifest: dict[str, Any], files: list[Any]) -> int:
+    """kiwi publish DIR --request-approval: a pending approval of publishing exactly this content
+    (public.request_publish_approval). Nothing is published; exit 0 once the request is filed."""
+    async with open_registry() as registry:
+        approval = await registry.request_publish_approval(manifest, files, session=f"cli-{uuid.uuid4()}")
+    if args.json:
+        print(json.dumps(approval, ensure_ascii=False, default=str))
+        return 0
+    print(f"approval requested: {approval['id']}")
+    print(f"  to publish {approval['tool_id']}@{approval.get('version')} content_hash {approval['content_hash'][:16]}")
+    if approval.get("why"):
+        print(f"  needed because {approval['why']}")
+    print(f"an admin approves it (before {approval['expires_at']}): kiwi --admin approve {approval['id']}")
+    print(f"then publish it, unchanged: kiwi publish {args.directory} --approval {approval['id']}")
     return 0
 
 
@@ -487,7 +536,12 @@ async def cmd_decide(args: argparse.Namespace) -> int:
         print(json.dumps(approval, ensure_ascii=False, default=str))
         return 0
     print(f"{approval['status']}: {approval['id']}  {approval.get('tool_id')}@{approval.get('version') or '-'}")
-    if args.approve:
+    if args.approve and approval.get("policy") == COMMAND_WRITE:
+        print(
+            f"the requester may now publish exactly that content once, before {approval['expires_at']}: "
+            f"kiwi publish DIR --approval {approval['id']}"
+        )
+    elif args.approve:
         print(f"the requester may now run it once, with approval_id {approval['id']}, before {approval['expires_at']}")
     return 0
 

@@ -646,9 +646,14 @@ ANON_SECURITY_DEFINER_ALLOWED = {
     "kiwi_internal.execution_plan(p_tool_id text, p_version text)": (
         "resolve_execution_plan calls it; visibility per caller_is_admin()/my_namespaces(), never per argument"
     ),
-    "kiwi_internal.publish(p_manifest jsonb, p_files jsonb, p_manifest_yaml text)": (
+    "kiwi_internal.publish(p_manifest jsonb, p_files jsonb, p_manifest_yaml text, p_approval_id uuid)": (
         "publish_tool_version calls it; it refuses whoever may not write the namespace (can_publish_to) "
-        "or the tool (refuse_command_write): anon always"
+        "or the tool (refuse_command_write, unless an admin approved this content for this caller: "
+        "spend_command_write_approval checks requested_by = caller_identity()): anon always"
+    ),
+    "kiwi_internal.request_publish_approval(p_manifest jsonb, p_files jsonb, p_session text)": (
+        "request_publish_approval calls it; anon is refused, others only for a namespace they may publish into "
+        "(can_publish_to), recorded as caller_identity()'s; only admins decide it (decide_approval)"
     ),
     "kiwi_internal.similar_search_words(p_word text)": (
         "search_tools calls it; it offers only words of tools the caller may list (caller_is_admin()/my_namespaces())"
@@ -676,6 +681,9 @@ AUTHENTICATED_SECURITY_DEFINER_ALLOWED = {
     "kiwi_internal.delete_tool(p_tool_id text)": "delete_tool calls it; writable_tool() decides, as for yanking",
     "kiwi_internal.record_audit(p_entry jsonb)": (
         "record_audit calls it; the row's caller is caller_identity(), never taken from the entry"
+    ),
+    "kiwi_internal.record_audits(p_entries jsonb)": (
+        "record_audits calls it; anon is refused, every row's caller is caller_identity(), never taken from an entry"
     ),
     "kiwi_internal.record_runs(p_runs jsonb)": (
         "record_run(s) call it; each record's caller is caller_identity(), never taken from the record"

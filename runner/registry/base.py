@@ -36,9 +36,23 @@ class Registry(Protocol):
         files: list[dict[str, Any]],
         manifest_yaml: str | None = None,
         signature: dict[str, Any] | None = None,
+        approval_id: str | None = None,
     ) -> dict[str, Any]:
-        """public.publish_tool_version(p_manifest, p_files, p_manifest_yaml, p_signature); a
-        signature {content_hash, public_key, signature} is written in the same transaction."""
+        """public.publish_tool_version(p_manifest, p_files, p_manifest_yaml, p_signature,
+        p_approval_id); a signature {content_hash, public_key, signature} is written in the same
+        transaction. `approval_id` (sent only when given): an admin's approval of this exact
+        content, for a write only an admin may otherwise make; it is used up, or Refused saying
+        why (pending, denied, expired, used, other content); given for a publish that needs
+        none, UsageError."""
+        ...
+
+    async def request_publish_approval(
+        self, manifest: dict[str, Any], files: list[dict[str, Any]], session: str | None = None
+    ) -> dict[str, Any]:
+        """public.request_publish_approval(p_manifest, p_files, p_session): a pending approval
+        (policy 'command write') of publishing exactly this content, which only an admin
+        decides -> {id, status, tool_id, version, content_hash, expires_at, decide, why}.
+        Refused for a publish that needs none (PT409) and for anon."""
         ...
 
     async def sign(

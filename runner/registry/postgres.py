@@ -45,6 +45,8 @@ CHAIN_SQL = "select * from public.resolve_executor_chain(%s)"
 BATCH_SQL = "select * from public.resolve_executor_chains_batch(%s::text[])"
 SEARCH_SQL = "select * from public.search_tools(%s, %s, %s, %s::int)"
 PUBLISH_SQL = "select public.publish_tool_version(%s::jsonb, %s::jsonb, %s, %s::jsonb)"
+PUBLISH_APPROVED_SQL = "select public.publish_tool_version(%s::jsonb, %s::jsonb, %s, %s::jsonb, %s::uuid)"
+REQUEST_PUBLISH_APPROVAL_SQL = "select public.request_publish_approval(%s::jsonb, %s::jsonb, %s)"
 SIGN_SQL = "select public.sign_tool_version(%s, %s, %s, %s, %s)"
 SIGNATURE_STATES_SQL = "select * from public.signature_states(%s::text[])"
 ATTESTATIONS_SQL = "select * from public.resolve_chain_attestations(%s, %s)"
@@ -177,9 +179,20 @@ class PostgresRegistry:
         files: list[dict[str, Any]],
         manifest_yaml: str | None = None,
         signature: dict[str, Any] | None = None,
+        approval_id: str | None = None,
     ) -> dict[str, Any]:
         sig = None if signature is None else Jsonb(signature, _dumps)
-        return await self._value(PUBLISH_SQL, (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps), manifest_yaml, sig))
+        args = (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps), manifest_yaml, sig)
+        if approval_id is None:
+            return await self._value(PUBLISH_SQL, args)
+        return await self._value(PUBLISH_APPROVED_SQL, (*args, _uuid(approval_id)))
+
+    async def request_publish_approval(
+        self, manifest: dict[str, Any], files: list[dict[str, Any]], session: str | None = None
+    ) -> dict[str, Any]:
+        return await self._value(
+            REQUEST_PUBLISH_APPROVAL_SQL, (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps), session)
+        )
 
     async def sign(
         self, tool_id: str, version: str, content_hash: str, public_key: str, signature: str

@@ -99,12 +99,21 @@ class RestRegistry:
         files: list[dict[str, Any]],
         manifest_yaml: str | None = None,
         signature: dict[str, Any] | None = None,
+        approval_id: str | None = None,
     ) -> dict[str, Any]:
         return await self._rpc(
             "publish_tool_version",
             {"p_manifest": manifest, "p_files": list(files)},
             p_manifest_yaml=manifest_yaml,
             p_signature=signature,
+            p_approval_id=approval_id,
+        )
+
+    async def request_publish_approval(
+        self, manifest: dict[str, Any], files: list[dict[str, Any]], session: str | None = None
+    ) -> dict[str, Any]:
+        return await self._rpc(
+            "request_publish_approval", {"p_manifest": manifest, "p_files": list(files)}, p_session=session
         )
 
     async def sign(

@@ -249,11 +249,32 @@ grant execute on function kiwi_internal.files_problems(jsonb, jsonb) to anon, au
 -- official tools are the platform's, and the `public` namespace is where bare references
 -- resolve. So publishing, yanking, unyanking, deprecating or deleting any of those needs
 -- an admin (kiwi_internal.caller_is_admin(): service_role, or a login that bypasses RLS),
--- whoever else may write into the namespace. This is the one rule: publish (below) and
--- the lifecycle RPCs (writable_tool, 20261121001700_tool_lifecycle.sql) call it with
--- what they know of the tool (the manifest's and the existing row's type and flags). It
--- takes no identity: the caller is read from the session. Called only from security
--- definer code, so no API role executes it.
+-- whoever else may write into the namespace. A publish may instead carry a person's
+-- approval: one an admin approved for exactly this content (request_publish_approval and
+-- spend_command_write_approval, 20261121002400_approvals.sql); yanking and deleting stay
+-- admin-only. This is the one rule: publish (below) and the lifecycle RPCs (writable_tool,
+-- 20261121001700_tool_lifecycle.sql) call it with what they know of the tool (the
+-- manifest's and the existing row's type and flags). It takes no identity: the caller is
+-- read from the session. Called only from security definer code, so no API role executes it.
+
+-- Why a write of such a tool chooses a command, whoever asks (empty: it does not).
+create function kiwi_internal.command_write_reasons(p_namespace text, p_tool_type text,
+                                                    p_is_builtin boolean, p_is_official boolean)
+  returns text[]
+  language sql immutable
+  set search_path = ''
+as $$
+  select array_remove(array[
+    case when p_tool_type in ('primitive', 'runtime', 'mcp_server')
+         then format('it is %s %s, which chooses the command of every tool that runs on it',
+                     case when p_tool_type = 'mcp_server' then 'an' else 'a' end, p_tool_type) end,
+    case when p_is_builtin then 'it is builtin' end,
+    case when p_is_official then 'it is official' end,
+    case when p_namespace = 'public' then 'it is in the public namespace' end], null)
+$$;
+revoke execute on function kiwi_internal.command_write_reasons(text, text, boolean, boolean)
+  from public, anon, authenticated, service_role;
+
 create function kiwi_internal.refuse_command_write(p_action text, p_ref text, p_namespace text, p_tool_type text,
                                                    p_is_builtin boolean, p_is_official boolean)
   returns void
@@ -261,63 +282,106 @@ create function kiwi_internal.refuse_command_write(p_action text, p_ref text, p_
   set search_path = ''
 as $$
 declare
-  v_why text[] := '{}';
+  v_why text[] := kiwi_internal.command_write_reasons(p_namespace, p_tool_type, p_is_builtin, p_is_official);
 begin
-  if kiwi_internal.caller_is_admin() then
-    return;
-  end if;
-  if p_tool_type in ('primitive', 'runtime', 'mcp_server') then
-    v_why := v_why || format('it is %s %s, which chooses the command of every tool that runs on it',
-                             case when p_tool_type = 'mcp_server' then 'an' else 'a' end, p_tool_type);
-  end if;
-  if p_is_builtin then
-    v_why := v_why || 'it is builtin'::text;
-  end if;
-  if p_is_official then
-    v_why := v_why || 'it is official'::text;
-  end if;
-  if p_namespace = 'public' then
-    v_why := v_why || 'it is in the public namespace'::text;
-  end if;
-  if cardinality(v_why) > 0 then
+  if cardinality(v_why) > 0 and not kiwi_internal.caller_is_admin() then
     raise exception 'only an admin may % tool "%": %', p_action, p_ref, array_to_string(v_why, '; ')
       using errcode = '42501',
-            hint = format('an admin %s it (kiwi --admin %s ...), or ask an admin',
-                          case p_action when 'publish' then 'publishes' else p_action || 's' end, p_action);
+            hint = case p_action
+                     when 'publish' then 'an admin publishes it (kiwi --admin publish ...), or an admin approves '
+                                         || 'this content for you (kiwi publish ... --request-approval)'
+                     else format('an admin %ss it (kiwi --admin %s ...), or ask an admin', p_action, p_action) end;
   end if;
 end
 $$;
 revoke execute on function kiwi_internal.refuse_command_write(text, text, text, text, boolean, boolean)
   from public, anon, authenticated, service_role;
 
--- Who may publish this manifest into p_ns: the namespace exists, the caller may write
--- into it, and the command rule above allows it. Raises the refusal; returns otherwise.
-create function kiwi_internal.refuse_publish(p_ns text, p_ref text, p_manifest jsonb) returns void
+-- What p_manifest publishes, and whether the caller may write there: the manifest and
+-- files are valid (22023 naming every bad field otherwise), the namespace exists and the
+-- caller may publish into it. -> {namespace, tool_id, ref}. The command rule is not
+-- applied here: publish applies it, request_publish_approval asks for its exception.
+create function kiwi_internal.publish_target(p_manifest jsonb, p_files jsonb) returns jsonb
   language plpgsql stable
   set search_path = ''
 as $$
+declare
+  v_problems text[] := kiwi_internal.manifest_problems(p_manifest);
+  v_ns       text;
+  v_tool_id  text;
 begin
-  if not exists (select 1 from public.namespaces n where n.namespace = p_ns) then
-    raise exception 'namespace "%" does not exist', p_ns
+  if cardinality(v_problems) = 0 then
+    v_problems := kiwi_internal.files_problems(p_files, p_manifest);
+  end if;
+  if cardinality(v_problems) > 0 then
+    raise exception 'invalid manifest: %', array_to_string(v_problems, '; ')
+      using errcode = '22023', detail = to_jsonb(v_problems)::text,
+            hint = 'fix the fields named above; nothing was published';
+  end if;
+  v_tool_id := p_manifest ->> 'tool_id';
+  if position('/' in v_tool_id) > 0 then
+    v_ns := split_part(v_tool_id, '/', 1);
+    v_tool_id := split_part(v_tool_id, '/', 2);
+  else
+    v_ns := coalesce(p_manifest ->> 'namespace', 'public');
+  end if;
+  if not exists (select 1 from public.namespaces n where n.namespace = v_ns) then
+    raise exception 'namespace "%" does not exist', v_ns
       using errcode = 'PT404', hint = 'create it first: insert into namespaces (namespace, owner_id) values (...)';
   end if;
-  if not kiwi_internal.can_publish_to(p_ns) then
-    raise exception 'you cannot publish into namespace "%"', p_ns
+  if not kiwi_internal.can_publish_to(v_ns) then
+    raise exception 'you cannot publish into namespace "%"', v_ns
       using errcode = '42501',
             hint = case when auth.uid() is null then 'sign in: anonymous callers cannot publish'
-                        when p_ns = 'public' then 'an admin publishes it (kiwi --admin publish ...), or ask an admin'
+                        when v_ns = 'public' then 'an admin publishes it (kiwi --admin publish ...), or ask an admin'
                         else 'ask an owner of the namespace to add you as a member' end;
   end if;
-  perform kiwi_internal.refuse_command_write('publish', p_ref, p_ns, p_manifest ->> 'tool_type',
-                                             (p_manifest ->> 'is_builtin')::boolean,
-                                             (p_manifest ->> 'is_official')::boolean);
+  return jsonb_build_object('namespace', v_ns, 'tool_id', v_tool_id, 'ref', kiwi_internal.tool_ref(v_ns, v_tool_id));
 end
 $$;
-revoke execute on function kiwi_internal.refuse_publish(text, text, jsonb) from public, anon, authenticated, service_role;
+revoke execute on function kiwi_internal.publish_target(jsonb, jsonb) from public, anon, authenticated, service_role;
+
+-- What p_ref's new version would hold: its executor (one the caller can see), its files
+-- with their sha256 and size, and the content_hash over manifest and files (the hash an
+-- approval of this publish names). -> {executor, files, content_hash}.
+create function kiwi_internal.publish_contents(p_manifest jsonb, p_files jsonb, p_ref text) returns jsonb
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  v_exec  text := kiwi_internal.normalize_ref(p_manifest ->> 'executor');
+  v_entry text;
+  v_files jsonb;
+begin
+  if v_exec is not null and not exists (
+       select 1 from public.tools t where t.ref = v_exec and kiwi_internal.can_read(t.visibility, t.namespace)) then
+    raise exception 'executor "%" of tool "%" not found', v_exec, p_ref
+      using errcode = 'PT404', hint = 'publish the executor first, or name one you can see';
+  end if;
+  v_entry := coalesce(p_manifest ->> 'entrypoint',
+                      (select f ->> 'path' from jsonb_array_elements(p_files) f
+                        where (f ->> 'is_entrypoint')::boolean is true),
+                      case when jsonb_array_length(p_files) = 1 then p_files #>> '{0,path}' end);
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'path', f ->> 'path',
+           'sha256', coalesce(kiwi_internal.sha256_hex(f ->> 'content_text'), f ->> 'sha256'),
+           'size_bytes', coalesce(octet_length(f ->> 'content_text'), (f ->> 'size_bytes')::bigint),
+           'content_text', f ->> 'content_text',
+           'storage_key', f ->> 'storage_key',
+           'media_type', f ->> 'media_type',
+           'is_entrypoint', (f ->> 'path') is not distinct from v_entry)), '[]'::jsonb)
+    into v_files
+    from jsonb_array_elements(p_files) f;
+  return jsonb_build_object('executor', v_exec, 'files', v_files,
+                            'content_hash', kiwi_internal.content_hash(p_manifest, v_files));
+end
+$$;
+revoke execute on function kiwi_internal.publish_contents(jsonb, jsonb, text) from public, anon, authenticated, service_role;
 
 -- The tools whose executor chain passes through p_ref (their latest versions run on it):
--- {dependents: [refs, the first 100 by ref], dependents_count}. Read as the owner: only
--- admins publish executors (primitives, runtimes, MCP servers), and they read every tool.
+-- {dependents: [refs, the first 100 by ref], dependents_count}. Read as the owner, and
+-- listing only tools the caller may read: admins read every tool, and a member publishing
+-- an executor with an admin's approval learns nothing of other namespaces' private tools.
 create function kiwi_internal.dependents_of(p_ref text) returns jsonb
   language sql stable
   set search_path = ''
@@ -327,7 +391,8 @@ as $$
     union
     select t.ref, c.depth + 1 from chain_above c join public.tools t on t.executor_id = c.ref where c.depth < 11
   ), refs as (
-    select distinct c.ref from chain_above c where c.ref <> p_ref
+    select distinct c.ref from chain_above c join public.tools t on t.ref = c.ref
+     where c.ref <> p_ref and kiwi_internal.can_read(t.visibility, t.namespace)
   )
   select jsonb_build_object(
     'dependents', coalesce((select jsonb_agg(r.ref order by r.ref)
@@ -364,21 +429,25 @@ end
 $$;
 revoke execute on function kiwi_internal.published_chain(text, text, text) from public, anon, authenticated, service_role;
 
-create function kiwi_internal.publish(p_manifest jsonb, p_files jsonb, p_manifest_yaml text)
+-- p_approval_id: an approval of this very publish (request_publish_approval), for a
+-- caller the command rule would refuse. It must be the caller's own, approved by an
+-- admin, unexpired, unused, for this tool and this content_hash; it is marked used in
+-- this transaction. Given for a publish that needs none, it is refused (22023).
+create function kiwi_internal.publish(p_manifest jsonb, p_files jsonb, p_manifest_yaml text, p_approval_id uuid)
   returns jsonb
   language plpgsql volatile security definer
   set search_path = ''
 as $$
 declare
-  v_problems text[];
   v_admin    boolean := kiwi_internal.caller_is_admin();
   v_uid      uuid := auth.uid();
+  v_target   jsonb;
+  v_contents jsonb;
   v_ns       text;
   v_tool_id  text;
   v_ref      text;
   v_version  text := p_manifest ->> 'version';
   v_exec     text;
-  v_entry    text;
   v_files    jsonb;
   v_hash     text;
   v_tool     public.tools;
@@ -386,53 +455,21 @@ declare
   v_chain    kiwi_internal.chain_row[];
   v_official boolean := (p_manifest ->> 'is_official')::boolean;
   v_builtin  boolean := (p_manifest ->> 'is_builtin')::boolean;
+  v_approval jsonb := '{}';
   v_out      jsonb;
 begin
   p_files := coalesce(p_files, '[]'::jsonb);
-  v_problems := kiwi_internal.manifest_problems(p_manifest);
-  if cardinality(v_problems) = 0 then
-    v_problems := kiwi_internal.files_problems(p_files, p_manifest);
+  v_target := kiwi_internal.publish_target(p_manifest, p_files);   -- valid, and who may publish where
+  v_ns := v_target ->> 'namespace';
+  v_tool_id := v_target ->> 'tool_id';
+  v_ref := v_target ->> 'ref';
+  if p_approval_id is null then
+    perform kiwi_internal.refuse_command_write('publish', v_ref, v_ns, p_manifest ->> 'tool_type', v_builtin, v_official);
   end if;
-  if cardinality(v_problems) > 0 then
-    raise exception 'invalid manifest: %', array_to_string(v_problems, '; ')
-      using errcode = '22023', detail = to_jsonb(v_problems)::text,
-            hint = 'fix the fields named above; nothing was published';
-  end if;
-
-  v_tool_id := p_manifest ->> 'tool_id';
-  if position('/' in v_tool_id) > 0 then
-    v_ns := split_part(v_tool_id, '/', 1);
-    v_tool_id := split_part(v_tool_id, '/', 2);
-  else
-    v_ns := coalesce(p_manifest ->> 'namespace', 'public');
-  end if;
-  v_ref := kiwi_internal.tool_ref(v_ns, v_tool_id);
-  perform kiwi_internal.refuse_publish(v_ns, v_ref, p_manifest);   -- who may publish
-
-  -- the executor must be one the publisher can see
-  v_exec := kiwi_internal.normalize_ref(p_manifest ->> 'executor');
-  if v_exec is not null and not exists (
-       select 1 from public.tools t where t.ref = v_exec and kiwi_internal.can_read(t.visibility, t.namespace)) then
-    raise exception 'executor "%" of tool "%" not found', v_exec, v_ref
-      using errcode = 'PT404', hint = 'publish the executor first, or name one you can see';
-  end if;
-
-  -- files with their hashes, and the content hash over both
-  v_entry := coalesce(p_manifest ->> 'entrypoint',
-                      (select f ->> 'path' from jsonb_array_elements(p_files) f
-                        where (f ->> 'is_entrypoint')::boolean is true),
-                      case when jsonb_array_length(p_files) = 1 then p_files #>> '{0,path}' end);
-  select coalesce(jsonb_agg(jsonb_build_object(
-           'path', f ->> 'path',
-           'sha256', coalesce(kiwi_internal.sha256_hex(f ->> 'content_text'), f ->> 'sha256'),
-           'size_bytes', coalesce(octet_length(f ->> 'content_text'), (f ->> 'size_bytes')::bigint),
-           'content_text', f ->> 'content_text',
-           'storage_key', f ->> 'storage_key',
-           'media_type', f ->> 'media_type',
-           'is_entrypoint', (f ->> 'path') is not distinct from v_entry)), '[]'::jsonb)
-    into v_files
-    from jsonb_array_elements(p_files) f;
-  v_hash := kiwi_internal.content_hash(p_manifest, v_files);
+  v_contents := kiwi_internal.publish_contents(p_manifest, p_files, v_ref);   -- executor, files, content hash
+  v_exec := v_contents ->> 'executor';
+  v_files := v_contents -> 'files';
+  v_hash := v_contents ->> 'content_hash';
 
   -- Concurrent publishes to one tool take turns from here. The advisory lock comes
   -- first because a row lock cannot cover a tool that does not exist yet: two
@@ -452,8 +489,18 @@ begin
       using errcode = 'PT409', hint = 'a tool keeps its type; publish a new tool for another type';
   end if;
   -- the tool as it stands (an official tool stays the platform's whatever the manifest says)
-  perform kiwi_internal.refuse_command_write('publish', v_ref, v_ns, v_tool.tool_type,
-                                             v_tool.is_builtin, v_tool.is_official);
+  if p_approval_id is null then
+    perform kiwi_internal.refuse_command_write('publish', v_ref, v_ns, v_tool.tool_type,
+                                               v_tool.is_builtin, v_tool.is_official);
+  elsif v_admin or cardinality(kiwi_internal.command_write_reasons(v_ns, v_tool.tool_type,
+                                 v_builtin or v_tool.is_builtin, v_official or v_tool.is_official)) = 0 then
+    raise exception 'approval_id is only for writes that need one: publishing tool "%" needs no approval%', v_ref,
+      case when v_admin then ' (you are an admin)' else '' end
+      using errcode = '22023', hint = 'publish it without an approval id; nothing was published';
+  else   -- an admin's approval of this very content stands in for the admin
+    v_approval := jsonb_build_object('approval_id',
+      (kiwi_internal.spend_command_write_approval(p_approval_id, v_ref, v_hash)).id);
+  end if;
 
   -- the same version again: a no-op when identical, refused when different
   select * into v_existing from public.tool_versions v where v.tool_uuid = v_tool.id and v.version = v_version;
@@ -462,7 +509,7 @@ begin
       return jsonb_build_object(
         'tool_id', v_ref, 'namespace', v_ns, 'version', v_version, 'content_hash', v_hash,
         'is_latest', v_existing.is_latest, 'latest_version', v_tool.latest_version,
-        'created', false, 'unchanged', true);
+        'created', false, 'unchanged', true) || v_approval;
     end if;
     raise exception 'version % of tool "%" is already published with different content', v_version, v_ref
       using errcode = 'PT409',
@@ -482,7 +529,7 @@ begin
          (f ->> 'is_entrypoint')::boolean, f ->> 'content_text', f ->> 'storage_key'
     from jsonb_array_elements(v_files) f;
 
-  if v_admin and (v_official is not null or v_builtin is not null) then
+  if (v_admin or v_approval ? 'approval_id') and (v_official is not null or v_builtin is not null) then
     update public.tools t set is_official = coalesce(v_official, t.is_official),
                               is_builtin  = coalesce(v_builtin, t.is_builtin)
      where t.id = v_tool.id;
@@ -495,7 +542,7 @@ begin
     'tool_id', v_ref, 'namespace', v_ns, 'version', v_version, 'content_hash', v_hash,
     'is_latest', v_tool.latest_version = v_version, 'latest_version', v_tool.latest_version,
     'created', true, 'unchanged', false, 'files', jsonb_array_length(v_files),
-    'executor_chain', (select jsonb_agg(c.tool_id order by c.depth) from unnest(v_chain) c));
+    'executor_chain', (select jsonb_agg(c.tool_id order by c.depth) from unnest(v_chain) c)) || v_approval;
   -- a new latest version of an executor changes what every tool on it runs: say which
   if v_tool.tool_type in ('primitive', 'runtime', 'mcp_server') and v_tool.latest_version = v_version then
     v_out := v_out || kiwi_internal.dependents_of(v_ref);
@@ -503,20 +550,20 @@ begin
   return v_out;
 end
 $$;
-revoke execute on function kiwi_internal.publish(jsonb, jsonb, text) from public;
-grant execute on function kiwi_internal.publish(jsonb, jsonb, text) to anon, authenticated, service_role;
+revoke execute on function kiwi_internal.publish(jsonb, jsonb, text, uuid) from public;
+grant execute on function kiwi_internal.publish(jsonb, jsonb, text, uuid) to anon, authenticated, service_role;
 
 create function public.publish_tool_version(p_manifest jsonb, p_files jsonb default '[]',
-                                            p_manifest_yaml text default null)
+                                            p_manifest_yaml text default null, p_approval_id uuid default null)
   returns jsonb
   language plpgsql volatile
   set search_path = ''
 as $$
 begin
-  return kiwi_internal.publish(p_manifest, p_files, p_manifest_yaml);
+  return kiwi_internal.publish(p_manifest, p_files, p_manifest_yaml, p_approval_id);
 end
 $$;
-comment on function public.publish_tool_version(jsonb, jsonb, text) is
-  'Publish one version: validates (naming each bad field), hashes, inserts and moves is_latest in one transaction. The identical version again is a no-op; the same version with other content is refused.';
-revoke execute on function public.publish_tool_version(jsonb, jsonb, text) from public;
-grant execute on function public.publish_tool_version(jsonb, jsonb, text) to anon, authenticated, service_role;
+comment on function public.publish_tool_version(jsonb, jsonb, text, uuid) is
+  'Publish one version: validates (naming each bad field), hashes, inserts and moves is_latest in one transaction. The identical version again is a no-op; the same version with other content is refused. p_approval_id: an admin''s approval of this exact content (request_publish_approval), for a write only an admin may otherwise make.';
+revoke execute on function public.publish_tool_version(jsonb, jsonb, text, uuid) from public;
+grant execute on function public.publish_tool_version(jsonb, jsonb, text, uuid) to anon, authenticated, service_role;

@@ -31,6 +31,17 @@
 --
 -- Expiry is computed on read: an approval still pending or approved after expires_at
 -- is shown (and refused) as expired; the stored status is not rewritten.
+--
+-- Publishing a write that chooses a command (kiwi_internal.refuse_command_write,
+-- 20261121001400_publish.sql: a runtime, primitive or mcp_server, a builtin or official
+-- tool, anything in `public`) needs an admin, or an approval of that very publish:
+-- request_publish_approval records one (policy 'command write', tool_id and namespace the
+-- target, content_hash and params_sha256 both the content hash the publish would have),
+-- ONLY AN ADMIN decides it (not the namespace's owners: their namespace is not the point,
+-- every tool running on the executor is), and publish_tool_version(..., p_approval_id)
+-- spends it once, for exactly that content (spend_command_write_approval). It lifts only
+-- the command rule: the caller must still be allowed to publish into the namespace.
+-- Yanking and deleting such tools stay admin-only.
 
 create table public.approval_policies (
   id           uuid primary key default gen_random_uuid(),
@@ -118,7 +129,8 @@ comment on column public.approvals.status is
 comment on column public.approvals.params_sha256 is 'sha256 (hex) of the parameters as the runner serialised them; never the values. use_approval requires the same.';
 comment on column public.approvals.requested_by is 'Set by the database (kiwi_internal.caller_identity()): the only caller who may use the approval.';
 comment on column public.approvals.decided_by is 'Who approved or denied it, set by the database.';
-comment on column public.approvals.policy is 'The approval_policies pattern that required it, if any.';
+comment on column public.approvals.policy is
+  'The approval_policies pattern that required it, or ''command write'' for a publish only an admin may otherwise make (request_publish_approval; only admins decide those).';
 comment on column public.approvals.reason is 'Why it was approved or denied, as the decider wrote it.';
 
 create index approvals_requested_by_idx on public.approvals (requested_by, requested_at desc);
@@ -150,13 +162,25 @@ $$;
 revoke execute on function kiwi_internal.approval_status(text, timestamptz) from public;
 grant execute on function kiwi_internal.approval_status(text, timestamptz) to authenticated, service_role;
 
+-- The command that decides an approval: an admin's for a command write.
+create function kiwi_internal.approval_decide_command(p_row public.approvals, p_verb text) returns text
+  language sql immutable
+  set search_path = ''
+as $$
+  select format('kiwi %s%s %s', case when p_row.policy = 'command write' then '--admin ' else '' end, p_verb, p_row.id)
+$$;
+revoke execute on function kiwi_internal.approval_decide_command(public.approvals, text) from public;
+-- Called by approval_json and the pending_approvals view (security invoker: its readers).
+grant execute on function kiwi_internal.approval_decide_command(public.approvals, text) to authenticated, service_role;
+
 create function kiwi_internal.approval_json(p_row public.approvals) returns jsonb
   language sql stable
   set search_path = ''
 as $$
   select to_jsonb(p_row) || jsonb_build_object(
     'status', kiwi_internal.approval_status(p_row.status, p_row.expires_at),
-    'decide', format('kiwi approve %s   (or: kiwi deny %s)', p_row.id, p_row.id))
+    'decide', format('%s   (or: %s)', kiwi_internal.approval_decide_command(p_row, 'approve'),
+                     kiwi_internal.approval_decide_command(p_row, 'deny')))
 $$;
 revoke execute on function kiwi_internal.approval_json(public.approvals) from public;
 -- Called by the approval RPCs (security definer) only.
@@ -369,6 +393,12 @@ begin
     raise exception 'approval % not found', p_id using errcode = 'PT404',
       hint = 'list pending approvals with `kiwi approvals` (select * from pending_approvals)';
   end if;
+  if v_row.policy = 'command write' and not v_admin then
+    raise exception 'only an admin decides approval % (publishing %@%: a write that chooses a command)',
+      p_id, v_row.tool_id, v_row.version
+      using errcode = '42501',
+            hint = 'namespace owners do not decide these; an admin does: kiwi --admin approve ' || p_id;
+  end if;
   if not (v_admin or (v_row.namespace = any (kiwi_internal.my_namespaces(true)) and v_row.requested_by <> v_me)) then
     raise exception 'you cannot decide approval % of %', p_id, v_row.tool_id using errcode = '42501',
       hint = 'an owner of the tool''s namespace (not the requester) or an admin decides';
@@ -381,8 +411,9 @@ begin
   if v_status <> 'pending' then
     raise exception 'approval % is %, not pending: it cannot be decided again', p_id, v_status
       using errcode = 'PT409',
-      hint = case when v_status = 'expired' then 'call the tool again for a new approval'
-                  else 'list pending approvals with `kiwi approvals`' end;
+      hint = case when v_status <> 'expired' then 'list pending approvals with `kiwi approvals`'
+                  when v_row.policy = 'command write' then 'the requester asks again: kiwi publish DIR --request-approval'
+                  else 'call the tool again for a new approval' end;
   end if;
   update public.approvals a
      set status = case when p_approve then 'approved' else 'denied' end,
@@ -409,6 +440,22 @@ comment on function public.decide_approval(uuid, boolean, text, text) is
 revoke execute on function public.decide_approval(uuid, boolean, text, text) from public;
 grant execute on function public.decide_approval(uuid, boolean, text, text) to authenticated, service_role;
 
+-- Why an approval as it stands cannot be used (pending, denied, expired, used), or null.
+-- p_once says what one use is ("an approval runs one call").
+create function kiwi_internal.approval_unusable(p_row public.approvals, p_once text) returns text
+  language sql stable
+  set search_path = ''
+as $$
+  select case kiwi_internal.approval_status(p_row.status, p_row.expires_at)
+    when 'pending' then 'it is still pending: nobody has approved it yet'
+    when 'denied' then 'it was denied' || coalesce(': ' || p_row.reason, '')
+    when 'expired' then format('it expired at %s', p_row.expires_at)
+    when 'used' then format('it was already used at %s: %s', p_row.used_at, p_once)
+  end
+$$;
+revoke execute on function kiwi_internal.approval_unusable(public.approvals, text)
+  from public, anon, authenticated, service_role;
+
 -- Use approval p_id for one call: it must be the caller's, approved, unexpired, unused, for
 -- the same tool and parameters (sha256) and, when p_content_hash is given, the same
 -- content. Marks it used and answers {approval}, or answers why not:
@@ -431,10 +478,9 @@ begin
   end if;
   v_status := kiwi_internal.approval_status(v_row.status, v_row.expires_at);
   v_why := case
-    when v_status = 'pending' then 'it is still pending: nobody has approved it yet'
-    when v_status = 'denied' then 'it was denied' || coalesce(': ' || v_row.reason, '')
-    when v_status = 'expired' then format('it expired at %s', v_row.expires_at)
-    when v_status = 'used' then format('it was already used at %s: an approval runs one call', v_row.used_at)
+    when v_row.policy = 'command write' then format('it approves publishing %s, not a call', v_row.tool_id)
+    when kiwi_internal.approval_unusable(v_row, 'an approval runs one call') is not null
+      then kiwi_internal.approval_unusable(v_row, 'an approval runs one call')
     when v_row.tool_id <> kiwi_internal.normalize_ref(p_tool_id) then format('it is for %s, not %s', v_row.tool_id, p_tool_id)
     when p_params_sha256 is distinct from v_row.params_sha256 then 'it was given for different parameters'
     when p_content_hash is not null and v_row.content_hash is not null and p_content_hash <> v_row.content_hash
@@ -492,12 +538,141 @@ comment on function public.use_approval(uuid, text, text, text) is
 revoke execute on function public.use_approval(uuid, text, text, text) from public;
 grant execute on function public.use_approval(uuid, text, text, text) to authenticated, service_role;
 
+-- Spend approval p_id on publishing p_ref with content p_content_hash (called by
+-- kiwi_internal.publish, 20261121001400_publish.sql, for a write the command rule would
+-- refuse the caller): the caller's own, a 'command write' approval, approved (by an
+-- admin: decide_approval lets no one else), unexpired, unused, for this tool and this
+-- content. It is marked used, in the publish's transaction: a publish refused later
+-- leaves it unused. Anything else raises, saying why; nothing is published.
+create function kiwi_internal.spend_command_write_approval(p_id uuid, p_ref text, p_content_hash text)
+  returns public.approvals
+  language plpgsql volatile
+  set search_path = ''
+as $$
+declare
+  v_row    public.approvals;
+  v_status text;
+  v_why    text;
+begin
+  select * into v_row from public.approvals a where a.id = p_id for update;
+  if not found or v_row.requested_by <> kiwi_internal.caller_identity() then
+    raise exception 'approval % not found', p_id using errcode = 'PT404',
+      hint = 'an approval is used by the caller who requested it: kiwi publish DIR --request-approval files one';
+  end if;
+  v_status := kiwi_internal.approval_status(v_row.status, v_row.expires_at);
+  v_why := coalesce(
+    case when v_row.policy is distinct from 'command write' then format('it approves a call of %s, not a publish', v_row.tool_id) end,
+    kiwi_internal.approval_unusable(v_row, 'an approval publishes once'),
+    case when v_row.tool_id <> p_ref then format('it is for publishing %s, not %s', v_row.tool_id, p_ref)
+         when v_row.content_hash is distinct from p_content_hash
+           then format('it approved other content (%s@%s with content_hash %s), not this content_hash %s',
+                       v_row.tool_id, v_row.version, v_row.content_hash, p_content_hash) end);
+  if v_why is not null then
+    raise exception 'approval % cannot be used: %', p_id, v_why
+      using errcode = 'PT409',
+            hint = case when v_row.policy is distinct from 'command write' then 'request one for the publish: kiwi publish DIR --request-approval'
+                        when v_status = 'pending' then 'an admin approves it: kiwi --admin approve ' || p_id
+                        when v_status = 'approved' then 'publish exactly the approved content, or request a new approval for this one (kiwi publish DIR --request-approval)'
+                        else 'request a new approval: kiwi publish DIR --request-approval' end;
+  end if;
+  update public.approvals a set status = 'used', used_at = clock_timestamp()
+   where a.id = p_id
+  returning * into v_row;
+  return v_row;
+end
+$$;
+revoke execute on function kiwi_internal.spend_command_write_approval(uuid, text, text)
+  from public, anon, authenticated, service_role;
+
+-- Ask for an approval of publishing p_manifest and p_files, which the command rule refuses
+-- the caller. Validated and named exactly as publish_tool_version would (publish_target,
+-- publish_contents): the caller must be allowed to publish into the namespace, and the
+-- approval names the content_hash the publish will have. A publish that needs no approval
+-- (an ordinary tool, or an admin's) is refused: publish it.
+create function kiwi_internal.request_publish_approval(p_manifest jsonb, p_files jsonb, p_session text)
+  returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_target   jsonb;
+  v_hash     text;
+  v_ref      text;
+  v_why      text[];
+  v_request  jsonb;
+  v_problems text[];
+  v_tool     public.tools;
+  v_policy   public.approval_policies;
+begin
+  if kiwi_internal.caller_role() = 'anon' then
+    raise exception 'anonymous callers cannot request approvals' using errcode = '42501', hint = 'sign in';
+  end if;
+  p_files := coalesce(p_files, '[]'::jsonb);
+  v_target := kiwi_internal.publish_target(p_manifest, p_files);
+  v_ref := v_target ->> 'ref';
+  v_hash := kiwi_internal.publish_contents(p_manifest, p_files, v_ref) ->> 'content_hash';
+  select * into v_tool from public.tools t
+   where t.namespace = v_target ->> 'namespace' and t.tool_id = v_target ->> 'tool_id';
+  v_why := kiwi_internal.command_write_reasons(v_target ->> 'namespace', p_manifest ->> 'tool_type',
+             (p_manifest ->> 'is_builtin')::boolean or v_tool.is_builtin,
+             (p_manifest ->> 'is_official')::boolean or v_tool.is_official);
+  if kiwi_internal.caller_is_admin() or cardinality(v_why) = 0 then
+    raise exception 'publishing %@% needs no approval: publish it', v_ref, p_manifest ->> 'version'
+      using errcode = 'PT409',
+            hint = case when kiwi_internal.caller_is_admin() then 'you are an admin: kiwi --admin publish DIR'
+                        else 'kiwi publish DIR (only runtimes, primitives, MCP servers, builtin or official tools and the public namespace need an admin or an approval)' end;
+  end if;
+  if v_tool.id is not null and v_tool.tool_type <> (p_manifest ->> 'tool_type') then
+    raise exception 'tool "%" is a %, not a %', v_ref, v_tool.tool_type, p_manifest ->> 'tool_type'
+      using errcode = 'PT409', hint = 'a tool keeps its type; publish a new tool for another type';
+  end if;
+  if exists (select 1 from public.tool_versions v where v.tool_uuid = v_tool.id
+              and v.version = p_manifest ->> 'version' and v.content_hash <> v_hash) then
+    raise exception 'version % of tool "%" is already published with different content', p_manifest ->> 'version', v_ref
+      using errcode = 'PT409', hint = 'published versions are immutable: publish this as a new version';
+  end if;
+  v_request := jsonb_build_object('tool_id', v_ref, 'version', p_manifest ->> 'version', 'content_hash', v_hash,
+                                  'params_sha256', v_hash, 'session_id', p_session);
+  v_problems := kiwi_internal.approval_request_problems(v_request);   -- the session's form
+  if cardinality(v_problems) > 0 then
+    raise exception 'invalid approval request: %', array_to_string(v_problems, '; ')
+      using errcode = '22023', detail = to_jsonb(v_problems)::text, hint = 'nothing was recorded';
+  end if;
+  -- the target as the approval records it (the tool may not exist yet), and the rule's ttl
+  v_tool := null;
+  v_tool.ref := v_ref;
+  v_tool.namespace := v_target ->> 'namespace';
+  v_policy.pattern := 'command write';
+  v_policy.ttl_seconds := 3600;
+  return kiwi_internal.approval_json(kiwi_internal.file_approval(v_request, v_tool, v_policy))
+         || jsonb_build_object('why', array_to_string(v_why, '; '));
+end
+$$;
+revoke execute on function kiwi_internal.request_publish_approval(jsonb, jsonb, text) from public;
+-- It checks the caller itself (anon refused; publish_target: may publish into the namespace).
+grant execute on function kiwi_internal.request_publish_approval(jsonb, jsonb, text) to anon, authenticated, service_role;
+
+create function public.request_publish_approval(p_manifest jsonb, p_files jsonb default '[]',
+                                                p_session text default null) returns jsonb
+  language plpgsql volatile
+  set search_path = ''
+as $$
+begin
+  return kiwi_internal.request_publish_approval(p_manifest, p_files, p_session);
+end
+$$;
+comment on function public.request_publish_approval(jsonb, jsonb, text) is
+  'Ask an admin to approve a publish only an admin may otherwise make (a runtime, primitive, MCP server, builtin or official tool, the public namespace), of exactly this manifest and files: validated as publish_tool_version validates, recorded as a pending approval (policy ''command write'', content_hash of what would be published) that expires in an hour. Only admins decide it (kiwi --admin approve ID); then publish_tool_version(..., p_approval_id => ID) publishes that content once. An ordinary publish needs none (PT409).';
+revoke execute on function public.request_publish_approval(jsonb, jsonb, text) from public;
+grant execute on function public.request_publish_approval(jsonb, jsonb, text) to anon, authenticated, service_role;
+
 -- For the dashboard (and `kiwi approvals`): what is waiting for a decision, oldest first.
 create view public.pending_approvals with (security_invoker = true) as
 select a.id, a.tool_id, a.version, a.requested_by, a.session_id, a.requested_at, a.expires_at,
        round(extract(epoch from a.expires_at - clock_timestamp())::numeric, 0) as expires_in_s,
        a.policy, a.params_sha256, a.params_size, a.content_hash,
-       format('kiwi approve %s', a.id) as approve, format('kiwi deny %s', a.id) as deny
+       kiwi_internal.approval_decide_command(a, 'approve') as approve,
+       kiwi_internal.approval_decide_command(a, 'deny') as deny
   from public.approvals a
  where kiwi_internal.approval_status(a.status, a.expires_at) = 'pending'
  order by a.requested_at, a.id;

@@ -265,3 +265,31 @@ def test_kiwi_access_token_in_the_environment_reaches_the_rest_backend(tmp_path:
     assert "a.jwt.token" not in repr(settings), "a token is never printed with the settings"
     registry = connect(settings)
     assert isinstance(registry, RestRegistry) and registry._access_token == "a.jwt.token"
+
+
+async def test_a_command_write_goes_over_rest_with_an_admins_approval(
+    fake: FakePostgREST, own_namespace: tuple[str, uuid.UUID], conn: psycopg.Connection
+) -> None:
+    """request_publish_approval posts p_manifest and p_files (p_session only when given); the
+    publish that uses the approval adds p_approval_id, which a plain publish never sends."""
+    ns, owner = own_namespace
+    runtime = {"tool_id": f"{ns}/rt", "tool_type": "runtime", "executor": "subprocess", "version": "1.0.0"}
+    transport = httpx.MockTransport(fake)
+    try:
+        async with RestRegistry(URL, ANON_KEY, access_token=user_token(owner), transport=transport) as me:
+            with pytest.raises(Refused, match="only an admin may publish"):
+                await me.publish(runtime, [])
+            assert "p_approval_id" not in body_of(fake.requests[-1])
+            asked = await me.request_publish_approval(runtime, [])
+            assert body_of(fake.requests[-1]) == {"p_manifest": runtime, "p_files": []}
+            assert (asked["status"], asked["policy"]) == ("pending", "command write")
+            conn.execute("select decide_approval(%s, true)", (asked["id"],))  # an admin, at the dashboard
+            done = await me.publish(runtime, [], approval_id=asked["id"])
+            assert body_of(fake.requests[-1]) == {"p_manifest": runtime, "p_files": [], "p_approval_id": asked["id"]}
+            assert (done["tool_id"], done["content_hash"], done["approval_id"]) == (
+                runtime["tool_id"], asked["content_hash"], asked["id"],
+            )  # fmt: skip
+            with pytest.raises(Refused, match="already used"):
+                await me.publish({**runtime, "version": "1.1.0"}, [], approval_id=asked["id"])
+    finally:
+        conn.execute("delete from approvals where namespace = %s", (ns,))

@@ -452,7 +452,10 @@ def test_a_non_admin_cannot_hijack_a_runtime_or_write_into_public(world: World) 
     err = world.error("select publish_tool_version(%s)", (Jsonb(hijack),))
     assert err.sqlstate == "42501"
     assert str(err).startswith('only an admin may publish tool "bash_runtime": it is a runtime'), err
-    assert err.diag.message_hint == "an admin publishes it (kiwi --admin publish ...), or ask an admin"
+    assert err.diag.message_hint == (
+        "an admin publishes it (kiwi --admin publish ...), or an admin approves this content for you"
+        " (kiwi publish ... --request-approval)"
+    )
     refusals = {
         "select yank_tool_version('bash_runtime', '1.0.0')": "only an admin may yank tool",
         "select deprecate_tool_version('subprocess', '1.0.0')": "only an admin may deprecate tool",

@@ -28,7 +28,9 @@ async def _audit(reg: Registry, entry: dict[str, Any]) -> None:
         logger.warning("could not audit the call of %s: %s", entry.get("tool_id"), e.message)
 
 
-_REFUSALS = frozenset({"usage", "invalid_parameters", "not_found", "refused", "integrity", "permission_denied"})
+_REFUSALS = frozenset(
+    {"usage", "invalid_parameters", "not_found", "refused", "integrity", "permission_denied", "approval_pending"}
+)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 

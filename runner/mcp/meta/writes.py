@@ -1,6 +1,9 @@
 """execute's writes to the registry: create/update/publish, yank and delete. Writes that would
 choose what command other tools run are refused here over MCP (a prompt injection's favourite)
-unless the server was started to allow them; the database decides the rest."""
+unless the server was started to allow them; the database decides the rest. On a server that
+allows them, a non-admin's such publish is held for a person: a pending approval of exactly
+that content, which an admin decides (`kiwi --admin approve ID`), then the same publish with
+approval_id=ID goes through once."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from ...principal import requested
 from ...registry.base import Registry
 from ...text import dependents_line
 from .args import ExecuteRequest, same_tool, split_ref
-from .results import ok
+from .results import fail, ok
 from .state import ServerState
 
 __all__ = ["delete", "publish", "yank"]
@@ -45,7 +48,12 @@ async def publish(state: ServerState, req: ExecuteRequest) -> CallToolResult:
     if not state.allow_command_writes and _acts_as_admin(reg):
         _refuse_command_write(action, ref, doc)
     rows = [f.model_dump(exclude_none=True) for f in req.files or []]
-    answer = await reg.publish(doc, rows, manifest_yaml)
+    try:
+        answer = await reg.publish(doc, rows, manifest_yaml, approval_id=req.approval_id)
+    except Refused as e:
+        if not (state.allow_command_writes and req.approval_id is None and e.message.startswith("only an admin may")):
+            raise
+        return await _hold_for_approval(state, doc, rows, e.message)
     what = "unchanged (identical content already published)" if answer.get("unchanged") else "published"
     text = (
         f"{what}: {answer.get('tool_id', ref)}@{answer.get('version')} "
@@ -57,6 +65,21 @@ async def publish(state: ServerState, req: ExecuteRequest) -> CallToolResult:
         text += "\n" + dependents_line(answer)
     text += f"\nnext: execute(action='dry_run', item_id='{answer.get('tool_id', ref)}') to check it"
     return ok(text, {"action": action, **answer})
+
+
+async def _hold_for_approval(
+    state: ServerState, doc: dict[str, Any], rows: list[dict[str, Any]], why: str
+) -> CallToolResult:
+    """A command write by a non-admin, on a server that allows such writes: nothing is published;
+    a pending approval of exactly this content waits for an admin."""
+    approval = await state.registry.request_publish_approval(doc, rows, state.server_session)
+    aid = approval.get("id")
+    message = f"{why}. Nothing was published; approval {aid} of exactly this content is pending."
+    hint = (
+        f"a person (an admin) runs `kiwi --admin approve {aid}`; then call execute(action='publish') again "
+        f"with the same manifest and files and approval_id='{aid}' before {approval.get('expires_at')}"
+    )
+    return fail(message, hint, kind="approval_pending", extra={"approval": approval})
 
 
 def _publish_ref(doc: dict[str, Any], item_id: str | None) -> str:

@@ -40,7 +40,8 @@ select throws_ok($$select publish_tool_version(
 select is(tests.hint_of($$select publish_tool_version(
     '{"tool_id": "bash_runtime", "tool_type": "runtime", "executor": "subprocess", "version": "1.0.99",
       "config": {"command": "bash", "args": ["-c", "echo HIJACKED", "{entrypoint}"]}}')$$),
-  'an admin publishes it (kiwi --admin publish ...), or ask an admin', 'with the hint to ask an admin');
+  'an admin publishes it (kiwi --admin publish ...), or an admin approves this content for you (kiwi publish ... --request-approval)',
+  'with the hint to ask an admin, or for an approval');
 select throws_ok($$select publish_tool_version('{"tool_id": "member_tool", "tool_type": "script", "executor": "bash_runtime",
                                                   "version": "1.0.0"}', '[{"path": "a.sh", "content_text": "echo"}]')$$,
   '42501', 'only an admin may publish tool "member_tool": it is in the public namespace',

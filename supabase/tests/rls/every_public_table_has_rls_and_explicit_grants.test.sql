@@ -4,7 +4,7 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(85);
+select plan(87);
 select tests.make_acme();
 
 -- The tables of the matrix: a new table must join it (and this list).
@@ -165,8 +165,12 @@ select function_privs_are('public', 'resolve_execution_plan', array['text', 'tex
   'anon may ask for execution plans');
 select function_privs_are('public', 'search_tools', array['text', 'text', 'text', 'integer'], 'anon', array['EXECUTE'],
   'anon may search tools');
-select function_privs_are('public', 'publish_tool_version', array['jsonb', 'jsonb', 'text', 'jsonb'], 'anon', array['EXECUTE'],
+select function_privs_are('public', 'publish_tool_version', array['jsonb', 'jsonb', 'text', 'jsonb', 'uuid'], 'anon', array['EXECUTE'],
   'anon may call publish_tool_version (which then refuses it)');
+select function_privs_are('public', 'request_publish_approval', array['jsonb', 'jsonb', 'text'], 'anon', array['EXECUTE'],
+  'anon may call request_publish_approval (which then refuses it: sign in)');
+select function_privs_are('public', 'request_publish_approval', array['jsonb', 'jsonb', 'text'], 'authenticated', array['EXECUTE'],
+  'authenticated may execute request_publish_approval');
 select function_privs_are('public', 'yank_tool_version', array['text', 'text', 'text'], 'anon', array[]::text[],
   'anon may not execute yank_tool_version');
 select function_privs_are('public', 'unyank_tool_version', array['text', 'text'], 'anon', array[]::text[],
@@ -175,7 +179,7 @@ select function_privs_are('public', 'deprecate_tool_version', array['text', 'tex
   'anon may not execute deprecate_tool_version');
 select function_privs_are('public', 'delete_tool', array['text'], 'anon', array[]::text[],
   'anon may not execute delete_tool');
-select function_privs_are('public', 'publish_tool_version', array['jsonb', 'jsonb', 'text', 'jsonb'], 'authenticated', array['EXECUTE'],
+select function_privs_are('public', 'publish_tool_version', array['jsonb', 'jsonb', 'text', 'jsonb', 'uuid'], 'authenticated', array['EXECUTE'],
   'authenticated may execute publish_tool_version');
 select function_privs_are('public', 'yank_tool_version', array['text', 'text', 'text'], 'authenticated', array['EXECUTE'],
   'authenticated may execute yank_tool_version');
