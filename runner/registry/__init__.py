@@ -9,6 +9,8 @@ to import, which a `kiwi run` over Postgres must not pay.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from .postgres import PostgresRegistry
     from .rest import RestRegistry
 
-__all__ = ["PostgresRegistry", "Registry", "RestRegistry", "connect"]
+__all__ = ["PostgresRegistry", "Registry", "RestRegistry", "connect", "opened"]
 
 
 def __getattr__(name: str) -> Any:
@@ -52,3 +54,13 @@ def connect(settings: Settings) -> Registry:
 
         return PostgresRegistry(settings.database_url, principal=settings.principal())
     raise UsageError(f"unknown backend {settings.backend!r}", hint="KIWI_BACKEND is postgres or rest")
+
+
+@contextlib.asynccontextmanager
+async def opened(settings: Settings | None = None) -> AsyncIterator[Registry]:
+    """The configured registry (Settings.load() by default), closed after the calls made in the block."""
+    registry = connect(settings or Settings.load())
+    try:
+        yield registry
+    finally:
+        await registry.aclose()

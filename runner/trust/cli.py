@@ -87,7 +87,8 @@ async def cmd_keys_list(args: argparse.Namespace) -> int:
 
 
 async def cmd_sign(args: argparse.Namespace) -> int:
-    from ..cli import open_registry, split_ref
+    from ..refs import split_ref
+    from ..registry import opened as open_registry
     from .keys import load
     from .signing import sign
     from .verify import stored_content_altered
@@ -111,7 +112,7 @@ async def cmd_sign(args: argparse.Namespace) -> int:
 
 
 async def cmd_verify(args: argparse.Namespace) -> int:
-    from ..cli import split_ref
+    from ..refs import split_ref
     from ..registry import connect
     from ..run import Runner
 
@@ -134,8 +135,8 @@ async def cmd_verify(args: argparse.Namespace) -> int:
 
 
 async def cmd_lock(args: argparse.Namespace) -> int:
-    from ..cli import open_registry, split_ref
-    from ..refs import normalize_ref
+    from ..refs import normalize_ref, split_ref
+    from ..registry import opened as open_registry
     from .lockfile import LockedTool, Lockfile
 
     settings = Settings.load()
@@ -180,7 +181,7 @@ async def cmd_lock(args: argparse.Namespace) -> int:
 
 async def _check_locks(args: argparse.Namespace, lockfile: Any, locked: dict[str, Any]) -> int:
     """`kiwi lock` alone: every locked tool against the registry; exit 4 when any drifted."""
-    from ..cli import open_registry
+    from ..registry import opened as open_registry
 
     if not locked:
         raise UsageError(f"no lockfile at {lockfile.path}", hint="lock a tool: kiwi lock TOOL")

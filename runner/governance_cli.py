@@ -1,0 +1,137 @@
+"""kiwi's governance commands: yank, delete, approve, deny, approvals, whoami.
+
+Each acts as the configured principal (runner/principal.py); the database decides who may:
+members of a tool's namespace yank and delete it, admins anything (`kiwi --admin`), and
+approvals are decided by a namespace's owners or an admin, never by their requester.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .config import Settings
+from .errors import UsageError
+from .refs import split_ref
+from .registry import opened
+
+__all__ = ["COMMAND_WRITE", "add_governance_commands"]
+
+COMMAND_WRITE = "command write"  # the policy of an approval to publish what only an admin may (approvals.sql)
+
+
+def add_governance_commands(sub: Any) -> None:
+    """Define the commands on the `kiwi` parser's subparsers."""
+    for verb, does in (("approve", "approve a pending call: it may then run once"), ("deny", "deny a pending call")):
+        decide = sub.add_parser(verb, help=does)
+        decide.add_argument("approval_id", metavar="ID", help="the approval's id (see `kiwi approvals`)")
+        decide.add_argument("--reason", metavar="R", help="why, kept with the decision")
+        decide.add_argument("--json", action="store_true", help="print the approval as JSON")
+        decide.set_defaults(handler=cmd_decide, approve=verb == "approve")
+
+    yank = sub.add_parser("yank", help="withdraw a published version (readable by exact version, never latest)")
+    yank.add_argument("tool", metavar="TOOL@VERSION", help="the version to withdraw")
+    yank.add_argument("--reason", metavar="R", help="why, shown to those who pin it")
+    yank.add_argument("--json", action="store_true", help="print the registry's answer as JSON")
+    yank.set_defaults(handler=cmd_yank)
+
+    delete = sub.add_parser("delete", help="remove a tool and all its versions (refused while others run on it)")
+    delete.add_argument("tool", metavar="TOOL", help="tool id or namespace/tool")
+    delete.add_argument("--yes", action="store_true", help="really delete: without it, nothing is deleted")
+    delete.add_argument("--json", action="store_true", help="print the registry's answer as JSON")
+    delete.set_defaults(handler=cmd_delete)
+
+    whoami = sub.add_parser("whoami", help="whom kiwi acts as: role, user id, namespaces")
+    whoami.add_argument("--json", action="store_true", help="print one JSON object")
+    whoami.set_defaults(handler=cmd_whoami)
+
+    pending = sub.add_parser("approvals", help="calls waiting for approval, oldest first")
+    pending.add_argument("--json", action="store_true", help="print a JSON array")
+    pending.set_defaults(handler=cmd_approvals)
+
+
+async def cmd_decide(args: argparse.Namespace) -> int:
+    """kiwi approve ID / kiwi deny ID: decide a pending approval (public.decide_approval)."""
+    async with opened() as registry:
+        approval = await registry.decide_approval(args.approval_id, args.approve, args.reason)
+    if args.json:
+        print(json.dumps(approval, ensure_ascii=False, default=str))
+        return 0
+    print(f"{approval['status']}: {approval['id']}  {approval.get('tool_id')}@{approval.get('version') or '-'}")
+    if args.approve and approval.get("policy") == COMMAND_WRITE:
+        print(
+            f"the requester may now publish exactly that content once, before {approval['expires_at']}: "
+            f"kiwi publish DIR --approval {approval['id']}"
+        )
+    elif args.approve:
+        print(f"the requester may now run it once, with approval_id {approval['id']}, before {approval['expires_at']}")
+    return 0
+
+
+async def cmd_yank(args: argparse.Namespace) -> int:
+    """kiwi yank TOOL@VERSION: public.yank_tool_version, as the caller (members and admins)."""
+    tool, version = split_ref(args.tool, None)
+    if version is None:
+        raise UsageError("yank needs a version", hint=f"kiwi yank {tool}@1.0.0 (see kiwi show {tool})")
+    async with opened() as registry:
+        answer = await registry.yank(tool, version, args.reason)
+    if args.json:
+        print(json.dumps(answer, ensure_ascii=False, default=str))
+    else:
+        print(
+            f"yanked: {answer['tool_id']}@{answer['version']}; latest is now {answer.get('latest_version') or 'none'}"
+        )
+    return 0
+
+
+async def cmd_delete(args: argparse.Namespace) -> int:
+    """kiwi delete TOOL --yes: public.delete_tool, as the caller (members and admins)."""
+    tool, version = split_ref(args.tool, None)
+    if version is not None:
+        raise UsageError("delete removes a whole tool, not one version", hint=f"kiwi yank {args.tool} withdraws one")
+    if not args.yes:
+        raise UsageError(
+            f"nothing deleted: {tool} and ALL its versions would be removed, which cannot be undone",
+            hint=f"kiwi delete {tool} --yes",
+        )
+    async with opened() as registry:
+        answer = await registry.delete_tool(tool)
+    if args.json:
+        print(json.dumps(answer, ensure_ascii=False, default=str))
+    else:
+        print(f"deleted: {answer.get('tool_id', tool)} ({answer.get('versions')} version(s))")
+    return 0
+
+
+async def cmd_whoami(args: argparse.Namespace) -> int:
+    """kiwi whoami: the principal this process acts as, as the database sees it (public.whoami)."""
+    settings = Settings.load()
+    principal = settings.principal()
+    async with opened() as registry:
+        seen = await registry.whoami()
+    if args.json:
+        print(json.dumps({**seen, "source": principal.source}, ensure_ascii=False, default=str))
+        return 0
+    who = f"user {seen['user_id']}" if seen.get("user_id") else seen.get("role")
+    print(f"{who} ({seen.get('role')}, {principal.source}){'  admin' if seen.get('is_admin') else ''}")
+    owned = seen.get("namespaces") or []
+    print("namespaces: " + (", ".join(f"{n['namespace']} ({n['role']})" for n in owned) or "none"))
+    return 0
+
+
+async def cmd_approvals(args: argparse.Namespace) -> int:
+    async with opened() as registry:
+        rows = await registry.approvals()
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, default=str))
+        return 0
+    if not rows:
+        print("no pending approvals", file=sys.stderr)
+    for r in rows:
+        print(
+            f"{r['id']}  {r['tool_id']}@{r.get('version') or '-'}  by {r.get('requested_by')}  "
+            f"expires in {r.get('expires_in_s')} s  ({r.get('approve')} | {r.get('deny')})"
+        )
+    return 0
