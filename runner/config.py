@@ -125,7 +125,6 @@ class Settings:
             admin=_flag(env.get("KIWI_ADMIN"), "KIWI_ADMIN"),
             jwt_secret=env.get("KIWI_JWT_SECRET")
             or env.get("SUPABASE_JWT_SECRET")
-            or auth.get("jwt_secret")
             or (LOCAL_JWT_SECRET if _is_local(explicit_db or DEFAULT_DATABASE_URL) else None),
             jwks_url=env.get("KIWI_JWKS_URL")
             or auth.get("jwks_url")

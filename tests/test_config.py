@@ -47,3 +47,53 @@ def test_the_repository_config_file_is_valid_and_changes_no_default() -> None:
     root = Path(__file__).resolve().parent.parent
     s = Settings.load({"HOME": "/h"}, root / "config.toml")
     assert s == Settings.load({"HOME": "/h"}, root / "absent.toml")
+
+
+# --- who the settings act as (runner/principal.py) -----------------------------------------------
+
+
+def test_the_principal_is_the_local_owner_on_postgres_anon_over_rest_and_admin_only_when_asked(
+    tmp_path: Path,
+) -> None:
+    from runner.principal import LOCAL_OWNER_ID
+
+    none = tmp_path / "none.toml"
+    local = Settings.load({}, none).principal()
+    assert (local.role, local.user_id, local.source) == ("authenticated", LOCAL_OWNER_ID, "local owner")
+    rest = Settings.load({"SUPABASE_URL": "https://x.supabase.co", "SUPABASE_ANON_KEY": "k"}, none).principal()
+    assert rest.role == "anon"
+    for yes in ("1", "true", "YES"):
+        assert Settings.load({"KIWI_ADMIN": yes}, none).principal().is_admin
+    for no in ("", "0", "false", "no"):
+        assert not Settings.load({"KIWI_ADMIN": no}, none).principal().is_admin
+    with pytest.raises(UsageError, match="KIWI_ADMIN='maybe' is not a yes or no"):
+        Settings.load({"KIWI_ADMIN": "maybe"}, none)
+
+
+def test_a_token_is_verified_with_the_projects_secret_known_only_for_a_local_database(tmp_path: Path) -> None:
+    import uuid
+
+    from runner.errors import Refused
+    from runner.principal import LOCAL_JWT_SECRET, sign
+
+    none = tmp_path / "none.toml"
+    user = str(uuid.uuid4())
+    token = sign({"sub": user, "role": "authenticated"}, LOCAL_JWT_SECRET)
+    assert Settings.load({"KIWI_ACCESS_TOKEN": token}, none).principal().user_id == user
+    hosted = {"KIWI_ACCESS_TOKEN": token, "KIWI_DATABASE_URL": "postgresql://u:p@db.example.supabase.co/postgres"}
+    assert Settings.load(hosted, none).jwt_secret is None, "a remote project's secret is never guessed"
+    with pytest.raises(UsageError, match="no JWT secret is configured"):
+        Settings.load(hosted, none).principal()
+    mine = sign({"sub": user, "role": "authenticated"}, "the-hosted-projects-secret-0123456789abcdef")
+    ok = Settings.load(
+        {**hosted, "KIWI_ACCESS_TOKEN": mine, "KIWI_JWT_SECRET": "the-hosted-projects-secret-0123456789abcdef"}, none
+    )
+    assert ok.principal().user_id == user
+    with pytest.raises(Refused, match="Signature verification failed"):
+        Settings.load({**hosted, "KIWI_JWT_SECRET": "the-hosted-projects-secret-0123456789abcdef"}, none).principal()
+    odd = sign({"sub": user, "role": "postgres"}, LOCAL_JWT_SECRET)
+    with pytest.raises(Refused, match="role 'postgres' is not one Kiwi acts as"):
+        Settings.load({"KIWI_ACCESS_TOKEN": odd}, none).principal()
+    assert Settings.load({"SUPABASE_URL": "https://x.supabase.co/", "SUPABASE_ANON_KEY": "k"}, none).jwks_url == (
+        "https://x.supabase.co/auth/v1/.well-known/jwks.json"
+    )
