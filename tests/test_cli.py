@@ -536,9 +536,12 @@ def test_a_thread_still_running_keeps_the_ordinary_exit_that_waits_for_it(
     assert marker.read_text() == "done", "the process ended before its thread did"
 
 
-def test_a_closed_stdout_is_reported_by_the_ordinary_exit(database_url: str, cache_dir: Path, tmp_path: Path) -> None:
-    """When flushing fails (the reader went away), the fast exit steps aside: Python's own
-    exit reports the broken pipe with its exit status 120, and the exit handlers have run."""
+def test_a_closed_stdout_ends_quietly_with_141_after_the_exit_handlers(
+    database_url: str, cache_dir: Path, tmp_path: Path
+) -> None:
+    """Regression: when the reader went away, kiwi printed a BrokenPipeError traceback. Now
+    the exit handlers run and nothing is reported; the command's own status stays (3: the
+    tool was not found), and a command that succeeded would end with 141 (128 + SIGPIPE)."""
     probe = _EXIT_PROBE.replace('print("x" * 200_000)', 'sys.stdout.write("x")')  # still buffered at the end
     argv = [sys.executable, "-c", probe, "run", "no_such_tool_for_the_pipe_probe"]
     env = {k: v for k, v in kiwi_env(database_url, cache_dir).items() if k != "PYTHONUNBUFFERED"}
@@ -553,8 +556,21 @@ def test_a_closed_stdout_is_reported_by_the_ordinary_exit(database_url: str, cac
     assert proc.stdout is not None
     proc.stdout.close()  # long before the command writes its result
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 120, err
-    assert "exit handler ran" in err and "BrokenPipeError" in err
+    assert proc.returncode == 3, err
+    assert "exit handler ran" in err and "BrokenPipeError" not in err and "Traceback" not in err
+
+
+def test_a_reader_that_goes_away_mid_output_gets_no_traceback(kiwi: Kiwi, database_url: str, cache_dir: Path) -> None:
+    """`kiwi search | head -0`: the write itself fails; kiwi stops quietly with 141."""
+    argv = [sys.executable, "-m", "runner.cli", "search", "", "--limit", "200"]
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, env=kiwi_env(database_url, cache_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err
 
 
 def test_help_mentions_every_command_and_every_run_option(kiwi: Kiwi) -> None:
