@@ -9,7 +9,9 @@ Config keys (all optional but a URL):
   `{type: api_key, name, value, in: header|query}`; an empty secret sends no auth.
 * `body_template` (JSON, `"{n}"` keeps n's type), `body` (text); without either, POST, PUT
   and PATCH send the parameters as JSON.
-* `timeout_s` (30, per attempt), `follow_redirects` (true),
+* `follow_redirects` (`same_origin`; `true` or `false`) and `max_redirects` (5): the runner
+  follows each hop itself and drops every secret on a hop to another origin (redirects.py).
+* `timeout_s` (30, per attempt, every hop included),
   `retry: {attempts: 3, backoff_s: 0.2, max_delay_s: 10, on_status: [429, 502, 503, 504]}`,
   `response_transform` (a JSONPath), `max_response_bytes` (10 MiB).
 
@@ -46,6 +48,7 @@ from ..errors import ConfigError
 from ..expand import as_text, expand_vars, fill, fill_deep, variables_in
 from ..plan import Plan
 from .base import Invocation, Outcome, Status
+from .redirects import RedirectPolicy, Redirects, Secrets, send_following
 
 DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 DEFAULT_RETRY_STATUSES = (429, 502, 503, 504)
@@ -91,11 +94,12 @@ class HttpClientPrimitive:
         config = invocation.config
         redact = _Redactor(config, invocation.environ)
         transform = _compile_transform(config.get("response_transform"))
+        policy = RedirectPolicy.from_config(config)
         try:
             request = _build_request(self.client, invocation)
         except (httpx.InvalidURL, httpx.HTTPError, ValueError) as exc:
             raise ConfigError(f"cannot build the HTTP request: {redact(str(exc))}") from None
-        reply = await self._send_with_retries(request, invocation, redact)
+        reply = await self._send_with_retries(request, invocation, redact, policy)
         outcome = reply if isinstance(reply, Outcome) else _outcome(reply, transform)
         if outcome.status != "success":
             outcome.output = redact.deep(outcome.output)
@@ -103,8 +107,11 @@ class HttpClientPrimitive:
         outcome.detail = redact.deep(outcome.detail)
         return outcome
 
-    async def _send_with_retries(self, request: httpx.Request, inv: Invocation, redact: _Redactor) -> _Reply | Outcome:
-        """Sends until a final answer: a response not worth retrying, the last attempt, or a hard failure."""
+    async def _send_with_retries(
+        self, request: httpx.Request, inv: Invocation, redact: _Redactor, policy: RedirectPolicy
+    ) -> _Reply | Outcome:
+        """Sends until a final answer: a response not worth retrying, the last attempt, or a hard failure.
+        Redirects are followed within each attempt (a retry starts again from the first URL)."""
         config = inv.config
         retry = config.get("retry") or {}
         attempts = max(1, int(retry.get("attempts", 3)))
@@ -113,13 +120,14 @@ class HttpClientPrimitive:
         on_status = set(retry.get("on_status", DEFAULT_RETRY_STATUSES))
         timeout = float(config.get("timeout_s", 30))
         limit = int(config.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES))
-        follow = bool(config.get("follow_redirects", True))
         url = _display_url(request.url)
+        secrets = functools.partial(Secrets, config, inv.environ, request)
 
         for attempt in range(1, attempts + 1):
+            redirects = Redirects(policy, secrets)
             try:
                 async with asyncio.timeout(timeout):
-                    response = await self.client.send(request, stream=True, follow_redirects=follow)
+                    response = await send_following(self.client, request, redirects)
                     try:
                         raw, truncated = await _read_capped(response, limit)
                     finally:
@@ -130,17 +138,18 @@ class HttpClientPrimitive:
                 if attempt < attempts:
                     await _pause(inv, what, _backoff(backoff, attempt, max_delay), attempt, attempts, redact)
                     continue
-                message = f"{request.method} {url} {what} (attempt {attempt} of {attempts})"
+                message = f"{request.method} {_path(url, redirects)} {what} (attempt {attempt} of {attempts})"
                 return _failure("timeout" if timed_out else "error", message, url, attempt)
             except httpx.HTTPError as exc:  # not worth retrying: a bad scheme, a protocol violation
-                return _failure("error", f"{request.method} {url}: {type(exc).__name__}: {exc}", url, attempt)
+                message = f"{request.method} {_path(url, redirects)}: {type(exc).__name__}: {exc}"
+                return _failure("error", message, url, attempt)
 
             if response.status_code in on_status and attempt < attempts:
                 delay = _retry_after(response, max_delay)
                 delay = _backoff(backoff, attempt, max_delay) if delay is None else delay
                 await _pause(inv, f"HTTP {response.status_code}", delay, attempt, attempts, redact)
                 continue
-            return _Reply(response, raw, truncated, limit, attempt, url)
+            return _Reply(response, raw, truncated, limit, attempt, _display_url(response.request.url), redirects)
         raise AssertionError("unreachable: the last attempt always returns")
 
 
@@ -153,6 +162,7 @@ class _Reply(NamedTuple):
     limit: int
     attempts: int
     url: str
+    redirects: Redirects
 
 
 class _Redactor:
@@ -306,6 +316,8 @@ def _outcome(reply: _Reply, transform: tuple[str, Any] | None) -> Outcome:
         "truncated": reply.truncated,
         "url": reply.url,
     }
+    if reply.redirects.hops:
+        detail["redirects"] = reply.redirects.hops
     problems: list[str] = []
     status: Status = "success"
     output = body
@@ -314,6 +326,9 @@ def _outcome(reply: _Reply, transform: tuple[str, Any] | None) -> Outcome:
         excerpt = text[:_EXCERPT] + ("…" if len(text) > _EXCERPT else "")
         where = f"HTTP {response.status_code} {response.reason_phrase} from {response.request.method} {reply.url}"
         problems.append(f"{where}: {excerpt}" if excerpt else where)
+    if reply.redirects.refused:
+        detail["redirect_refused"] = reply.redirects.refused
+        problems.insert(0, reply.redirects.refused)
     if reply.truncated:
         detail["warning"] = f"response body cut at {reply.limit} bytes (max_response_bytes)"
         problems.append(detail["warning"])
@@ -378,6 +393,11 @@ async def _pause(inv: Invocation, why: str, delay: float, attempt: int, attempts
     await asyncio.sleep(delay)
 
 
+def _path(url: str, redirects: Redirects) -> str:
+    """The first URL, and the hop a failure happened at when redirects were followed."""
+    return f"{url} -> {redirects.hops[-1]['url']}" if redirects.hops else url
+
+
 def _display_url(url: httpx.URL) -> str:
     """The URL as errors and detail show it: no user:password (secret values are redacted later)."""
     return str(url.copy_with(userinfo=b"")) if url.userinfo else str(url)
@@ -411,8 +431,8 @@ def _environment_proxies(limits: httpx.Limits) -> dict[str, httpx.AsyncBaseTrans
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """Sends httpx's requests through one aiohttp connection pool, as httpx built them: the
     URL byte for byte (not re-quoted), header names in their case, and no header of aiohttp's
-    own (no default Content-Type). httpx keeps doing redirects, cookies, decoding and proxies
-    (a proxied URL never reaches this transport)."""
+    own (no default Content-Type). httpx keeps doing cookies, decoding and proxies
+    (a proxied URL never reaches this transport); the runner follows redirects (redirects.py)."""
 
     def __init__(self, limits: httpx.Limits) -> None:
         self._limits = limits

@@ -1,4 +1,5 @@
-"""A small real HTTP server for the http_client tests, run in a thread on 127.0.0.1:0.
+"""A small real HTTP server for the http_client tests, run in a thread on 127.0.0.1:0
+(or another loopback address: `serving`).
 
 Routes (any method):
   /echo/...            200, JSON of what arrived: method, raw path, query, headers, body
@@ -7,6 +8,9 @@ Routes (any method):
   /slow/<seconds>      waits, then as /echo
   /big/<bytes>         a text body of that many bytes
   /leak                401 whose body repeats the Authorization header it got
+  /redirect/<code>/<to>  that status with Location: <to> percent-decoded (none without it)
+
+Every request is also kept in the server's `received` list (what a redirect target got).
 """
 
 from __future__ import annotations
@@ -17,14 +21,16 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 512  # hundreds of concurrent connects in the load test
     hits: Counter[str]
+    received: list[dict[str, object]]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -50,9 +56,12 @@ class _Handler(BaseHTTPRequestHandler):
             "headers": dict(self.headers.items()),
             "body": body,
         }
+        self.server.received.append(seen)
         segments = parts.path.strip("/").split("/")
         route = segments[0]
-        if route == "status":
+        if route == "redirect":
+            self._redirect(int(segments[1]), unquote(segments[2]) if len(segments) > 2 else None)
+        elif route == "status":
             self._send(int(segments[1]), seen)
         elif route == "flaky":
             key, failures = segments[1], int(segments[2])
@@ -68,6 +77,13 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(200, seen)
 
+    def _redirect(self, status: int, location: str | None) -> None:
+        self.send_response(status)
+        if location is not None:
+            self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def _send(self, status: int, payload: object, content_type: str = "application/json") -> None:
         data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
         self.send_response(status)
@@ -80,15 +96,31 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
 
+@dataclass
+class Served:
+    """A running server: its base URL and every request it got, in order."""
+
+    url: str
+    received: list[dict[str, object]]
+
+
 @contextmanager
-def serve() -> Iterator[str]:
-    """Runs the server for the duration of the block; yields its base URL."""
-    server = _Server(("127.0.0.1", 0), _Handler)
+def serving(host: str = "127.0.0.1") -> Iterator[Served]:
+    """Runs the server on `host` (a loopback address) for the duration of the block."""
+    server = _Server((host, 0), _Handler)
     server.hits = Counter()
+    server.received = []
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield Served(f"http://{host}:{server.server_address[1]}", server.received)
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def serve() -> Iterator[str]:
+    """Runs the server for the duration of the block; yields its base URL."""
+    with serving() as served:
+        yield served.url
