@@ -11,9 +11,12 @@ A runtime's config says, as data:
       timeout_s: 600
 
 The directory is named by the hash of the rendered key and steps, so the same inputs
-share one environment and any change builds a new one. A file lock makes two runs
-preparing the same environment at once build it once; a finished environment carries a
-marker, and a half-built one (a crash, a failed step) is removed and built again.
+share one environment and any change builds a new one. `${VAR}`s (in the steps and in
+the config entries they use as placeholders) are resolved only when a step runs: the
+hash holds them as written, so no secret value goes into a directory name. A file lock
+makes two runs preparing the same environment at once build it once; a finished
+environment carries a marker, and a half-built one (a crash, a failed step) is removed
+and built again.
 """
 
 from __future__ import annotations
@@ -24,12 +27,12 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, PrimitiveError
-from .expand import expand_vars, fill, render_argv
+from .expand import expand_vars_deep, fill, render_argv
 from .primitives.subprocess import ProcessSpec, passthrough, spawn
 
 READY = ".kiwi-ready"
@@ -39,6 +42,26 @@ DEFAULT_STEP_TIMEOUT_S = 600.0
 def config_values(config: Mapping[str, Any]) -> dict[str, Any]:
     """The config's own scalar and list entries, usable as {placeholders} in its environment steps."""
     return {k: v for k, v in config.items() if isinstance(v, str | int | float | bool | list)}
+
+
+class _Expanded(Mapping[str, Any]):
+    """Config entries as step placeholders, their ${VAR}s resolved when a step uses one: they come
+    from the registry, so they may name variables, but an entry no step uses is never expanded
+    (an unset variable there is no error). `env_dir`, a path, is never expanded."""
+
+    def __init__(self, config: Mapping[str, Any], env_dir: Path, environ: Mapping[str, str]) -> None:
+        self._values = {**config_values(config), "env_dir": str(env_dir)}
+        self._environ = environ
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._values[key]
+        return value if key == "env_dir" else expand_vars_deep(value, self._environ)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
 
 
 def environment_key(config: Mapping[str, Any]) -> str | None:
@@ -63,10 +86,14 @@ def _active_steps(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Ma
     return steps
 
 
-def _render_step(step: Mapping[str, Any], values: Mapping[str, Any]) -> list[str]:
+def _render_step(
+    step: Mapping[str, Any], values: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """A step's argv: its ${VAR}s and placeholders in one pass (environ None: ${VAR}s as written)."""
     if not step.get("command"):
         raise ConfigError("an environment step has no command")
-    return [fill(str(step["command"]), values), *render_argv(list(step.get("args") or []), values)]
+    command = fill(str(step["command"]), values, environ=environ)
+    return [command, *render_argv(list(step.get("args") or []), values, environ)]
 
 
 async def prepare_environment(
@@ -105,7 +132,7 @@ async def _build(
     config: Mapping[str, Any], env_dir: Path, environ: Mapping[str, str], on_progress: Callable[[str], None] | None
 ) -> None:
     spec = config["environment"]
-    values = {**config_values(config), "env_dir": str(env_dir)}
+    values = _Expanded(config, env_dir, environ)
     timeout = float(spec.get("timeout_s") or DEFAULT_STEP_TIMEOUT_S)
     shutil.rmtree(env_dir, ignore_errors=True)  # a half-built leftover
     env_dir.mkdir(parents=True)
@@ -115,7 +142,7 @@ async def _build(
     started = time.monotonic()
     try:
         for n, step in enumerate(steps, 1):
-            argv = [expand_vars(a, environ) for a in _render_step(step, values)]
+            argv = _render_step(step, values, environ)
             if on_progress:
                 on_progress(f"preparing environment {env_dir.name[:12]} ({n}/{len(steps)}): {' '.join(argv[:3])} …")
             result = await spawn(

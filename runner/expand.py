@@ -5,6 +5,12 @@
 * `{name}` and `{name...}`: values known to the run (parameters, `{entrypoint}`,
   `{env_dir}`). In an argv list, a placeholder makes one argv item (`{name...}` spreads
   a list into several), so a value is never parsed by a shell.
+
+A template (a string from the registry: the tool's merged config) is rendered in one
+pass: its `${VAR}`s are resolved and its placeholders filled side by side, and nothing
+inserted is looked at again. So a parameter or a file path holding `${SECRET}` stays that
+text (a caller can neither read the runner's environment nor learn which variables are
+set), and a secret holding `{name}` is never read as a placeholder.
 """
 
 from __future__ import annotations
@@ -74,8 +80,9 @@ def as_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def fill(text: str, values: Mapping[str, Any], *, strict: bool = True) -> str:
-    """Replace {name} placeholders inside one string.
+def fill(text: str, values: Mapping[str, Any], *, strict: bool = True, environ: Mapping[str, str] | None = None) -> str:
+    """Render one template: {name} placeholders from `values`, in the same single pass as its
+    ${VAR}s from `environ` (left as written when environ is None, as for a cache key).
 
     strict: an unknown name is an error; otherwise it is left as written (for text that
     may hold literal braces, such as a JSON body).
@@ -90,11 +97,25 @@ def fill(text: str, values: Mapping[str, Any], *, strict: bool = True) -> str:
             raise ConfigError(f"placeholder {{{name}}} has no value", hint=_known(values))
         return m.group(0)
 
-    return _PLACEHOLDER.sub(one, text)
+    parts = _VAR.split(text)  # literal, then 3 groups per ${VAR} (name, op, word), literal, ...
+    out: list[str] = []
+    for i in range(0, len(parts), 4):
+        out.append(_PLACEHOLDER.sub(one, parts[i]))
+        if i + 1 < len(parts):
+            ref = _var_text(parts[i + 1 : i + 4])
+            out.append(ref if environ is None else expand_vars(ref, environ))
+    return "".join(out)
 
 
-def render_argv(items: list[Any], values: Mapping[str, Any]) -> list[str]:
-    """Template an argv list. `{name}` alone is one item; `{name...}` spreads a list (none when empty)."""
+def _var_text(groups: list[str | None]) -> str:
+    """A ${VAR} reference written back from its split groups."""
+    name, op, word = groups
+    return "${" + str(name) + (f"{op}{word}" if op else "") + "}"
+
+
+def render_argv(items: list[Any], values: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> list[str]:
+    """Template an argv list. `{name}` alone is one item; `{name...}` spreads a list (none when
+    empty); ${VAR}s come from `environ` in the same pass (see fill)."""
     argv: list[str] = []
     for item in items:
         if not isinstance(item, str):
@@ -108,7 +129,7 @@ def render_argv(items: list[Any], values: Mapping[str, Any]) -> list[str]:
             v = values[name]
             argv.extend(as_text(x) for x in (v if isinstance(v, list) else [] if v is None else [v]))
         else:
-            argv.append(fill(item, values))
+            argv.append(fill(item, values, environ=environ))
     return argv
 
 

@@ -1,4 +1,4 @@
-"""Linux's /proc, read one way: a process's state, parent, group, CPU time and argv.
+"""Linux's /proc, read one way: a process's state, parent, group, session, children, pipes and argv.
 
 The runner needs it where signals cannot tell: a zombie still answers kill(pid, 0), and
 under an init that never reaps, it answers forever. Tests and benchmarks read the same.
@@ -20,6 +20,8 @@ class ProcStat:
     pgrp: int
     utime: int  # clock ticks
     stime: int
+    session: int = 0
+    starttime: int = 0  # clock ticks after boot: with pid, names one process even once pids are reused
 
     @property
     def alive(self) -> bool:
@@ -45,6 +47,8 @@ def stat(pid: int) -> ProcStat | None:
             pgrp=int(fields[2]),
             utime=int(fields[11]),
             stime=int(fields[12]),
+            session=int(fields[3]),
+            starttime=int(fields[19]),
         )
     except (IndexError, ValueError):
         return None
@@ -64,3 +68,37 @@ def cmdline(pid: int) -> list[str] | None:
             return [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
     except OSError:
         return None
+
+
+def children(pid: int) -> set[int]:
+    """The process's children, from every thread (a child belongs to the thread that forked it,
+    an adopted orphan to whichever thread the kernel picked). Empty when it is gone."""
+    found: set[int] = set()
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                found.update(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def pipes(pid: int) -> set[int]:
+    """The inodes of the pipes the process holds open (a descendant keeps its parent's stdout)."""
+    found: set[int] = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("pipe:["):
+            found.add(int(target[6:-1]))
+    return found

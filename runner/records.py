@@ -1,7 +1,9 @@
 """What a run leaves behind: a row saying what ran and how it ended, without secrets.
 
-Parameters are stored as a hash and a size, never as values. Error text is scrubbed of
-every secret the tool's config refers to (${VAR} values) before it is stored or shown.
+Parameters are stored as a hash and a size, never as values. Everything a run reports or
+stores (output, error, detail, progress, its run record and audit reason) is scrubbed of
+every secret the tool's config refers to (its ${VAR}s' values), as CI systems mask
+secrets: each occurrence becomes MASK, also in the forms a URL or a JSON string gives it.
 """
 
 from __future__ import annotations
@@ -11,11 +13,17 @@ import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote, quote_plus
 
-from .expand import map_strings
+from .errors import KiwiError
 
 MAX_ERROR_CHARS = 2000
-_MIN_SECRET_LEN = 4  # shorter values ("1", "on") would scrub ordinary words
+MASK = "***"  # what a secret value reads as once scrubbed (GitHub Actions' mask, familiar from CI logs)
+# Values shorter than this are left as they are: "1", "on" or "dev" would mask ordinary words
+# and digits all over an output, and masking them would be an oracle (a tool echoing a guess
+# of two or three characters would show by the mask whether the guess is the value). Such
+# short values are settings, not credentials.
+_MIN_SECRET_LEN = 4
 # One encoder for every digest: json.dumps with options builds a new one per call.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
@@ -43,22 +51,48 @@ def params_snapshot(params: Any) -> dict[str, Any] | None:
 
 
 def secret_values(names: Iterable[str], environ: Mapping[str, str]) -> list[str]:
-    """The values of the named variables (a config's ${VAR}s: variables_in), longest first."""
-    values = {environ[name] for name in names if environ.get(name)}
-    return sorted((v for v in values if len(v) >= _MIN_SECRET_LEN), key=len, reverse=True)
+    """The values of the named variables (a config's ${VAR}s: variables_in) and the forms they
+    take in a URL or inside a JSON string, longest first (so a form holding another goes first)."""
+    forms: set[str] = set()
+    for name in names:
+        value = environ.get(name)
+        if value and len(value) >= _MIN_SECRET_LEN:
+            forms |= {value, quote(value, safe=""), quote_plus(value, safe="")}
+            forms |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    return sorted(forms, key=len, reverse=True)
 
 
 def scrub(text: str | None, secrets: Iterable[str]) -> str | None:
+    """text with every secret value masked."""
     if text is None:
         return None
     for s in secrets:
-        text = text.replace(s, "***")
+        text = text.replace(s, MASK)
     return text
 
 
 def scrub_deep(value: Any, secrets: list[str]) -> Any:
-    """scrub over every string inside dicts and lists (a primitive's detail: stderr, bodies, headers)."""
-    return map_strings(value, lambda text: scrub(text, secrets)) if secrets else value
+    """scrub over every string inside dicts and lists, keys included (a tool's structured output
+    may print a secret as a key; detail: stderr, bodies, headers)."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    if isinstance(value, list):
+        return [scrub_deep(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {scrub(k, secrets) if isinstance(k, str) else k: scrub_deep(v, secrets) for k, v in value.items()}
+    return value
+
+
+def scrub_error(error: KiwiError, secrets: list[str]) -> KiwiError:
+    """The error with its message and hint scrubbed in place, before anyone reports, audits or
+    stores it (a caller may read `failure` itself: the MCP server does)."""
+    if secrets:
+        error.message = scrub(error.message, secrets) or ""
+        error.hint = scrub(error.hint, secrets)
+        error.args = (error.message, *error.args[1:])
+    return error
 
 
 def run_record(

@@ -37,7 +37,7 @@ from .plan import Plan
 from .policy import Call, Denied, Gate
 from .primitives.base import Invocation, Outcome
 from .recorder import RunRecorder
-from .records import params_digest, params_snapshot, run_record, scrub, scrub_deep, secret_values
+from .records import params_digest, params_snapshot, run_record, scrub, scrub_deep, scrub_error, secret_values
 from .registry.base import Registry
 from .spaces import find as find_local
 from .spaces import spaces as local_spaces_of
@@ -111,7 +111,8 @@ class Runner:
         self._verified: dict[str, list[Any]] = {}  # plan_key -> verdicts (trust/verify.py)
 
     def _secrets(self, plan: Plan) -> list[str]:
-        """Values of the ${VAR}s the plan's config names, to scrub from what a run reports.
+        """Values of the ${VAR}s the plan's config names (every chain element's, merged), to scrub
+        from what a run reports and stores; parameters are never expanded, so these are all.
         The names are found once per chain (its content_hashes pin the merged config)."""
         key = (plan.content_hash, *(link.content_hash for link in plan.chain))
         names = self._secret_names.get(key)
@@ -188,14 +189,14 @@ class Runner:
                 self.gate.finished(admission, status="timeout", run_id=None, version=None)
             raise
         except KiwiError as e:
+            scrub_error(e, self._secrets(plan) if plan else [])  # before it is audited, stored or shown
             if admission is None and not isinstance(e, Denied | RegistryUnavailable):
                 self.gate.refused(call, plan, tool_id, given, dry_run, e)
-            secrets = self._secrets(plan) if plan else []
             result = RunResult(
                 tool_id=plan.tool_id if plan else tool_id,
                 version=plan.version if plan else version,
                 status="error",
-                error=scrub(str(e), secrets),
+                error=str(e),
                 executor_chain=plan.chain_ids if plan else [],
                 failure=e,
             )
@@ -257,7 +258,8 @@ class Runner:
         handler = self.dispatcher.find(plan) if plan.primitive or plan.tool_type != "knowledge" else None
         if handler is None:  # knowledge: its content is the result
             return self._result(plan, Outcome(status="success", output=_knowledge(plan)))
-        env_dir = await prepare_environment(plan.config, root, self.environ, self.on_progress)
+        progress = self._progress(plan)
+        env_dir = await prepare_environment(plan.config, root, self.environ, progress)
         if env_dir is not None:
             placeholders["env_dir"] = str(env_dir)
         values = {**params, **placeholders}
@@ -278,7 +280,7 @@ class Runner:
                 workdir=workdir,
                 placeholders=placeholders,
                 environ=self.environ,
-                on_progress=self.on_progress,
+                on_progress=progress,
                 registry=self.registry,
                 runner=self,
             )
@@ -286,13 +288,21 @@ class Runner:
         result.warnings = warnings
         return result
 
+    def _progress(self, plan: Plan) -> Callable[[str], None] | None:
+        """on_progress with the plan's secrets masked (an environment step's argv, a retry's URL)."""
+        report, secrets = self.on_progress, self._secrets(plan)
+        if report is None or not secrets:
+            return report
+        return lambda line: report(scrub(line, secrets) or "")
+
     def _result(self, plan: Plan, outcome: Outcome) -> RunResult:
+        """The outcome as the caller sees it: every resolved secret masked, whatever the tool printed."""
         secrets = self._secrets(plan)
         return RunResult(
             tool_id=plan.tool_id,
             version=plan.version,
             status=outcome.status,
-            output=outcome.output,
+            output=scrub_deep(outcome.output, secrets),
             error=scrub(outcome.error, secrets),
             exit_code=outcome.exit_code,
             executor_chain=plan.chain_ids,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, Refused
-from .expand import expand_vars, fill, render_argv
+from .expand import fill, render_argv
 from .plan import Plan
 from .primitives.subprocess import ProcessSpec, passthrough, spawn
 
@@ -90,8 +90,9 @@ async def _syntax_check(
     environ: Mapping[str, str],
     cache_root: Path,
 ) -> None:
-    argv = [fill(str(check["command"]), values), *render_argv(list(check.get("args") or []), values)]
-    argv = [expand_vars(a, environ) for a in argv]
+    # One pass: the check's own ${VAR}s resolve; a parameter or file path filled in stays as it is.
+    command = fill(str(check["command"]), values, environ=environ)
+    argv = [command, *render_argv(list(check.get("args") or []), values, environ)]
     key = hashlib.sha256(json.dumps([plan.content_hash, argv], sort_keys=True).encode()).hexdigest()
     marker = cache_root / "validated" / key
     if key in _checked or marker.exists():

@@ -78,3 +78,22 @@ def test_templates_inside_text_and_bodies() -> None:
 def test_expansion_never_fails_unexpectedly(text: str, env: dict[str, str]) -> None:
     with contextlib.suppress(ConfigError):
         assert isinstance(expand_vars(text, env), str)
+
+
+def test_a_template_resolves_its_variables_and_placeholders_in_one_pass() -> None:
+    """What is filled in is never looked at again: a value holding ${VAR} stays that text,
+    and a secret holding {name} is not read as a placeholder."""
+    env = {"TOKEN": "s3cret{name}"}
+    values = {"name": "${TOKEN}", "path": "/x/${TOKEN}.sh"}
+    assert fill("--t=${TOKEN} --n={name}", values, environ=env) == "--t=s3cret{name} --n=${TOKEN}"
+    assert render_argv(["${TOKEN}", "{name}", "{path}"], values, env) == ["s3cret{name}", "${TOKEN}", "/x/${TOKEN}.sh"]
+
+
+def test_a_template_without_an_environment_keeps_its_variables_as_written() -> None:
+    """For a cache key: ${VAR}s are not placeholders (no "placeholder {VAR} has no value")."""
+    assert fill("${A:-d} {x} ${B:+y} ${C}", {"x": 1}) == "${A:-d} 1 ${B:+y} ${C}"
+    assert render_argv(["${A}", "{x...}"], {"x": ["a", "b"]}) == ["${A}", "a", "b"]
+
+
+def test_an_unset_variable_named_only_by_a_value_is_never_an_error() -> None:
+    assert fill("{p}", {"p": "${NOT_SET_ANYWHERE}"}, environ={}) == "${NOT_SET_ANYWHERE}"

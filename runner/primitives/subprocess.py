@@ -4,8 +4,9 @@ Two layers:
 
 * `spawn(ProcessSpec) -> ProcessResult` runs one argv (never a shell) in its own process
   group, feeds stdin, captures stdout and stderr up to a cap (flagging what it cut), and
-  on a timeout, on cancellation, and after a normal exit ends the whole group, so no
-  grandchild outlives the run. Other parts of the runner (environment preparation,
+  on a timeout, on cancellation, and after a normal exit ends the whole group, then every
+  other descendant (reaper.py: those that left the group too), so no grandchild outlives
+  the run, and says what it killed. Other parts of the runner (environment preparation,
   validation) call it too.
 * `SubprocessPrimitive` turns a plan's merged config into a ProcessSpec (argv templates,
   a declared environment, parameters as JSON on stdin) and the result into an Outcome.
@@ -16,6 +17,7 @@ Nothing here knows any runtime or tool: everything specific is config data.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import os
@@ -29,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procfs
+from .. import procfs, reaper
 from ..errors import ConfigError, PrimitiveError, Refused
-from ..expand import as_text, expand_vars, fill, render_argv, variables_in
+from ..expand import as_text, fill, render_argv, variables_in
 from ..plan import Plan
 from .base import Invocation, Outcome
 
@@ -69,6 +71,7 @@ class ProcessResult:
     stderr_truncated: bool
     timed_out: bool
     duration_ms: float
+    killed: tuple[tuple[int, str], ...] = ()  # (pid, command name) of what the runner had to kill
 
 
 # --------------------------------------------------------------------------- spawn
@@ -117,6 +120,7 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
         ) from exc
 
     pgid = transport.get_pid()
+    watch = reaper.Watch(pgid, _pipe_inodes(transport))
     if spec.stdin is not None:
         # The transport writes in the background as the child reads, so a child that never
         # reads cannot deadlock us; a broken pipe just closes the write end quietly.
@@ -128,9 +132,12 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
     try:
         done, _ = await asyncio.wait({proto.exited}, timeout=spec.timeout_s)
         timed_out = not done
-        # After a timeout this stops the running group; after a normal exit it stops what
-        # the tool left behind (background jobs, daemons) and lets pipes they hold close.
+        # After a timeout this stops the running tree; after a normal exit it stops what
+        # the tool left behind (background jobs, daemons, even those that left the group
+        # with setsid) and lets pipes they hold close.
+        left = {pid: entry.name for pid, entry in watch.members().items() if entry.alive}
         await _end_group(pgid)
+        left.update(await watch.kill())
         group_ended = True
         if timed_out:
             await asyncio.wait({proto.exited}, timeout=KILL_GRACE_S)
@@ -138,6 +145,8 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
     finally:
         if not group_ended:  # cancelled (or failed) mid-run: no time for grace
             _signal_group(pgid, signal.SIGKILL)
+            watch.kill_now()
+        watch.close()
         proto.close_pipes()
 
     return ProcessResult(
@@ -148,6 +157,7 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
         stderr_truncated=proto.truncated[2],
         timed_out=timed_out,
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        killed=tuple(sorted(left.items())),
     )
 
 
@@ -201,11 +211,26 @@ class _Collector(asyncio.SubprocessProtocol):
                 pipe.close()
 
 
+def _pipe_inodes(transport: asyncio.SubprocessTransport) -> set[int]:
+    """The inodes of the child's stdout and stderr pipes: a descendant still holding one is the run's."""
+    inodes = set()
+    for fd in (1, 2):
+        pipe = transport.get_pipe_transport(fd)
+        file = pipe.get_extra_info("pipe") if pipe is not None else None
+        if file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                inodes.add(os.fstat(file.fileno()).st_ino)
+    return inodes
+
+
 def _kill_if_started(start: asyncio.Future[tuple[asyncio.SubprocessTransport, _Collector]]) -> None:
     if start.cancelled() or start.exception() is not None:
         return
     transport, proto = start.result()
     _signal_group(transport.get_pid(), signal.SIGKILL)
+    watch = reaper.Watch(transport.get_pid(), _pipe_inodes(transport))
+    watch.kill_now()
+    watch.close()
     proto.close_pipes()
 
 
@@ -319,9 +344,9 @@ class SubprocessPrimitive:
 def build_spec(invocation: Invocation) -> ProcessSpec:
     """The merged config, templated: argv, a declared environment, parameters on stdin.
 
-    `${VAR}`s are resolved in the config text before `{placeholders}` are filled, so a
-    parameter value that looks like `${SECRET}` stays literal text and never reads the
-    runner's environment.
+    `${VAR}`s are resolved in the config text in the same pass as `{placeholders}` are filled
+    (expand.fill), so a parameter value that looks like `${SECRET}` stays literal text and
+    never reads the runner's environment.
     """
     config, environ, values = invocation.config, invocation.environ, invocation.values()
     tool = invocation.plan.tool_id
@@ -350,7 +375,7 @@ def command_argv(
     if not isinstance(args, list):
         raise ConfigError(f"{tool_id}: config.args must be a list", hint="write args as a YAML list: [a, b]")
     items = [*(command if isinstance(command, list) else [command]), *args]
-    return render_argv([_vars(item, environ) for item in items], values)
+    return render_argv(items, values, environ)
 
 
 def resolve_command(command: str, path: str, cwd: Path | None = None) -> str:
@@ -374,17 +399,24 @@ def to_outcome(result: ProcessResult, spec: ProcessSpec, *, shown_command: str |
         "stdout_truncated": result.stdout_truncated,
         "stderr_truncated": result.stderr_truncated,
     }
+    killed = None
+    if result.killed:  # said wherever the run's message goes, and listed in detail
+        killed = reaper.describe(result.killed, "" if result.timed_out else " the tool left running")
+        detail["killed"] = [{"pid": pid, "name": name} for pid, name in result.killed]
+        if not result.timed_out:
+            warnings.append(killed)
     if warnings:
         detail["warnings"] = warnings
     if result.timed_out:
-        error = f"timed out after {spec.timeout_s:g} s; process group killed"
+        error = f"timed out after {spec.timeout_s:g} s" + (f"; {killed}" if killed else "")
         return Outcome("timeout", output=_output(result) if result.stdout else None, error=error, detail=detail)
     code = result.exit_code
     if code != 0:
         error = _stderr_tail(result.stderr) or _exit_text(code)
+        error = f"{error}\n{killed}" if killed else error
         output = _output(result) if result.stdout else None
         return Outcome("error", output=output, error=error, exit_code=code, detail=detail)
-    error = warnings[0] if result.stdout_truncated else None
+    error = "; ".join(w for w in (warnings[0] if result.stdout_truncated else None, killed) if w) or None
     return Outcome("success", output=_output(result), error=error, exit_code=0, detail=detail)
 
 
@@ -438,7 +470,7 @@ def command_environment(
         if value is None:  # a child config can unset what its runtime set
             env.pop(str(key), None)
         else:
-            env[str(key)] = fill(_vars(as_text(value), environ), values)
+            env[str(key)] = fill(as_text(value), values, environ=environ)
     if not env.get("PATH"):
         env["PATH"] = DEFAULT_PATH
     return env
@@ -468,17 +500,13 @@ def _cwd(invocation: Invocation, values: Mapping[str, Any]) -> Path | None:
     if workdir is None:
         raise ConfigError(f"{tool}: config.cwd needs a workdir to be relative to", hint="run the tool with a workdir")
     root = Path(workdir).resolve()
-    target = (root / fill(_vars(str(raw), invocation.environ), values)).resolve()
+    target = (root / fill(str(raw), values, environ=invocation.environ)).resolve()
     if not target.is_relative_to(root):
         raise Refused(
             f"{tool}: cwd {raw!r} is outside the tool's working directory",
             hint="use a path inside the workdir, without '..' or symlinks leading out",
         )
     return target
-
-
-def _vars(item: Any, environ: Mapping[str, str]) -> Any:
-    return expand_vars(item, environ) if isinstance(item, str) else item
 
 
 def positive_number(config: Mapping[str, Any], key: str, default: float, tool: str) -> float:

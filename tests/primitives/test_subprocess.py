@@ -4,6 +4,7 @@ capped output, and process groups that never outlive a run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -209,10 +210,16 @@ async def test_a_timeout_kills_the_whole_group_including_a_background_grandchild
     outcome = await run(config, workdir=tmp_path)
     assert time.monotonic() - started < 0.5 + KILL_GRACE_S + 1.0
     assert outcome.status == "timeout"
-    assert outcome.error == "timed out after 0.5 s; process group killed"
+    child, shell = (int((tmp_path / name).read_text()) for name in ("child.pid", "shell.pid"))
+    # bash runs its last command in its own process: two sleeps, each named with its pid
+    assert (
+        outcome.error
+        == f"timed out after 0.5 s; killed 2 processes: {min(child, shell)} sleep, {max(child, shell)} sleep"
+    )
+    assert outcome.detail["killed"] == [{"pid": p, "name": "sleep"} for p in sorted((child, shell))]
     assert outcome.exit_code is None
-    for name in ("child.pid", "shell.pid"):
-        assert await gone(int((tmp_path / name).read_text())), f"{name} survived the timeout"
+    for pid in (child, shell):
+        assert await gone(pid), f"{pid} survived the timeout"
 
 
 async def test_a_timeout_kills_a_double_forked_grandchild_holding_stdout(tmp_path: Path) -> None:
@@ -237,9 +244,9 @@ async def test_after_a_normal_exit_leftover_background_processes_are_killed_at_o
     assert await gone(int(outcome.output))
 
 
-async def test_a_process_that_left_the_group_cannot_hold_the_run_open_through_its_pipes(tmp_path: Path) -> None:
-    # setsid() takes it out of reach of killpg (only a cgroup could follow it); the run still
-    # ends promptly instead of waiting for its stdout to close.
+async def test_a_process_that_left_the_group_is_killed_too_and_named(tmp_path: Path) -> None:
+    # setsid() takes it out of reach of killpg; the runner, its subreaper, still finds it,
+    # and the run ends promptly instead of waiting for its stdout to close.
     pidfile = tmp_path / "escaped.pid"
     started = time.monotonic()
     outcome = await run({"command": PY, "args": [str(SCRIPTS / "forker.py"), str(pidfile), "escape"]})
@@ -247,8 +254,11 @@ async def test_a_process_that_left_the_group_cannot_hold_the_run_open_through_it
     try:
         assert time.monotonic() - started < 3.0
         assert (outcome.status, outcome.output) == ("success", "started")
+        assert outcome.error == f"killed 1 process the tool left running: {escaped} {Path(PY).name[:15]}"
+        assert await gone(escaped)
     finally:
-        os.kill(escaped, 9)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(escaped, 9)
 
 
 async def test_cancelling_the_run_kills_the_whole_group(tmp_path: Path) -> None:

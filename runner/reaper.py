@@ -1,0 +1,226 @@
+"""No process outlives its run: the runner adopts orphans and kills each run's descendants.
+
+A process group is not enough: `setsid` (or a daemonising double fork) leaves the group,
+and when its parent exits, init adopts it, out of the runner's reach. So the runner makes
+itself the *child subreaper* (Linux prctl PR_SET_CHILD_SUBREAPER): orphaned descendants
+are reparented to it instead. Each spawned process gets a Watch that keeps track of every
+process seen in its tree while it runs and claims the runner's adopted children that are
+its own, so that at the end of the run (exit, timeout, cancellation) and at interpreter
+exit it SIGKILLs each of them and reaps the zombies it adopted. It never touches a
+concurrent run's processes, nor children the runner spawned itself (asyncio's, MCP servers).
+
+An adopted orphan is a run's when, most certain first: it (pid and start time) was seen in
+the run's tree; its process group or session was started by a process seen there; it still
+holds the run's stdout or stderr pipe. An orphan none of these place but whose session
+leader is gone (a daemon that closed its pipes and whose parents exited before a poll saw
+it) belongs to the run that ends while no other run that began before it is active.
+
+Elsewhere than Linux all of this is a no-op: the process group is the only reach there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterable
+
+from . import procfs
+
+PR_SET_CHILD_SUBREAPER = 36
+POLL_S = 0.05  # how often a running tree is looked at (what it forks and leaves behind)
+_ROUNDS = 50  # kill rounds: a process that forks while being killed leaves children to the next
+_REAP_S = 1.0  # how long to wait for a killed adopted process to become a zombie we can reap
+
+Killed = tuple[int, str]  # pid, command name
+
+_subreaper: bool | None = None
+_active: set[Watch] = set()
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants, once. False where the
+    platform has no such thing (anything but Linux) or refuses it."""
+    global _subreaper
+    if _subreaper is None:
+        _subreaper = False
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError, AttributeError):
+                libc = ctypes.CDLL(None, use_errno=True)
+                _subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        if _subreaper:
+            atexit.register(_kill_all_at_exit)
+    return _subreaper
+
+
+def supported() -> bool:
+    """Whether descendants can be found at all (Linux with /proc and a subreaper)."""
+    return become_subreaper() and os.path.isdir("/proc/self/task")
+
+
+class Watch:
+    """One spawned process's tree: what it is now, what it has been, what is left of it."""
+
+    def __init__(self, root: int, pipes: Iterable[int] = ()) -> None:
+        self.root = root
+        self.pipes = set(pipes)
+        self.enabled = supported()
+        self.seen: dict[int, int] = {}  # pid -> start time, of every process seen in the tree
+        me = procfs.stat(root) if self.enabled else None
+        self.started = me.starttime if me else 0
+        self._live: set[int] = set()  # where the next walk starts: what the last one found
+        self._poller: asyncio.Task[None] | None = None
+        if self.enabled:
+            if me is not None:  # else it is gone (and maybe reaped: its pid means nothing now)
+                self.seen[root] = me.starttime
+                self._live.add(root)
+            _active.add(self)
+            self._poller = asyncio.get_running_loop().create_task(self._poll())
+
+    async def _poll(self) -> None:
+        while True:
+            self.members()
+            await asyncio.sleep(POLL_S)
+
+    def members(self, extra: Iterable[int] = ()) -> dict[int, procfs.ProcStat]:
+        """Every process of the run now (zombies included), remembering each as seen; `extra`
+        are more processes to count in, with their descendants."""
+        if not self.enabled:
+            return {}
+        found: dict[int, procfs.ProcStat] = {}
+        queue = [p for p in (*self._live, *self._claimed(), *extra) if p != os.getpid()]
+        while queue:
+            pid = queue.pop()
+            if pid in found or (entry := procfs.stat(pid)) is None:
+                continue
+            if pid in self.seen and self.seen[pid] != entry.starttime:
+                continue  # the pid was reused by a process of someone else
+            found[pid] = entry
+            self.seen.setdefault(pid, entry.starttime)
+            queue.extend(procfs.children(pid))
+        self._live = set(found)
+        return found
+
+    def owns(self, entry: procfs.ProcStat) -> bool:
+        """Whether an adopted process is this run's (see the module's docstring)."""
+        if self.seen.get(entry.pid) == entry.starttime:
+            return True
+        for leader in (entry.pgrp, entry.session):  # a group or session begun in the run
+            if leader != entry.pid and leader in self.seen and entry.starttime >= self.seen[leader]:
+                return True
+        return bool(self.pipes) and entry.alive and not self.pipes.isdisjoint(procfs.pipes(entry.pid))
+
+    def _claimed(self) -> list[int]:
+        roots = {w.root for w in _active}
+        return [e.pid for e in _adopted() if e.pid not in roots and self.owns(e)]
+
+    def _strays(self) -> list[int]:
+        """Adopted orphans nobody owns, whose session leader is gone, that only this run can
+        have left: no other active run began before them."""
+        if not self.started:
+            return []
+        others = [w for w in _active if w is not self]
+        roots = {w.root for w in _active}
+        out = []
+        for e in _adopted():
+            if e.pid in roots or e.session == e.pid or e.session == os.getsid(0) or e.starttime < self.started:
+                continue
+            if any(w.owns(e) or (w.started and w.started <= e.starttime) for w in others):
+                continue
+            out.append(e.pid)
+        return out
+
+    def _sweep(self) -> list[procfs.ProcStat]:
+        """SIGKILL every live process of the run once; what was signalled."""
+        found = self.members(self._strays())
+        hit = []
+        for pid, entry in found.items():
+            if pid == self.root and not entry.alive:
+                continue
+            if entry.alive:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                    hit.append(entry)
+            else:
+                _reap(entry)
+        return hit
+
+    async def kill(self) -> list[Killed]:
+        """Kill what is left of the run and reap what the runner adopted of it."""
+        killed: dict[int, str] = {}
+        for _ in range(_ROUNDS):
+            hit = self._sweep()
+            if not hit:
+                break
+            killed.update((e.pid, e.name) for e in hit)
+            await asyncio.sleep(0.005)
+        deadline = time.monotonic() + _REAP_S
+        while self._reap_members() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return sorted(killed.items())
+
+    def kill_now(self) -> list[Killed]:
+        """kill() without awaiting: for cancellation and interpreter exit."""
+        killed: dict[int, str] = {}
+        for _ in range(_ROUNDS):
+            hit = self._sweep()
+            if not hit:
+                break
+            killed.update((e.pid, e.name) for e in hit)
+            time.sleep(0.002)
+        self._reap_members()
+        return sorted(killed.items())
+
+    def _reap_members(self) -> bool:
+        """Reap the run's adopted zombies; whether an adopted process is still not reaped."""
+        waiting = False
+        for pid, entry in self.members().items():
+            if pid != self.root and entry.ppid == os.getpid():
+                waiting = not _reap(entry) or waiting
+        return waiting
+
+    def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+        _active.discard(self)
+
+
+def _adopted() -> list[procfs.ProcStat]:
+    """The runner's children (spawned or adopted alike)."""
+    entries = (procfs.stat(pid) for pid in procfs.children(os.getpid()))
+    return [e for e in entries if e is not None and e.ppid == os.getpid()]
+
+
+def _reap(entry: procfs.ProcStat) -> bool:
+    """waitpid an adopted zombie (only ever a pid we claimed, never asyncio's own child);
+    whether it is reaped (or gone)."""
+    if entry.ppid != os.getpid():
+        return True
+    if entry.alive:
+        return False
+    try:
+        pid, _ = os.waitpid(entry.pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return pid != 0
+
+
+def describe(killed: list[Killed] | tuple[Killed, ...], which: str = "", limit: int = 8) -> str:
+    """'killed 3 processes: 12 bash, 13 sleep, 14 sleep' (the first `limit` named)."""
+    names = ", ".join(f"{pid} {name}" for pid, name in killed[:limit])
+    more = f" and {len(killed) - limit} more" if len(killed) > limit else ""
+    noun = "process" if len(killed) == 1 else "processes"
+    return f"killed {len(killed)} {noun}{which}: {names}{more}"
+
+
+def _kill_all_at_exit() -> None:
+    """At interpreter exit, no run's process stays behind (runs cut short, adopted strays)."""
+    for watch in list(_active):
+        with contextlib.suppress(Exception):
+            watch.kill_now()
+        _active.discard(watch)
