@@ -4,6 +4,8 @@ Identical versions share the directory. Every file is checked against the sha256
 registry recorded, both as it arrives in the plan (so a row altered in the database is
 refused) and on disk when a cached directory is reused; every path must stay inside
 the directory. A directory appears complete or not at all (written aside, renamed).
+Whatever a plan holds, a failure here is a KiwiError naming the file: a path that is both
+a file and another file's directory, a name the filesystem cannot hold, a full disk.
 """
 
 from __future__ import annotations
@@ -37,9 +39,29 @@ def safe_relative(path: str) -> PurePosixPath:
     p = PurePosixPath(path)
     if not is_safe_relative(path):
         raise Refused(f"unsafe file path in the plan: {path!r}")
-    if p.parts and p.parts[0] == COMPLETE:
+    if p.parts and p.parts[0].lower() == COMPLETE:
         raise Refused(f"reserved file name in the plan: {path!r}")
     return p
+
+
+def _clashes(paths: list[str]) -> None:
+    """Refuse a plan in which one file is also a directory of another ("x" beside "x/y")."""
+    files = set(paths)
+    for rel in paths:
+        for parent in PurePosixPath(rel).parents:
+            if str(parent) in files:
+                raise Refused(
+                    f"file {parent} in the plan is also the directory of {rel}",
+                    hint="the tool's files cannot all be written; its publisher must rename one",
+                )
+
+
+def _unwritable(rel: str | None, e: OSError) -> Refused:
+    where = f"file {rel!r} of the tool" if rel else "the tool's directory"
+    return Refused(
+        f"cannot write {where}: {e.strerror or e}",
+        hint="a name too long for this filesystem, a full disk or an unwritable cache directory (KIWI_CACHE_DIR)",
+    )
 
 
 def _content(f: PlanFile) -> bytes:
@@ -61,25 +83,35 @@ def _content(f: PlanFile) -> bytes:
 def materialise(plan: Plan, root: Path) -> Path:
     """The directory holding the plan's files, written if needed. Raises IntegrityError on a mismatch."""
     contents = {str(safe_relative(f.path)): (_content(f), f) for f in plan.files}
+    _clashes(list(contents))
     target = root / "tools" / plan.content_hash
     if (target / COMPLETE).exists():
         _verify_on_disk(target, contents)
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{plan.content_hash[:16]}-", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{plan.content_hash[:16]}-", dir=target.parent))
+    except OSError as e:
+        raise _unwritable(None, e) from e
     try:
         for rel, (data, f) in contents.items():
             dest = staging / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
-            dest.chmod(0o755 if f.is_entrypoint else 0o644)
-        (staging / COMPLETE).write_text(plan.content_hash + "\n")
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(data)
+                dest.chmod(0o755 if f.is_entrypoint else 0o644)
+            except OSError as e:
+                raise _unwritable(rel, e) from e
         try:
-            os.rename(staging, target)
-        except OSError:
-            if not (target / COMPLETE).exists():  # someone else's incomplete directory: replace it
-                shutil.rmtree(target, ignore_errors=True)
+            (staging / COMPLETE).write_text(plan.content_hash + "\n")
+            try:
                 os.rename(staging, target)
+            except OSError:
+                if not (target / COMPLETE).exists():  # someone else's incomplete directory: replace it
+                    shutil.rmtree(target, ignore_errors=True)
+                    os.rename(staging, target)
+        except OSError as e:
+            raise _unwritable(None, e) from e
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

@@ -59,7 +59,11 @@ def load_tool_dir(path: Path) -> ToolDir:
         raise ToolDirError(f"{manifest_path}: not representable as a JSON manifest:\n{lines}")
     entrypoint = manifest.get("entrypoint")
     files = []
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+    try:
+        found = sorted(p for p in path.rglob("*") if p.is_file())
+    except OSError as exc:  # an unreadable subdirectory, a name the filesystem refuses
+        raise ToolDirError(f"{path}: cannot be listed: {exc.strerror or exc}") from exc
+    for file in found:
         relative = file.relative_to(path).as_posix()
         if relative == MANIFEST_NAME or file.is_symlink():
             continue

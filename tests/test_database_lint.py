@@ -36,6 +36,7 @@ REGISTRY_TABLES = [
     "tool_runs",
     "audit_log",
     "rate_limits",
+    "registry_limits",
     "execution_contexts",
     "approval_policies",
     "approvals",

@@ -59,6 +59,13 @@ ANON_INVOKER_HELPERS = {
     "kiwi_internal.patterns_cover(p_patterns jsonb, p_value text)": "directive validation (preview)",
     "kiwi_internal.glob_covers(p_pattern text, p_value text)": "permission globs (preview)",
     "kiwi_internal.planned_files(p_manifest jsonb, p_files jsonb)": "a preview's files, hashed (preview)",
+    "kiwi_internal.registry_limit(p_name text)": "a registry limit, from a table everyone reads (preview)",
+    "kiwi_internal.registry_limit_json(p_name text, p_default jsonb)": "a registry limit, as above (preview)",
+    "kiwi_internal.over_limit(p_field text, p_size bigint, p_unit text, p_name text, p_limit bigint)": (
+        "the wording of a refusal over a limit (preview)"
+    ),
+    "kiwi_internal.manifest_limit_problems(p_manifest jsonb)": "manifest validation against the limits (preview)",
+    "kiwi_internal.path_limit_problems(p_field text, p_path text)": "file path validation against the limits (preview)",
 }
 
 # Argument names that would carry an identity or an admin flag.

@@ -4,13 +4,13 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(87);
+select plan(90);
 select tests.make_acme();
 
 -- The tables of the matrix: a new table must join it (and this list).
 select tables_are('public',
   array['namespaces', 'namespace_members', 'tools', 'tool_versions', 'tool_version_files', 'tool_type_rules',
-        'tool_version_signatures', 'tool_runs', 'audit_log', 'rate_limits',
+        'tool_version_signatures', 'tool_runs', 'audit_log', 'rate_limits', 'registry_limits',
         'execution_contexts',
         'approval_policies', 'approvals'],
   'schema public holds exactly the tables of the RLS matrix');
@@ -121,6 +121,12 @@ select table_privs_are('public', 'rate_limits', 'authenticated', array['SELECT']
   'authenticated may only read rate_limits');
 select table_privs_are('public', 'rate_limits', 'service_role', array['SELECT', 'INSERT', 'UPDATE', 'DELETE'],
   'service_role declares, changes and removes rate limits');
+select table_privs_are('public', 'registry_limits', 'anon', array['SELECT'],
+  'anon may only read registry_limits');
+select table_privs_are('public', 'registry_limits', 'authenticated', array['SELECT'],
+  'authenticated may only read registry_limits');
+select table_privs_are('public', 'registry_limits', 'service_role', array['SELECT', 'INSERT', 'UPDATE', 'DELETE'],
+  'service_role sets, changes and removes registry limits');
 select table_privs_are('public', 'execution_contexts', 'anon', array[]::text[],
   'anon holds no privilege on execution_contexts');
 select table_privs_are('public', 'execution_contexts', 'authenticated', array['SELECT'],
