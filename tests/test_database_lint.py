@@ -656,6 +656,10 @@ ANON_SECURITY_DEFINER_ALLOWED = {
         "request_publish_approval calls it; anon is refused, others only for a namespace they may publish into "
         "(can_publish_to), recorded as caller_identity()'s; only admins decide it (decide_approval)"
     ),
+    "kiwi_internal.chain_attestations(p_tool_id text, p_version text)": (
+        "resolve_chain_attestations calls it; resolve_chains decides by exact reference what the caller may read, "
+        "and only those versions' rows are read"
+    ),
     "kiwi_internal.similar_search_words(p_word text)": (
         "search_tools calls it; it offers only words of tools the caller may list (caller_is_admin()/my_namespaces())"
     ),

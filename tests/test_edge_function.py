@@ -297,3 +297,41 @@ def test_the_functions_own_deno_tests_pass() -> None:
         timeout=START_TIMEOUT_S,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.fixture
+def unlisted_tool(conn: psycopg.Connection) -> Iterator[str]:
+    """An unlisted tool of the public namespace, published as the admin; removed afterwards."""
+    ref = f"unlisted_{uuid.uuid4().hex[:8]}"
+    manifest = {
+        "tool_id": ref,
+        "tool_type": "script",
+        "executor": "bash_runtime",
+        "version": "1.0.0",
+        "visibility": "unlisted",
+        "entrypoint": "a.sh",
+        "description": "edgeunlistedword tool",
+    }
+    conn.execute(
+        "select publish_tool_version(%s, %s)",
+        (Jsonb(manifest), Jsonb([{"path": "a.sh", "content_text": "echo hi", "is_entrypoint": True}])),
+    )
+    try:
+        yield ref
+    finally:
+        conn.execute("delete from tools where ref = %s", (ref,))
+
+
+async def test_an_unlisted_tool_is_never_listed_and_always_loads_by_its_exact_reference(
+    edge_url: str, unlisted_tool: str
+) -> None:
+    """Regression (issue 13): load read the tables, which never list unlisted tools, so an
+    unlisted tool resolved through the function but did not load. One rule now, in SQL:
+    never listed, readable by exact reference, through every call."""
+    async with session(edge_url) as s:
+        assert (await call(s, "search", query="edgeunlistedword"))["items"] == []
+        loaded = await call(s, "load", tool_id=unlisted_tool)
+        assert loaded["tool_id"] == unlisted_tool and [f["path"] for f in loaded["files"]] == ["a.sh"]
+        assert loaded["is_latest"] is True and loaded["signature"]["state"] == "unsigned"
+        resolved = await call(s, "resolve", tool_id=unlisted_tool)
+        assert resolved["chain"][0]["content_hash"] == loaded["content_hash"]

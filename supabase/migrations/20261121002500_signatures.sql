@@ -218,10 +218,14 @@ grant execute on function public.signature_states(text[]) to anon, authenticated
 -- What a runner needs to verify a chain for itself, read from the stored rows (never
 -- from the plan cache): each element's manifest, its files' paths and sha256s (enough
 -- to recompute content_hash) and its signatures.
-create function public.resolve_chain_attestations(p_tool_id text, p_version text default null)
+-- Security definer: resolve_chains has decided, by exact reference, which elements the
+-- caller may read (public and unlisted tools, private ones of its namespaces), and this
+-- reads only those versions' rows, so an unlisted element attests as fully as it resolves
+-- (an invoker would see its namespace and files hidden by the tables' listing rules).
+create function kiwi_internal.chain_attestations(p_tool_id text, p_version text)
   returns table (depth int, tool_id text, namespace text, tool_type text, version text,
                  content_hash text, manifest jsonb, files jsonb, signatures jsonb)
-  language plpgsql stable
+  language plpgsql stable security definer
   set search_path = ''
 as $$
 declare
@@ -244,6 +248,17 @@ begin
     return next;
   end loop;
 end
+$$;
+revoke execute on function kiwi_internal.chain_attestations(text, text) from public;
+grant execute on function kiwi_internal.chain_attestations(text, text) to anon, authenticated, service_role;
+
+create function public.resolve_chain_attestations(p_tool_id text, p_version text default null)
+  returns table (depth int, tool_id text, namespace text, tool_type text, version text,
+                 content_hash text, manifest jsonb, files jsonb, signatures jsonb)
+  language sql stable
+  set search_path = ''
+as $$
+  select * from kiwi_internal.chain_attestations(p_tool_id, p_version)
 $$;
 comment on function public.resolve_chain_attestations(text, text) is
   'The chain of a tool (depth 0 first) with each element''s namespace, manifest, files (path, sha256) and signatures: what a client needs to recompute every content_hash and check every signature itself.';

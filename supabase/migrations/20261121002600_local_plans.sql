@@ -157,7 +157,8 @@ declare
   v_row  record;
   v_kind text;
 begin
-  select t.ref, t.namespace, v.id, v.version, v.content_hash, v.manifest, v.manifest_yaml
+  select t.ref, t.namespace, t.tool_type, t.latest_version, v.id, v.version, v.content_hash, v.manifest,
+         v.manifest_yaml, v.is_latest, v.is_deprecated, v.is_yanked
     into v_row
     from public.tools t
     left join public.tool_versions v
@@ -173,7 +174,9 @@ begin
       using errcode = 'PT404';
   end if;
   return jsonb_build_object(
-    'tool_id', v_row.ref, 'namespace', v_row.namespace, 'version', v_row.version,
+    'tool_id', v_row.ref, 'namespace', v_row.namespace, 'tool_type', v_row.tool_type, 'version', v_row.version,
+    'latest_version', v_row.latest_version, 'is_latest', v_row.is_latest, 'is_deprecated', v_row.is_deprecated,
+    'is_yanked', v_row.is_yanked,
     'content_hash', v_row.content_hash, 'manifest', v_row.manifest, 'manifest_yaml', v_row.manifest_yaml,
     'files', (select coalesce(jsonb_agg(jsonb_build_object(
                        'path', f.path, 'sha256', f.sha256, 'size_bytes', f.size_bytes,

@@ -98,46 +98,27 @@ export async function search(args: { query: string; tool_type?: string; category
 export async function load(args: { tool_id: string; version?: string }) {
   const { ref, version } = splitRef(args.tool_id, args.version);
   return await asAnon(async (tx) => {
-    const [row] = await tx`
-      select t.ref, t.tool_type, t.latest_version, v.id as version_uuid, v.version, v.is_latest,
-             v.manifest, v.manifest_yaml, v.content_hash, v.is_deprecated, v.is_yanked
-        from public.tools t
-        left join public.tool_versions v
-          on v.tool_uuid = t.id and v.version = coalesce(${version}::text, t.latest_version)
-       where t.ref = ${ref}`;
-    if (!row) {
-      throw new ToolError(`tool "${ref}" not found (this endpoint sees public tools only); try search`);
-    }
-    if (!row.version_uuid) {
-      throw new ToolError(
-        `tool "${ref}" has no version ${version ?? "(latest)"}; its latest version is ${row.latest_version ?? "none"}`,
-      );
-    }
-    const files = await tx`
-      select path, sha256, size_bytes, is_entrypoint, media_type, content_text
-        from public.tool_version_files
-       where version_id = ${row.version_uuid as string}::uuid
-       order by path`;
-    // signature_states covers each tool's latest version; other versions are read directly.
-    const signatures = row.is_latest
-      ? ((await tx`select signatures from public.signature_states(${[ref]}::text[])`)[0]?.signatures ?? [])
-      : await tx`
-          select key_fingerprint, public_key, signature, content_hash, signed_at
-            from public.tool_version_signatures
-           where version_id = ${row.version_uuid as string}::uuid
-           order by signed_at, key_fingerprint`;
+    // By exact reference, as every client reads: a public or unlisted tool loads here as it
+    // resolves (unlisted tools are never listed, always loadable by name); a private one is
+    // "not found" (tool_version_source raises PT404 naming it, with a hint).
+    const [{ src }] = await tx`select public.tool_version_source(${ref}, ${version}::text) as src`;
+    const [attested] = await tx`
+      select signatures from public.resolve_chain_attestations(${ref}, ${src.version as string}) where depth = 0`;
     return {
-      tool_id: row.ref,
-      tool_type: row.tool_type,
-      version: row.version,
-      is_latest: row.is_latest,
-      is_deprecated: row.is_deprecated,
-      is_yanked: row.is_yanked,
-      content_hash: row.content_hash,
-      manifest: row.manifest,
-      manifest_yaml: row.manifest_yaml,
-      files: files.map((f) => ({ ...f, size_bytes: Number(f.size_bytes) })),
-      signature: signatureState(signatures as unknown as Signature[]),
+      tool_id: src.tool_id,
+      tool_type: src.tool_type,
+      version: src.version,
+      is_latest: src.is_latest,
+      is_deprecated: src.is_deprecated,
+      is_yanked: src.is_yanked,
+      content_hash: src.content_hash,
+      manifest: src.manifest,
+      manifest_yaml: src.manifest_yaml,
+      files: (src.files as Record<string, unknown>[]).map(({ storage_key: _, ...f }) => ({
+        ...f,
+        size_bytes: Number(f.size_bytes),
+      })),
+      signature: signatureState((attested?.signatures ?? []) as unknown as Signature[]),
     };
   });
 }

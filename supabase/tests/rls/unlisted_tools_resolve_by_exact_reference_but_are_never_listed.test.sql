@@ -4,7 +4,7 @@
 begin;
 \ir ../_setup.sql
 \ir _helpers.sql
-select plan(30);
+select plan(33);
 select tests.make_acme();
 
 -- tables: hidden from non-members, visible to members and admins
@@ -93,6 +93,16 @@ select results_eq($$select tool_id, visibility from tool_catalog where tool_id =
 select tests.act_as_user('anon');
 select is_empty($$select tool_id from tool_version_history where tool_id = 'acme/unlisted_tool'$$,
   'anon''s tool_version_history leaves the unlisted tool out');
+
+-- every read by exact reference follows the same rule (the edge function's load, kiwi pull,
+-- trust verification): what resolves, loads and attests in full
+select tests.act_as_user('anon');
+select is(tool_version_source('acme/unlisted_tool') #>> '{files,0,content_text}', 'echo unlisted',
+  'anon reads the unlisted tool''s source by its exact reference');
+select is((select namespace from resolve_chain_attestations('acme/unlisted_tool') where depth = 0), 'acme',
+  'its attestation names its namespace, as for a listed tool');
+select is((select jsonb_array_length(files) from resolve_chain_attestations('acme/unlisted_tool') where depth = 0), 1,
+  'and lists its files, so a client can recompute its content_hash');
 
 select * from finish();
 rollback;
