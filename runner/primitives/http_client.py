@@ -37,6 +37,7 @@ import random
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping
 from email.utils import parsedate_to_datetime
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from time import time
 from typing import Any, NamedTuple
 from urllib.parse import quote, quote_plus
@@ -79,7 +80,9 @@ class HttpClientPrimitive:
                 # mount them beside ours, or keep httpx's own when they cannot be read.
                 mounts = _environment_proxies(self._limits)
                 transport = pool if mounts is not None else None
-            self._client = httpx.AsyncClient(transport=transport, mounts=mounts, limits=self._limits)
+            self._client = httpx.AsyncClient(
+                transport=transport, mounts=mounts, limits=self._limits, cookies=_no_cookies()
+            )
         return self._client
 
     def accepts(self, plan: Plan) -> bool:
@@ -531,3 +534,10 @@ def _as_httpx_errors() -> Iterator[None]:
         ]
         kind = next((to for frm, to in table if isinstance(exc, frm)), httpx.TransportError)
         raise kind(str(exc) or type(exc).__name__) from exc
+
+
+def _no_cookies() -> CookieJar:
+    """A jar that keeps nothing: one client serves every run of every caller, so a cookie one
+    run was given must never ride along with another's (a tool sends cookies it names in its
+    headers). A jar, not httpx.Cookies: httpx copies a Cookies into a jar of its own policy."""
+    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))

@@ -8,6 +8,7 @@ Routes (any method):
   /slow/<seconds>      waits, then as /echo
   /big/<bytes>         a text body of that many bytes
   /leak                401 whose body repeats the Authorization header it got
+  /cookie/<value>      as /echo, and sets the cookie session=<value>
   /redirect/<code>/<to>  that status with Location: <to> percent-decoded (none without it)
 
 Every request is also kept in the server's `received` list (what a redirect target got).
@@ -72,6 +73,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, seen)
         elif route == "big":
             self._send(200, "x" * int(segments[1]), content_type="text/plain")
+        elif route == "cookie":
+            self._send(200, seen, cookie=f"session={segments[1]}; Path=/")
         elif route == "leak":
             self._send(401, {"message": f"bad credentials: {self.headers.get('Authorization')}"})
         else:
@@ -84,9 +87,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def _send(self, status: int, payload: object, content_type: str = "application/json") -> None:
+    def _send(
+        self, status: int, payload: object, content_type: str = "application/json", cookie: str | None = None
+    ) -> None:
         data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
         self.send_response(status)
+        if cookie is not None:
+            self.send_header("Set-Cookie", cookie)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

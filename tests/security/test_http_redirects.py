@@ -263,3 +263,16 @@ async def test_a_host_header_the_config_set_stays_on_its_origin(
     config = {**config, "url": redirect(home, other.url + "/echo/away"), "follow_redirects": True}
     out = await run(prim, config)
     assert out.output["headers"]["Host"] == other.url.removeprefix("http://")
+
+
+async def test_a_cookie_one_run_was_given_never_rides_along_with_another_run(
+    prim: HttpClientPrimitive, home: Served
+) -> None:
+    """Regression: the pooled client's cookie jar kept `Set-Cookie` from one run and sent it on
+    every later run of any tool to that host, whoever asked for it."""
+    first = await run(prim, {"url": f"{home.url}/cookie/alice-session-token"})
+    assert first.status == "success", first.error
+    second = await run(prim, {"url": f"{home.url}/echo/next"})
+    assert second.status == "success", second.error
+    assert "alice-session-token" not in repr(home.received[-1]["headers"])
+    assert "cookie" not in {k.lower() for k in home.received[-1]["headers"]}
