@@ -262,7 +262,8 @@ class RestRegistry:
                 if self._transport is not None:
                     http = httpx.AsyncClient(transport=self._transport, timeout=self._timeout)
                 else:
-                    http = httpx.AsyncClient(timeout=self._timeout, http2=_http2_available(), follow_redirects=True)
+                    # never follow a redirect: it would carry the apikey (and a user's token) elsewhere
+                    http = httpx.AsyncClient(timeout=self._timeout, http2=_http2_available(), follow_redirects=False)
                 options = AsyncClientOptions(
                     httpx_client=http,
                     postgrest_client_retry=False,

@@ -276,3 +276,17 @@ async def test_a_cookie_one_run_was_given_never_rides_along_with_another_run(
     assert second.status == "success", second.error
     assert "alice-session-token" not in repr(home.received[-1]["headers"])
     assert "cookie" not in {k.lower() for k in home.received[-1]["headers"]}
+
+
+async def test_the_rest_registry_never_follows_a_redirect_with_its_keys(home: Served, other: Served) -> None:
+    """Regression: the REST backend's client followed redirects and httpx keeps an `apikey`
+    header across origins, so a redirect from the API carried the project key elsewhere."""
+    from runner.errors import KiwiError
+    from runner.registry import RestRegistry
+
+    api = f"{home.url}/redirect/302/{quote(other.url + '/echo', safe='')}"
+    async with RestRegistry(api, "sb_publishable_leaky_key_0042") as registry:
+        with pytest.raises(KiwiError):
+            await registry.search("anything")
+    assert home.received, "the API was asked"
+    assert not other.received, "nothing reached the redirect's target"
