@@ -72,6 +72,9 @@ class Settings:
     admin: bool = False
     jwt_secret: str | None = field(default=None, repr=False)
     jwks_url: str | None = None
+    # `kiwi serve` runs a local space's tools only when asked ([serve] local_spaces = true,
+    # or --local-spaces): a server's callers did not choose the directory it runs in
+    serve_local_spaces: bool = False
 
     @property
     def project_space(self) -> Path:
@@ -90,6 +93,7 @@ class Settings:
         cache = file.get("cache", {})
         runs = file.get("runs", {})
         auth = file.get("auth", {})
+        serve = file.get("serve", {})
         supabase_url = env.get("SUPABASE_URL") or rest.get("url")
         supabase_key = (
             env.get("SUPABASE_KEY")
@@ -129,6 +133,7 @@ class Settings:
             jwks_url=env.get("KIWI_JWKS_URL")
             or auth.get("jwks_url")
             or (f"{supabase_url.rstrip('/')}/auth/v1/.well-known/jwks.json" if supabase_url else None),
+            serve_local_spaces=serve.get("local_spaces") is True,
         )
 
     def principal(self) -> Principal:

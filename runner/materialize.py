@@ -2,7 +2,8 @@
 
 Identical versions share the directory. Every file is checked against the sha256 the
 registry recorded, both as it arrives in the plan (so a row altered in the database is
-refused) and on disk when a cached directory is reused; every path must stay inside
+refused; the plan as a whole was checked against its content_hash before: integrity.py)
+and on disk when a cached directory is reused, by content; every path must stay inside
 the directory. A directory appears complete or not at all (written aside, renamed).
 Whatever a plan holds, a failure here is a KiwiError naming the file: a path that is both
 a file and another file's directory, a name the filesystem cannot hold, a full disk.
@@ -14,6 +15,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path, PurePosixPath
 
 from .errors import IntegrityError, Refused
@@ -21,10 +23,17 @@ from .plan import Plan, PlanFile
 
 COMPLETE = ".kiwi-complete"
 
-# Directories this process has hashed, with each file's (inode, size, mtime): an
-# unchanged stat means unchanged bytes, so a warm run stats its files instead of
-# reading and hashing them again. Any change on disk is hashed and refused as before.
-_verified: dict[Path, tuple[tuple[int, int, int], ...]] = {}
+# Directories this process has hashed, with each file's (inode, size, mtime, ctime) and
+# the sha256s they matched: a warm run stats its files instead of reading and hashing
+# them again. Size and mtime alone can be kept by an edit (`os.utime` puts mtime back);
+# ctime cannot be set from user space and moves on every write, chmod or rename, so any
+# change is hashed again and, if the bytes differ, refused.
+# A stamp is remembered only once its ctime is older than RACY_NS: a filesystem's clock is
+# coarse (a tick of some ms), so a write within the same tick as the check could otherwise
+# keep the ctime it saw (git's "racily clean" entries, handled the same way).
+Stamp = tuple[int, int, int, int]
+RACY_NS = 50_000_000
+_verified: dict[Path, tuple[tuple[Stamp, ...], tuple[str, ...]]] = {}
 
 
 def is_safe_relative(path: str) -> bool:
@@ -119,17 +128,20 @@ def materialise(plan: Plan, root: Path) -> Path:
     return target
 
 
-def _signature(target: Path, rels: list[str]) -> tuple[tuple[int, int, int], ...] | None:
+def _signature(target: Path, rels: list[str]) -> tuple[Stamp, ...] | None:
     try:
         stats = [os.stat(target / rel) for rel in rels]
     except OSError:
         return None
-    return tuple((st.st_ino, st.st_size, st.st_mtime_ns) for st in stats)
+    return tuple((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for st in stats)
 
 
 def _verify_on_disk(target: Path, contents: dict[str, tuple[bytes, PlanFile]]) -> None:
+    """Every file on disk hashes to the plan's sha256 (the plan itself already matched its
+    content_hash, so a mismatch here is the disk's: a cached copy edited or damaged)."""
+    shas = tuple(f.sha256 for _, f in contents.values())
     signature = _signature(target, list(contents))
-    if signature is not None and _verified.get(target) == signature:
+    if signature is not None and _verified.get(target) == (signature, shas):
         return
     for rel, (_, f) in contents.items():
         path = target / rel
@@ -140,7 +152,7 @@ def _verify_on_disk(target: Path, contents: dict[str, tuple[bytes, PlanFile]]) -
         if hashlib.sha256(data).hexdigest() != f.sha256:
             raise IntegrityError(
                 f"materialised file {rel} in {target} was changed on disk",
-                hint=f"remove {target} and run again",
+                hint=f"remove {target} and run again: the registry's copy was checked against its content_hash",
             )
-    if signature is not None:
-        _verified[target] = signature
+    if signature is not None and max(st[3] for st in signature) < time.time_ns() - RACY_NS:
+        _verified[target] = (signature, shas)

@@ -46,6 +46,8 @@ class Plan:
     files: list[PlanFile] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)  # the version's own, as published
     source: str = "registry"  # or "project" / "user": a local space's tool.yaml (spaces.py)
+    origin: str | None = None  # a local tool's directory
+    shadows: str | None = None  # a local tool: the latest version of the registry's tool it shadows
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:
@@ -66,6 +68,8 @@ class Plan:
             files=[PlanFile(**{k: f.get(k) for k in PlanFile.__dataclass_fields__}) for f in data.get("files") or []],
             manifest=data.get("manifest") or {},
             source=data.get("source") or "registry",
+            origin=data.get("origin"),
+            shadows=data.get("shadows"),
         )
 
     @classmethod

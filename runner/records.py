@@ -106,12 +106,15 @@ def run_record(
     error: str | None,
     chain: list[str],
     primitive: str | None,
+    source: str = "registry",
     digest: tuple[str, int] | None = None,
     params: Any = None,
     started_at: float | None = None,
 ) -> dict[str, Any]:
     """The record record_run takes. digest: params_digest() of the parameters as they were
-    run, else params: the parameters themselves (a params_snapshot); started_at: a Unix time."""
+    run, else params: the parameters themselves (a params_snapshot); started_at: a Unix time;
+    source: registry, or the local space (project, user) whose tool.yaml ran, which is
+    stored only then (the column's default is registry)."""
     params_sha256, params_size = digest if digest is not None else params_digest(params)
     record = {
         "tool_id": tool_id,
@@ -126,6 +129,8 @@ def run_record(
         "params_sha256": params_sha256,
         "params_size": params_size,
     }
+    if source != "registry":
+        record["source"] = source
     if started_at is not None:
         record["started_at"] = datetime.fromtimestamp(started_at, UTC).isoformat()
     return record

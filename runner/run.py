@@ -29,8 +29,9 @@ from typing import Any
 from .config import Settings
 from .dispatch import Dispatcher
 from .environment import prepare_environment
-from .errors import KiwiError, RegistryUnavailable
+from .errors import KiwiError, NotFound, RegistryUnavailable
 from .expand import variables_in
+from .integrity import check_content
 from .materialize import materialise
 from .params import coerce_strings, validate_params
 from .plan import Plan
@@ -147,7 +148,7 @@ class Runner:
             if local is not None:
                 tool = local.load()
                 preview = await self.registry.preview_plan(tool.manifest, tool.files)
-                return Plan.from_json({**preview, "source": local.space})
+                return Plan.from_json({**preview, "source": local.space, "origin": str(local.path)})
         return Plan.of(await self.registry.execution_plan(tool_id, version))
 
     async def run(
@@ -182,7 +183,7 @@ class Runner:
             values = validate_params(plan.tool_id, plan.parameters, given)
             admission = await self.gate.admit(plan, values, call, dry_run)
             result = await self._execute(plan, values, dry_run)
-            result.warnings[:0] = trust_warnings
+            result.warnings[:0] = [*_shadowing(plan), *trust_warnings]
             result.context = admission.child_context
         except asyncio.CancelledError:  # stopped from outside (an MCP server's own time limit)
             if admission is not None:
@@ -198,6 +199,7 @@ class Runner:
                 status="error",
                 error=str(e),
                 executor_chain=plan.chain_ids if plan else [],
+                warnings=_shadowing(plan) if plan else [],
                 failure=e,
             )
         result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -209,12 +211,15 @@ class Runner:
 
     async def _hold_to_trust(self, plan: Plan, requested: str, version: str | None) -> tuple[Plan, list[str]]:
         """The project's lockfile and the trust policy, before anything runs: a locked tool
-        runs its locked version and is refused on any drift; with policy "require" every
-        element of the chain must be signed by a trusted key ("warn": say so and go on)."""
+        runs its locked version and is refused on any drift; under every policy the plan's
+        content must hash to its content_hash (integrity.py); with policy "require" every
+        element of the chain must be signed by a trusted key ("warn": say so and go on), a
+        local space's tool too (it is trusted only as a published version it equals)."""
         if plan.source == "registry" and (locked := self.lockfile.get(requested)) is not None:
             if version is None and plan.version != locked.version:
                 plan = await self.plan(requested, locked.version)
             self.lockfile.check(plan, locked)
+        check_content(plan)
         if self.settings.trust.policy == "off":
             return plan, []
         from .trust.verify import refusal  # cryptography loads only when a policy asks for it
@@ -239,13 +244,26 @@ class Runner:
         if verdicts is None:
             if plan.source == "registry":
                 rows = await self.registry.attestations(plan.tool_id, plan.version)
-            else:  # a local space's tool: its executors come from the registry
-                rows = await self.registry.attestations(plan.executor_id) if plan.executor_id else []
+            else:
+                rows = await self._local_attestations(plan)
             verdicts = judge(plan, rows, self.settings.trust)
             if len(self._verified) >= 4096:
                 self._verified.clear()
             self._verified[key] = verdicts
         return verdicts
+
+    async def _local_attestations(self, plan: Plan) -> list[dict[str, Any]]:
+        """A local space's tool: the stored chain of the published version it equals (same
+        content_hash), so it is judged as that version; else its executors' chain only, and
+        judge() finds the tool itself unsigned."""
+        if plan.shadows is not None:
+            try:
+                rows = await self.registry.attestations(plan.tool_id, plan.version)
+            except NotFound:
+                rows = []
+            if rows and rows[0].get("content_hash") == plan.content_hash:
+                return rows
+        return await self.registry.attestations(plan.executor_id) if plan.executor_id else []
 
     async def _execute(self, plan: Plan, params: dict[str, Any], dry_run: bool) -> RunResult:
         root = self.settings.cache_dir
@@ -326,11 +344,22 @@ class Runner:
                 error=result.error,
                 chain=result.executor_chain,
                 primitive=plan.primitive if plan else None,
+                source=plan.source if plan else "registry",
                 digest=params_digest(params) if snapshot is None else None,
                 params=snapshot,
                 started_at=started_at,
             )
         )
+
+
+def _shadowing(plan: Plan) -> list[str]:
+    """The announcement of a local tool that shadows a registry tool of the same identity."""
+    if plan.source == "registry" or plan.shadows is None:
+        return []
+    return [
+        f"{plan.tool_id}: running the {plan.source} space's tool ({plan.origin}), which shadows the "
+        f"registry's {plan.tool_id}@{plan.shadows}; `kiwi run --registry {plan.tool_id}` runs the registry's"
+    ]
 
 
 def _knowledge(plan: Plan) -> Any:

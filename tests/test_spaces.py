@@ -384,6 +384,7 @@ def test_a_published_tools_manifest_and_files_preview_to_its_plan(
     plan = conn.execute("select resolve_execution_plan(%s)", (tool,)).fetchone()[0]
     for key in ("config", "chain", "parameters", "content_hash", "files", "primitive", "executor_id"):
         assert preview[key] == plan[key], key
+    assert preview.pop("shadows") == "1.0.0", "a preview names the registry version it shadows"
     assert preview == plan
     assert plan["config"]["env"] == {"A": "rt", "B": "tool"}
 

@@ -85,6 +85,12 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
         help="pass writes that choose a command for others (runtimes, primitives, MCP servers, public "
         "tools) to the registry, which lets only an admin make them (default: refused over MCP)",
     )
+    serve_parser.add_argument(
+        "--local-spaces",
+        action="store_true",
+        help="run tools of the local spaces (.ai/tools here, ~/.ai/tools) before the registry's, as "
+        "`kiwi run` does (default: registry only; config.toml [serve] local_spaces = true)",
+    )
     serve_parser.set_defaults(handler=cmd_serve)
     return serve_parser
 
@@ -100,6 +106,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         admin=bool(args.serve_admin or getattr(args, "admin", False)),
         insecure_no_auth=args.insecure_no_auth,
         allow_command_writes=args.allow_command_writes,
+        local_spaces=args.local_spaces,
     )
     return 0
 
@@ -113,9 +120,12 @@ async def serve(
     admin: bool = False,
     insecure_no_auth: bool = False,
     allow_command_writes: bool = False,
+    local_spaces: bool = False,
 ) -> None:
     _log_to_stderr()
     settings = Settings.load()
+    if local_spaces:
+        settings = dataclasses.replace(settings, serve_local_spaces=True)
     admin = admin or settings.admin  # KIWI_ADMIN=1 is the same explicit choice as --admin
     if transport == "stdio":
         if insecure_no_auth:
@@ -201,10 +211,7 @@ async def _served(settings: Settings, allow_command_writes: bool) -> Any:
 
     runner = Runner(connect(settings), settings, on_progress=lambda line: logger.info("%s", line))
     try:
-        if allow_command_writes:
-            yield build_server(runner, allow_command_writes=True)
-        else:
-            yield build_server(runner)
+        yield build_server(runner, allow_command_writes=allow_command_writes, local_spaces=settings.serve_local_spaces)
     finally:
         await runner.aclose()
 

@@ -75,6 +75,7 @@ def build_server(
     name: str = "kiwi",
     session_id: str | None = None,
     allow_command_writes: bool = False,
+    local_spaces: bool = False,
 ) -> MCPServer:
     """Kiwi's MCP server over `runner` (and `registry`, by default the runner's).
 
@@ -92,7 +93,11 @@ def build_server(
     process) and audited afterwards (`public.record_audit`), allowed or refused; every other
     execute action is audited too (`audited_action`). `session_id` names this server's session
     in both; by default a new one per server instance.
+
+    Local spaces (.ai/tools of the directory the server runs in, ~/.ai/tools) are ignored
+    unless `local_spaces`: the runner's plans then all come from the registry.
     """
+    runner.local_spaces = local_spaces
     state = ServerState.of(
         runner,
         registry,

@@ -103,9 +103,16 @@ def _merge(base: Any, patch: Any) -> Any:
 
 
 def judge(plan: Plan, attestations: Sequence[dict[str, Any]], trust: TrustSettings) -> list[Verdict]:
-    """One verdict per element of the plan's chain that comes from the registry (a local
-    space's tool is the project's own code: its executors are judged, not itself)."""
-    links = plan.chain if plan.source == "registry" else plan.chain[1:]
+    """One verdict per element of the plan's chain. A local space's tool is held to the same
+    policy: with the stored chain of a published version of the same content_hash
+    (Runner._local_attestations) it is judged as that version; otherwise `attestations` are
+    its executors' and the tool itself is unsigned (nobody signed that content)."""
+    own = plan.source == "registry" or (
+        bool(attestations)
+        and attestations[0]["tool_id"] == plan.tool_id
+        and attestations[0]["content_hash"] == plan.content_hash
+    )
+    links = plan.chain if own else plan.chain[1:]
     stored = [(r["tool_id"], r["version"], r["content_hash"]) for r in attestations]
     planned = [(link.tool_id, link.version, link.content_hash) for link in links]
     if [s[0] for s in stored] != [p[0] for p in planned]:
@@ -113,12 +120,15 @@ def judge(plan: Plan, attestations: Sequence[dict[str, Any]], trust: TrustSettin
         return [Verdict(r["tool_id"], r["version"], "altered", why) for r in attestations]
     verdicts = [_judge_element(plan, i, row, planned[i], trust) for i, row in enumerate(attestations)]
     manifests = [r["manifest"] for r in attestations]
-    if plan.source != "registry":
+    if not own:
         manifests = [plan.manifest, *manifests]
     if verdicts and all(v.state != "altered" for v in verdicts) and merged_config(manifests) != plan.config:
         first = verdicts[0]
         why = "the plan's merged config differs from the configs of its stored chain"
         verdicts[0] = Verdict(first.tool_id, first.version, "altered", why)
+    if not own:
+        why = f"the {plan.source} space's copy ({plan.content_hash[:16]}) is no published version, so nobody signed it"
+        verdicts.insert(0, Verdict(plan.tool_id, plan.version, "unsigned", why))
     return verdicts
 
 
@@ -175,7 +185,8 @@ def refusal(plan: Plan, verdicts: Sequence[Verdict]) -> Refused:
     failing = [v for v in verdicts if not v.ok]
     lines = "; ".join(v.describe() for v in failing)
     cls = IntegrityError if any(v.state in ("altered", "bad_signature") for v in failing) else Refused
-    return cls(
-        f"trust policy refuses {plan.tool_id}@{plan.version}: {lines}",
-        hint="sign with `kiwi sign TOOL@VERSION`, or trust the signer's key under [trust.keys] in config.toml",
-    )
+    hint = "sign with `kiwi sign TOOL@VERSION`, or trust the signer's key under [trust.keys] in config.toml"
+    if plan.source != "registry":
+        hint = f"publish and sign it, or run the registry's with `kiwi run --registry {plan.tool_id}`; " + hint
+    where = f" (the {plan.source} space's, {plan.origin})" if plan.source != "registry" else ""
+    return cls(f"trust policy refuses {plan.tool_id}@{plan.version}{where}: {lines}", hint=hint)

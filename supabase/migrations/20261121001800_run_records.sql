@@ -42,6 +42,8 @@ create table public.tool_runs (
   primitive      text constraint tool_runs_primitive_length check (char_length(primitive) <= 300),
   params_sha256  text constraint tool_runs_params_sha256_format check (params_sha256 ~ '^[0-9a-f]{64}$'),
   params_size    int constraint tool_runs_params_size_range check (params_size >= 0),
+  source         text not null default 'registry'
+                 constraint tool_runs_source_values check (source in ('registry', 'project', 'user')),
   caller         text not null,
   caller_role    text not null,
   started_at     timestamptz not null default now(),
@@ -55,6 +57,7 @@ comment on column public.tool_runs.error_summary is 'The error''s first 2000 cha
 comment on column public.tool_runs.executor_chain is 'The refs from the tool down to its primitive, as the plan resolved them.';
 comment on column public.tool_runs.params_sha256 is 'sha256 (hex) of the parameters as the runner serialised them; never the values.';
 comment on column public.tool_runs.params_size is 'Size in bytes of the serialised parameters.';
+comment on column public.tool_runs.source is 'Where the tool came from: registry, or a local space''s tool.yaml (project or user), which may shadow the registry''s tool of the same name.';
 comment on column public.tool_runs.caller is 'Set by the database (kiwi_internal.caller_identity()): a user id, or role:<role> without a JWT subject.';
 comment on column public.tool_runs.caller_role is 'The role the caller acted as (anon, authenticated, service_role, postgres ...), set by the database.';
 
@@ -114,7 +117,7 @@ declare
   v_key text;
   v_allowed constant text[] := array[
     'id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms', 'error_summary',
-    'executor_chain', 'primitive', 'params_sha256', 'params_size', 'started_at', 'finished_at'];
+    'executor_chain', 'primitive', 'params_sha256', 'params_size', 'source', 'started_at', 'finished_at'];
 begin
   if p_run is null or jsonb_typeof(p_run) <> 'object' then
     return array['run: must be a JSON object'];
@@ -157,6 +160,10 @@ begin
   end if;
   if jsonb_typeof(p_run -> 'primitive') = 'string' and char_length(p_run ->> 'primitive') > 300 then
     p := p || 'primitive: at most 300 characters'::text;
+  end if;
+  if jsonb_typeof(p_run -> 'source') not in ('string', 'null')
+     or (p_run ->> 'source') not in ('registry', 'project', 'user') then
+    p := p || format('source: one of registry, project, user (got %s)', (p_run -> 'source')::text);
   end if;
   foreach v_key in array array['content_hash', 'params_sha256'] loop
     if jsonb_typeof(p_run -> v_key) not in ('string', 'null')
@@ -253,14 +260,14 @@ begin
   end if;
 
   insert into public.tool_runs (id, tool_id, version, content_hash, status, exit_code, duration_ms,
-                                error_summary, executor_chain, primitive, params_sha256, params_size,
+                                error_summary, executor_chain, primitive, params_sha256, params_size, source,
                                 caller, caller_role, started_at, finished_at)
   values (coalesce((p_run ->> 'id')::uuid, gen_random_uuid()), kiwi_internal.normalize_ref(p_run ->> 'tool_id'), p_run ->> 'version', p_run ->> 'content_hash',
           p_run ->> 'status', (p_run ->> 'exit_code')::int, v_duration, v_error,
           (select array_agg(e order by n) from jsonb_array_elements_text(p_run -> 'executor_chain')
                                                with ordinality as c(e, n)),
           p_run ->> 'primitive', p_run ->> 'params_sha256', (p_run ->> 'params_size')::int,
-          kiwi_internal.caller_identity(), v_role, v_started, v_finished)
+          coalesce(p_run ->> 'source', 'registry'), kiwi_internal.caller_identity(), v_role, v_started, v_finished)
   returning id into v_id;
   return v_id;
 end
@@ -277,7 +284,7 @@ begin
 end
 $$;
 comment on function public.record_run(jsonb) is
-  'Record one finished run: {id (optional uuid), tool_id, status (success|error|timeout), version, content_hash, exit_code, duration_ms, error_summary, executor_chain, primitive, params_sha256, params_size, started_at, finished_at}. The database sets who asked; unknown or bad fields are refused by name. Returns the run''s id.';
+  'Record one finished run: {id (optional uuid), tool_id, status (success|error|timeout), version, content_hash, exit_code, duration_ms, error_summary, executor_chain, primitive, params_sha256, params_size, source (registry|project|user), started_at, finished_at}. The database sets who asked; unknown or bad fields are refused by name. Returns the run''s id.';
 revoke execute on function public.record_run(jsonb) from public;
 grant execute on function public.record_run(jsonb) to authenticated, service_role;
 

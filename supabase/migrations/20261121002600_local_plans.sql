@@ -139,11 +139,15 @@ begin
     'parameters',   kiwi_internal.parameters_schema(p_manifest -> 'parameters'),
     'outputs',      p_manifest -> 'outputs',
     'manifest',     p_manifest,
-    'files',        v_files);
+    'files',        v_files,
+    -- the registry's tool this local one shadows (its latest version), null when none:
+    -- the runner announces the shadowing, at no extra round trip
+    'shadows',      (select t.latest_version from public.tools t
+                      where t.ref = v_ref and kiwi_internal.can_read(t.visibility, t.namespace)));
 end
 $$;
 comment on function public.preview_execution_plan(jsonb, jsonb) is
-  'The plan an unpublished tool (a local space''s tool.yaml) would have, in resolve_execution_plan''s shape: validated as publish validates, its executor chain and merged config taken from the registry. Writes nothing.';
+  'The plan an unpublished tool (a local space''s tool.yaml) would have, in resolve_execution_plan''s shape: validated as publish validates, its executor chain and merged config taken from the registry. shadows: the latest version of the registry''s tool of the same identity, if you can see one. Writes nothing.';
 revoke execute on function public.preview_execution_plan(jsonb, jsonb) from public;
 grant execute on function public.preview_execution_plan(jsonb, jsonb) to anon, authenticated, service_role;
 

@@ -57,6 +57,9 @@ begin
           then 'version: at most 128 characters' end,
         case when jsonb_typeof(r.run -> 'primitive') = 'string' and char_length(r.run ->> 'primitive') > 300
           then 'primitive: at most 300 characters' end,
+        case when jsonb_typeof(r.run -> 'source') not in ('string', 'null')
+                  or (r.run ->> 'source') not in ('registry', 'project', 'user')
+          then format('source: one of registry, project, user (got %s)', (r.run -> 'source')::text) end,
         case
           when jsonb_typeof(r.run -> 'content_hash') not in ('string', 'null')
                or (jsonb_typeof(r.run -> 'content_hash') = 'string'
@@ -123,7 +126,7 @@ begin
  cross join lateral (select kiwi_internal.normalize_ref(r.run ->> 'tool_id') as ref) as t
  cross join (select array['id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms',
                      'error_summary', 'executor_chain', 'primitive', 'params_sha256', 'params_size',
-                     'started_at', 'finished_at']::text[] as allowed) as a;
+                     'source', 'started_at', 'finished_at']::text[] as allowed) as a;
 end
 $$;
 comment on function kiwi_internal.run_records_problems(jsonb) is
@@ -218,7 +221,7 @@ begin
       select r.n, x.*,
              (r.run - array['id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms',
                             'error_summary', 'executor_chain', 'primitive', 'params_sha256', 'params_size',
-                            'started_at', 'finished_at']) = '{}'::jsonb
+                            'source', 'started_at', 'finished_at']) = '{}'::jsonb
              and jsonb_typeof(r.run -> 'tool_id') = 'string'
              and jsonb_typeof(r.run -> 'status') = 'string'
              and coalesce(jsonb_typeof(r.run -> 'id'), 'null') in ('string', 'null')
@@ -226,6 +229,7 @@ begin
              and coalesce(jsonb_typeof(r.run -> 'content_hash'), 'null') in ('string', 'null')
              and coalesce(jsonb_typeof(r.run -> 'error_summary'), 'null') in ('string', 'null')
              and coalesce(jsonb_typeof(r.run -> 'primitive'), 'null') in ('string', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'source'), 'null') in ('string', 'null')
              and coalesce(jsonb_typeof(r.run -> 'params_sha256'), 'null') in ('string', 'null')
              and coalesce(jsonb_typeof(r.run -> 'started_at'), 'null') in ('string', 'null')
              and coalesce(jsonb_typeof(r.run -> 'finished_at'), 'null') in ('string', 'null')
@@ -251,12 +255,12 @@ begin
        cross join lateral jsonb_to_record(r.run) as x(
                id uuid, tool_id text, version text, content_hash text, status text, exit_code numeric,
                duration_ms numeric, error_summary text, executor_chain text[], primitive text,
-               params_sha256 text, params_size numeric, started_at timestamptz, finished_at timestamptz)
+               params_sha256 text, params_size numeric, source text, started_at timestamptz, finished_at timestamptz)
     ), accepted as materialized (
       select g.n, coalesce(g.id, gen_random_uuid()) as id, g.tool_id, g.version, g.content_hash, g.status,
              g.exit_code::int as exit_code, g.duration_ms::double precision as duration,
              g.error_summary, g.executor_chain, g.primitive, g.params_sha256, g.params_size::int as params_size,
-             g.started_at, g.finished_at,
+             coalesce(g.source, 'registry') as source, g.started_at, g.finished_at,
              -- The record is written when the run has finished: finished_at defaults to
              -- now, started_at to finished_at less the duration; duration_ms is computed
              -- only from two given times (never from a default).
@@ -266,13 +270,13 @@ begin
        where (select bool_and(given.ok) from given)
     ), written as (
       insert into public.tool_runs (id, tool_id, version, content_hash, status, exit_code, duration_ms,
-                                    error_summary, executor_chain, primitive, params_sha256, params_size,
+                                    error_summary, executor_chain, primitive, params_sha256, params_size, source,
                                     caller, caller_role, started_at, finished_at)
       select a.id, kiwi_internal.normalize_ref(a.tool_id), a.version, a.content_hash, a.status, a.exit_code,
              coalesce(a.duration, extract(epoch from a.finished_at - a.started_at)::double precision * 1000),
              case when char_length(a.error_summary) > 2000 then left(a.error_summary, 1999) || '…'
                   else a.error_summary end,
-             a.executor_chain, a.primitive, a.params_sha256, a.params_size, v_caller, v_role,
+             a.executor_chain, a.primitive, a.params_sha256, a.params_size, a.source, v_caller, v_role,
              coalesce(a.started_at, a.finish - make_interval(secs => coalesce(a.duration, 0) / 1000)), a.finish
         from accepted as a
        order by a.n

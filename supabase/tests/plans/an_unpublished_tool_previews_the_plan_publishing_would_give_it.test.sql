@@ -1,6 +1,6 @@
 begin;
 \ir ../_setup.sql
-select plan(16);
+select plan(18);
 select tests.make_acme();
 
 -- every seed tool: its stored manifest and files, previewed, give its published plan
@@ -9,7 +9,7 @@ select is(
      from public.tools t join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
     where public.preview_execution_plan(v.manifest,
             (select coalesce(jsonb_agg(jsonb_build_object('path', f.path, 'content_text', f.content_text)), '[]')
-               from public.tool_version_files f where f.version_id = v.id))
+               from public.tool_version_files f where f.version_id = v.id)) - 'shadows'
           is distinct from public.resolve_execution_plan(t.ref)),
   null,
   'a published version''s manifest and files preview to exactly its plan (config, chain, parameters, files, content_hash)');
@@ -44,6 +44,9 @@ select is((select jsonb_path_query_array(p, '$.files[*] ? (@.is_entrypoint == tr
 select is((select p #>> '{files,1,sha256}' from preview), kiwi_internal.sha256_hex(E'echo hi\n'),
           'files carry their sha256, sorted by path');
 select is((select count(*)::int from public.tools where ref = 'preview_local'), 0, 'a preview writes nothing');
+select is((select p -> 'shadows' from preview), 'null'::jsonb, 'a tool the registry does not hold shadows nothing');
+select is(public.preview_execution_plan('{"tool_id": "preview_rt", "tool_type": "runtime", "executor": "subprocess", "version": "9.0.0"}') ->> 'shadows',
+          '1.0.0', 'a local tool of a published identity names the registry''s latest version it shadows');
 
 -- knowledge has no executor: its chain is itself
 select is(public.preview_execution_plan('{"tool_id": "preview_note", "tool_type": "knowledge", "version": "1.0.0"}',

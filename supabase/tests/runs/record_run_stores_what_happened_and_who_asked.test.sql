@@ -5,7 +5,7 @@
 begin;
 \ir ../_setup.sql
 \ir ../rls/_helpers.sql
-select plan(35);
+select plan(39);
 
 create function tests.refusal(p_run jsonb) returns text
   language plpgsql as $$
@@ -23,7 +23,7 @@ grant all on ids to authenticated, service_role;
 -- what a run record holds, and what it does not
 select columns_are('public', 'tool_runs',
   array['id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms', 'error_summary',
-        'executor_chain', 'primitive', 'params_sha256', 'params_size', 'caller', 'caller_role',
+        'executor_chain', 'primitive', 'params_sha256', 'params_size', 'source', 'caller', 'caller_role',
         'started_at', 'finished_at'],
   'a run record has no column for parameter values or outputs: only their hash and size');
 
@@ -120,6 +120,19 @@ select matches(tests.refusal(jsonb_build_object('tool_id', 'runs_test/x', 'statu
   'params_sha256: must be a sha256 in lower-case hex', 'a params_sha256 that is not hex is refused');
 select matches(tests.refusal(jsonb_build_object('tool_id', 'runs_test/x', 'status', 'success', 'content_hash', 'sha256:' || repeat('a', 64))),
   'content_hash: must be a sha256 in lower-case hex', 'content_hash is checked the same way');
+
+-- where the tool came from: the registry, or a local space's tool.yaml shadowing it
+insert into ids select 'local', public.record_run('{"tool_id": "runs_test/local", "status": "success", "source": "project"}');
+select tests.act_as_admin();
+select is((select source from tests.run((select id from ids where name = 'local'))), 'project',
+  'a run of a project space''s tool is recorded as source project');
+select is((select source from tests.run((select id from ids where name = 'full'))), 'registry',
+  'a record that does not say is from the registry');
+select tests.act_as_user('owner');
+select matches(tests.refusal('{"tool_id": "runs_test/x", "status": "success", "source": "elsewhere"}'),
+  'source: one of registry, project, user \(got "elsewhere"\)', 'an unknown source is refused, naming the field');
+select matches(tests.refusal('{"tool_id": "runs_test/x", "status": "success", "source": 1}'),
+  'source: one of registry, project, user', 'a source that is not a string is refused');
 
 -- error_summary is kept bounded, loudly
 insert into ids

@@ -4,7 +4,7 @@
 begin;
 \ir ../_setup.sql
 \ir ../rls/_helpers.sql
-select plan(8);
+select plan(10);
 
 select tests.act_as_user('owner');
 create temporary table got (n bigint generated always as identity, id uuid) on commit drop;
@@ -13,7 +13,7 @@ insert into got (id)
 select * from public.record_runs(jsonb_build_array(
   jsonb_build_object('id', '11111111-2222-4333-8444-555555555555', 'tool_id', 'runs_test/batch_a',
                      'status', 'success', 'duration_ms', 5, 'started_at', '2026-01-02T03:04:05Z'),
-  jsonb_build_object('tool_id', 'runs_test/batch_b', 'status', 'error', 'error_summary', 'boom')));
+  jsonb_build_object('tool_id', 'runs_test/batch_b', 'status', 'error', 'error_summary', 'boom', 'source', 'user')));
 
 select is((select count(*) from got), 2::bigint, 'record_runs returns one id per record');
 select is((select id from got where n = 1), '11111111-2222-4333-8444-555555555555'::uuid,
@@ -32,6 +32,11 @@ select throws_ok(
   '22023', null, 'one bad record refuses the batch');
 select is((select count(*) from public.tool_runs where tool_id = 'runs_test/batch_c'), 0::bigint,
   'nothing of a refused batch is stored');
+select is((select array_agg(source order by n) from got join public.tool_runs r using (id)), array['registry', 'user'],
+  'each record says where its tool came from (registry unless it says a local space)');
+select throws_ok(
+  $$select * from public.record_runs(jsonb_build_array(jsonb_build_object('tool_id', 'runs_test/batch_e', 'status', 'success', 'source', 'disk')))$$,
+  '22023', 'invalid run record: source: one of registry, project, user (got "disk")', 'a bad source is refused by name');
 select throws_ok($$select * from public.record_runs(jsonb_build_object('id', 'not-a-uuid'))$$,
   '22023', 'invalid run records: must be a JSON array of run records', 'a batch must be an array');
 
