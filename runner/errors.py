@@ -13,6 +13,7 @@ class KiwiError(Exception):
 
     exit_code = 1
     kind = "error"
+    sqlstate: str | None = None  # the database's SQLSTATE (or PostgREST code), when it raised this
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)

@@ -10,6 +10,15 @@ batch holds one principal's records: the database names that caller in every row
 Nothing is dropped: `flush()` waits until every record submitted so far is written,
 and closing the runner flushes. A batch the registry refuses is reported through
 `on_error`, naming how many records it held.
+
+A batch that fails because the registry is unreachable (a restart, a killed connection)
+is kept and written again, waiting RETRY_S, then twice as long each time (up to
+RETRY_MAX_S), for at most KEEP_S; a flush tries once more at once. Only then are its
+records reported lost, counted. Such a write may have landed even so (the connection
+died after the commit), so every record and audit row carries an id chosen here: a
+later write of a record that meets its own id (23505) counts it as written, and
+nothing is stored twice. An audit row that has to wait is given the time it was
+queued (`at`), which the database would otherwise set when it is written.
 """
 
 from __future__ import annotations
@@ -17,12 +26,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeAlias
 
-from .errors import KiwiError, UsageError
+from .errors import KiwiError, RegistryUnavailable, UsageError
 from .principal import Principal, acting_as, requested
 from .registry.base import Registry
 
@@ -33,14 +45,39 @@ MAX_BATCH = 500
 # How long the writer lets records gather before a write, unless flushed: runs that
 # follow one another then share a round trip instead of paying one each.
 GATHER_S = 0.1
+# While the registry is unreachable: the first wait before writing again, the longest,
+# how long a record is kept before it is reported lost, and how many are kept at most.
+RETRY_S = 0.5
+RETRY_MAX_S = 15.0
+KEEP_S = 120.0
+MAX_WAITING = 50_000
+DUPLICATE_ID = "23505"
 
 
 @dataclass(frozen=True)
 class _Queued:
-    run_id: str | None  # a run record's id (None for an audit row, which the database names)
+    record_id: str  # the id it is stored under (chosen here, so a repeated write is known)
     record: Record
     principal: Principal | None  # whom the run acted as (None: the registry's own principal)
     kind: str  # "run" | "audit"
+    queued_at: float = field(default_factory=time.time)
+    failed_at: float | None = None  # when a write first failed for want of the registry (it may have landed)
+
+
+def _dict(queued: _Queued) -> dict[str, Any]:
+    """A queued record once made (the writer makes each before writing it)."""
+    assert isinstance(queued.record, dict)
+    return queued.record
+
+
+def _waiting(item: _Queued, *, now: float) -> _Queued:
+    """`item` marked as having failed for want of the registry (since `now`, if not before);
+    an audit row is given the time it was queued, or the database would give it the time it
+    is at last written."""
+    item = replace(item, failed_at=now if item.failed_at is None else item.failed_at)
+    if item.kind == "audit" and "at" not in _dict(item):
+        item = replace(item, record={**_dict(item), "at": datetime.fromtimestamp(item.queued_at, UTC).isoformat()})
+    return item
 
 
 class RunIds:
@@ -68,6 +105,14 @@ class RunRecorder:
         self.lost = 0
         self._hurry = asyncio.Event()
         self._new_id = RunIds()
+        self._retry_s = RETRY_S
+        self._retry_at = 0.0  # loop time before which nothing is written (the registry was unreachable)
+        self._unreachable = ""  # why, the last time
+
+    @property
+    def waiting(self) -> int:
+        """How many records are kept because the registry was unreachable."""
+        return sum(q.failed_at is not None for q in self._pending)
 
     def submit(self, record: Record) -> str:
         """Queue a record (or the function that makes it); return the id it will be stored under."""
@@ -77,7 +122,7 @@ class RunRecorder:
 
     def submit_audit(self, entry: dict[str, Any]) -> None:
         """Queue an audit row (public.audit_log), written like the run records, as its caller."""
-        self._queue(_Queued(None, entry, requested(), "audit"))
+        self._queue(_Queued(entry.get("id") or self._new_id(), entry, requested(), "audit"))
 
     def _queue(self, item: _Queued) -> None:
         self._pending.append(item)
@@ -96,46 +141,95 @@ class RunRecorder:
         few large batches a second instead of one per run, off its runs' event loop time."""
         try:
             while self._pending:
-                if len(self._pending) < MAX_BATCH and not self._hurry.is_set():
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._hurry.wait(), GATHER_S)
+                await self._gather()
                 queued, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
                 groups: dict[tuple[Principal | None, str], list[_Queued]] = {}
                 for item in queued:
                     groups.setdefault((item.principal, item.kind), []).append(item)
+                unreachable: list[_Queued] = []
                 for (principal, kind), theirs in groups.items():
                     with acting_as(principal):
-                        await self._write_batch(kind, [r for r in map(self._made, theirs) if r is not None])
+                        made = [q for q in map(self._made, theirs) if q is not None]
+                        unreachable += await self._write_batch(kind, made)
+                self._keep(unreachable)
         finally:
             self._hurry.clear()
 
-    async def _write_batch(self, kind: str, batch: list[dict[str, Any]]) -> None:
-        write = self._registry.record_runs if kind == "run" else self._registry.record_audits
-        if batch:
-            try:
-                await write(batch)
-                self.written += len(batch)
-            except UsageError as e:
-                if len(batch) == 1:
-                    self._report(kind, batch, e.message)
-                    return
-                # one bad record refuses its batch: write the rest one by one, losing only it
-                for record in batch:
-                    try:
-                        await write([record])
-                        self.written += 1
-                    except KiwiError as single:
-                        self._report(kind, [record], single.message)
-            except KiwiError as e:
-                self._report(kind, batch, e.message)
+    async def _gather(self) -> None:
+        """Wait for more records (GATHER_S) and, after the registry was unreachable, until the
+        next attempt is due; a flush cuts either short."""
+        if self._hurry.is_set():
+            return
+        wait = max(self._retry_at - asyncio.get_running_loop().time(), 0.0)
+        if len(self._pending) < MAX_BATCH:
+            wait = max(wait, GATHER_S)
+        if wait > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._hurry.wait(), wait)
 
-    def _made(self, queued: _Queued) -> dict[str, Any] | None:
+    async def _write_batch(self, kind: str, batch: list[_Queued]) -> list[_Queued]:
+        """Write `batch` in one call; return what to write again later (the registry was unreachable)."""
+        if not batch:
+            return []
+        write = self._registry.record_runs if kind == "run" else self._registry.record_audits
+        try:
+            await write([_dict(q) for q in batch])
+        except RegistryUnavailable as e:
+            self._unreachable = e.message
+            return batch
+        except KiwiError as e:
+            if len(batch) > 1 and (isinstance(e, UsageError) or e.sqlstate == DUPLICATE_ID):
+                # one bad record, or one an unanswered write did store, refuses its batch:
+                # write them one by one, losing only the bad one
+                again: list[_Queued] = []
+                for item in batch:
+                    again += await self._write_batch(kind, [item])
+                return again
+            if e.sqlstate == DUPLICATE_ID and all(q.failed_at is not None for q in batch):
+                self.written += len(batch)  # stored by an earlier write whose answer was lost
+            else:
+                self._report(kind, [_dict(q) for q in batch], e.message)
+            return []
+        self.written += len(batch)
+        return []
+
+    def _keep(self, unreachable: list[_Queued]) -> None:
+        """Queue again, before newer records, what the registry could not be reached for, and
+        wait longer before the next attempt; report lost what has waited KEEP_S, everything
+        when flushing (a flush tries once more, and no longer), and the oldest beyond MAX_WAITING."""
+        if not unreachable:
+            self._retry_s, self._retry_at = RETRY_S, 0.0
+            return
+        now = time.monotonic()
+        flushing = self._hurry.is_set()
+        kept, expired = [], []
+        for item in map(partial(_waiting, now=now), unreachable):
+            (expired if flushing or now - (item.failed_at or now) >= KEEP_S else kept).append(item)
+        when = "at the flush" if flushing else f"for {KEEP_S:.0f} s"
+        self._report_all(expired, f"the registry was still unreachable {when}: {self._unreachable}")
+        self._pending[:0] = kept
+        excess = len(self._pending) - MAX_WAITING
+        if excess > 0:
+            dropped, self._pending = self._pending[:excess], self._pending[excess:]
+            self._report_all(dropped, f"more than {MAX_WAITING} records were waiting for the registry")
+        self._retry_at = asyncio.get_running_loop().time() + self._retry_s
+        self._retry_s = min(self._retry_s * 2, RETRY_MAX_S)
+
+    def _report_all(self, items: list[_Queued], why: str) -> None:
+        """Report `items` lost, one message per kind."""
+        for kind in ("run", "audit"):
+            theirs = [_dict(q) for q in items if q.kind == kind]
+            if theirs:
+                self._report(kind, theirs, why)
+
+    def _made(self, queued: _Queued) -> _Queued | None:
+        """The queued record made (if it was queued as a function), under its id."""
         record = queued.record
         try:
             made = record() if callable(record) else record
-            return made if queued.run_id is None else {**made, "id": queued.run_id}
+            return replace(queued, record={**made, "id": queued.record_id})
         except Exception as e:  # a bug in what makes the record: say so, keep writing the others
-            self._report(queued.kind, [{"id": queued.run_id}], f"the record could not be made: {e!r}")
+            self._report(queued.kind, [{"id": queued.record_id}], f"the record could not be made: {e!r}")
             return None
 
     def _report(self, kind: str, batch: list[dict[str, Any]], why: str) -> None:

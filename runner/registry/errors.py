@@ -48,8 +48,14 @@ def problems_of(detail: Any) -> list[str] | None:
 
 
 def from_sqlstate(code: str | None, message: str | None, *, detail: Any = None, hint: str | None = None) -> KiwiError:
-    """The KiwiError for an error the registry raised with this SQLSTATE (or PostgREST code)."""
-    code = code or ""
+    """The KiwiError for an error the registry raised with this SQLSTATE (or PostgREST code),
+    which it keeps as `sqlstate` (the run recorder tells a duplicate id, 23505, by it)."""
+    err = _from_sqlstate(code or "", message, detail=detail, hint=hint)
+    err.sqlstate = code or None
+    return err
+
+
+def _from_sqlstate(code: str, message: str | None, *, detail: Any, hint: str | None) -> KiwiError:
     message = message or f"registry error {code}".strip()
     if code == "PT404":
         return NotFound(message, hint=hint)

@@ -11,7 +11,10 @@ remains is the notification's own delay: a run that starts within it uses the pl
 a moment ago, as it would have had it started a moment earlier.
 
 The listener starts on the second plan a registry is asked for, so a one-shot process
-(`kiwi run`) never opens the extra connection.
+(`kiwi run`) never opens the extra connection. When its connection is lost (the database
+restarted), the next plan asked for starts it again; while connecting keeps failing it
+is tried again at most every RETRY_S, doubling up to RETRY_MAX_S, and only while plans
+are asked for, so an idle registry makes no attempts.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import psycopg
 
 CHANNEL = "kiwi_plans"
 MAX_PLANS = 4096
+RETRY_S = 1.0  # the first wait before reconnecting after a failed attempt
+RETRY_MAX_S = 60.0
 
 logger = logging.getLogger("kiwi.registry")
 
@@ -39,6 +44,8 @@ class PlanCache:
         self._listening = False
         self._asked = 0
         self._task: asyncio.Task[None] | None = None
+        self._retry_s = RETRY_S
+        self._next_try = 0.0  # loop time before which no new listener is started
 
     @property
     def live(self) -> bool:
@@ -57,8 +64,10 @@ class PlanCache:
         if self._listening and key in self._plans:
             return self._plans[key]
         self._asked += 1
-        if self._asked == 2 and self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._listen())
+        if self._asked >= 2 and (self._task is None or self._task.done()):
+            loop = asyncio.get_running_loop()
+            if loop.time() >= self._next_try:
+                self._task = loop.create_task(self._listen())
         generation = self._generation
         plan = await fetch()
         if self._listening and generation == self._generation and (keep is None or keep(plan)):
@@ -80,10 +89,14 @@ class PlanCache:
             await conn.execute(f"listen {CHANNEL}")
             self._drop_all()  # nothing fetched before LISTEN can be trusted
             self._listening = True
+            self._retry_s = RETRY_S
             async for _ in conn.notifies():
                 self._drop_all()
         except (psycopg.Error, OSError) as exc:
             logger.info("plan cache off: %s", type(exc).__name__)
+            if not self._listening:  # could not connect: wait before the next attempt, longer each time
+                self._next_try = asyncio.get_running_loop().time() + self._retry_s
+                self._retry_s = min(self._retry_s * 2, RETRY_MAX_S)
         finally:
             self._listening = False
             self._drop_all()

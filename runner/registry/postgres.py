@@ -16,6 +16,26 @@ The pool opens on first use. Its first connection is awaited, and a failure to c
 (refused, wrong password, unknown database) is reported at once as RegistryUnavailable,
 with the server's reason and the URL with its password redacted, instead of after the
 pool's timeout.
+
+A database restart (or a killed backend) leaves the pool holding dead connections. A
+statement that meets one is retried ONCE, on a new pool (every connection of the old one
+is likely dead too: retrying on the pool's next idle one is how a restarted server used
+to fail eight calls in a row); a registry still down fails that reopening at once, as
+RegistryUnavailable. psycopg_pool discards a connection returned to it closed or broken,
+so a dead one never goes back into use; the old pool is closed behind the new one.
+The retry must never run a statement twice, so the rule is:
+
+* retried always, when the statement cannot have run: the connection was found dead
+  before it was sent (an idle connection has nothing to read unless the server is
+  closing it, so one that does is closed instead of used; the pool was closed under us;
+  the per-principal setup failed first), or the server answered it with 57P01/57P03 (a
+  terminated backend aborts its transaction; PostgreSQL holds termination off during a
+  commit, and a committed statement's reply is complete before any termination notice);
+* retried only if it is a read, when the connection was lost mid-statement without a
+  word (an immediate shutdown, a crash, 57P02, class 08, a network cut): an autocommit
+  write may have committed just before, so it is not repeated and the caller gets
+  RegistryUnavailable. The run recorder, whose records carry their own ids, retries
+  those itself and counts a duplicate id as written (runner/recorder.py).
 """
 
 from __future__ import annotations
@@ -23,14 +43,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import select
 import uuid
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from ..errors import KiwiError, Refused, RegistryUnavailable, UsageError
 from ..principal import Principal, current
@@ -85,14 +107,47 @@ select coalesce(jsonb_agg(to_jsonb(r) order by r.started_at desc), '[]'::jsonb)
 
 
 POOL_NAME = "kiwi-registry"
+# The server's answers that say it ended the session before the statement committed
+# (admin_shutdown, cannot_connect_now): the statement did not run, so it may run again.
+NOT_RUN = frozenset({"57P01", "57P03"})
+T = TypeVar("T")
 
 
 class _QuietConnectFailures(logging.Filter):
-    """Drops the pool's own log line for a failed connection of this pool: the caller gets
-    it as RegistryUnavailable, so logging it as well would print it twice."""
+    """Drops the pool's own log lines for a failed connection of this pool and for a dead
+    connection it discards: the caller gets the first as RegistryUnavailable, and the
+    registry has already dealt with the second (see the module docstring)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.getMessage().startswith(f"error connecting in {POOL_NAME!r}"))
+        message = record.getMessage()
+        return not message.startswith((f"error connecting in {POOL_NAME!r}", "discarding closed connection"))
+
+
+class _Died(Exception):
+    """The statement's connection died; `may_have_run` says whether the statement may
+    have run all the same (then only a read is retried)."""
+
+    def __init__(self, cause: BaseException, *, may_have_run: bool) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.may_have_run = may_have_run
+
+
+def _hung_up(conn: Any) -> bool:
+    """True when an idle pooled connection is closed or has something to read: a server
+    says nothing to an idle connection it does not LISTEN on, except that it is ending
+    it (a termination message, then end of file). One poll, no round trip."""
+    if conn.closed:
+        return True
+    try:
+        fd = conn.pgconn.socket
+    except psycopg.OperationalError:
+        return True
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 logging.getLogger("psycopg.pool").addFilter(_QuietConnectFailures())
@@ -140,6 +195,7 @@ class PostgresRegistry:
         self._timeout = timeout
         self._pool: AsyncConnectionPool | None = None
         self._opening: asyncio.Lock | None = None
+        self._retiring: set[asyncio.Task[None]] = set()  # old pools closing after a reconnect
         self._last_connect_error: BaseException | None = None
         self._plan_cache = PlanCache(url, connect_timeout) if cache_plans else None
 
@@ -158,9 +214,9 @@ class PostgresRegistry:
         """The plan, from memory while the database's change notifications say it is current
         (see plan_cache.py; treat it as read-only), else one prepared round trip."""
         if self._plan_cache is None:
-            return await self._value(PLAN_SQL, (tool_id, version))
+            return await self._value(PLAN_SQL, (tool_id, version), read=True)
         key = (current(self.principal).claims_json, tool_id, version)  # what one caller sees, another may not
-        return await self._plan_cache.get(key, lambda: self._value(PLAN_SQL, (tool_id, version)))
+        return await self._plan_cache.get(key, lambda: self._value(PLAN_SQL, (tool_id, version), read=True))
 
     async def chain(self, tool_id: str) -> list[dict[str, Any]]:
         return await self._rows(CHAIN_SQL, (tool_id,))
@@ -206,10 +262,10 @@ class PostgresRegistry:
         return await self._rows(ATTESTATIONS_SQL, (tool_id, version))
 
     async def preview_plan(self, manifest: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
-        return await self._value(PREVIEW_PLAN_SQL, (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps)))
+        return await self._value(PREVIEW_PLAN_SQL, (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps)), read=True)
 
     async def version_source(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
-        return await self._value(VERSION_SOURCE_SQL, (tool_id, version))
+        return await self._value(VERSION_SOURCE_SQL, (tool_id, version), read=True)
 
     async def delete_tool(self, tool_id: str) -> dict[str, Any]:
         return await self._value("select public.delete_tool(%s)", (tool_id,))
@@ -224,13 +280,13 @@ class PostgresRegistry:
         return list(await self._value(RECORD_RUNS_SQL, (Jsonb(list(records), _dumps),)) or [])
 
     async def runs(self, *, tool_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
-        return await self._value(RUNS_SQL, {"tool_id": tool_id, "limit": limit})
+        return await self._value(RUNS_SQL, {"tool_id": tool_id, "limit": limit}, read=True)
 
     async def record_audit(self, entry: dict[str, Any]) -> str:
         return str(await self._value(RECORD_AUDIT_SQL, (Jsonb(entry, _dumps),)))
 
     async def whoami(self) -> dict[str, Any]:
-        return await self._value("select public.whoami()", ())
+        return await self._value("select public.whoami()", (), read=True)
 
     async def record_audits(self, entries: list[dict[str, Any]]) -> list[str]:
         return list(await self._value(RECORD_AUDITS_SQL, (Jsonb(list(entries), _dumps),)) or [])
@@ -261,10 +317,10 @@ class PostgresRegistry:
         return await self._value(OPEN_CONTEXT_SQL, (session, directive, parent, narrowed))
 
     async def get_context(self, context_id: str) -> dict[str, Any]:
-        return await self._value(GET_CONTEXT_SQL, (context_id,))
+        return await self._value(GET_CONTEXT_SQL, (context_id,), read=True)
 
     async def approval_required(self, tool_id: str) -> dict[str, Any]:
-        return await self._value(APPROVAL_REQUIRED_SQL, (tool_id,))
+        return await self._value(APPROVAL_REQUIRED_SQL, (tool_id,), read=True)
 
     async def request_approval(self, request: dict[str, Any]) -> dict[str, Any]:
         return await self._value(REQUEST_APPROVAL_SQL, (Jsonb(request, _dumps),))
@@ -280,7 +336,7 @@ class PostgresRegistry:
         return await self._value(USE_APPROVAL_SQL, (_uuid(approval_id), tool_id, params_sha256, content_hash))
 
     async def approvals(self) -> list[dict[str, Any]]:
-        return list(await self._value(APPROVALS_SQL, ()) or [])
+        return list(await self._value(APPROVALS_SQL, (), read=True) or [])
 
     async def aclose(self) -> None:
         if self._plan_cache is not None:
@@ -288,33 +344,84 @@ class PostgresRegistry:
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
 
     # -- plumbing ----------------------------------------------------------------------
 
-    async def _value(self, query: str, params: Any) -> Any:
-        pool = self._pool or await self._open_pool()
-        try:
-            async with pool.connection() as conn:
-                await self._act_as(conn)
-                cur = await conn.execute(query, params)
-                row = await cur.fetchone()
-        except PoolTimeout as exc:
-            raise self._unavailable(self._last_connect_error or exc) from exc
-        except psycopg.Error as exc:
-            raise self._error(exc) from exc
-        return row[0] if row else None
+    async def _value(self, query: str, params: Any, *, read: bool = False) -> Any:
+        """The first column of the first row. `read`: the statement changes nothing, so it may
+        be repeated after a connection lost mid-statement (see the module docstring)."""
+
+        async def work(conn: Any) -> Any:
+            cur = await conn.execute(query, params)
+            row = await cur.fetchone()
+            return row[0] if row else None
+
+        return await self._run(work, read=read)
 
     async def _rows(self, query: str, params: Any) -> list[dict[str, Any]]:
-        pool = self._pool or await self._open_pool()
-        try:
-            async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-                await self._act_as(conn)
+        """Every row, as dicts; only reads are asked for rows."""
+
+        async def work(conn: Any) -> list[dict[str, Any]]:
+            async with conn.cursor(row_factory=dict_row) as cur:
                 await cur.execute(query, params)
                 return await cur.fetchall()
-        except PoolTimeout as exc:
-            raise self._unavailable(self._last_connect_error or exc) from exc
-        except psycopg.Error as exc:
-            raise self._error(exc) from exc
+
+        return await self._run(work, read=True)
+
+    async def _run(self, work: Callable[[Any], Awaitable[T]], *, read: bool) -> T:
+        """`work` on a pooled connection set up for the principal; once more on a new pool
+        when the connection was dead and the rule of the module docstring allows it."""
+        pool = self._pool or await self._open_pool()
+        for attempt in range(2):
+            try:
+                return await self._attempt(pool, work)
+            except PoolTimeout as exc:
+                raise self._unavailable(self._last_connect_error or exc) from exc
+            except psycopg.Error as exc:
+                raise self._error(exc) from exc
+            except _Died as died:
+                if attempt or (died.may_have_run and not read):
+                    raise self._dead(died.cause) from died.cause
+            pool = await self._reopen(pool)
+        raise AssertionError("unreachable")
+
+    async def _attempt(self, pool: AsyncConnectionPool, work: Callable[[Any], Awaitable[T]]) -> T:
+        """One try; a dead connection is raised as _Died, saying whether the statement may have run."""
+        try:
+            async with pool.connection() as conn:
+                if _hung_up(conn):
+                    await conn.close()  # the pool discards a closed connection
+                    raise _Died(psycopg.OperationalError("the server closed the connection"), may_have_run=False)
+                try:
+                    await self._act_as(conn)
+                except psycopg.Error as exc:
+                    if conn.closed:  # only the setup was sent
+                        raise _Died(exc, may_have_run=False) from exc
+                    raise
+                try:
+                    return await work(conn)
+                except psycopg.Error as exc:
+                    if conn.closed:
+                        raise _Died(exc, may_have_run=exc.sqlstate not in NOT_RUN) from exc
+                    raise
+        except PoolClosed as exc:  # replaced by a concurrent reconnect: nothing was sent
+            raise _Died(exc, may_have_run=False) from exc
+
+    async def _reopen(self, dead: AsyncConnectionPool) -> AsyncConnectionPool:
+        """A new pool in place of one whose connection died (unless a concurrent call has
+        already replaced it). The old one is closed behind: connections in use close when
+        returned. Raises RegistryUnavailable, at once, while the database is down."""
+        async with self._lock():
+            if self._pool is dead:
+                self._pool = None
+                task = asyncio.get_running_loop().create_task(dead.close(timeout=1.0))
+                self._retiring.add(task)
+                task.add_done_callback(self._retiring.discard)
+            if self._pool is None:
+                self._pool = await self._new_pool()
+            return self._pool
 
     async def _act_as(self, conn: Any) -> None:
         """Set the connection up for the request's principal, unless it already is."""
@@ -332,13 +439,16 @@ class PostgresRegistry:
             ) from exc
         conn.kiwi_as = key
 
-    async def _open_pool(self) -> AsyncConnectionPool:
+    def _lock(self) -> asyncio.Lock:
         if self._opening is None:
             self._opening = asyncio.Lock()
-        async with self._opening:
+        return self._opening
+
+    async def _open_pool(self) -> AsyncConnectionPool:
+        async with self._lock():
             if self._pool is None:
                 self._pool = await self._new_pool()
-        return self._pool
+            return self._pool
 
     async def _new_pool(self) -> AsyncConnectionPool:
         failed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
@@ -391,6 +501,9 @@ class PostgresRegistry:
             f"cannot connect to the registry database at {redact(self._url)}: {reason}",
             hint="start the local database with `make db`, or check KIWI_DATABASE_URL",
         )
+
+    def _dead(self, cause: BaseException) -> KiwiError:
+        return self._error(cause) if isinstance(cause, psycopg.Error) else self._unavailable(cause)
 
     def _error(self, exc: psycopg.Error) -> KiwiError:
         diag = exc.diag
