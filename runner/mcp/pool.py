@@ -191,13 +191,15 @@ class _Session:
     # The owner task: enters the transport and the session, waits, leaves them.
     async def _own(self) -> None:
         started = time.perf_counter()
+        # children already here are not this server (the runner adopts orphans as subreaper)
+        before = _group_leading_children() if self.spec.transport == "stdio" else set()
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
                 if self.spec.transport == "stdio":
-                    self.pid = _find_child(self.spec.argv)
+                    self.pid = _find_child(self.spec.argv, before)
                     if self.pid is not None:
                         _track(self.pid)
                 self.session = session
@@ -535,15 +537,23 @@ def _on_signal(signum: int, frame: Any) -> None:
     os.kill(os.getpid(), signum)
 
 
-def _find_child(argv: tuple[str, ...]) -> int | None:
-    """The pid of the server just spawned: a child of this process leading its own process
-    group, running argv, and not already tracked. (The SDK does not expose it.)"""
-    me, want = os.getpid(), list(argv)
-    loose: list[int] = []
+def _group_leading_children() -> set[int]:
+    """Children of this process leading their own process group, as they are now."""
+    me = os.getpid()
     try:
-        mine = [p.pid for p in procfs.processes() if p.ppid == me and p.pgrp == p.pid and p.pid not in _LIVE]
+        return {p.pid for p in procfs.processes() if p.ppid == me and p.pgrp == p.pid}
     except OSError:
-        return None
+        return set()
+
+
+def _find_child(argv: tuple[str, ...], before: set[int] | None = None) -> int | None:
+    """The pid of the server just spawned: a child of this process leading its own process
+    group, running argv, not already tracked and not there before the spawn (`before`: the
+    runner is the subreaper of tools' daemons, which may lead groups of their own). (The SDK
+    does not expose it.)"""
+    want = list(argv)
+    loose: list[int] = []
+    mine = [pid for pid in _group_leading_children() - (before or set()) if pid not in _LIVE]
     for pid in mine:
         cmdline = procfs.cmdline(pid)
         if cmdline is None:

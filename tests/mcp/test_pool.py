@@ -220,3 +220,21 @@ async def test_only_a_400_for_no_request_counts_as_a_session_turned_away(body: b
     response = httpx2.Response(400, content=body)
     assert await _rejected_unread(response) is turned_away
     assert await response.aread() == body
+
+
+def test_a_group_leading_child_that_was_there_before_the_spawn_is_never_taken_for_the_server() -> None:
+    """Regression: the runner adopts tools' orphaned daemons (it is their subreaper), and one
+    that leads its own group looked like the server the pool had just spawned, so the pool
+    could track (and later kill) the wrong process."""
+    import subprocess as sp
+
+    from runner.mcp.pool import _find_child, _group_leading_children
+
+    orphan = sp.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        before = _group_leading_children()
+        assert orphan.pid in before, "it looks like a freshly spawned server: a child leading its own group"
+        assert _find_child(("sleep", "30"), before) is None, "even with the very argv, it was there before"
+    finally:
+        orphan.kill()
+        orphan.wait()
