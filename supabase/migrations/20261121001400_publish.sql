@@ -3,8 +3,30 @@
 -- the namespace, computes hashes, inserts, lets the triggers move is_latest, and
 -- checks that the new version's chain resolves. It runs in the caller's transaction:
 -- any refusal leaves the registry as it was.
+--
+-- One validation, used by publish (publish_target) and by preview_execution_plan
+-- (20261121002600_local_plans.sql) alike, so both refuse the same content with the same
+-- words: the manifest's problems, else (when it has none) the files':
+--
+--   manifest_problems(manifest)      the manifest, composed of named parts:
+--     manifest_limit_problems          its size, tags and text fields against
+--                                      registry_limits (20261121001350_registry_limits.sql)
+--     manifest_base_problems           the fields every tool has (below)
+--     directive_problems               a directive's requires, permissions and cites
+--                                      (20261121002000_directives.sql)
+--     directive_coverage_problems      what a directive requires, its permissions cover
+--                                      (20261121002900_directive_coverage.sql)
+--   files_problems(files, manifest)  the files, against the manifest and registry_limits
+--
+-- The limits sort before this migration. The two directive parts are created by later
+-- migrations (directive coverage needs the glob matching of 20261121002300_contexts.sql):
+-- manifest_problems is plpgsql, whose body resolves the functions it calls when it runs,
+-- not when it is created (late binding), so it names them here.
 
-create function kiwi_internal.manifest_problems(p_manifest jsonb) returns text[]
+-- The fields every tool's manifest has: identity, type and executor, version, the
+-- descriptive fields and parameters. Unknown fields are refused; a directive's own
+-- fields are allowed here and checked by directive_problems.
+create function kiwi_internal.manifest_base_problems(p_manifest jsonb) returns text[]
   language plpgsql stable
   set search_path = ''
 as $$
@@ -157,23 +179,65 @@ begin
   return p;
 end
 $$;
+revoke execute on function kiwi_internal.manifest_base_problems(jsonb) from public;
+grant execute on function kiwi_internal.manifest_base_problems(jsonb) to anon, authenticated, service_role;
+
+-- What publish and preview call: the limits first (a manifest over its size limit is not
+-- read any further), then the base fields, the limits' other problems and the
+-- directive's fields, then, when those are well formed, what its permissions cover.
+create function kiwi_internal.manifest_problems(p_manifest jsonb) returns text[]
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  v_limits text[] := kiwi_internal.manifest_limit_problems(p_manifest);
+  v_base   text[];
+  v_dir    text[];
+begin
+  if v_limits[1] like 'manifest: %' then
+    return v_limits;
+  end if;
+  v_base := kiwi_internal.manifest_base_problems(p_manifest);
+  v_dir := kiwi_internal.directive_problems(p_manifest);
+  return v_base || v_limits || v_dir
+         || case when cardinality(v_dir) = 0 then kiwi_internal.directive_coverage_problems(p_manifest)
+                 else '{}'::text[] end;
+end
+$$;
 revoke execute on function kiwi_internal.manifest_problems(jsonb) from public;
 grant execute on function kiwi_internal.manifest_problems(jsonb) to anon, authenticated, service_role;
 
+-- The files of a version: the number of files first (a list over
+-- registry_limits.files_per_version is not read further), then each file's fields by their
+-- JSON types (registry_limits.file_field_types), its path against the limits and reserved
+-- names (path_limit_problems), its size; then the total, no file that is also another's
+-- directory, one entrypoint that agrees with the manifest's.
 create function kiwi_internal.files_problems(p_files jsonb, p_manifest jsonb) returns text[]
   language plpgsql stable
   set search_path = ''
 as $$
 declare
-  p       text[] := '{}';
-  v_file  jsonb;
-  v_i     int := 0;
-  v_key   text;
-  v_paths text[] := '{}';
-  v_entry text[] := '{}';
+  p         text[] := '{}';
+  v_file    jsonb;
+  v_i       int := 0;
+  v_key     text;
+  v_paths   text[] := '{}';
+  v_entry   text[] := '{}';
+  v_types   jsonb := kiwi_internal.registry_limit_json('file_field_types', '{}');
+  v_limit   bigint;
+  v_file_max bigint := kiwi_internal.registry_limit('file_bytes');
+  v_size    bigint;
+  v_total   bigint := 0;
+  v_bad     text[];
+  v_mistyped text[];
+  v_clash   record;
 begin
   if p_files is null or jsonb_typeof(p_files) <> 'array' then
     return array['files: must be a list of {path, content_text, is_entrypoint, media_type}'];
+  end if;
+  v_limit := kiwi_internal.registry_limit('files_per_version');
+  if jsonb_array_length(p_files) > v_limit then
+    return array[kiwi_internal.over_limit('files', jsonb_array_length(p_files), 'files', 'files_per_version', v_limit)];
   end if;
   for v_file in select * from jsonb_array_elements(p_files) loop
     v_i := v_i + 1;
@@ -181,43 +245,75 @@ begin
       p := p || format('files[%s]: must be an object with a path', v_i);
       continue;
     end if;
+    v_file := jsonb_strip_nulls(v_file);   -- null is not given
+    v_bad := '{}';
     for v_key in select jsonb_object_keys(v_file) loop
-      if not v_key = any (array['path', 'content_text', 'storage_key', 'sha256', 'size_bytes',
-                                'is_entrypoint', 'media_type']) then
-        p := p || format('files[%s].%s: unknown field', v_i, v_key);
+      if not v_types ? v_key then
+        p := p || format('files[%s].%s: unknown field (allowed: %s)', v_i, v_key,
+                         (select string_agg(k, ', ') from jsonb_object_keys(v_types) k));
+        v_bad := v_bad || v_key;
+      elsif jsonb_typeof(v_file -> v_key) <> (v_types ->> v_key) then
+        p := p || format('files[%s].%s: must be a JSON %s, not %s (registry_limits.file_field_types)',
+                         v_i, v_key, v_types ->> v_key, jsonb_typeof(v_file -> v_key));
+        v_bad := v_bad || v_key;
       end if;
     end loop;
-    if jsonb_typeof(v_file -> 'path') is distinct from 'string' then
-      p := p || format('files[%s].path: required, a relative path', v_i);
+    v_mistyped := v_bad;
+    v_file := v_file - v_bad;
+    if not v_file ? 'path' then
+      if not 'path' = any (v_mistyped) then
+        p := p || format('files[%s].path: required, a relative path', v_i);
+      end if;
       continue;
     end if;
-    if not kiwi_internal.is_safe_path(v_file ->> 'path') then
+    v_bad := kiwi_internal.path_limit_problems(format('files[%s].path', v_i), v_file ->> 'path');
+    if cardinality(v_bad) > 0 then
+      p := p || v_bad;
+    elsif not kiwi_internal.is_safe_path(v_file ->> 'path') then
       p := p || format('files[%s].path: "%s" must be relative and stay inside the tool (no leading /, no . or .. segments, no \ : or control characters)',
                        v_i, v_file ->> 'path');
     elsif (v_file ->> 'path') = any (v_paths) then
       p := p || format('files[%s].path: "%s" appears twice', v_i, v_file ->> 'path');
     end if;
     v_paths := v_paths || (v_file ->> 'path');
-    if (jsonb_typeof(v_file -> 'content_text') = 'string') = (jsonb_typeof(v_file -> 'storage_key') = 'string') then
+    if (v_file ? 'content_text') = (v_file ? 'storage_key')
+       and not v_mistyped && array['content_text', 'storage_key'] then
       p := p || format('files[%s] ("%s"): give exactly one of content_text or storage_key (a string)', v_i, v_file ->> 'path');
     end if;
-    if jsonb_typeof(v_file -> 'storage_key') = 'string' and (
+    if v_file ? 'storage_key' and not v_file ? 'content_text' and (
          coalesce(v_file ->> 'sha256', '') !~ '^[0-9a-f]{64}$'
-         or jsonb_typeof(v_file -> 'size_bytes') is distinct from 'number') then
-      p := p || format('files[%s] ("%s"): a stored file needs its sha256 (64 hex digits) and size_bytes', v_i, v_file ->> 'path');
+         or coalesce(v_file ->> 'size_bytes', '') !~ '^[0-9]{1,18}$') then
+      p := p || format('files[%s] ("%s"): a stored file needs its sha256 (64 hex digits) and size_bytes (a whole number)', v_i, v_file ->> 'path');
     end if;
-    if v_file ? 'sha256' and jsonb_typeof(v_file -> 'content_text') = 'string'
+    if v_file ? 'sha256' and v_file ? 'content_text'
        and (v_file ->> 'sha256') <> kiwi_internal.sha256_hex(v_file ->> 'content_text') then
       p := p || format('files[%s].sha256: does not match the content of "%s"', v_i, v_file ->> 'path');
     end if;
-    if v_file ? 'is_entrypoint' and jsonb_typeof(v_file -> 'is_entrypoint') <> 'boolean' then
-      p := p || format('files[%s].is_entrypoint: must be true or false', v_i);
-    elsif (v_file ->> 'is_entrypoint')::boolean is true then
+    v_size := case when v_file ? 'content_text' then octet_length(v_file ->> 'content_text')
+                   when coalesce(v_file ->> 'size_bytes', '') ~ '^[0-9]{1,18}$' then (v_file ->> 'size_bytes')::bigint
+                   else 0 end;
+    if v_size > v_file_max then
+      p := p || kiwi_internal.over_limit(format('files[%s] ("%s")', v_i, left(v_file ->> 'path', 100)), v_size, 'bytes',
+                                         'file_bytes', v_file_max);
+    end if;
+    v_total := v_total + v_size;
+    if (v_file ->> 'is_entrypoint')::boolean is true then
       v_entry := v_entry || (v_file ->> 'path');
     end if;
-    if v_file ? 'media_type' and jsonb_typeof(v_file -> 'media_type') <> 'string' then
-      p := p || format('files[%s].media_type: must be a string', v_i);
-    end if;
+  end loop;
+  v_limit := kiwi_internal.registry_limit('version_bytes');
+  if v_total > v_limit then
+    p := p || kiwi_internal.over_limit('files', v_total, 'bytes in all', 'version_bytes', v_limit);
+  end if;
+  -- a file cannot also be a directory of another file
+  for v_clash in
+    select f.path, min(o.path) as other
+      from unnest(v_paths) f(path)
+      join unnest(v_paths) o(path) on left(o.path, length(f.path) + 1) = f.path || '/'
+     group by f.path order by f.path
+  loop
+    p := p || format('files[%s].path: "%s" is a file, but "%s" needs it to be a directory',
+                     array_position(v_paths, v_clash.path), v_clash.path, v_clash.other);
   end loop;
   if cardinality(v_entry) > 1 then
     p := p || format('files: only one entrypoint allowed, found %s', array_to_string(v_entry, ', '));
@@ -553,17 +649,32 @@ $$;
 revoke execute on function kiwi_internal.publish(jsonb, jsonb, text, uuid) from public;
 grant execute on function kiwi_internal.publish(jsonb, jsonb, text, uuid) to anon, authenticated, service_role;
 
+-- The public RPC. p_signature {content_hash, public_key, signature}, when given, is
+-- written in the same transaction (kiwi_internal.add_signature): a signature that does
+-- not cover the content published refuses the whole publish. p_approval_id stays the last
+-- argument, so calls with 3 or 4 arguments by position keep their meaning.
+-- add_signature is created by 20261121002500_signatures.sql, after this migration: a
+-- plpgsql body resolves the names it calls when it runs, not when it is created (late
+-- binding), so publish keeps its RPC here and signatures keep their table there.
 create function public.publish_tool_version(p_manifest jsonb, p_files jsonb default '[]',
-                                            p_manifest_yaml text default null, p_approval_id uuid default null)
+                                            p_manifest_yaml text default null,
+                                            p_signature jsonb default null,
+                                            p_approval_id uuid default null)
   returns jsonb
   language plpgsql volatile
   set search_path = ''
 as $$
+declare
+  v_out jsonb := kiwi_internal.publish(p_manifest, p_files, p_manifest_yaml, p_approval_id);
 begin
-  return kiwi_internal.publish(p_manifest, p_files, p_manifest_yaml, p_approval_id);
+  if p_signature is not null then
+    v_out := v_out || jsonb_build_object('signature',
+      kiwi_internal.add_signature(v_out ->> 'tool_id', v_out ->> 'version', p_signature));
+  end if;
+  return v_out;
 end
 $$;
-comment on function public.publish_tool_version(jsonb, jsonb, text, uuid) is
-  'Publish one version: validates (naming each bad field), hashes, inserts and moves is_latest in one transaction. The identical version again is a no-op; the same version with other content is refused. p_approval_id: an admin''s approval of this exact content (request_publish_approval), for a write only an admin may otherwise make.';
-revoke execute on function public.publish_tool_version(jsonb, jsonb, text, uuid) from public;
-grant execute on function public.publish_tool_version(jsonb, jsonb, text, uuid) to anon, authenticated, service_role;
+comment on function public.publish_tool_version(jsonb, jsonb, text, jsonb, uuid) is
+  'Publish one version: validates (naming each bad field), hashes, inserts and moves is_latest in one transaction. The identical version again is a no-op; the same version with other content is refused. p_signature {content_hash, public_key, signature} signs it in the same transaction. p_approval_id: an admin''s approval of this exact content (request_publish_approval), for a write only an admin may otherwise make (a runtime, primitive, MCP server, builtin or official tool, the public namespace).';
+revoke execute on function public.publish_tool_version(jsonb, jsonb, text, jsonb, uuid) from public;
+grant execute on function public.publish_tool_version(jsonb, jsonb, text, jsonb, uuid) to anon, authenticated, service_role;

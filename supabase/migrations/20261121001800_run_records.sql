@@ -2,6 +2,12 @@
 -- what ran, how it ended and who asked; never what went in or came out (parameters are
 -- kept as their sha256 and size only, outputs not at all). Callers read their own runs,
 -- admins all of them; rows are never updated, and service_role deletes old ones.
+--
+-- Records are written in one statement per batch. The runner writes its records behind
+-- the runs, in batches (runner/recorder.py), so a record must cost less database CPU
+-- than the proxied MCP call it records: a batch is checked in one query and written in
+-- one INSERT ... SELECT (record_runs), and record_run is a batch of one, so the two
+-- cannot drift apart. The tests in supabase/tests/runs/ hold both to the same rules.
 
 -- Who is asking, as run records name them: the signed-in user's id when the request
 -- carries a JWT with a subject (PostgREST: auth.uid()), otherwise `role:` and the role
@@ -31,7 +37,10 @@ create table public.tool_runs (
   tool_id        text not null
                  constraint tool_runs_tool_id_length check (char_length(tool_id) between 1 and 300),
   version        text constraint tool_runs_version_length check (char_length(version) <= 128),
-  content_hash   text constraint tool_runs_content_hash_format check (content_hash ~ '^[0-9a-f]{64}$'),
+  -- the hash checks as a length and a plain class: a regular expression with a counted
+  -- repetition ({64}) costs some 5 µs a row; these do not
+  content_hash   text constraint tool_runs_content_hash_format
+                 check (char_length(content_hash) = 64 and content_hash ~ '^[0-9a-f]+$'),
   status         text not null
                  constraint tool_runs_status_values check (status in ('success', 'error', 'timeout')),
   exit_code      int,
@@ -40,7 +49,8 @@ create table public.tool_runs (
   error_summary  text constraint tool_runs_error_summary_length check (char_length(error_summary) <= 2000),
   executor_chain text[] constraint tool_runs_executor_chain_length check (cardinality(executor_chain) <= 64),
   primitive      text constraint tool_runs_primitive_length check (char_length(primitive) <= 300),
-  params_sha256  text constraint tool_runs_params_sha256_format check (params_sha256 ~ '^[0-9a-f]{64}$'),
+  params_sha256  text constraint tool_runs_params_sha256_format
+                 check (char_length(params_sha256) = 64 and params_sha256 ~ '^[0-9a-f]+$'),
   params_size    int constraint tool_runs_params_size_range check (params_size >= 0),
   source         text not null default 'registry'
                  constraint tool_runs_source_values check (source in ('registry', 'project', 'user')),
@@ -107,170 +117,295 @@ revoke execute on function kiwi_internal.is_finite_timestamptz(text) from public
 -- Called by the run record checks, inside record_runs (security definer).
 grant execute on function kiwi_internal.is_finite_timestamptz(text) to service_role;
 
--- What is wrong with a run record, each problem named by its field.
-create function kiwi_internal.run_problems(p_run jsonb) returns text[]
+-- What is wrong with each record of a batch, each problem named by its field, in one
+-- query per batch (called once per record, a function would cost more than its checks).
+-- plpgsql rather than sql so that the session keeps the query's plan (a sql function's
+-- is made again on every call).
+create function kiwi_internal.run_records_problems(p_runs jsonb)
+  returns table (n bigint, problems text[])
+  language plpgsql stable
+  set search_path = ''
+as $$
+begin
+  return query
+  select r.n, case
+    when jsonb_typeof(r.run) <> 'object' then array['run: must be a JSON object']
+    else
+      case when (r.run - a.allowed) = '{}'::jsonb then '{}'::text[]
+           else array(select format('%s: unknown field (allowed: %s)', k, array_to_string(a.allowed, ', '))
+                        from jsonb_object_keys(r.run) as k
+                       where not k = any (a.allowed)) end
+      || array_remove(array[
+        case
+          when jsonb_typeof(r.run -> 'tool_id') is distinct from 'string' or t.ref = ''
+            then 'tool_id: required, the tool reference that was run'
+          when char_length(t.ref) > 300
+               or (r.run ->> 'tool_id') ~ '[[:cntrl:]]'
+            then 'tool_id: at most 300 characters, no control characters'
+        end,
+        case
+          when jsonb_typeof(r.run -> 'status') is distinct from 'string'
+               or (r.run ->> 'status') not in ('success', 'error', 'timeout')
+            then format('status: required, one of success, error, timeout (got %s)',
+                        coalesce((r.run -> 'status')::text, 'nothing'))
+        end,
+        -- an id chosen by the client (a random uuid), so a record written behind the run
+        -- is known by its id at once
+        case
+          when jsonb_typeof(r.run -> 'id') not in ('string', 'null') then 'id: must be a uuid'
+          when jsonb_typeof(r.run -> 'id') = 'string'
+               and (r.run ->> 'id') !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+            then 'id: must be a uuid'
+        end,
+        -- optional strings (null is the same as absent)
+        case when jsonb_typeof(r.run -> 'version') not in ('string', 'null') then 'version: must be a string' end,
+        case when jsonb_typeof(r.run -> 'primitive') not in ('string', 'null') then 'primitive: must be a string' end,
+        case when jsonb_typeof(r.run -> 'error_summary') not in ('string', 'null')
+          then 'error_summary: must be a string' end,
+        case when jsonb_typeof(r.run -> 'version') = 'string' and char_length(r.run ->> 'version') > 128
+          then 'version: at most 128 characters' end,
+        case when jsonb_typeof(r.run -> 'primitive') = 'string' and char_length(r.run ->> 'primitive') > 300
+          then 'primitive: at most 300 characters' end,
+        case when jsonb_typeof(r.run -> 'source') not in ('string', 'null')
+                  or (r.run ->> 'source') not in ('registry', 'project', 'user')
+          then format('source: one of registry, project, user (got %s)', (r.run -> 'source')::text) end,
+        case
+          when jsonb_typeof(r.run -> 'content_hash') not in ('string', 'null')
+               or (jsonb_typeof(r.run -> 'content_hash') = 'string'
+                   and (char_length(r.run ->> 'content_hash') <> 64 or (r.run ->> 'content_hash') !~ '^[0-9a-f]+$'))
+            then 'content_hash: must be a sha256 in lower-case hex (64 characters)'
+        end,
+        case
+          when jsonb_typeof(r.run -> 'params_sha256') not in ('string', 'null')
+               or (jsonb_typeof(r.run -> 'params_sha256') = 'string'
+                   and (char_length(r.run ->> 'params_sha256') <> 64 or (r.run ->> 'params_sha256') !~ '^[0-9a-f]+$'))
+            then 'params_sha256: must be a sha256 in lower-case hex (64 characters)'
+        end,
+        -- numbers (a jsonb number always reads as numeric)
+        case
+          when jsonb_typeof(r.run -> 'exit_code') not in ('number', 'null') then 'exit_code: must be an integer'
+          when jsonb_typeof(r.run -> 'exit_code') = 'number'
+               and ((r.run ->> 'exit_code')::numeric <> trunc((r.run ->> 'exit_code')::numeric)
+                    or (r.run ->> 'exit_code')::numeric not between -2147483648 and 2147483647)
+            then 'exit_code: must be an integer'
+        end,
+        case
+          when jsonb_typeof(r.run -> 'duration_ms') not in ('number', 'null')
+            then 'duration_ms: must be a number of milliseconds from 0 to 1e12 (about 31 years)'
+          when jsonb_typeof(r.run -> 'duration_ms') = 'number'
+               and (r.run ->> 'duration_ms')::numeric not between 0 and 1e12
+            then 'duration_ms: must be a number of milliseconds from 0 to 1e12 (about 31 years)'
+        end,
+        case
+          when jsonb_typeof(r.run -> 'params_size') not in ('number', 'null')
+            then 'params_size: must be a whole number of bytes, 0 or more'
+          when jsonb_typeof(r.run -> 'params_size') = 'number'
+               and ((r.run ->> 'params_size')::numeric <> trunc((r.run ->> 'params_size')::numeric)
+                    or (r.run ->> 'params_size')::numeric not between 0 and 2147483647)
+            then 'params_size: must be a whole number of bytes, 0 or more'
+        end,
+        -- the chain
+        case
+          when jsonb_typeof(r.run -> 'executor_chain') not in ('array', 'null')
+            then 'executor_chain: must be a list of at most 64 tool references (strings)'
+          when jsonb_typeof(r.run -> 'executor_chain') = 'array'
+               and (jsonb_array_length(r.run -> 'executor_chain') > 64
+                    or exists (select 1 from jsonb_array_elements(r.run -> 'executor_chain') as e
+                                where jsonb_typeof(e) <> 'string' or char_length(e #>> '{}') > 300))
+            then 'executor_chain: must be a list of at most 64 tool references (strings)'
+        end,
+        -- times: ISO 8601 strings (parsed only when given: the parse is a subtransaction)
+        case
+          when jsonb_typeof(r.run -> 'started_at') = 'string' then
+            case when not kiwi_internal.is_finite_timestamptz(r.run ->> 'started_at')
+              then 'started_at: must be a timestamp such as "2026-11-21T10:00:00Z"' end
+          when jsonb_typeof(r.run -> 'started_at') <> 'null'
+            then 'started_at: must be a timestamp such as "2026-11-21T10:00:00Z"'
+        end,
+        case
+          when jsonb_typeof(r.run -> 'finished_at') = 'string' then
+            case when not kiwi_internal.is_finite_timestamptz(r.run ->> 'finished_at')
+              then 'finished_at: must be a timestamp such as "2026-11-21T10:00:00Z"' end
+          when jsonb_typeof(r.run -> 'finished_at') <> 'null'
+            then 'finished_at: must be a timestamp such as "2026-11-21T10:00:00Z"'
+        end
+      ]::text[], null)
+  end
+  from jsonb_array_elements(p_runs) with ordinality as r(run, n)
+ cross join lateral (select kiwi_internal.normalize_ref(r.run ->> 'tool_id') as ref) as t
+ cross join (select array['id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms',
+                     'error_summary', 'executor_chain', 'primitive', 'params_sha256', 'params_size',
+                     'source', 'started_at', 'finished_at']::text[] as allowed) as a;
+end
+$$;
+comment on function kiwi_internal.run_records_problems(jsonb) is
+  'What is wrong with each run record of a JSON array (numbered from 1 in the order given), each problem naming its field; empty when the record may be stored.';
+revoke execute on function kiwi_internal.run_records_problems(jsonb) from public;
+-- Called by record_runs (security definer) only; service_role may ask it directly.
+grant execute on function kiwi_internal.run_records_problems(jsonb) to service_role;
+
+-- Why a batch is refused: the first record with problems, each named by its field, or a
+-- record that finishes before it starts. Returns when it finds nothing to say.
+create function kiwi_internal.refuse_run_records(p_runs jsonb) returns void
   language plpgsql stable
   set search_path = ''
 as $$
 declare
-  p     text[] := '{}';
-  v_key text;
-  v_allowed constant text[] := array[
-    'id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms', 'error_summary',
-    'executor_chain', 'primitive', 'params_sha256', 'params_size', 'source', 'started_at', 'finished_at'];
+  v_problems text[];
+  v_bad      record;
 begin
-  if p_run is null or jsonb_typeof(p_run) <> 'object' then
-    return array['run: must be a JSON object'];
+  select c.problems into v_problems
+    from kiwi_internal.run_records_problems(p_runs) as c
+   where cardinality(c.problems) > 0
+   order by c.n
+   limit 1;
+  if found then
+    raise exception 'invalid run record: %', array_to_string(v_problems, '; ')
+      using errcode = '22023', detail = to_jsonb(v_problems)::text,
+            hint = 'fix the fields named above; nothing was recorded';
   end if;
-
-  for v_key in select jsonb_object_keys(p_run) loop
-    if not v_key = any (v_allowed) then
-      p := p || format('%s: unknown field (allowed: %s)', v_key, array_to_string(v_allowed, ', '));
-    end if;
-  end loop;
-
-  if jsonb_typeof(p_run -> 'tool_id') is distinct from 'string'
-     or kiwi_internal.normalize_ref(p_run ->> 'tool_id') = '' then
-    p := p || 'tool_id: required, the tool reference that was run'::text;
-  elsif char_length(kiwi_internal.normalize_ref(p_run ->> 'tool_id')) > 300 or (p_run ->> 'tool_id') ~ '[[:cntrl:]]' then
-    p := p || 'tool_id: at most 300 characters, no control characters'::text;
+  -- only a record giving both times can finish before it starts (otherwise one follows from the other)
+  select r.run ->> 'started_at' as started, r.run ->> 'finished_at' as finished into v_bad
+    from jsonb_array_elements(p_runs) with ordinality as r(run, n)
+   where (r.run ->> 'finished_at')::timestamptz < (r.run ->> 'started_at')::timestamptz
+   order by r.n
+   limit 1;
+  if found then
+    raise exception 'invalid run record: finished_at: % is before started_at %',
+      v_bad.finished::timestamptz, v_bad.started::timestamptz
+      using errcode = '22023', hint = 'fix the fields named above; nothing was recorded';
   end if;
-  if jsonb_typeof(p_run -> 'status') is distinct from 'string'
-     or (p_run ->> 'status') not in ('success', 'error', 'timeout') then
-    p := p || format('status: required, one of success, error, timeout (got %s)',
-                     coalesce((p_run -> 'status')::text, 'nothing'));
-  end if;
-
-  -- an id chosen by the client (a random uuid), so a record written behind the run is
-  -- known by its id at once
-  if jsonb_typeof(p_run -> 'id') not in ('string', 'null')
-     or (jsonb_typeof(p_run -> 'id') = 'string'
-         and (p_run ->> 'id') !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$') then
-    p := p || 'id: must be a uuid'::text;
-  end if;
-
-  -- optional strings (null is the same as absent)
-  foreach v_key in array array['version', 'primitive', 'error_summary'] loop
-    if jsonb_typeof(p_run -> v_key) not in ('string', 'null') then
-      p := p || format('%s: must be a string', v_key);
-    end if;
-  end loop;
-  if jsonb_typeof(p_run -> 'version') = 'string' and char_length(p_run ->> 'version') > 128 then
-    p := p || 'version: at most 128 characters'::text;
-  end if;
-  if jsonb_typeof(p_run -> 'primitive') = 'string' and char_length(p_run ->> 'primitive') > 300 then
-    p := p || 'primitive: at most 300 characters'::text;
-  end if;
-  if jsonb_typeof(p_run -> 'source') not in ('string', 'null')
-     or (p_run ->> 'source') not in ('registry', 'project', 'user') then
-    p := p || format('source: one of registry, project, user (got %s)', (p_run -> 'source')::text);
-  end if;
-  foreach v_key in array array['content_hash', 'params_sha256'] loop
-    if jsonb_typeof(p_run -> v_key) not in ('string', 'null')
-       or (jsonb_typeof(p_run -> v_key) = 'string' and (p_run ->> v_key) !~ '^[0-9a-f]{64}$') then
-      p := p || format('%s: must be a sha256 in lower-case hex (64 characters)', v_key);
-    end if;
-  end loop;
-
-  -- numbers
-  if jsonb_typeof(p_run -> 'exit_code') not in ('number', 'null')
-     or (jsonb_typeof(p_run -> 'exit_code') = 'number'
-         and ((p_run ->> 'exit_code')::numeric <> trunc((p_run ->> 'exit_code')::numeric)
-              or (p_run ->> 'exit_code')::numeric not between -2147483648 and 2147483647)) then
-    p := p || 'exit_code: must be an integer'::text;
-  end if;
-  if jsonb_typeof(p_run -> 'duration_ms') not in ('number', 'null')
-     or (jsonb_typeof(p_run -> 'duration_ms') = 'number'
-         and (p_run ->> 'duration_ms')::numeric not between 0 and 1e12) then
-    p := p || 'duration_ms: must be a number of milliseconds from 0 to 1e12 (about 31 years)'::text;
-  end if;
-  if jsonb_typeof(p_run -> 'params_size') not in ('number', 'null')
-     or (jsonb_typeof(p_run -> 'params_size') = 'number'
-         and ((p_run ->> 'params_size')::numeric <> trunc((p_run ->> 'params_size')::numeric)
-              or (p_run ->> 'params_size')::numeric not between 0 and 2147483647)) then
-    p := p || 'params_size: must be a whole number of bytes, 0 or more'::text;
-  end if;
-
-  -- the chain
-  if jsonb_typeof(p_run -> 'executor_chain') not in ('array', 'null')
-     or (jsonb_typeof(p_run -> 'executor_chain') = 'array'
-         and (jsonb_array_length(p_run -> 'executor_chain') > 64
-              or exists (select 1 from jsonb_array_elements(p_run -> 'executor_chain') e
-                          where jsonb_typeof(e) <> 'string' or char_length(e #>> '{}') > 300))) then
-    p := p || 'executor_chain: must be a list of at most 64 tool references (strings)'::text;
-  end if;
-
-  -- times: ISO 8601 strings
-  foreach v_key in array array['started_at', 'finished_at'] loop
-    if jsonb_typeof(p_run -> v_key) not in ('string', 'null')
-       or (jsonb_typeof(p_run -> v_key) = 'string' and not kiwi_internal.is_finite_timestamptz(p_run ->> v_key)) then
-      p := p || format('%s: must be a timestamp such as "2026-11-21T10:00:00Z"', v_key);
-    end if;
-  end loop;
-  return p;
 end
 $$;
-revoke execute on function kiwi_internal.run_problems(jsonb) from public;
-grant execute on function kiwi_internal.run_problems(jsonb) to authenticated, service_role;
+comment on function kiwi_internal.refuse_run_records(jsonb) is
+  'Raises the reason a batch of run records is refused (the first bad record''s problems, by field); returns when it finds none.';
+revoke execute on function kiwi_internal.refuse_run_records(jsonb) from public;
+-- Called by record_runs (security definer) only.
+grant execute on function kiwi_internal.refuse_run_records(jsonb) to service_role;
 
-create function kiwi_internal.record_run(p_run jsonb) returns uuid
+-- A batch, all or nothing, in one INSERT ... SELECT, as the caller the database knows.
+--
+-- Working out every problem of every record (run_records_problems) costs more than
+-- writing the record, so a batch is not checked that way first. Each record is read
+-- into typed columns (jsonb_to_record) and screened, in the same statement, for what
+-- neither those casts nor the table's constraints would refuse: unknown fields, JSON
+-- types, control characters, uuid layout, whole numbers, bounds, finite times. A batch
+-- whose every record passes is written; a record that fails the screen, a cast or a
+-- constraint refuses the batch, and only then are the reasons worked out, with the
+-- messages run_records_problems gives. tests/test_fuzz.py holds the two to the same
+-- verdict on generated records.
+create function kiwi_internal.record_runs(p_runs jsonb) returns setof uuid
   language plpgsql volatile security definer
   set search_path = ''
 as $$
 declare
-  v_problems text[] := kiwi_internal.run_problems(p_run);
-  v_role     text := kiwi_internal.caller_role();
-  v_error    text;
-  v_duration double precision;
-  v_started  timestamptz;
-  v_finished timestamptz;
-  v_id       uuid;
+  v_role    text := kiwi_internal.caller_role();
+  v_caller  text;
+  v_written bigint;
+  v_state   text;
+  v_message text;
 begin
   if v_role = 'anon' then
     raise exception 'anonymous callers cannot record runs'
       using errcode = '42501', hint = 'sign in, or run without recording';
   end if;
-  if cardinality(v_problems) > 0 then
-    raise exception 'invalid run record: %', array_to_string(v_problems, '; ')
-      using errcode = '22023', detail = to_jsonb(v_problems)::text,
-            hint = 'fix the fields named above; nothing was recorded';
+  if jsonb_typeof(p_runs) is distinct from 'array' then
+    raise exception 'invalid run records: must be a JSON array of run records' using errcode = '22023';
   end if;
+  v_caller := kiwi_internal.caller_identity();
 
-  -- The record is written when the run has finished: finished_at defaults to now,
-  -- started_at to finished_at less the duration; duration_ms is computed only from
-  -- two given times (never from a default).
-  v_duration := (p_run ->> 'duration_ms')::double precision;
-  v_finished := coalesce((p_run ->> 'finished_at')::timestamptz,
-                         (p_run ->> 'started_at')::timestamptz + make_interval(secs => v_duration / 1000),
-                         greatest(now(), (p_run ->> 'started_at')::timestamptz));
-  v_started  := coalesce((p_run ->> 'started_at')::timestamptz,
-                         v_finished - make_interval(secs => coalesce(v_duration, 0) / 1000));
-  if v_finished < v_started then
-    raise exception 'invalid run record: finished_at: % is before started_at %', v_finished, v_started
-      using errcode = '22023', hint = 'fix the fields named above; nothing was recorded';
+  begin
+    return query
+    with given as materialized (
+      select r.n, x.*,
+             (r.run - array['id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms',
+                            'error_summary', 'executor_chain', 'primitive', 'params_sha256', 'params_size',
+                            'source', 'started_at', 'finished_at']) = '{}'::jsonb
+             and jsonb_typeof(r.run -> 'tool_id') = 'string'
+             and jsonb_typeof(r.run -> 'status') = 'string'
+             and coalesce(jsonb_typeof(r.run -> 'id'), 'null') in ('string', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'version'), 'null') in ('string', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'content_hash'), 'null') in ('string', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'error_summary'), 'null') in ('string', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'primitive'), 'null') in ('string', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'source'), 'null') in ('string', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'params_sha256'), 'null') in ('string', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'started_at'), 'null') in ('string', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'finished_at'), 'null') in ('string', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'exit_code'), 'null') in ('number', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'duration_ms'), 'null') in ('number', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'params_size'), 'null') in ('number', 'null')
+             and coalesce(jsonb_typeof(r.run -> 'executor_chain'), 'null') in ('array', 'null')
+             -- strict: lax mode would see a null chain as [null] and unwrap nested lists
+             and (jsonb_typeof(r.run -> 'executor_chain') is distinct from 'array'
+                  or not jsonb_path_exists(r.run -> 'executor_chain', 'strict $[*] ? (@.type() != "string")'))
+             and coalesce((select bool_and(char_length(e) <= 300) from unnest(x.executor_chain) as e), true)
+             and (r.run ->> 'tool_id') !~ '[[:cntrl:]]'
+             -- the cast to uuid has checked the hex digits; the layout is 8-4-4-4-12
+             and (x.id is null or (char_length(r.run ->> 'id') = 36 and strpos(r.run ->> 'id', '-') = 9
+                                   and substr(r.run ->> 'id', 14, 1) = '-' and substr(r.run ->> 'id', 19, 1) = '-'
+                                   and substr(r.run ->> 'id', 24, 1) = '-'))
+             and coalesce(x.exit_code = trunc(x.exit_code), true)
+             and coalesce(x.params_size = trunc(x.params_size), true)
+             and coalesce(x.duration_ms <= 1e12, true)
+             and coalesce(isfinite(x.started_at), true)
+             and coalesce(isfinite(x.finished_at), true) as ok
+        from jsonb_array_elements(p_runs) with ordinality as r(run, n)
+       cross join lateral jsonb_to_record(r.run) as x(
+               id uuid, tool_id text, version text, content_hash text, status text, exit_code numeric,
+               duration_ms numeric, error_summary text, executor_chain text[], primitive text,
+               params_sha256 text, params_size numeric, source text, started_at timestamptz, finished_at timestamptz)
+    ), accepted as materialized (
+      select g.n, coalesce(g.id, gen_random_uuid()) as id, g.tool_id, g.version, g.content_hash, g.status,
+             g.exit_code::int as exit_code, g.duration_ms::double precision as duration,
+             g.error_summary, g.executor_chain, g.primitive, g.params_sha256, g.params_size::int as params_size,
+             coalesce(g.source, 'registry') as source, g.started_at, g.finished_at,
+             -- The record is written when the run has finished: finished_at defaults to
+             -- now, started_at to finished_at less the duration; duration_ms is computed
+             -- only from two given times (never from a default).
+             coalesce(g.finished_at, g.started_at + make_interval(secs => g.duration_ms::double precision / 1000),
+                      greatest(now(), g.started_at)) as finish
+        from given as g
+       where (select bool_and(given.ok) from given)
+    ), written as (
+      insert into public.tool_runs (id, tool_id, version, content_hash, status, exit_code, duration_ms,
+                                    error_summary, executor_chain, primitive, params_sha256, params_size, source,
+                                    caller, caller_role, started_at, finished_at)
+      select a.id, kiwi_internal.normalize_ref(a.tool_id), a.version, a.content_hash, a.status, a.exit_code,
+             coalesce(a.duration, extract(epoch from a.finished_at - a.started_at)::double precision * 1000),
+             case when char_length(a.error_summary) > 2000 then left(a.error_summary, 1999) || '…'
+                  else a.error_summary end,
+             a.executor_chain, a.primitive, a.params_sha256, a.params_size, a.source, v_caller, v_role,
+             coalesce(a.started_at, a.finish - make_interval(secs => coalesce(a.duration, 0) / 1000)), a.finish
+        from accepted as a
+       order by a.n
+    )
+    select a.id from accepted as a order by a.n;
+    get diagnostics v_written = row_count;
+  exception when data_exception or integrity_constraint_violation then
+    -- a cast or a constraint refused a record: say which field, and why
+    get stacked diagnostics v_state = returned_sqlstate, v_message = message_text;
+    perform kiwi_internal.refuse_run_records(p_runs);
+    raise exception 'invalid run record: %', v_message using errcode = v_state;
+  end;
+  if v_written < jsonb_array_length(p_runs) then  -- the screen refused a record
+    perform kiwi_internal.refuse_run_records(p_runs);
+    raise exception 'invalid run record (no field named: this is a bug in record_runs)'
+      using errcode = '22023', hint = 'nothing was recorded';
   end if;
-  if v_duration is null and jsonb_typeof(p_run -> 'started_at') = 'string'
-     and jsonb_typeof(p_run -> 'finished_at') = 'string' then
-    v_duration := extract(epoch from v_finished - v_started) * 1000;
-  end if;
-
-  v_error := p_run ->> 'error_summary';
-  if char_length(v_error) > 2000 then
-    v_error := left(v_error, 1999) || '…';
-  end if;
-
-  insert into public.tool_runs (id, tool_id, version, content_hash, status, exit_code, duration_ms,
-                                error_summary, executor_chain, primitive, params_sha256, params_size, source,
-                                caller, caller_role, started_at, finished_at)
-  values (coalesce((p_run ->> 'id')::uuid, gen_random_uuid()), kiwi_internal.normalize_ref(p_run ->> 'tool_id'), p_run ->> 'version', p_run ->> 'content_hash',
-          p_run ->> 'status', (p_run ->> 'exit_code')::int, v_duration, v_error,
-          (select array_agg(e order by n) from jsonb_array_elements_text(p_run -> 'executor_chain')
-                                               with ordinality as c(e, n)),
-          p_run ->> 'primitive', p_run ->> 'params_sha256', (p_run ->> 'params_size')::int,
-          coalesce(p_run ->> 'source', 'registry'), kiwi_internal.caller_identity(), v_role, v_started, v_finished)
-  returning id into v_id;
-  return v_id;
 end
+$$;
+comment on function kiwi_internal.record_runs(jsonb) is
+  'Checks and writes a batch of run records in one statement, as the caller the database knows; one bad record refuses them all, naming its fields.';
+revoke execute on function kiwi_internal.record_runs(jsonb) from public;
+grant execute on function kiwi_internal.record_runs(jsonb) to authenticated, service_role;
+
+-- One record is a batch of one: the same checks, the same messages, the same insert.
+create function kiwi_internal.record_run(p_run jsonb) returns uuid
+  language sql volatile
+  set search_path = ''
+as $$
+  select id from kiwi_internal.record_runs(jsonb_build_array(p_run)) as id
 $$;
 revoke execute on function kiwi_internal.record_run(jsonb) from public;
 grant execute on function kiwi_internal.record_run(jsonb) to authenticated, service_role;
@@ -291,19 +426,10 @@ grant execute on function public.record_run(jsonb) to authenticated, service_rol
 -- Many records in one call: the runner writes its records behind the runs, in batches.
 -- All or nothing: one bad record refuses the batch (its error names the field).
 create function public.record_runs(p_runs jsonb) returns setof uuid
-  language plpgsql volatile
+  language sql volatile
   set search_path = ''
 as $$
-declare
-  v_run jsonb;
-begin
-  if jsonb_typeof(p_runs) is distinct from 'array' then
-    raise exception 'invalid run records: must be a JSON array of run records' using errcode = '22023';
-  end if;
-  for v_run in select r from jsonb_array_elements(p_runs) r loop
-    return next kiwi_internal.record_run(v_run);
-  end loop;
-end
+  select id from kiwi_internal.record_runs(p_runs) as id
 $$;
 comment on function public.record_runs(jsonb) is
   'record_run for a JSON array of run records in one call, in order; returns their ids. One bad record refuses them all.';

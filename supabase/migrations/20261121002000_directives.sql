@@ -26,12 +26,9 @@
 -- required tools exist is a question for run time (runner/directive.py), not publish:
 -- a directive may be published before the tools it needs.
 --
--- Publishing is hooked without rewriting it: the original manifest_problems (whose
--- allowed keys already name requires, permissions and cites) becomes
--- manifest_base_problems, and manifest_problems (which publish calls by name) runs it,
--- then directive_problems.
-
-alter function kiwi_internal.manifest_problems(jsonb) rename to manifest_base_problems;
+-- Publishing checks them through manifest_problems (20261121001400_publish.sql), which
+-- calls directive_problems after manifest_base_problems (whose allowed keys already name
+-- requires, permissions and cites).
 
 -- Problems of a value that must be a list of non-empty strings matching p_pattern (any
 -- string when null), each named `p_field[n]: must be <p_what>`.
@@ -205,14 +202,3 @@ end
 $$;
 revoke execute on function kiwi_internal.directive_problems(jsonb) from public;
 grant execute on function kiwi_internal.directive_problems(jsonb) to anon, authenticated, service_role;
-
--- What publish calls: the base checks (whose allowed keys include the directive's),
--- then the directive checks.
-create function kiwi_internal.manifest_problems(p_manifest jsonb) returns text[]
-  language sql stable
-  set search_path = ''
-as $$
-  select kiwi_internal.manifest_base_problems(p_manifest) || kiwi_internal.directive_problems(p_manifest)
-$$;
-revoke execute on function kiwi_internal.manifest_problems(jsonb) from public;
-grant execute on function kiwi_internal.manifest_problems(jsonb) to anon, authenticated, service_role;

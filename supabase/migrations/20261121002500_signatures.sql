@@ -156,34 +156,6 @@ comment on function public.sign_tool_version(text, text, text, text, text) is
 revoke execute on function public.sign_tool_version(text, text, text, text, text) from public;
 grant execute on function public.sign_tool_version(text, text, text, text, text) to anon, authenticated, service_role;
 
--- publish_tool_version gains an optional signature, written in the same transaction:
--- a signature that does not cover the content published refuses the whole publish.
--- p_approval_id stays its last argument (20261121001400_publish.sql), so calls with 3 or
--- 4 arguments by position keep their meaning.
-drop function public.publish_tool_version(jsonb, jsonb, text, uuid);
-create function public.publish_tool_version(p_manifest jsonb, p_files jsonb default '[]',
-                                            p_manifest_yaml text default null,
-                                            p_signature jsonb default null,
-                                            p_approval_id uuid default null)
-  returns jsonb
-  language plpgsql volatile
-  set search_path = ''
-as $$
-declare
-  v_out jsonb := kiwi_internal.publish(p_manifest, p_files, p_manifest_yaml, p_approval_id);
-begin
-  if p_signature is not null then
-    v_out := v_out || jsonb_build_object('signature',
-      kiwi_internal.add_signature(v_out ->> 'tool_id', v_out ->> 'version', p_signature));
-  end if;
-  return v_out;
-end
-$$;
-comment on function public.publish_tool_version(jsonb, jsonb, text, jsonb, uuid) is
-  'Publish one version: validates (naming each bad field), hashes, inserts and moves is_latest in one transaction. The identical version again is a no-op; the same version with other content is refused. p_signature {content_hash, public_key, signature} signs it in the same transaction. p_approval_id: an admin''s approval of this exact content (request_publish_approval), for a write only an admin may otherwise make (a runtime, primitive, MCP server, builtin or official tool, the public namespace).';
-revoke execute on function public.publish_tool_version(jsonb, jsonb, text, jsonb, uuid) from public;
-grant execute on function public.publish_tool_version(jsonb, jsonb, text, jsonb, uuid) to anon, authenticated, service_role;
-
 -- The signatures of a version as the runner and the MCP server read them.
 create function kiwi_internal.signatures_of(p_version_uuid uuid) returns jsonb
   language sql stable

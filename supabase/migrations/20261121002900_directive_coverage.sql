@@ -68,16 +68,3 @@ end
 $$;
 revoke execute on function kiwi_internal.directive_coverage_problems(jsonb) from public;
 grant execute on function kiwi_internal.directive_coverage_problems(jsonb) to anon, authenticated, service_role;
-
--- What publish (and preview_execution_plan) call: the base checks, the directive's
--- fields, then, when those are well formed, what its permissions cover.
-create or replace function kiwi_internal.manifest_problems(p_manifest jsonb) returns text[]
-  language sql stable
-  set search_path = ''
-as $$
-  select b.problems || d.problems
-         || case when cardinality(d.problems) = 0 then kiwi_internal.directive_coverage_problems(p_manifest)
-                 else '{}'::text[] end
-    from (select kiwi_internal.manifest_base_problems(p_manifest) as problems) b,
-         (select kiwi_internal.directive_problems(p_manifest) as problems) d
-$$;

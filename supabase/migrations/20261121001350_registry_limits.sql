@@ -1,8 +1,10 @@
 -- Registry limits: how much one version may hold, as rows a Supabase project can change
 -- (update registry_limits set value = '2097152' where name = 'file_bytes'). Publish and
--- preview_execution_plan read them through manifest_problems and files_problems, so both
--- refuse the same content with the same words: each refusal (22023) names the field, what
--- it holds and the limit, with the row that sets it (registry_limits.<name>).
+-- preview_execution_plan read them through manifest_problems and files_problems
+-- (20261121001400_publish.sql, which calls manifest_limit_problems and
+-- path_limit_problems below), so both refuse the same content with the same words: each
+-- refusal (22023) names the field, what it holds and the limit, with the row that sets it
+-- (registry_limits.<name>). This migration sorts before publish, whose validation reads it.
 --
 -- A deleted row lifts its limit. Two ceilings stay whatever the table says: a path is at
 -- most 1024 characters (is_safe_path, the files table's constraint), and the runner still
@@ -208,28 +210,6 @@ $$;
 revoke execute on function kiwi_internal.manifest_limit_problems(jsonb) from public;
 grant execute on function kiwi_internal.manifest_limit_problems(jsonb) to anon, authenticated, service_role;
 
--- What publish and preview call (as 20261121002900_directive_coverage.sql left it), the
--- limits first: a manifest over its size limit is not read any further.
-create or replace function kiwi_internal.manifest_problems(p_manifest jsonb) returns text[]
-  language plpgsql stable
-  set search_path = ''
-as $$
-declare
-  v_limits text[] := kiwi_internal.manifest_limit_problems(p_manifest);
-  v_base   text[];
-  v_dir    text[];
-begin
-  if v_limits[1] like 'manifest: %' then
-    return v_limits;
-  end if;
-  v_base := kiwi_internal.manifest_base_problems(p_manifest);
-  v_dir := kiwi_internal.directive_problems(p_manifest);
-  return v_base || v_limits || v_dir
-         || case when cardinality(v_dir) = 0 then kiwi_internal.directive_coverage_problems(p_manifest)
-                 else '{}'::text[] end;
-end
-$$;
-
 -- The problems of one file path against the limits and reserved names ('{}': none).
 create function kiwi_internal.path_limit_problems(p_field text, p_path text) returns text[]
   language plpgsql stable
@@ -264,135 +244,6 @@ end
 $$;
 revoke execute on function kiwi_internal.path_limit_problems(text, text) from public;
 grant execute on function kiwi_internal.path_limit_problems(text, text) to anon, authenticated, service_role;
-
--- files_problems (20261121001400_publish.sql) with the limits: the number of files first
--- (a list over it is not read further), then each file's fields by their JSON types
--- (registry_limits.file_field_types), its path against the limits and reserved names,
--- its size; then the total, and no file that is also another's directory.
-create or replace function kiwi_internal.files_problems(p_files jsonb, p_manifest jsonb) returns text[]
-  language plpgsql stable
-  set search_path = ''
-as $$
-declare
-  p         text[] := '{}';
-  v_file    jsonb;
-  v_i       int := 0;
-  v_key     text;
-  v_paths   text[] := '{}';
-  v_entry   text[] := '{}';
-  v_types   jsonb := kiwi_internal.registry_limit_json('file_field_types', '{}');
-  v_limit   bigint;
-  v_file_max bigint := kiwi_internal.registry_limit('file_bytes');
-  v_size    bigint;
-  v_total   bigint := 0;
-  v_bad     text[];
-  v_mistyped text[];
-  v_clash   record;
-begin
-  if p_files is null or jsonb_typeof(p_files) <> 'array' then
-    return array['files: must be a list of {path, content_text, is_entrypoint, media_type}'];
-  end if;
-  v_limit := kiwi_internal.registry_limit('files_per_version');
-  if jsonb_array_length(p_files) > v_limit then
-    return array[kiwi_internal.over_limit('files', jsonb_array_length(p_files), 'files', 'files_per_version', v_limit)];
-  end if;
-  for v_file in select * from jsonb_array_elements(p_files) loop
-    v_i := v_i + 1;
-    if jsonb_typeof(v_file) <> 'object' then
-      p := p || format('files[%s]: must be an object with a path', v_i);
-      continue;
-    end if;
-    v_file := jsonb_strip_nulls(v_file);   -- null is not given
-    v_bad := '{}';
-    for v_key in select jsonb_object_keys(v_file) loop
-      if not v_types ? v_key then
-        p := p || format('files[%s].%s: unknown field (allowed: %s)', v_i, v_key,
-                         (select string_agg(k, ', ') from jsonb_object_keys(v_types) k));
-        v_bad := v_bad || v_key;
-      elsif jsonb_typeof(v_file -> v_key) <> (v_types ->> v_key) then
-        p := p || format('files[%s].%s: must be a JSON %s, not %s (registry_limits.file_field_types)',
-                         v_i, v_key, v_types ->> v_key, jsonb_typeof(v_file -> v_key));
-        v_bad := v_bad || v_key;
-      end if;
-    end loop;
-    v_mistyped := v_bad;
-    v_file := v_file - v_bad;
-    if not v_file ? 'path' then
-      if not 'path' = any (v_mistyped) then
-        p := p || format('files[%s].path: required, a relative path', v_i);
-      end if;
-      continue;
-    end if;
-    v_bad := kiwi_internal.path_limit_problems(format('files[%s].path', v_i), v_file ->> 'path');
-    if cardinality(v_bad) > 0 then
-      p := p || v_bad;
-    elsif not kiwi_internal.is_safe_path(v_file ->> 'path') then
-      p := p || format('files[%s].path: "%s" must be relative and stay inside the tool (no leading /, no . or .. segments, no \ : or control characters)',
-                       v_i, v_file ->> 'path');
-    elsif (v_file ->> 'path') = any (v_paths) then
-      p := p || format('files[%s].path: "%s" appears twice', v_i, v_file ->> 'path');
-    end if;
-    v_paths := v_paths || (v_file ->> 'path');
-    if (v_file ? 'content_text') = (v_file ? 'storage_key')
-       and not v_mistyped && array['content_text', 'storage_key'] then
-      p := p || format('files[%s] ("%s"): give exactly one of content_text or storage_key (a string)', v_i, v_file ->> 'path');
-    end if;
-    if v_file ? 'storage_key' and not v_file ? 'content_text' and (
-         coalesce(v_file ->> 'sha256', '') !~ '^[0-9a-f]{64}$'
-         or coalesce(v_file ->> 'size_bytes', '') !~ '^[0-9]{1,18}$') then
-      p := p || format('files[%s] ("%s"): a stored file needs its sha256 (64 hex digits) and size_bytes (a whole number)', v_i, v_file ->> 'path');
-    end if;
-    if v_file ? 'sha256' and v_file ? 'content_text'
-       and (v_file ->> 'sha256') <> kiwi_internal.sha256_hex(v_file ->> 'content_text') then
-      p := p || format('files[%s].sha256: does not match the content of "%s"', v_i, v_file ->> 'path');
-    end if;
-    v_size := case when v_file ? 'content_text' then octet_length(v_file ->> 'content_text')
-                   when coalesce(v_file ->> 'size_bytes', '') ~ '^[0-9]{1,18}$' then (v_file ->> 'size_bytes')::bigint
-                   else 0 end;
-    if v_size > v_file_max then
-      p := p || kiwi_internal.over_limit(format('files[%s] ("%s")', v_i, left(v_file ->> 'path', 100)), v_size, 'bytes',
-                                         'file_bytes', v_file_max);
-    end if;
-    v_total := v_total + v_size;
-    if (v_file ->> 'is_entrypoint')::boolean is true then
-      v_entry := v_entry || (v_file ->> 'path');
-    end if;
-  end loop;
-  v_limit := kiwi_internal.registry_limit('version_bytes');
-  if v_total > v_limit then
-    p := p || kiwi_internal.over_limit('files', v_total, 'bytes in all', 'version_bytes', v_limit);
-  end if;
-  -- a file cannot also be a directory of another file
-  for v_clash in
-    select f.path, min(o.path) as other
-      from unnest(v_paths) f(path)
-      join unnest(v_paths) o(path) on left(o.path, length(f.path) + 1) = f.path || '/'
-     group by f.path order by f.path
-  loop
-    p := p || format('files[%s].path: "%s" is a file, but "%s" needs it to be a directory',
-                     array_position(v_paths, v_clash.path), v_clash.path, v_clash.other);
-  end loop;
-  if cardinality(v_entry) > 1 then
-    p := p || format('files: only one entrypoint allowed, found %s', array_to_string(v_entry, ', '));
-  end if;
-  if jsonb_typeof(p_manifest -> 'entrypoint') = 'string' then
-    if not (p_manifest ->> 'entrypoint') = any (v_paths) then
-      p := p || format('entrypoint: "%s" is not among the files (%s)', p_manifest ->> 'entrypoint',
-                       coalesce(nullif(array_to_string(v_paths, ', '), ''), 'none given'));
-    elsif cardinality(v_entry) = 1 and v_entry[1] <> (p_manifest ->> 'entrypoint') then
-      p := p || format('entrypoint: "%s" disagrees with the file marked is_entrypoint ("%s")',
-                       p_manifest ->> 'entrypoint', v_entry[1]);
-    end if;
-  end if;
-  if (p_manifest ->> 'tool_type') = 'script' and cardinality(v_paths) = 0 then
-    p := p || 'files: a script needs at least one file, its entrypoint'::text;
-  elsif (p_manifest ->> 'tool_type') = 'script' and cardinality(v_entry) = 0
-        and cardinality(v_paths) > 1 and not p_manifest ? 'entrypoint' then
-    p := p || 'entrypoint: a script with several files must say which one runs (entrypoint, or is_entrypoint on the file)'::text;
-  end if;
-  return p;
-end
-$$;
 
 -- manifest_yaml is given to publish beside the manifest: checked as the version is written.
 create function kiwi_internal.tool_versions_yaml_limit() returns trigger
