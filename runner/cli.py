@@ -40,7 +40,7 @@ from .errors import KiwiError, Refused, UsageError
 from .governance_cli import add_governance_commands
 from .plan import Plan
 from .policy import Call
-from .refs import split_ref
+from .refs import ToolRef, split_ref
 from .registry import connect, opened
 from .run import RESULT_KEYS, Runner, RunResult
 from .text import dependents_line, first_line
@@ -229,8 +229,8 @@ open_registry = opened  # the configured registry, closed after the command's ca
 def fail(e: KiwiError, args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         if args.command == "run":  # the run contract: one result object, whatever went wrong
-            tool, _, at = args.tool.rpartition("@") if "@" in args.tool else (args.tool, "", "")
-            failed = RunResult(tool_id=tool, version=args.version or at or None, status="error", error=str(e))
+            named = ToolRef.parse(args.tool, args.version, strict=False)  # never refuses: it only reports
+            failed = RunResult(tool_id=named.ref, version=named.version, status="error", error=str(e))
             print(json.dumps(run_json(failed), ensure_ascii=False, default=str))
         else:
             print(json.dumps({"error": e.as_dict()}, ensure_ascii=False))

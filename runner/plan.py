@@ -6,6 +6,7 @@ deep merge of every config in the chain (primitive first, the tool last), done i
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +85,27 @@ class Plan:
     @property
     def chain_ids(self) -> list[str]:
         return [link.tool_id for link in self.chain]
+
+    @property
+    def mcp_server_link(self) -> ChainLink | None:
+        """The link of the mcp_server the tool runs on: the first one in its chain."""
+        return next((link for link in self.chain if link.tool_type == "mcp_server"), None)
+
+    @property
+    def mcp_server(self) -> str | None:
+        """The tool id of the mcp_server the tool runs on (as rate limits and permissions name it)."""
+        return mcp_server_of(self.chain)
+
+
+def mcp_server_of(chain: Iterable[ChainLink | Mapping[str, Any]]) -> str | None:
+    """The first mcp_server of a chain, typed or as JSON (a plan's `chain` key): Plan.mcp_server."""
+    for link in chain:
+        if isinstance(link, ChainLink):
+            if link.tool_type == "mcp_server":
+                return link.tool_id
+        elif isinstance(link, Mapping) and link.get("tool_type") == "mcp_server":
+            return str(link.get("tool_id"))
+    return None
 
 
 _parsed: ByIdentity[Plan] = ByIdentity(Plan.from_json)

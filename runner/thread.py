@@ -45,6 +45,7 @@ from .expand import expand_vars_deep
 from .llm.formats import Call, Result, Tool, format_named
 from .plan import Plan
 from .primitives.base import Invocation, Outcome
+from .refs import ToolRef
 
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_-]")
 DEFAULT_BUDGET = {"tokens": 200_000, "tool_calls": 50, "seconds": 600.0}
@@ -150,9 +151,9 @@ class ThreadHandler:
             return Outcome(status=status, output=state, error=error, detail={k: v for k, v in extra.items()})
 
         # 1. the directive, through the guarded path: its instructions, tools and context
-        ref, _, ver = directive_ref.strip().partition("@")
+        ref, ver = (named := ToolRef.parse(directive_ref, strict=False)).ref, named.version  # the last `@` splits
         ran = await guarded_run(
-            runner, registry, session=session, ref=ref, ver=ver or None, params=invocation.params, run_timeout_s=left()
+            runner, registry, session=session, ref=ref, ver=ver, params=invocation.params, run_timeout_s=left()
         )
         ran_json = ran.structured_content or {}
         if ran.is_error:

@@ -126,7 +126,7 @@ def repeatable(plan: Plan) -> bool:
 
 
 def server_link(plan: Plan) -> ChainLink:
-    link = next((link for link in plan.chain if link.tool_type == "mcp_server"), None)
+    link = plan.mcp_server_link
     if link is None:
         raise Refused(f"{plan.tool_id}: its chain has no mcp_server", hint="an mcp_tool's executor is an mcp_server")
     return link

@@ -86,7 +86,7 @@ class Gate:
             "session_id": call.session,
             "action": "dry_run" if dry_run else "run",
             "tool_id": plan.tool_id if plan else tool,
-            "server": _server_of(plan),
+            "server": plan.mcp_server if plan else None,
             "version": plan.version if plan else None,
             "content_hash": plan.content_hash if plan else None,
             "params_sha256": digest,
@@ -200,11 +200,3 @@ _CHECKED = (
     "approval_id",
     "dry_run",
 )
-
-
-def _server_of(plan: Plan | None) -> str | None:
-    """The mcp_server a tool runs on (the first one in its chain), as rate limits name it."""
-    for link in plan.chain if plan else []:
-        if link.tool_type == "mcp_server":
-            return link.tool_id
-    return None

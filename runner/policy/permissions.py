@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from ..plan import mcp_server_of
 from ..refs import normalize_ref
 
 __all__ = ["DIRECTIVE_TYPES", "KINDS", "check", "covers", "refusal", "shell_command", "summary", "view"]
@@ -78,13 +79,6 @@ def shell_command(plan: Mapping[str, Any]) -> str | None:
     resolved = _PLACEHOLDER.sub("x", first)  # {env_dir}/bin/python -> x/bin/python
     name = resolved.replace("\\", "/").rsplit("/", 1)[-1]
     return name or None
-
-
-def _server_of(plan: Mapping[str, Any]) -> str | None:
-    for link in plan.get("chain") or []:
-        if isinstance(link, Mapping) and link.get("tool_type") == "mcp_server":
-            return str(link.get("tool_id"))
-    return None
 
 
 def check(
@@ -131,7 +125,7 @@ def _check_tool(permissions: Mapping[str, Any], plan: Mapping[str, Any]) -> str 
     if tool_type in _EXEMPT_TYPES:
         return None
     if tool_type == "mcp_tool":
-        server = _server_of(plan)
+        server = mcp_server_of(plan.get("chain") or [])  # Plan.mcp_server, of the JSON view
         name = tool_id
         if server and not tool_id.startswith(normalize_ref(server) + "."):
             upstream = (plan.get("config") or {}).get("tool") or tool_id

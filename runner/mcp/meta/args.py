@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import UsageError
+from ...refs import MCP_WORDS, ToolRef
 
 __all__ = [
     "ACTIONS",
@@ -84,16 +85,9 @@ def check_item_type(item_type: str | None) -> str | None:
 
 
 def split_ref(item_id: str | None, version: str | None) -> tuple[str, str | None]:
-    """`tool@1.2.0` is the same as item_id=tool, version=1.2.0."""
-    ref = (item_id or "").strip()
-    if "@" in ref:
-        ref, _, at = ref.rpartition("@")
-        if version and version != at:
-            raise UsageError(f"two versions given: @{at} and version={version}", hint="give the version once")
-        version = at
-    if not ref:
-        raise UsageError("no item_id given", hint="name an item, e.g. item_id='hello_world'; find ids with search")
-    return ref, version or None
+    """`tool@1.2.0` is the same as item_id=tool, version=1.2.0 (ToolRef.parse with MCP's words)."""
+    named = ToolRef.parse(item_id or "", version, MCP_WORDS)
+    return named.ref, named.version
 
 
 def same_tool(ref: str, manifest_id: str) -> bool:

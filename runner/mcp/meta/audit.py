@@ -13,6 +13,7 @@ from mcp_types import CallToolResult
 
 from ...errors import KiwiError
 from ...records import params_digest
+from ...refs import ToolRef
 from ...registry.base import Registry
 
 __all__ = ["audited_action", "manifest_tool_id"]
@@ -97,7 +98,8 @@ def _subject(fallback: str, data: dict[str, Any] | None = None) -> dict[str, Any
     tool = tool or fallback
     version = found.get("version") or found.get("latest_version") or data.get("version")
     if version is None and "@" in str(tool):  # a directive as ref@version
-        tool, version = str(tool).rsplit("@", 1)
+        named = ToolRef.parse(str(tool), strict=False)
+        tool, version = named.ref, named.version
     content_hash = found.get("content_hash") or data.get("content_hash")
     tool = "".join(ch for ch in str(tool) if ch.isprintable())[:300] or fallback[:300]
     return {
