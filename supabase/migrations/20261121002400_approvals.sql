@@ -229,6 +229,44 @@ comment on function public.approval_required(text) is
 revoke execute on function public.approval_required(text) from public;
 grant execute on function public.approval_required(text) to authenticated, service_role;
 
+-- The fields a call carries wherever it is named (an approval request, the gate's check):
+-- what is wrong with each, in the same words everywhere.
+create function kiwi_internal.call_field_problems(p jsonb) returns text[]
+  language plpgsql immutable
+  set search_path = ''
+as $$
+declare
+  v_problems text[] := '{}';
+begin
+  if jsonb_typeof(p -> 'params_sha256') is distinct from 'string' or (p ->> 'params_sha256') !~ '^[0-9a-f]{64}$' then
+    v_problems := v_problems || 'params_sha256: required, a sha256 in lower-case hex (64 characters)'::text;
+  end if;
+  if jsonb_typeof(p -> 'content_hash') not in ('string', 'null')
+     or (jsonb_typeof(p -> 'content_hash') = 'string' and (p ->> 'content_hash') !~ '^[0-9a-f]{64}$') then
+    v_problems := v_problems || 'content_hash: must be a sha256 in lower-case hex (64 characters)'::text;
+  end if;
+  if jsonb_typeof(p -> 'version') not in ('string', 'null') or char_length(p ->> 'version') > 128 then
+    v_problems := v_problems || 'version: must be a string of at most 128 characters'::text;
+  end if;
+  if jsonb_typeof(p -> 'session_id') not in ('string', 'null')
+     or (jsonb_typeof(p -> 'session_id') = 'string'
+         and (btrim(p ->> 'session_id') = '' or char_length(p ->> 'session_id') > 200
+              or (p ->> 'session_id') ~ '[[:cntrl:]]')) then
+    v_problems := v_problems || 'session_id: at most 200 characters, no control characters'::text;
+  end if;
+  if jsonb_typeof(p -> 'params_size') not in ('number', 'null')
+     or (jsonb_typeof(p -> 'params_size') = 'number'
+         and ((p ->> 'params_size')::numeric <> trunc((p ->> 'params_size')::numeric)
+              or (p ->> 'params_size')::numeric not between 0 and 2147483647)) then
+    v_problems := v_problems || 'params_size: must be a whole number of bytes, 0 or more'::text;
+  end if;
+  return v_problems;
+end
+$$;
+revoke execute on function kiwi_internal.call_field_problems(jsonb) from public;
+-- Called by the problems checks of security-definer code only.
+grant execute on function kiwi_internal.call_field_problems(jsonb) to service_role;
+
 -- What is wrong with a request, each problem named by its field.
 create function kiwi_internal.approval_request_problems(p jsonb) returns text[]
   language plpgsql stable
@@ -253,28 +291,7 @@ begin
      or char_length(p ->> 'tool_id') > 300 or (p ->> 'tool_id') ~ '[[:cntrl:]]' then
     v_problems := v_problems || 'tool_id: required, the tool reference being called (at most 300 characters)'::text;
   end if;
-  if jsonb_typeof(p -> 'params_sha256') is distinct from 'string' or (p ->> 'params_sha256') !~ '^[0-9a-f]{64}$' then
-    v_problems := v_problems || 'params_sha256: required, a sha256 in lower-case hex (64 characters)'::text;
-  end if;
-  if jsonb_typeof(p -> 'content_hash') not in ('string', 'null')
-     or (jsonb_typeof(p -> 'content_hash') = 'string' and (p ->> 'content_hash') !~ '^[0-9a-f]{64}$') then
-    v_problems := v_problems || 'content_hash: must be a sha256 in lower-case hex (64 characters)'::text;
-  end if;
-  if jsonb_typeof(p -> 'version') not in ('string', 'null') or char_length(p ->> 'version') > 128 then
-    v_problems := v_problems || 'version: must be a string of at most 128 characters'::text;
-  end if;
-  if jsonb_typeof(p -> 'session_id') not in ('string', 'null')
-     or (jsonb_typeof(p -> 'session_id') = 'string'
-         and (btrim(p ->> 'session_id') = '' or char_length(p ->> 'session_id') > 200
-              or (p ->> 'session_id') ~ '[[:cntrl:]]')) then
-    v_problems := v_problems || 'session_id: at most 200 characters, no control characters'::text;
-  end if;
-  if jsonb_typeof(p -> 'params_size') not in ('number', 'null')
-     or (jsonb_typeof(p -> 'params_size') = 'number'
-         and ((p ->> 'params_size')::numeric <> trunc((p ->> 'params_size')::numeric)
-              or (p ->> 'params_size')::numeric not between 0 and 2147483647)) then
-    v_problems := v_problems || 'params_size: must be a whole number of bytes, 0 or more'::text;
-  end if;
+  v_problems := v_problems || kiwi_internal.call_field_problems(p);
   return v_problems;
 end
 $$;

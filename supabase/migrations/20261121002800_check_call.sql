@@ -74,28 +74,7 @@ begin
      or (jsonb_typeof(p -> 'server') = 'string' and (p ->> 'server') !~ v_ref) then
     v_problems := v_problems || 'server: must be the reference of an mcp_server such as "github_mcp"'::text;
   end if;
-  if jsonb_typeof(p -> 'params_sha256') is distinct from 'string' or (p ->> 'params_sha256') !~ '^[0-9a-f]{64}$' then
-    v_problems := v_problems || 'params_sha256: required, a sha256 in lower-case hex (64 characters)'::text;
-  end if;
-  if jsonb_typeof(p -> 'content_hash') not in ('string', 'null')
-     or (jsonb_typeof(p -> 'content_hash') = 'string' and (p ->> 'content_hash') !~ '^[0-9a-f]{64}$') then
-    v_problems := v_problems || 'content_hash: must be a sha256 in lower-case hex (64 characters)'::text;
-  end if;
-  if jsonb_typeof(p -> 'version') not in ('string', 'null') or char_length(p ->> 'version') > 128 then
-    v_problems := v_problems || 'version: must be a string of at most 128 characters'::text;
-  end if;
-  if jsonb_typeof(p -> 'session_id') not in ('string', 'null')
-     or (jsonb_typeof(p -> 'session_id') = 'string'
-         and (btrim(p ->> 'session_id') = '' or char_length(p ->> 'session_id') > 200
-              or (p ->> 'session_id') ~ '[[:cntrl:]]')) then
-    v_problems := v_problems || 'session_id: at most 200 characters, no control characters'::text;
-  end if;
-  if jsonb_typeof(p -> 'params_size') not in ('number', 'null')
-     or (jsonb_typeof(p -> 'params_size') = 'number'
-         and ((p ->> 'params_size')::numeric <> trunc((p ->> 'params_size')::numeric)
-              or (p ->> 'params_size')::numeric not between 0 and 2147483647)) then
-    v_problems := v_problems || 'params_size: must be a whole number of bytes, 0 or more'::text;
-  end if;
+  v_problems := v_problems || kiwi_internal.call_field_problems(p);
   if jsonb_typeof(p -> 'approval_id') not in ('string', 'null')
      or (jsonb_typeof(p -> 'approval_id') = 'string'
          and (p ->> 'approval_id') !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$') then
