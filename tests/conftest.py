@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,6 +26,15 @@ def database_url() -> str:
     except psycopg.Error as exc:
         pytest.fail(f"the registry database at {url} is not ready ({exc}); run `make db` first")
     return url
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """One event loop for a module whose synchronous tests (Hypothesis) drive async code: a
+    Runner's or registry's pool belongs to the loop it opened in."""
+    event_loop = asyncio.new_event_loop()
+    yield event_loop
+    event_loop.close()
 
 
 @pytest.fixture

@@ -202,14 +202,6 @@ def near_valid(draw: st.DrawFn, values: st.SearchStrategy[Any]) -> tuple[dict[st
 
 
 @pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    """One event loop for the module: a Runner's or registry's pool belongs to the loop it opened in."""
-    event_loop = asyncio.new_event_loop()
-    yield event_loop
-    event_loop.close()
-
-
-@pytest.fixture(scope="module")
 def admin(database_url: str) -> Iterator[psycopg.Connection]:
     with psycopg.connect(database_url, autocommit=True) as connection:
         refs = "select coalesce(array_agg(ref), '{}') from tools where tool_id not like %s"

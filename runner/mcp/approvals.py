@@ -4,16 +4,17 @@ them is runner/policy/gate.py, for every entry point).
 A tool that an approval policy covers (public.approval_policies: a tool reference or an
 MCP `server.tool` glob) does not run when `execute(action="run")` first asks for it:
 
-1. without `approval_id`, a pending approval is recorded (public.request_approval: the
-   tool, its exact version and content_hash, the session, and the parameters only as
+1. without `approval_id`, a pending approval is recorded (public.check_call, as
+   request_approval records one: the tool, its exact version and content_hash, the session, and the parameters only as
    sha256 and size) and the call answers with a tool error of kind `approval_pending`
    whose structured content holds `approval` {id, status, expires_at, ...}. It is an
    error on purpose: nothing ran, and an agent that only looks at isError must not take
    it for a result. The audit row says `refused`, reason `pending approval <id>`.
-2. a person decides: `kiwi approve ID` / `kiwi deny ID`, or `execute(action="approve"
+2. a person decides (an owner of the tool's namespace other than the requester, or an
+   admin): `kiwi approve ID` / `kiwi deny ID`, or `execute(action="approve"
    | "deny", approval_id=ID)` from another session (never from the session that asked).
 3. the same call again with `approval_id=ID` and the same parameters runs once
-   (public.use_approval marks it used atomically). Pending, denied, expired, used, or
+   (public.check_call uses it, as use_approval does: marked used atomically). Pending, denied, expired, used, or
    given for other parameters or another version: refused (kind `approval_refused`,
    saying why), audited as refused.
 

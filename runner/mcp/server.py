@@ -88,11 +88,11 @@ def build_server(
     on expiry the run is cancelled, which kills its process group). The caller owns the runner
     and closes it after serving.
 
-    Every run and dry_run is checked against the registry's rate limits first
-    (`public.take_rate_limit`: per tool, per MCP server, per session; shared by every Kiwi
-    process) and audited afterwards (`public.record_audit`), allowed or refused; every other
-    execute action is audited too (`audited_action`). `session_id` names this server's session
-    in both; by default a new one per server instance.
+    Every run and dry_run passes the runner's gate (runner/policy: the context's permissions,
+    then `public.check_call` for the rate limits and the approval) and is audited behind the
+    reply, allowed or refused; every other execute action is audited too (`audited_action`).
+    `session_id` names this server's session in both (over HTTP, with each client
+    connection's own); by default a new one per server instance.
 
     Local spaces (.ai/tools of the directory the server runs in, ~/.ai/tools) are ignored
     unless `local_spaces`: the runner's plans then all come from the registry.

@@ -125,24 +125,10 @@ class Registry(Protocol):
         that applies, or none -> {allowed, retry_after_s, limit, reason, limits}."""
         ...
 
-    async def approval_required(self, tool_id: str) -> dict[str, Any]:
-        """public.approval_required(p_tool_id) -> {required, tool_id, policy, policy_id, ttl_seconds}."""
-        ...
-
-    async def request_approval(self, request: dict[str, Any]) -> dict[str, Any]:
-        """public.request_approval(p jsonb): record a pending approval (params only as sha256 and size)."""
-        ...
-
     async def decide_approval(
         self, approval_id: str, approve: bool, reason: str | None = None, decider_session: str | None = None
     ) -> dict[str, Any]:
         """public.decide_approval(p_id, p_approve, p_reason, p_decider_session) -> the approval."""
-        ...
-
-    async def use_approval(
-        self, approval_id: str, tool_id: str, params_sha256: str, content_hash: str | None = None
-    ) -> dict[str, Any]:
-        """public.use_approval(...): mark an approved call used, or Refused saying why."""
         ...
 
     async def approvals(self) -> list[dict[str, Any]]:

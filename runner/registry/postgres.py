@@ -88,10 +88,7 @@ CHECK_CALL_SQL = "select public.check_call(%s::jsonb)"
 TAKE_RATE_LIMIT_SQL = "select public.take_rate_limit(%s, %s, %s)"
 OPEN_CONTEXT_SQL = "select public.open_context(%s, %s, %s::uuid, %s::jsonb)"
 GET_CONTEXT_SQL = "select public.get_context(%s::uuid)"
-APPROVAL_REQUIRED_SQL = "select public.approval_required(%s)"
-REQUEST_APPROVAL_SQL = "select public.request_approval(%s::jsonb)"
 DECIDE_APPROVAL_SQL = "select public.decide_approval(%s::uuid, %s, %s, %s)"
-USE_APPROVAL_SQL = "select public.use_approval(%s::uuid, %s, %s, %s)"
 APPROVALS_SQL = (
     "select coalesce(jsonb_agg(to_jsonb(p) order by p.requested_at, p.id), '[]') from public.pending_approvals p"
 )
@@ -319,21 +316,10 @@ class PostgresRegistry:
     async def get_context(self, context_id: str) -> dict[str, Any]:
         return await self._value(GET_CONTEXT_SQL, (context_id,), read=True)
 
-    async def approval_required(self, tool_id: str) -> dict[str, Any]:
-        return await self._value(APPROVAL_REQUIRED_SQL, (tool_id,), read=True)
-
-    async def request_approval(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await self._value(REQUEST_APPROVAL_SQL, (Jsonb(request, _dumps),))
-
     async def decide_approval(
         self, approval_id: str, approve: bool, reason: str | None = None, decider_session: str | None = None
     ) -> dict[str, Any]:
         return await self._value(DECIDE_APPROVAL_SQL, (_uuid(approval_id), approve, reason, decider_session))
-
-    async def use_approval(
-        self, approval_id: str, tool_id: str, params_sha256: str, content_hash: str | None = None
-    ) -> dict[str, Any]:
-        return await self._value(USE_APPROVAL_SQL, (_uuid(approval_id), tool_id, params_sha256, content_hash))
 
     async def approvals(self) -> list[dict[str, Any]]:
         return list(await self._value(APPROVALS_SQL, (), read=True) or [])

@@ -183,12 +183,6 @@ class RestRegistry:
     async def get_context(self, context_id: str) -> dict[str, Any]:
         return await self._rpc("get_context", {"p_id": context_id})
 
-    async def approval_required(self, tool_id: str) -> dict[str, Any]:
-        return await self._rpc("approval_required", {"p_tool_id": tool_id})
-
-    async def request_approval(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await self._rpc("request_approval", {"p": request})
-
     async def decide_approval(
         self, approval_id: str, approve: bool, reason: str | None = None, decider_session: str | None = None
     ) -> dict[str, Any]:
@@ -197,15 +191,6 @@ class RestRegistry:
             {"p_id": approval_id, "p_approve": approve},
             p_reason=reason,
             p_decider_session=decider_session,
-        )
-
-    async def use_approval(
-        self, approval_id: str, tool_id: str, params_sha256: str, content_hash: str | None = None
-    ) -> dict[str, Any]:
-        return await self._rpc(
-            "use_approval",
-            {"p_id": approval_id, "p_tool_id": tool_id, "p_params_sha256": params_sha256},
-            p_content_hash=content_hash,
         )
 
     async def approvals(self) -> list[dict[str, Any]]:

@@ -142,13 +142,6 @@ def tools(draw: Any) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
 
 
 @pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    event_loop = asyncio.new_event_loop()
-    yield event_loop
-    event_loop.close()
-
-
-@pytest.fixture(scope="module")
 def owner_conn(database_url: str) -> Iterator[psycopg.Connection]:
     """An admin connection (autocommit: the runner reads what it publishes), and the namespace."""
     with psycopg.connect(database_url, autocommit=True) as connection:
