@@ -163,3 +163,26 @@ def test_the_local_stack_creates_the_owner_the_runner_acts_as(conn: psycopg.Conn
     assert LOCAL_OWNER_ID in (ROOT / "supabase" / "local_owner.sql").read_text()
     row = conn.execute("select owner_id::text from namespaces where namespace = 'local'").fetchone()
     assert row == (LOCAL_OWNER_ID,)
+
+
+async def test_a_login_that_cannot_take_the_callers_role_is_a_clear_refusal(
+    database_url: str, conn: psycopg.Connection
+) -> None:
+    """A database login that is not a member of authenticated cannot act as a user: refused with
+    the grant that is missing, never a traceback and never the login's own rights instead."""
+    from urllib.parse import urlsplit
+
+    name = f"kiwi_lonely_{uuid.uuid4().hex[:8]}"
+    conn.execute(f"create role {name} login password 'lonely-pw'")
+    try:
+        parts = urlsplit(database_url)
+        url = f"postgresql://{name}:lonely-pw@{parts.hostname}:{parts.port}{parts.path}"
+        registry = PostgresRegistry(url, principal=local_owner())
+        try:
+            with pytest.raises(Refused, match="cannot act as role authenticated") as info:
+                await registry.whoami()
+            assert info.value.hint and "grant authenticated to" in info.value.hint
+        finally:
+            await registry.aclose()
+    finally:
+        conn.execute(f"drop role {name}")
