@@ -7,7 +7,7 @@ For each case, warm, interleaved, the median [p95] latency in ms of:
              load   -> `resolve_executor_chain(...)` then `resolve_execution_plan(...)`
   registry   the same through runner.registry (PostgresRegistry: pool, dict rows)
   MCP mem    call_tool through the SDK's Client on the server in process (no transport)
-  MCP stdio  call_tool through the SDK's Client over stdio to `python -m runner.mcp.serve_cli`
+  MCP stdio  call_tool through the SDK's Client over stdio to `python -m runner.cli.serve`
 
 The server's `load` issues its two SQL calls concurrently on two pooled connections.
 
@@ -37,10 +37,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from runner.config import DEFAULT_DATABASE_URL, Settings  # noqa: E402
+from runner.harness.run import Runner  # noqa: E402
 from runner.mcp.server import build_server  # noqa: E402
 from runner.principal import local_owner  # noqa: E402
 from runner.registry import PostgresRegistry  # noqa: E402
-from runner.run import Runner  # noqa: E402
 
 WARMUP = 30
 SEARCHES = ["hello", "type:runtime", "", "bash scrpt"]  # a word, a modifier, empty (by popularity), a typo
@@ -89,7 +89,7 @@ async def run(reps: int, url: str) -> str:
     registry = PostgresRegistry(url, principal=local_owner())
     stdio = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "runner.mcp.serve_cli", "--transport", "stdio"],
+        args=["-m", "runner.cli.serve", "--transport", "stdio"],
         env={**os.environ, "KIWI_DATABASE_URL": url, "KIWI_CACHE_DIR": str(cache)},
         cwd=str(ROOT),
     )

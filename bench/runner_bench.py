@@ -26,7 +26,7 @@ a and b are interleaved with their baseline, warm-ups excluded; medians and p95.
      non-comment lines per file (docstrings shown apart). No target.
 
 Every run of a, b, c and d leaves its record in tool_runs, as in production. Records
-are written behind the runs (runner/recorder.py): in a and b each run's record is
+are written behind the runs (runner/harness/recorder.py): in a and b each run's record is
 flushed after its timed window, before the next sample; in c the final flush is inside
 each round's timed window, so calls/s counts every record written.
 
@@ -61,17 +61,17 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 from report import Verdict, git_commit, summary, table  # noqa: E402
 
-from runner import procfs  # noqa: E402
 from runner.config import Settings  # noqa: E402
-from runner.environment import prepare_environment  # noqa: E402
-from runner.materialize import materialise  # noqa: E402
-from runner.plan import Plan  # noqa: E402
+from runner.core.materialize import materialise  # noqa: E402
+from runner.core.plan import Plan  # noqa: E402
+from runner.harness.environment import prepare_environment  # noqa: E402
+from runner.harness.run import Runner  # noqa: E402
+from runner.primitives import procfs  # noqa: E402
 from runner.primitives.base import Invocation  # noqa: E402
 from runner.primitives.http_client import HttpClientPrimitive  # noqa: E402
 from runner.primitives.subprocess import ProcessSpec, build_spec  # noqa: E402
 from runner.principal import local_owner  # noqa: E402
 from runner.registry import PostgresRegistry  # noqa: E402
-from runner.run import Runner  # noqa: E402
 
 RESULTS_FILE = ROOT / "bench" / "results" / "runner.md"
 DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
@@ -80,22 +80,22 @@ PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.exe
 KIWI = [str(VENV_BIN / "kiwi")] if (VENV_BIN / "kiwi").exists() else [PYTHON, "-m", "runner.cli"]
 
 CORE_FILES = [
-    "runner/plan.py",
-    "runner/run.py",
-    "runner/materialize.py",
-    "runner/params.py",
-    "runner/expand.py",
-    "runner/environment.py",
-    "runner/validation.py",
-    "runner/dispatch.py",
-    "runner/records.py",
+    "runner/core/plan.py",
+    "runner/harness/run.py",
+    "runner/core/materialize.py",
+    "runner/core/params.py",
+    "runner/core/expand.py",
+    "runner/harness/environment.py",
+    "runner/harness/validation.py",
+    "runner/harness/dispatch.py",
+    "runner/core/records.py",
 ]
 
 HELLO = ("hello_world", {"name": "Ada"}, {"greeting": "Hello, Ada!"})
 FORMAT = ("format_bytes", {"bytes": 123456789, "binary": True}, {"bytes": 123456789, "human": "117.7 MiB"})
 SPAWN_WARMUP = 10
 # What `kiwi run` of a script imports before it does anything (d, for context).
-KIWI_IMPORTS = "import runner.cli, runner.run, runner.registry.postgres, runner.primitives.subprocess"
+KIWI_IMPORTS = "import runner.cli.main, runner.harness.run, runner.registry.postgres, runner.primitives.subprocess"
 CLI_WARMUP = 2
 
 

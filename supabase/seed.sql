@@ -168,7 +168,7 @@ description: >-
 category: runtimes
 tags: [runtime, directive, instructions, agent]
 is_builtin: true
-# Directives are taken by the runner's directive handler (runner/directive.py), chosen by
+# Directives are taken by the runner's directive handler (runner/handlers/directive.py), chosen by
 # tool_type before any primitive: it resolves the directive's `requires`, `permissions`
 # and `cites` against the registry. The subprocess executor keeps the chain rule (a
 # runtime ends in a primitive); this config is only a fallback for a runner without that
@@ -1041,11 +1041,11 @@ category: runtimes
 tags: [runtime, llm, thread, agent, anthropic, openai]
 is_builtin: true
 # Threads (tool_type thread, executor llm_runtime) are taken by the runner's thread handler
-# (runner/thread.py), chosen by tool_type before any primitive; the chain ends in http_client,
+# (runner/handlers/thread.py), chosen by tool_type before any primitive; the chain ends in http_client,
 # whose pooled client carries the provider requests. A thread's config adds
 #   directive: <ref or ref@version>   the directive the model follows
 #   tier: <a key of tiers>            default: default_tier
-#   budget: {tokens, tool_calls, seconds}  (default 200000 tokens, 50 calls, 600 s: runner/thread.py)
+#   budget: {tokens, tool_calls, seconds}  (default 200000 tokens, 50 calls, 600 s: runner/handlers/thread.py)
 # A provider is a wire format (anthropic_messages or openai_chat), a url and headers; a
 # tier names a provider, a model and max_output (the reply's token limit). ${VAR}s
 # resolve from the runner's environment.

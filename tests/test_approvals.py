@@ -23,11 +23,11 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from runner.config import Settings
+from runner.core.records import params_digest
+from runner.harness.run import Runner
 from runner.mcp.server import build_server
 from runner.principal import Principal, admin, local_owner
-from runner.records import params_digest
 from runner.registry import PostgresRegistry
-from runner.run import Runner
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 # Appends a line to the marker file it is given, so that a test can count the runs.

@@ -25,11 +25,11 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from runner.config import Settings
+from runner.core.records import params_digest
+from runner.harness.run import Runner
 from runner.mcp.server import build_server
 from runner.principal import admin, local_owner
-from runner.records import params_digest
 from runner.registry import PostgresRegistry
-from runner.run import Runner
 from tests.conftest import ROOT
 
 SCRIPT = {"main.sh": 'read -r line; echo "{\\"got\\": $(printf %s "$line" | wc -c)}"'}

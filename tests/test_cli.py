@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner.cli import main
+from runner.cli.main import main
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -493,7 +493,7 @@ def test_runs_lists_the_runs_just_made(kiwi: Kiwi, publish_tool: Callable[..., s
 
 _EXIT_PROBE = """
 import atexit, sys
-from runner.cli import entrypoint
+from runner.cli.main import entrypoint
 atexit.register(lambda: print("exit handler ran", file=sys.stderr))
 print("x" * 200_000)  # more than a pipe holds: it must be flushed before the fast exit
 sys.argv = ["kiwi", *sys.argv[1:]]
@@ -518,7 +518,7 @@ def test_the_kiwi_command_exits_fast_yet_runs_exit_handlers_and_flushes_output(
 _THREAD_PROBE = """
 import sys, threading, time
 from pathlib import Path
-from runner.cli import entrypoint
+from runner.cli.main import entrypoint
 marker = Path(sys.argv[1])
 threading.Thread(target=lambda: (time.sleep(0.5), marker.write_text("done"))).start()
 sys.argv = ["kiwi", "run", "no_such_tool_for_the_thread_probe"]
@@ -588,9 +588,9 @@ def test_help_mentions_every_command_and_every_run_option(kiwi: Kiwi) -> None:
 def test_the_cli_loads_no_heavy_library_it_does_not_use() -> None:
     """Regression: wiring `kiwi mcp` imported the MCP SDK at start-up (~0.7 s on every kiwi run).
     Building the parser must load none of the MCP SDK, the HTTP stack or supabase-py, nor
-    jsonschema (only refused parameters are described with it: runner/params.py)."""
+    jsonschema (only refused parameters are described with it: runner/core/params.py)."""
     probe = (
-        "import sys, runner.cli, runner.run; runner.cli.build_parser(); "
+        "import sys, runner.cli.main, runner.harness.run; runner.cli.main.build_parser(); "
         "heavy = ('mcp', 'anyio', 'httpx', 'aiohttp', 'pydantic', 'supabase', 'postgrest', 'yaml', 'jsonschema'); "
         "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in heavy}))"
     )

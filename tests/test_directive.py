@@ -14,9 +14,9 @@ from psycopg.types.json import Jsonb
 
 from runner.config import Settings
 from runner.errors import UsageError
+from runner.harness.run import Runner
 from runner.principal import local_owner
 from runner.registry import PostgresRegistry
-from runner.run import Runner
 
 INSTRUCTIONS = "# Do the thing\n\nUse the tools below.\n"
 

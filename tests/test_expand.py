@@ -1,4 +1,4 @@
-"""${VAR} expansion and {placeholder} argv templating (runner/expand.py)."""
+"""${VAR} expansion and {placeholder} argv templating (runner/core/expand.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runner.core.expand import expand_vars, expand_vars_deep, fill, fill_deep, render_argv, variables_in
 from runner.errors import ConfigError
-from runner.expand import expand_vars, expand_vars_deep, fill, fill_deep, render_argv, variables_in
 
 ENV = {"TOKEN": "s3cret", "EMPTY": ""}
 

@@ -26,12 +26,12 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from runner.cli import main, run_json
+from runner.cli.main import main, run_json
 from runner.config import Settings
 from runner.errors import InvalidParameters, KiwiError, NotFound, Refused, RegistryUnavailable, UsageError
+from runner.harness.run import RESULT_KEYS, Runner, RunResult
 from runner.principal import local_owner
 from runner.registry import PostgresRegistry
-from runner.run import RESULT_KEYS, Runner, RunResult
 
 FUZZ = f"fuzz_{uuid.uuid4().hex[:8]}"
 BASE = f"{FUZZ}_base"  # an existing tool, so that random publishes also meet version conflicts
@@ -332,7 +332,7 @@ def test_format_bytes_takes_any_parameters_without_raising(
 async def test_parameters_json_cannot_carry_are_invalid(
     params: dict[Any, Any], says: str, runner_async: Runner
 ) -> None:
-    """Regression (runner/params.py): NaN reached tools as the non-JSON token NaN, a set crashed
+    """Regression (runner/core/params.py): NaN reached tools as the non-JSON token NaN, a set crashed
     the stdin encoder, and a non-text name crashed the error message's sort (TypeError)."""
     result = await runner_async.run("hello_world", params)
     assert isinstance(result.failure, InvalidParameters), result

@@ -1,4 +1,4 @@
-"""Parameters checked against the tool's JSON Schema before anything runs (runner/params.py)."""
+"""Parameters checked against the tool's JSON Schema before anything runs (runner/core/params.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runner.core.params import coerce_strings, validate_params
 from runner.errors import InvalidParameters, Refused
-from runner.params import coerce_strings, validate_params
 
 SCHEMA = {
     "type": "object",

@@ -19,11 +19,11 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from runner.config import Settings
+from runner.harness.run import Runner
 from runner.mcp.server import build_server
 from runner.policy.permissions import check, covers, shell_command
 from runner.principal import local_owner
 from runner.registry import PostgresRegistry
-from runner.run import Runner
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Run records written behind the runs, in batches, and never dropped silently (runner/recorder.py)."""
+"""Run records written behind the runs, in batches, and never dropped silently (runner/harness/recorder.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
+from runner.harness.recorder import RunRecorder
 from runner.principal import local_owner
-from runner.recorder import RunRecorder
 from runner.registry import PostgresRegistry
 
 

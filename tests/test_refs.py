@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from runner.core.plan import ChainLink, Plan, mcp_server_of
+from runner.core.refs import CLI_WORDS, MCP_WORDS, ToolRef, split_ref
 from runner.errors import UsageError
 from runner.mcp.meta import args as meta_args
-from runner.plan import ChainLink, Plan, mcp_server_of
 from runner.policy.permissions import check
-from runner.refs import CLI_WORDS, MCP_WORDS, ToolRef, split_ref
 
 PARSED = [
     # text, explicit version, namespace, tool_id, version, ref, printed

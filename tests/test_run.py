@@ -15,11 +15,11 @@ import psycopg
 import pytest
 
 from runner.config import Settings
+from runner.core.records import params_digest
 from runner.errors import IntegrityError, InvalidParameters, NotFound, PrimitiveError, Refused
+from runner.harness.run import Runner, RunResult
 from runner.principal import local_owner
-from runner.records import params_digest
 from runner.registry import PostgresRegistry
-from runner.run import Runner, RunResult
 
 SESSION_CACHE: dict[str, Path] = {}
 

@@ -1,4 +1,4 @@
-"""Local spaces (runner/spaces.py): tools as code in .ai/tools and ~/.ai/tools.
+"""Local spaces (runner/registry/spaces.py): tools as code in .ai/tools and ~/.ai/tools.
 
 `kiwi run` resolves the project space, then the user space, then the registry; `kiwi pull`
 writes a published version into a space and `kiwi publish TOOL` pushes one back, keeping
@@ -20,10 +20,10 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from runner import spaces
 from runner.config import Settings
 from runner.errors import Refused, UsageError
 from runner.principal import local_owner
+from runner.registry import spaces
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,7 +188,8 @@ def test_finding_no_local_tool_loads_no_yaml(tmp_path: Path) -> None:
     space.mkdir(parents=True)
     (space / "tool.yaml").write_text("tool_id: something_else\n")
     probe = (
-        "import sys; from pathlib import Path; from runner import run, spaces; from runner.config import Settings; "
+        "import sys; from pathlib import Path; from runner.harness import run; from runner.registry import spaces; "
+        "from runner.config import Settings; "
         f"s = Settings(backend='postgres', database_url='', supabase_url=None, supabase_key=None, "
         f"cache_dir=Path('c'), project_dir=Path({str(tmp_path / 'project')!r}), user_space=Path('/nonexistent')); "
         "assert spaces.find('hello_world', s) is None; print('yaml' in sys.modules)"
@@ -392,8 +393,8 @@ def test_a_published_tools_manifest_and_files_preview_to_its_plan(
 def test_a_local_plan_is_marked_with_its_space(project: Project, database_url: str) -> None:
     import asyncio
 
+    from runner.harness.run import Runner
     from runner.registry.postgres import PostgresRegistry
-    from runner.run import Runner
 
     tool_id = unique("space_source")
     local_tool(project.user / tool_id, tool_id, "user")

@@ -1,4 +1,4 @@
-"""Threads (runner/thread.py) against the real database and a FAKE model provider.
+"""Threads (runner/handlers/thread.py) against the real database and a FAKE model provider.
 
 No hosted model is reachable here. `FakeProvider` is a local HTTP server that plays a
 scripted, tool-using model: it answers each request with the next reply of its script, in the
@@ -25,9 +25,9 @@ import psycopg
 import pytest
 
 from runner.config import Settings
+from runner.harness.run import Runner, RunResult
 from runner.principal import local_owner
 from runner.registry import PostgresRegistry
-from runner.run import Runner, RunResult
 
 Reply = dict[str, Any]
 

@@ -47,10 +47,10 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from ..cli.token import auth_issuer
 from ..config import Settings
 from ..errors import KiwiError, Refused, UsageError
 from ..principal import Principal, acting_as, from_token
-from ..token_cli import auth_issuer
 
 __all__ = [
     "METADATA_PATH",

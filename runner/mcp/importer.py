@@ -22,10 +22,10 @@ from typing import Any
 
 import mcp_types as types
 
+from ..core.plan import Plan
 from ..errors import KiwiError, Refused
-from ..plan import Plan
+from ..handlers.mcp_tool import server_link, server_spec
 from ..registry.base import Registry
-from .handler import server_link, server_spec
 from .pool import McpPool
 
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]")

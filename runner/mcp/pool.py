@@ -49,8 +49,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from .. import procfs
 from ..errors import PrimitiveError
+from ..primitives import procfs
 
 logger = logging.getLogger("kiwi.mcp")
 

@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 
+from ..harness.run import Runner
 from ..registry.base import Registry
-from ..run import Runner
 from .meta.args import ACTIONS, ITEM_TYPES, item_type_of
 from .meta.audit import audited_action
 from .meta.execute import execute

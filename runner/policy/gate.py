@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..core.plan import Plan
+from ..core.records import params_digest
 from ..errors import KiwiError, Refused
-from ..plan import Plan
 from ..principal import requested
-from ..records import params_digest
 from ..registry.base import Registry
 from . import permissions
 

@@ -40,8 +40,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from ..plan import mcp_server_of
-from ..refs import normalize_ref
+from ..core.plan import mcp_server_of
+from ..core.refs import normalize_ref
 
 __all__ = ["DIRECTIVE_TYPES", "KINDS", "check", "covers", "refusal", "shell_command", "summary", "view"]
 
@@ -143,7 +143,7 @@ def _check_tool(permissions: Mapping[str, Any], plan: Mapping[str, Any]) -> str 
 
 
 def view(plan: Any) -> dict[str, Any]:
-    """What `check` reads of a typed Plan (runner/plan.py), in the registry's JSON shape."""
+    """What `check` reads of a typed Plan (runner/core/plan.py), in the registry's JSON shape."""
     return {
         "tool_id": plan.tool_id,
         "tool_type": plan.tool_type,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ..plan import Plan
+from ..core.plan import Plan
 
 if TYPE_CHECKING:
     from ..registry.base import Registry

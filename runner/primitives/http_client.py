@@ -45,9 +45,9 @@ from urllib.parse import quote, quote_plus
 import httpx
 import jsonpath
 
+from ..core.expand import as_text, expand_vars, fill, fill_deep, variables_in
+from ..core.plan import Plan
 from ..errors import ConfigError
-from ..expand import as_text, expand_vars, fill, fill_deep, variables_in
-from ..plan import Plan
 from .base import Invocation, Outcome, Status
 from .redirects import RedirectPolicy, Redirects, Secrets, send_following
 

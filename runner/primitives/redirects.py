@@ -28,8 +28,8 @@ from urllib.parse import quote, quote_plus
 
 import httpx
 
+from ..core.expand import variables_in
 from ..errors import ConfigError
-from ..expand import variables_in
 
 DEFAULT_MAX_REDIRECTS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procfs, reaper
+from ..core.expand import as_text, fill, render_argv, variables_in
+from ..core.plan import Plan
 from ..errors import ConfigError, PrimitiveError, Refused
-from ..expand import as_text, fill, render_argv, variables_in
-from ..plan import Plan
+from . import procfs, reaper
 from .base import Invocation, Outcome
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"

@@ -35,7 +35,7 @@ The retry must never run a statement twice, so the rule is:
   word (an immediate shutdown, a crash, 57P02, class 08, a network cut): an autocommit
   write may have committed just before, so it is not repeated and the caller gets
   RegistryUnavailable. The run recorder, whose records carry their own ids, retries
-  those itself and counts a duplicate id as written (runner/recorder.py).
+  those itself and counts a duplicate id as written (runner/harness/recorder.py).
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.plan import Plan
+from ..core.refs import normalize_ref
 from ..errors import Refused, UsageError
-from ..plan import Plan
-from ..refs import normalize_ref
 
 LOCKFILE_VERSION = 1
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import TrustSettings
+from ..core.plan import Plan
 from ..errors import IntegrityError, Refused
-from ..plan import Plan
 from .content_hash import content_hash
 from .keys import fingerprint, parse_public_key
 from .signing import verifies

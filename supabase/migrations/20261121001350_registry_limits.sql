@@ -8,7 +8,7 @@
 --
 -- A deleted row lifts its limit. Two ceilings stay whatever the table says: a path is at
 -- most 1024 characters (is_safe_path, the files table's constraint), and the runner still
--- refuses what its filesystem cannot hold (runner/materialize.py), with an error, never a
+-- refuses what its filesystem cannot hold (runner/core/materialize.py), with an error, never a
 -- traceback.
 --
 -- The defaults, and why:

@@ -4,7 +4,7 @@
 -- admins all of them; rows are never updated, and service_role deletes old ones.
 --
 -- Records are written in one statement per batch. The runner writes its records behind
--- the runs, in batches (runner/recorder.py), so a record must cost less database CPU
+-- the runs, in batches (runner/harness/recorder.py), so a record must cost less database CPU
 -- than the proxied MCP call it records: a batch is checked in one query and written in
 -- one INSERT ... SELECT (record_runs), and record_run is a batch of one, so the two
 -- cannot drift apart. The tests in supabase/tests/runs/ hold both to the same rules.

@@ -23,7 +23,7 @@
 -- `requires`, `permissions` and `cites` belong to directives (and threads, directives run
 -- by a model) only. Every problem is named by its field, lists counted from 1 as
 -- parameters[n] is: `requires.tools[2].id: must be a tool reference`. Whether the
--- required tools exist is a question for run time (runner/directive.py), not publish:
+-- required tools exist is a question for run time (runner/handlers/directive.py), not publish:
 -- a directive may be published before the tools it needs.
 --
 -- Publishing checks them through manifest_problems (20261121001400_publish.sql), which

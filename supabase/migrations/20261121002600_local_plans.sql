@@ -1,5 +1,5 @@
 -- Local spaces: tools kept as code, a tool.yaml beside its files, in a project's
--- .ai/tools or a user's ~/.ai/tools (runner/spaces.py). They run before they are
+-- .ai/tools or a user's ~/.ai/tools (runner/registry/spaces.py). They run before they are
 -- published, so the registry answers two questions about them:
 --
 --   preview_execution_plan(manifest, files)  the plan an unpublished version would have,

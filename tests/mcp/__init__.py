@@ -11,14 +11,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from runner import procfs
 from runner.config import Settings
-from runner.dispatch import LazyPrimitive
-from runner.mcp.handler import McpToolHandler
+from runner.handlers.mcp_tool import McpToolHandler
+from runner.harness.dispatch import LazyPrimitive
+from runner.harness.run import Runner
 from runner.mcp.pool import McpPool
+from runner.primitives import procfs
 from runner.principal import admin
 from runner.registry import PostgresRegistry
-from runner.run import Runner
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "node_modules"

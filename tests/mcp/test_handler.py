@@ -18,12 +18,12 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from runner import procfs
 from runner.errors import ConfigError
-from runner.mcp.handler import McpToolHandler, server_spec
+from runner.handlers.mcp_tool import McpToolHandler, server_spec
+from runner.harness.run import Runner
 from runner.mcp.importer import import_server
 from runner.mcp.pool import live_server_pids
-from runner.run import Runner
+from runner.primitives import procfs
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 from . import (

@@ -57,7 +57,7 @@ def kiwi_http_server(database_url: str, workdir: Path, *args: str, **env: str) -
     log = workdir / f"serve-{port}.log"
     with log.open("wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "runner.mcp.serve_cli", "--transport", "http", "--port", str(port), *args],
+            [sys.executable, "-m", "runner.cli.serve", "--transport", "http", "--port", str(port), *args],
             cwd=ROOT,
             env=serve_env(database_url, workdir / "cache", **env),
             stdin=subprocess.DEVNULL,

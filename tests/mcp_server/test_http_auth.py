@@ -19,11 +19,11 @@ import httpx
 import jwt
 import pytest
 
+from runner.cli.serve import add_serve_command
+from runner.cli.token import LOCAL_AUTH_ISSUER, add_token_command
 from runner.config import Settings
 from runner.mcp.auth import http_auth, public_url
-from runner.mcp.serve_cli import add_serve_command
 from runner.principal import LOCAL_JWT_SECRET, LOCAL_OWNER_ID, from_token
-from runner.token_cli import LOCAL_AUTH_ISSUER, add_token_command
 from tests.mcp_server.http_serving import ROOT, Served, kiwi_http_server, mcp_client, serve_env, user_token
 
 INITIALIZE = {
@@ -94,7 +94,7 @@ async def test_the_sdk_client_with_a_token_lists_the_four_tools_and_searches(ser
 
 
 async def test_a_token_from_kiwi_token_signs_a_client_in(served: Served, database_url: str, tmp_path: Path) -> None:
-    done = python("-m", "runner.token_cli", env=serve_env(database_url, tmp_path))
+    done = python("-m", "runner.cli.token", env=serve_env(database_url, tmp_path))
     assert done.returncode == 0, done.stderr
     token = done.stdout.strip()
     async with mcp_client(served.url, token) as c:
@@ -107,7 +107,7 @@ async def test_a_token_from_kiwi_token_signs_a_client_in(served: Served, databas
 
 def test_kiwi_token_prints_a_jwt_the_local_secret_verifies(database_url: str, tmp_path: Path) -> None:
     env = serve_env(database_url, tmp_path)
-    done = python("-m", "runner.token_cli", env=env)
+    done = python("-m", "runner.cli.token", env=env)
     assert done.returncode == 0, done.stderr
     claims = jwt.decode(done.stdout.strip(), LOCAL_JWT_SECRET, algorithms=["HS256"], audience="authenticated")
     assert (claims["sub"], claims["role"], claims["iss"]) == (LOCAL_OWNER_ID, "authenticated", LOCAL_AUTH_ISSUER)
@@ -116,7 +116,7 @@ def test_kiwi_token_prints_a_jwt_the_local_secret_verifies(database_url: str, tm
     assert from_token(done.stdout, secret=LOCAL_JWT_SECRET).user_id == LOCAL_OWNER_ID
 
     other = "0f8fad5b-d9cb-469f-a165-70867728950e"
-    done = python("-m", "runner.token_cli", "--user", other, "--expires", "120", "--json", env=env)
+    done = python("-m", "runner.cli.token", "--user", other, "--expires", "120", "--json", env=env)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert (out["token_type"], out["expires_in"], out["user_id"], out["role"]) == (
@@ -128,7 +128,7 @@ def test_kiwi_token_prints_a_jwt_the_local_secret_verifies(database_url: str, tm
     claims = jwt.decode(out["access_token"], LOCAL_JWT_SECRET, algorithms=["HS256"], audience="authenticated")
     assert claims["sub"] == other and claims["exp"] - claims["iat"] == 120
 
-    done = python("-m", "runner.token_cli", "--role", "anon", env=env)
+    done = python("-m", "runner.cli.token", "--role", "anon", env=env)
     assert done.returncode == 0, done.stderr
     assert from_token(done.stdout, secret=LOCAL_JWT_SECRET).role == "anon"
 
@@ -136,11 +136,11 @@ def test_kiwi_token_prints_a_jwt_the_local_secret_verifies(database_url: str, tm
 def test_kiwi_token_without_a_known_secret_is_a_clear_error(tmp_path: Path) -> None:
     # a database elsewhere and no KIWI_JWT_SECRET: kiwi knows no secret to sign with
     env = serve_env("postgresql://u:p@db.example.invalid:5432/postgres", tmp_path)
-    done = python("-m", "runner.token_cli", env=env)
+    done = python("-m", "runner.cli.token", env=env)
     assert done.returncode == 2
     assert "no JWT secret is known" in done.stderr and "KIWI_JWT_SECRET" in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
-    bad = python("-m", "runner.token_cli", "--user", "not-a-uuid", env=env)
+    bad = python("-m", "runner.cli.token", "--user", "not-a-uuid", env=env)
     assert bad.returncode == 2 and "not a user id" in bad.stderr
 
 
@@ -164,7 +164,7 @@ def test_a_taken_port_is_a_clear_error_not_serving(database_url: str, tmp_path: 
         taken.listen(1)
         port = str(taken.getsockname()[1])
         done = python(
-            "-m", "runner.mcp.serve_cli", "--transport", "http", "--port", port, env=serve_env(database_url, tmp_path)
+            "-m", "runner.cli.serve", "--transport", "http", "--port", port, env=serve_env(database_url, tmp_path)
         )
     assert done.returncode == 2, done.stderr
     assert "already in use" in done.stderr and port in done.stderr
@@ -173,14 +173,14 @@ def test_a_taken_port_is_a_clear_error_not_serving(database_url: str, tmp_path: 
 
 def test_stdio_says_whom_it_acts_as(database_url: str, tmp_path: Path) -> None:
     env = serve_env(database_url, tmp_path)
-    done = python("-m", "runner.mcp.serve_cli", "--transport", "stdio", env=env, stdin="")
+    done = python("-m", "runner.cli.serve", "--transport", "stdio", env=env, stdin="")
     assert f"serving MCP over stdio as user {LOCAL_OWNER_ID} (authenticated, local owner)" in done.stderr
-    done = python("-m", "runner.mcp.serve_cli", "--transport", "stdio", "--admin", env=env, stdin="")
+    done = python("-m", "runner.cli.serve", "--transport", "stdio", "--admin", env=env, stdin="")
     assert "serving MCP over stdio as service_role (service_role, admin)" in done.stderr
 
 
 def test_insecure_no_auth_is_refused_off_loopback(database_url: str, tmp_path: Path) -> None:
-    args = ("-m", "runner.mcp.serve_cli", "--transport", "http", "--host", "0.0.0.0", "--insecure-no-auth")
+    args = ("-m", "runner.cli.serve", "--transport", "http", "--host", "0.0.0.0", "--insecure-no-auth")
     done = python(*args, "--port", "0", env=serve_env(database_url, tmp_path))
     assert done.returncode == 2
     assert "only a loopback address may serve without tokens" in done.stderr and "Traceback" not in done.stderr

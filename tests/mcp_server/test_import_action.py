@@ -13,10 +13,10 @@ import pytest
 from mcp import Client
 from psycopg.types.json import Jsonb
 
-from runner.mcp.handler import McpToolHandler, mcp_handler_of, server_spec
+from runner.core.plan import Plan
+from runner.handlers.mcp_tool import McpToolHandler, mcp_handler_of, server_spec
+from runner.harness.run import Runner
 from runner.mcp.server import build_server
-from runner.plan import Plan
-from runner.run import Runner
 
 from ..mcp import EVERYTHING, make_runner, stdio_server, unique
 from .test_server import failed, ok, text

@@ -1,6 +1,6 @@
 """Kiwi's MCP server through an independent client: the MCP Inspector CLI (Node), over stdio.
 
-    mcp-inspector --cli <python> -m runner.mcp.serve_cli --transport stdio --method tools/list
+    mcp-inspector --cli <python> -m runner.cli.serve --transport stdio --method tools/list
 
 The Inspector prints the result as JSON on stdout; a tool result with isError makes it exit 5.
 """
@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
-SERVER = [sys.executable, "-m", "runner.mcp.serve_cli", "--transport", "stdio"]
+SERVER = [sys.executable, "-m", "runner.cli.serve", "--transport", "stdio"]
 
 pytestmark = pytest.mark.skipif(
     not INSPECTOR.exists() or shutil.which("node") is None, reason="the MCP Inspector CLI is not installed (npm ci)"

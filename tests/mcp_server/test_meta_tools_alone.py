@@ -16,6 +16,7 @@ import pytest
 from mcp_types import CallToolResult
 
 from runner.config import Settings
+from runner.harness.run import Runner
 from runner.mcp.meta.execute import execute
 from runner.mcp.meta.help import HELP_TOPICS, help
 from runner.mcp.meta.load import load
@@ -24,7 +25,6 @@ from runner.mcp.meta.state import ServerState
 from runner.mcp.server import bound
 from runner.principal import local_owner
 from runner.registry import PostgresRegistry
-from runner.run import Runner
 
 
 @pytest.fixture

@@ -23,12 +23,12 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 
+from runner.cli.serve import add_serve_command
 from runner.config import Settings
-from runner.mcp.serve_cli import add_serve_command
+from runner.harness.run import Runner
 from runner.mcp.server import ACTIONS, ITEM_TYPES, build_server
 from runner.principal import local_owner
 from runner.registry import PostgresRegistry
-from runner.run import Runner
 from tests.mcp_server.http_serving import kiwi_http_server, mcp_client, user_token
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -357,7 +357,7 @@ def server_env(database_url: str, cache_dir: Path) -> dict[str, str]:
 async def test_over_stdio(database_url: str, tmp_path: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "runner.mcp.serve_cli", "--transport", "stdio"],
+        args=["-m", "runner.cli.serve", "--transport", "stdio"],
         env=server_env(database_url, tmp_path),
         cwd=str(ROOT),
     )

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from runner.core.plan import Plan
 from runner.errors import ConfigError
-from runner.plan import Plan
 from runner.primitives.base import Invocation, Outcome
 from runner.primitives.http_client import HttpClientPrimitive
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from runner import procfs
+from runner.core.plan import Plan
 from runner.errors import ConfigError, PrimitiveError, Refused
-from runner.plan import Plan
+from runner.primitives import procfs
 from runner.primitives.base import Invocation, Outcome
 from runner.primitives.subprocess import (
     DEFAULT_PATH,

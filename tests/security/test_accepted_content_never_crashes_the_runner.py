@@ -28,9 +28,9 @@ from psycopg.types.json import Jsonb
 
 from runner.config import Settings
 from runner.errors import KiwiError
+from runner.harness.run import Runner
 from runner.principal import admin
 from runner.registry import PostgresRegistry
-from runner.run import Runner
 
 NS = f"fzlim_{uuid.uuid4().hex[:8]}"
 COUNTER = itertools.count()

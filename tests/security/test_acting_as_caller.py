@@ -19,9 +19,9 @@ import pytest
 
 from runner.config import Settings
 from runner.errors import NotFound, Refused
+from runner.harness.run import Runner
 from runner.principal import LOCAL_OWNER_ID, Principal, acting_as, admin, anon, from_claims, local_owner
 from runner.registry import PostgresRegistry
-from runner.run import Runner
 
 
 def user(user_id: str) -> Principal:

@@ -163,10 +163,10 @@ async def test_over_mcp_a_command_write_waits_for_a_person_only_where_the_server
     from mcp import Client
 
     from runner.config import Settings
+    from runner.harness.run import Runner
     from runner.mcp.server import build_server
     from runner.principal import from_claims
     from runner.registry import PostgresRegistry
-    from runner.run import Runner
 
     manifest = yaml.safe_load((runtime_dir(tmp_path, owner["ns"]) / "tool.yaml").read_text())
     request = {"action": "publish", "manifest": manifest, "files": [{"path": "setup.sh", "content_text": SETUP}]}

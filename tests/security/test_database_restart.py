@@ -30,11 +30,11 @@ from psycopg.types.json import Jsonb
 
 from runner.config import Settings
 from runner.errors import RegistryUnavailable
+from runner.harness.recorder import RunRecorder
+from runner.harness.run import Runner
 from runner.mcp.server import build_server
 from runner.principal import local_owner
-from runner.recorder import RunRecorder
 from runner.registry import PostgresRegistry
-from runner.run import Runner
 from tests.conftest import ROOT
 from tests.kiwi_cli import kiwi_env, run_kiwi
 

@@ -15,8 +15,8 @@ from urllib.parse import quote
 
 import pytest
 
+from runner.core.plan import Plan
 from runner.errors import ConfigError
-from runner.plan import Plan
 from runner.primitives.base import Invocation, Outcome
 from runner.primitives.http_client import HttpClientPrimitive
 from tests.primitives.http_server import Served, serving

@@ -20,10 +20,10 @@ import psycopg
 import pytest
 
 from runner.config import Settings
+from runner.harness.run import Runner
 from runner.mcp.server import build_server
 from runner.principal import local_owner
 from runner.registry import PostgresRegistry
-from runner.run import Runner
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 from tests.trust.conftest import Chain, Project, chain, forget_signatures, make_key, project  # noqa: F401
 
@@ -165,7 +165,7 @@ def test_serve_reads_local_spaces_only_when_config_or_flag_say_so(tmp_path: Path
     assert Settings.load({}, config_path=tmp_path / "none.toml").serve_local_spaces is False
     (tmp_path / "config.toml").write_text("[serve]\nlocal_spaces = true\n")
     assert Settings.load({}, config_path=tmp_path / "config.toml").serve_local_spaces is True
-    from runner.mcp.serve_cli import main
+    from runner.cli.serve import main
 
     assert "--local-spaces" in _help(main)
 

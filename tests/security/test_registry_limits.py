@@ -22,9 +22,9 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from runner.core.materialize import materialise
+from runner.core.plan import Plan, PlanFile
 from runner.errors import Refused
-from runner.materialize import materialise
-from runner.plan import Plan, PlanFile
 
 MiB = 1024 * 1024
 

@@ -21,10 +21,10 @@ import psycopg
 import pytest
 
 from runner.config import Settings
+from runner.core.records import MASK, scrub, scrub_deep, secret_values
+from runner.harness.run import Runner, RunResult
 from runner.principal import local_owner
-from runner.records import MASK, scrub, scrub_deep, secret_values
 from runner.registry import PostgresRegistry
-from runner.run import Runner, RunResult
 
 SECRET = "kiwi-secret-3b1f0c9e7a"
 ENV_VALUE = "kiwi-env-value-55d2aa"

@@ -26,9 +26,9 @@ import pytest
 
 from runner.config import Settings, TrustSettings
 from runner.errors import IntegrityError
+from runner.harness.run import Runner
 from runner.principal import local_owner
 from runner.registry import PostgresRegistry
-from runner.run import Runner
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 ORIGINAL = "echo original\n"

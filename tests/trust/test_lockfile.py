@@ -90,9 +90,9 @@ async def test_the_mcp_server_runs_under_the_projects_lockfile(
     from mcp import Client
 
     from runner.config import Settings
+    from runner.harness.run import Runner
     from runner.mcp.server import build_server
     from runner.registry import PostgresRegistry
-    from runner.run import Runner
 
     assert project.kiwi("lock", chain.tool).code == 0
     settings = Settings(

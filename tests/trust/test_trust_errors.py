@@ -79,7 +79,7 @@ def test_a_plan_not_made_of_the_stored_chain_is_altered(conn: psycopg.Connection
     import json
 
     from runner.config import TrustSettings
-    from runner.plan import Plan
+    from runner.core.plan import Plan
     from runner.trust.verify import judge
 
     plan = Plan.from_json(conn.execute("select resolve_execution_plan('hello_world')").fetchone()[0])

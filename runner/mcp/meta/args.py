@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...core.refs import MCP_WORDS, ToolRef
 from ...errors import UsageError
-from ...refs import MCP_WORDS, ToolRef
 
 __all__ = [
     "ACTIONS",

@@ -11,9 +11,9 @@ from typing import Any
 
 from mcp_types import CallToolResult
 
+from ...core.records import params_digest
+from ...core.refs import ToolRef
 from ...errors import KiwiError
-from ...records import params_digest
-from ...refs import ToolRef
 from ...registry.base import Registry
 
 __all__ = ["audited_action", "manifest_tool_id"]

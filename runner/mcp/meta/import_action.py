@@ -10,7 +10,7 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent
 
 from ...errors import ConfigError, NotFound, PrimitiveError, Refused, UsageError
-from ..handler import mcp_handler_of
+from ...handlers.mcp_tool import mcp_handler_of
 from ..importer import ImportReport, import_server
 from .args import ExecuteRequest, split_ref
 from .results import fail, jsonable, ok

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 from mcp_types import CallToolResult
 from pydantic import Field
 
+from ...core.plan import Plan
 from ...errors import UsageError
-from ...plan import Plan
 from ...trust.states import UNSIGNED, verdict_label
 from .args import ITEM_TYPES, check_item_type, item_type_of, split_ref
 from .results import guarded, ok

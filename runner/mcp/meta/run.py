@@ -10,9 +10,9 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent
 
 from ...errors import InvalidParameters
+from ...harness.run import Runner, RunResult
 from ...policy import Call, Denied
 from ...registry.base import Registry
-from ...run import Runner, RunResult
 from .results import default_hint, fail, jsonable, ok
 
 __all__ = ["guarded_run"]
@@ -33,7 +33,7 @@ async def guarded_run(
 ) -> CallToolResult:
     """One tool call as `execute run`/`dry_run` makes it, rendered for MCP: the Runner's gate
     (runner/policy) decides permissions, rate limits and approvals and audits the call; a
-    refusal is a tool error of its kind. Kiwi's MCP server and threads (runner/thread.py)
+    refusal is a tool error of its kind. Kiwi's MCP server and threads (runner/handlers/thread.py)
     share it. `reg` is kept for the callers' sake: the runner's registry is the one used."""
     del reg
     call = Call(session, context=context, approval_id=approval_id)

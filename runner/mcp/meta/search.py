@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from ...text import first_line
+from ...core.text import first_line
 from ...trust.states import signature_labels
 from .args import ITEM_TYPES, check_item_type, item_type_of
 from .results import guarded, ok

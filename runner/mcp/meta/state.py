@@ -11,8 +11,8 @@ from typing import Any
 
 from mcp.server.mcpserver import Context
 
+from ...harness.run import Runner
 from ...registry.base import Registry
-from ...run import Runner
 
 __all__ = ["Deleter", "ServerState", "default_deleter", "session_of"]
 

@@ -12,10 +12,10 @@ from typing import Any
 import yaml
 from mcp_types import CallToolResult
 
+from ...core.text import dependents_line
 from ...errors import NotFound, Refused, UsageError
 from ...principal import requested
 from ...registry.base import Registry
-from ...text import dependents_line
 from .args import ExecuteRequest, same_tool, split_ref
 from .results import fail, ok
 from .state import ServerState

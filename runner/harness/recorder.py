@@ -34,9 +34,9 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeAlias
 
-from .errors import KiwiError, RegistryUnavailable, UsageError
-from .principal import Principal, acting_as, requested
-from .registry.base import Registry
+from ..errors import KiwiError, RegistryUnavailable, UsageError
+from ..principal import Principal, acting_as, requested
+from ..registry.base import Registry
 
 # A record, or the function that makes it (called by the writer, off the run's path).
 Record: TypeAlias = dict[str, Any] | Callable[[], dict[str, Any]]

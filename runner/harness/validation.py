@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, Refused
-from .expand import fill, render_argv
-from .plan import Plan
-from .primitives.subprocess import ProcessSpec, passthrough, spawn
+from ..core.expand import fill, render_argv
+from ..core.plan import Plan
+from ..errors import ConfigError, Refused
+from ..primitives.subprocess import ProcessSpec, passthrough, spawn
 
 # Pattern findings per chain: the rules come from the chain's configs and the text from
 # the tool's files, and every element's content_hash pins both.

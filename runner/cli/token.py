@@ -12,7 +12,7 @@ users sign in through its Supabase Auth instead; `kiwi serve --transport http` t
 MCP clients where (its protected resource metadata names the authorization server).
 
 Wire it into the kiwi CLI with `add_token_command(sub)` on its subparsers; standalone:
-`python -m runner.token_cli`. PyJWT loads only when a token is signed.
+`python -m runner.cli.token`. PyJWT loads only when a token is signed.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .config import Settings
-from .errors import KiwiError, UsageError
-from .principal import LOCAL_OWNER_ID, sign
+from ..config import Settings
+from ..errors import KiwiError, UsageError
+from ..principal import LOCAL_OWNER_ID, sign
 
 __all__ = ["LOCAL_AUTH_ISSUER", "add_token_command", "auth_issuer", "cmd_token", "main", "token_claims"]
 

@@ -31,9 +31,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, PrimitiveError
-from .expand import expand_vars_deep, fill, render_argv
-from .primitives.subprocess import ProcessSpec, passthrough, spawn
+from ..core.expand import expand_vars_deep, fill, render_argv
+from ..errors import ConfigError, PrimitiveError
+from ..primitives.subprocess import ProcessSpec, passthrough, spawn
 
 READY = ".kiwi-ready"
 DEFAULT_STEP_TIMEOUT_S = 600.0

@@ -18,7 +18,7 @@ A run is one session (`thread-<uuid>`):
     context), giving its instructions and the schemas of the tools it declares; a thread
     that declares `permissions` narrows that context further (never widens it);
  2. the model gets the instructions, the inputs and the available tools, in its provider's
-    format (runner/llm/formats.py), over the http_client primitive's pooled client;
+    format (runner/handlers/llm_formats.py), over the http_client primitive's pooled client;
  3. every tool call it makes goes through `guarded_run` (runner/mcp/server.py), the same
     path as MCP `execute run`: the context's permissions, rate limits, approvals, and an
     audit row for every call, allowed or refused; the result (or refusal) goes back to it;
@@ -40,12 +40,12 @@ from typing import Any
 
 import httpx
 
-from .errors import ConfigError
-from .expand import expand_vars_deep
-from .llm.formats import Call, Result, Tool, format_named
-from .plan import Plan
-from .primitives.base import Invocation, Outcome
-from .refs import ToolRef
+from ..core.expand import expand_vars_deep
+from ..core.plan import Plan
+from ..core.refs import ToolRef
+from ..errors import ConfigError
+from ..primitives.base import Invocation, Outcome
+from .llm_formats import Call, Result, Tool, format_named
 
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_-]")
 DEFAULT_BUDGET = {"tokens": 200_000, "tool_calls": 50, "seconds": 600.0}
@@ -99,13 +99,13 @@ class ThreadHandler:
         return self._own
 
     async def run(self, invocation: Invocation) -> Outcome:
-        from .mcp.server import guarded_run  # the MCP stack, loaded only when a thread runs
+        from ..mcp.server import guarded_run  # the MCP stack, loaded only when a thread runs
 
         plan, runner = invocation.plan, invocation.runner
         if runner is None or invocation.registry is None:
             raise ConfigError(
                 f"{plan.tool_id}: a thread needs the runner to run its directive and tools",
-                hint="run it through runner.run.Runner, which passes itself",
+                hint="run it through runner.harness.run.Runner, which passes itself",
             )
         registry = invocation.registry
         config = plan.config

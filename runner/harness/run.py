@@ -26,23 +26,23 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .config import Settings
+from ..config import Settings
+from ..core.expand import variables_in
+from ..core.materialize import materialise
+from ..core.params import coerce_strings, validate_params
+from ..core.plan import Plan
+from ..core.records import params_digest, params_snapshot, run_record, scrub, scrub_deep, scrub_error, secret_values
+from ..errors import KiwiError, NotFound, RegistryUnavailable
+from ..policy import Call, Denied, Gate
+from ..primitives.base import Invocation, Outcome
+from ..registry.base import Registry
+from ..registry.spaces import find as find_local
+from ..registry.spaces import spaces as local_spaces_of
+from ..trust.integrity import check_content
+from ..trust.lockfile import Lockfile
 from .dispatch import Dispatcher
 from .environment import prepare_environment
-from .errors import KiwiError, NotFound, RegistryUnavailable
-from .expand import variables_in
-from .integrity import check_content
-from .materialize import materialise
-from .params import coerce_strings, validate_params
-from .plan import Plan
-from .policy import Call, Denied, Gate
-from .primitives.base import Invocation, Outcome
 from .recorder import RunRecorder
-from .records import params_digest, params_snapshot, run_record, scrub, scrub_deep, scrub_error, secret_values
-from .registry.base import Registry
-from .spaces import find as find_local
-from .spaces import spaces as local_spaces_of
-from .trust.lockfile import Lockfile
 from .validation import validate
 
 logger = logging.getLogger("kiwi.runner")
@@ -222,7 +222,7 @@ class Runner:
         check_content(plan)
         if self.settings.trust.policy == "off":
             return plan, []
-        from .trust.verify import refusal  # cryptography loads only when a policy asks for it
+        from ..trust.verify import refusal  # cryptography loads only when a policy asks for it
 
         failing = [v for v in await self.verify(plan) if not v.ok]
         if failing and self.settings.trust.policy == "require":
@@ -237,7 +237,7 @@ class Runner:
     async def verify(self, plan: Plan) -> list[Any]:
         """Each registry element of the plan's chain judged under the trusted keys (see
         trust/verify.py), from the stored rows; remembered per chain, files and config."""
-        from .trust.verify import judge, plan_key
+        from ..trust.verify import judge, plan_key
 
         key = plan_key(plan)
         verdicts = self._verified.get(key)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import UsageError
+from ..errors import UsageError
 
 PUBLIC = "public"  # the default namespace: `public/x` is `x`
 

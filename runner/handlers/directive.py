@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError, KiwiError
-from .plan import Plan
-from .primitives.base import Invocation, Outcome
-from .refs import normalize_ref
-from .registry.base import Registry
+from ..core.plan import Plan
+from ..core.refs import normalize_ref
+from ..errors import ConfigError, KiwiError
+from ..primitives.base import Invocation, Outcome
+from ..registry.base import Registry
 
 PERMISSION_KEYS = ("fs_read", "fs_write", "shell", "mcp", "tools")
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]")  # as runner/mcp/importer.py names imported tools
@@ -58,7 +58,7 @@ class DirectiveHandler:
         if registry is None:
             raise ConfigError(
                 f"{plan.tool_id}: a directive needs the registry to look up its tools",
-                hint="run it through runner.run.Runner, which passes its registry",
+                hint="run it through runner.harness.run.Runner, which passes its registry",
             )
         manifest = plan.manifest
         requires = manifest.get("requires") or {}

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path, PurePosixPath
 
-from .errors import IntegrityError, Refused
+from ..errors import IntegrityError, Refused
 from .plan import Plan, PlanFile
 
 COMPLETE = ".kiwi-complete"

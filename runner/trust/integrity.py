@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import hashlib
 
-from .errors import IntegrityError
-from .identity import ByIdentity
-from .plan import Plan
-from .trust.content_hash import content_hash
+from ..core.identity import ByIdentity
+from ..core.plan import Plan
+from ..errors import IntegrityError
+from .content_hash import content_hash
 
 
 def _problem(plan: Plan) -> str | None:

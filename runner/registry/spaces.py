@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import Refused, UsageError
-from .materialize import is_safe_relative
-from .refs import normalize_ref
+from ..core.materialize import is_safe_relative
+from ..core.refs import normalize_ref
+from ..errors import Refused, UsageError
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .registry.base import Registry
-    from .tool_dir import ToolDir
+    from ..config import Settings
+    from ..core.tool_dir import ToolDir
+    from .base import Registry
 
 logger = logging.getLogger("kiwi.spaces")
 
@@ -60,7 +60,7 @@ class LocalTool:
 
     def load(self) -> ToolDir:
         """The manifest and files, read as `kiwi publish` reads them."""
-        from .tool_dir import ToolDirError, load_tool_dir
+        from ..core.tool_dir import ToolDirError, load_tool_dir
 
         try:
             return load_tool_dir(self.path)

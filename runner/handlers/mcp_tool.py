@@ -22,13 +22,11 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..dispatch import Dispatcher, LazyPrimitive
+from ..core.expand import as_text, expand_vars
+from ..core.plan import ChainLink, Plan
 from ..errors import ConfigError, Refused
-from ..expand import as_text, expand_vars
-from ..plan import ChainLink, Plan
-from ..primitives.base import Invocation, Outcome
-from ..primitives.subprocess import DEFAULT_PATH, command_argv, command_environment, positive_number, resolve_command
-from .pool import (
+from ..harness.dispatch import Dispatcher, LazyPrimitive
+from ..mcp.pool import (
     DEFAULT_CALL_TIMEOUT_S,
     DEFAULT_IDLE_SHUTDOWN_S,
     DEFAULT_RETRIES,
@@ -38,6 +36,8 @@ from .pool import (
     ServerSpec,
     Transport,
 )
+from ..primitives.base import Invocation, Outcome
+from ..primitives.subprocess import DEFAULT_PATH, command_argv, command_environment, positive_number, resolve_command
 
 _TRANSPORTS: dict[str, Transport] = {
     "stdio": "stdio",

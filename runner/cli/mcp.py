@@ -1,6 +1,6 @@
 """`kiwi mcp import SERVER [--json]`: publish an MCP server's tools as mcp_tool rows.
 
-Wired into runner/cli.py with `add_mcp_commands(sub)` (which imports nothing of the
+Wired into runner/cli/main.py with `add_mcp_commands(sub)` (which imports nothing of the
 MCP SDK: `kiwi run` must not pay for it); each parser sets `handler`, an
 async function of the parsed arguments returning the exit code, like the other commands.
 """
@@ -13,11 +13,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
+from ..harness.run import runner_environ
 from ..registry import connect
-from ..run import runner_environ
 
 if TYPE_CHECKING:
-    from .importer import ImportReport
+    from ..mcp.importer import ImportReport
 
 
 def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
@@ -36,8 +36,8 @@ def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
 
 async def cmd_mcp_import(args: argparse.Namespace) -> int:
     # The MCP SDK takes most of a second to import: only this command pays for it.
-    from .importer import import_server
-    from .pool import McpPool
+    from ..mcp.importer import import_server
+    from ..mcp.pool import McpPool
 
     registry = connect(Settings.load())
     pool = McpPool()

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from .errors import KiwiError
+from ..errors import KiwiError
 
 MAX_ERROR_CHARS = 2000
 MASK = "***"  # what a secret value reads as once scrubbed (GitHub Actions' mask, familiar from CI logs)

@@ -12,10 +12,10 @@ import json
 import sys
 from typing import Any
 
-from .config import Settings
-from .errors import UsageError
-from .refs import split_ref
-from .registry import opened
+from ..config import Settings
+from ..core.refs import split_ref
+from ..errors import UsageError
+from ..registry import opened
 
 __all__ = ["COMMAND_WRITE", "add_governance_commands"]
 

@@ -16,8 +16,8 @@ import sys
 from typing import Any
 
 from ..config import Settings
+from ..core.plan import Plan
 from ..errors import IntegrityError, Refused, UsageError
-from ..plan import Plan
 
 
 def add_trust_commands(sub: Any) -> None:
@@ -57,7 +57,7 @@ def _print(args: argparse.Namespace, data: Any, text: str) -> None:
 
 
 async def cmd_keys_generate(args: argparse.Namespace) -> int:
-    from .keys import generate
+    from ..trust.keys import generate
 
     settings = Settings.load()
     key = generate(settings.keys_dir, args.name)
@@ -73,7 +73,7 @@ async def cmd_keys_generate(args: argparse.Namespace) -> int:
 
 
 async def cmd_keys_list(args: argparse.Namespace) -> int:
-    from .keys import list_keys
+    from ..trust.keys import list_keys
 
     keys = list_keys(Settings.load().keys_dir)
     data = [
@@ -87,11 +87,11 @@ async def cmd_keys_list(args: argparse.Namespace) -> int:
 
 
 async def cmd_sign(args: argparse.Namespace) -> int:
-    from ..refs import split_ref
+    from ..core.refs import split_ref
     from ..registry import opened as open_registry
-    from .keys import load
-    from .signing import sign
-    from .verify import stored_content_altered
+    from ..trust.keys import load
+    from ..trust.signing import sign
+    from ..trust.verify import stored_content_altered
 
     tool, version = split_ref(args.tool, args.version)
     settings = Settings.load()
@@ -112,9 +112,9 @@ async def cmd_sign(args: argparse.Namespace) -> int:
 
 
 async def cmd_verify(args: argparse.Namespace) -> int:
-    from ..refs import split_ref
+    from ..core.refs import split_ref
+    from ..harness.run import Runner
     from ..registry import connect
-    from ..run import Runner
 
     tool, version = split_ref(args.tool, args.version)
     settings = Settings.load()
@@ -135,9 +135,9 @@ async def cmd_verify(args: argparse.Namespace) -> int:
 
 
 async def cmd_lock(args: argparse.Namespace) -> int:
-    from ..refs import normalize_ref, split_ref
+    from ..core.refs import normalize_ref, split_ref
     from ..registry import opened as open_registry
-    from .lockfile import LockedTool, Lockfile
+    from ..trust.lockfile import LockedTool, Lockfile
 
     settings = Settings.load()
     lockfile = Lockfile(settings.lockfile)

@@ -14,7 +14,7 @@ Who the calls act as:
   `--insecure-no-auth` (loopback only) serves without tokens as the server's own principal.
 
 Wire it into the kiwi CLI with `add_serve_command(sub)` on its subparsers; standalone:
-`python -m runner.mcp.serve_cli --transport stdio`. Logs go to stderr (stdout is the
+`python -m runner.cli.serve --transport stdio`. Logs go to stderr (stdout is the
 protocol on stdio). The registry and cache come from Settings (KIWI_DATABASE_URL, ...).
 """
 
@@ -34,9 +34,9 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import KiwiError, UsageError
+from ..harness.run import Runner
 from ..principal import acting_as, anon
 from ..registry import connect
-from ..run import Runner
 
 __all__ = ["add_serve_command", "cmd_serve", "main", "serve"]
 
@@ -162,8 +162,8 @@ async def _serve_http(
 ) -> None:
     import uvicorn  # the MCP SDK's own server, loaded only when serving
 
-    from .auth import http_app, http_auth, is_loopback
-    from .auth import public_url as public_url_of
+    from ..mcp.auth import http_app, http_auth, is_loopback
+    from ..mcp.auth import public_url as public_url_of
 
     if insecure_no_auth and not is_loopback(host):
         raise UsageError(
@@ -207,7 +207,7 @@ async def _serve_http(
 
 @contextlib.asynccontextmanager
 async def _served(settings: Settings, allow_command_writes: bool) -> Any:
-    from .server import build_server  # the MCP SDK only when serving: `kiwi run` must not pay its import
+    from ..mcp.server import build_server  # the MCP SDK only when serving: `kiwi run` must not pay its import
 
     runner = Runner(connect(settings), settings, on_progress=lambda line: logger.info("%s", line))
     try:

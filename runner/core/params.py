@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema_rs
 
-from .errors import InvalidParameters, Refused
+from ..errors import InvalidParameters, Refused
 from .identity import ByIdentity
 from .text import first_line, is_utf8
 

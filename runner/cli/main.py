@@ -35,15 +35,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .config import Settings
-from .errors import KiwiError, Refused, UsageError
-from .governance_cli import add_governance_commands
-from .plan import Plan
-from .policy import Call
-from .refs import ToolRef, split_ref
-from .registry import connect, opened
-from .run import RESULT_KEYS, Runner, RunResult
-from .text import dependents_line, first_line
+from ..config import Settings
+from ..core.plan import Plan
+from ..core.refs import ToolRef, split_ref
+from ..core.text import dependents_line, first_line
+from ..errors import KiwiError, Refused, UsageError
+from ..harness.run import RESULT_KEYS, Runner, RunResult
+from ..policy import Call
+from ..registry import connect, opened
+from .governance import add_governance_commands
 
 EXIT_TIMEOUT = 124
 EXIT_BROKEN_PIPE = 141
@@ -199,10 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="print a JSON array")
     runs.set_defaults(handler=cmd_runs)
 
-    from .mcp.cli import add_mcp_commands  # the MCP SDK itself loads only when used
-    from .mcp.serve_cli import add_serve_command
-    from .token_cli import add_token_command
-    from .trust.cli import add_trust_commands
+    from .mcp import add_mcp_commands  # the MCP SDK itself loads only when used
+    from .serve import add_serve_command
+    from .token import add_token_command
+    from .trust import add_trust_commands
 
     add_governance_commands(sub)
     add_serve_command(sub)
@@ -301,7 +301,7 @@ def print_run(result: RunResult, dry_run: bool) -> None:
 
 
 async def cmd_search(args: argparse.Namespace) -> int:
-    from .trust.states import signature_labels  # cryptography only for commands that show signatures
+    from ..trust.states import signature_labels  # cryptography only for commands that show signatures
 
     settings = Settings.load()
     async with open_registry() as registry:
@@ -383,8 +383,8 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def cmd_publish(args: argparse.Namespace) -> int:
-    from .spaces import find  # PyYAML only when publishing
-    from .tool_dir import ToolDirError, load_tool_dir
+    from ..core.tool_dir import ToolDirError, load_tool_dir
+    from ..registry.spaces import find  # PyYAML only when publishing
 
     directory = Path(args.directory)
     if not directory.is_dir():
@@ -407,8 +407,8 @@ async def cmd_publish(args: argparse.Namespace) -> int:
         return await request_publish_approval(args, tool_dir.manifest, tool_dir.files)
     signature = None
     if args.sign:
-        from .trust.keys import load
-        from .trust.signing import sign_publication
+        from ..trust.keys import load
+        from ..trust.signing import sign_publication
 
         key = load(Settings.load().keys_dir, args.key)
         signature = sign_publication(key, tool_dir.manifest, tool_dir.files)
@@ -462,7 +462,7 @@ async def request_publish_approval(args: argparse.Namespace, manifest: dict[str,
 
 async def cmd_pull(args: argparse.Namespace) -> int:
     """kiwi pull TOOL[@V]: the version's tool.yaml (byte for byte as published) and files, into a space."""
-    from .spaces import PROJECT, USER, pull
+    from ..registry.spaces import PROJECT, USER, pull
 
     tool, version = split_ref(args.tool, None)
     async with open_registry() as registry:

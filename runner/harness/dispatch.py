@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 
-from .errors import Refused
-from .plan import Plan
-from .primitives.base import Invocation, Outcome, Primitive
+from ..core.plan import Plan
+from ..errors import Refused
+from ..primitives.base import Invocation, Outcome, Primitive
 
 
 class LazyPrimitive:
@@ -48,9 +48,9 @@ class LazyPrimitive:
 def default_handlers() -> list[Primitive]:
     return [
         # MCP tools end in a primitive too (their server's), so they are matched first
-        LazyPrimitive("mcp", "runner.mcp.handler:McpToolHandler", tool_type="mcp_tool"),
-        LazyPrimitive("directive", "runner.directive:DirectiveHandler", tool_type="directive"),
-        LazyPrimitive("thread", "runner.thread:ThreadHandler", tool_type="thread"),
+        LazyPrimitive("mcp", "runner.handlers.mcp_tool:McpToolHandler", tool_type="mcp_tool"),
+        LazyPrimitive("directive", "runner.handlers.directive:DirectiveHandler", tool_type="directive"),
+        LazyPrimitive("thread", "runner.handlers.thread:ThreadHandler", tool_type="thread"),
         LazyPrimitive("subprocess", "runner.primitives.subprocess:SubprocessPrimitive"),
         LazyPrimitive("http_client", "runner.primitives.http_client:HttpClientPrimitive"),
     ]

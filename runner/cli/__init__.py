@@ -1,0 +1,1 @@
+"""Every `kiwi` command."""

@@ -1,0 +1,5 @@
+"""`python -m runner.cli`."""
+
+from .main import entrypoint
+
+entrypoint()

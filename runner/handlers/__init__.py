@@ -1,0 +1,1 @@
+"""What runs a plan that is not a primitive: MCP tools, directives and threads."""

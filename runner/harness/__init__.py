@@ -1,0 +1,1 @@
+"""Running a plan: the Runner, its dispatcher, environments, validation and the recorder."""

@@ -1,1 +1,0 @@
-"""Model providers for threads (runner/thread.py): wire formats as small adapters."""
