@@ -34,6 +34,9 @@ from .errors import UsageError
 from .principal import LOCAL_JWT_SECRET, Principal, anon, from_token, local_owner
 from .principal import admin as principal_admin
 
+# The local stack's Supabase Auth (the Supabase CLI's API port, 54321).
+LOCAL_AUTH_ISSUER = "http://127.0.0.1:54321/auth/v1"
+
 DEFAULT_DATABASE_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
 TRUST_POLICIES = ("off", "warn", "require")
 LOCKFILE_NAME = "kiwi.lock"
@@ -144,6 +147,17 @@ class Settings:
         if self.supabase_access_token:
             return from_token(self.supabase_access_token, secret=self.jwt_secret, jwks_url=self.jwks_url)
         return local_owner() if self.backend == "postgres" else anon()
+
+    def auth_issuer(self, environ: Mapping[str, str] | None = None) -> str:
+        """The authorization server that issues this project's tokens: KIWI_AUTH_ISSUER, else the
+        project's Supabase Auth (`<SUPABASE_URL>/auth/v1`), else the local stack's."""
+        env = os.environ if environ is None else environ
+        explicit = (env.get("KIWI_AUTH_ISSUER") or "").strip()
+        if explicit:
+            return explicit.rstrip("/")
+        if self.supabase_url:
+            return self.supabase_url.rstrip("/") + "/auth/v1"
+        return LOCAL_AUTH_ISSUER
 
 
 def _flag(value: str | None, name: str) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from runner.core.plan import ChainLink, Plan, mcp_server_of
-from runner.core.refs import CLI_WORDS, MCP_WORDS, ToolRef, split_ref
+from runner.core.refs import CLI_WORDS, MCP_WORDS, ToolRef, split_ref, tool_name
 from runner.errors import UsageError
 from runner.mcp.meta import args as meta_args
 from runner.policy.permissions import check
@@ -189,3 +189,29 @@ def test_permissions_name_an_mcp_tool_by_the_plans_server() -> None:
     }
     assert check({"mcp": ["acme/files.read_file"]}, json_view) is None
     assert check({"mcp": ["acme/fs.*"]}, json_view) == 'mcp: acme/files.read_file is not allowed by ["acme/fs.*"]'
+
+
+@pytest.mark.parametrize(
+    ("manifest", "expected"),
+    [
+        ({"tool_id": "x"}, "x"),
+        ({"tool_id": "x", "namespace": "acme"}, "acme/x"),
+        ({"tool_id": "acme/x", "namespace": "other"}, "acme/x"),  # the tool_id's namespace wins
+        ({"tool_id": "public/x", "namespace": "acme"}, "x"),
+        ({"tool_id": " x ", "namespace": ""}, "x"),
+        ({"tool_id": "/x"}, "x"),
+    ],
+)
+def test_a_manifests_identity(manifest: dict[str, Any], expected: str) -> None:
+    named = ToolRef.of_manifest(manifest)
+    assert named is not None and named.ref == expected
+
+
+@pytest.mark.parametrize("manifest", [None, [], {}, {"tool_id": 3}])
+def test_a_manifest_without_a_tool_id_has_no_identity(manifest: Any) -> None:
+    assert ToolRef.of_manifest(manifest) is None
+
+
+def test_a_tools_name_leaves_its_namespace_out() -> None:
+    assert [tool_name(r) for r in ("x", "acme/x", "public/x")] == ["x", "x", "x"]
+    assert meta_args.same_tool("acme/x", "x") and not meta_args.same_tool("acme/x", "y")

@@ -20,35 +20,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..config import Settings
 from ..errors import KiwiError, UsageError
 from ..principal import LOCAL_OWNER_ID, sign
 
-__all__ = ["LOCAL_AUTH_ISSUER", "add_token_command", "auth_issuer", "cmd_token", "main", "token_claims"]
+__all__ = ["add_token_command", "cmd_token", "main", "token_claims"]
 
-# The local stack's Supabase Auth (the Supabase CLI's API port, 54321).
-LOCAL_AUTH_ISSUER = "http://127.0.0.1:54321/auth/v1"
 DEFAULT_EXPIRES_S = 24 * 3600
 MAX_EXPIRES_S = 366 * 24 * 3600
-
-
-def auth_issuer(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
-    """The authorization server that issues this project's tokens: KIWI_AUTH_ISSUER, else the
-    project's Supabase Auth (`<SUPABASE_URL>/auth/v1`), else the local stack's."""
-    env = os.environ if environ is None else environ
-    explicit = (env.get("KIWI_AUTH_ISSUER") or "").strip()
-    if explicit:
-        return explicit.rstrip("/")
-    if settings.supabase_url:
-        return settings.supabase_url.rstrip("/") + "/auth/v1"
-    return LOCAL_AUTH_ISSUER
 
 
 def token_claims(*, role: str, user: str | None, issuer: str) -> dict[str, Any]:
@@ -115,7 +100,7 @@ async def cmd_token(args: argparse.Namespace) -> int:
             hint="set KIWI_JWT_SECRET to the project's JWT secret; a hosted project's users sign in "
             "through its Supabase Auth instead (MCP clients discover it from the server's metadata)",
         )
-    claims = token_claims(role=args.role, user=args.user, issuer=auth_issuer(settings))
+    claims = token_claims(role=args.role, user=args.user, issuer=settings.auth_issuer())
     token = sign(claims, settings.jwt_secret, expires_in_s=args.expires)
     expires_at = int(time.time()) + args.expires
     if args.json:

@@ -83,6 +83,19 @@ class ToolRef:
         namespace, slash, tool_id = ref.partition("/")
         return cls(namespace, tool_id, version) if slash else cls(PUBLIC, ref, version)
 
+    @classmethod
+    def of_manifest(cls, manifest: object) -> ToolRef | None:
+        """A manifest's identity: its `tool_id` in the namespace the tool_id names (`ns/tool`),
+        else in its `namespace:`, else public; None for a manifest with no tool_id."""
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("tool_id"), str):
+            return None
+        tool_id = manifest["tool_id"].strip()
+        namespace, slash, name = tool_id.partition("/")
+        if not slash:
+            given = manifest.get("namespace")
+            namespace, name = (given if isinstance(given, str) else ""), tool_id
+        return cls(namespace or PUBLIC, name)
+
     @property
     def ref(self) -> str:
         """The reference as the registry writes it: `tool_id` in public, `namespace/tool_id` elsewhere."""
@@ -90,6 +103,11 @@ class ToolRef:
 
     def __str__(self) -> str:
         return self.ref if self.version is None else f"{self.ref}@{self.version}"
+
+
+def tool_name(ref: str) -> str:
+    """The tool's name without its namespace: `x` for `ns/x` and for `x`."""
+    return ToolRef.parse(ref, strict=False).tool_id
 
 
 def split_ref(tool: str, version: str | None) -> tuple[str, str | None]:

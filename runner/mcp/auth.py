@@ -47,7 +47,6 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
-from ..cli.token import auth_issuer
 from ..config import Settings
 from ..errors import KiwiError, Refused, UsageError
 from ..principal import Principal, acting_as, from_token
@@ -246,7 +245,7 @@ def http_auth(
 ) -> HttpAuth:
     """The endpoint's authentication from the runner's Settings (the JWT secret, the JWKS URL)
     and the environment (KIWI_AUTH_ISSUER, SUPABASE_URL)."""
-    issuer = auth_issuer(settings, environ)
+    issuer = settings.auth_issuer(environ)
     try:
         auth_settings = AuthSettings(
             issuer_url=AnyHttpUrl(issuer),

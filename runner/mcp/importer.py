@@ -23,6 +23,7 @@ from typing import Any
 import mcp_types as types
 
 from ..core.plan import Plan
+from ..core.refs import tool_name
 from ..errors import KiwiError, Refused
 from ..handlers.mcp_tool import server_link, server_spec
 from ..registry.base import Registry
@@ -115,7 +116,7 @@ def tool_manifest(server_ref: str, tool: types.Tool, server_manifest: Mapping[st
         "name": tool.title or tool.name,
         "description": tool.description or f"{tool.name} (a tool of the MCP server {server_ref})",
         "category": server_manifest.get("category") or "mcp",
-        "tags": ["mcp", server_ref.rsplit("/", 1)[-1]],
+        "tags": ["mcp", tool_name(server_ref)],
         "config": {"tool": tool.name},
         "parameters": schema,
     }

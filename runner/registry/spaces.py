@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.materialize import is_safe_relative
-from ..core.refs import normalize_ref
+from ..core.refs import ToolRef, normalize_ref, tool_name
 from ..errors import Refused, UsageError
 
 if TYPE_CHECKING:
@@ -90,18 +90,6 @@ class Pulled:
         }
 
 
-def ref_of(manifest: Any) -> str | None:
-    """A manifest's identity: `tool_id` in its namespace (`ns/tool`, or `namespace:`), public by default."""
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("tool_id"), str):
-        return None
-    tool_id = manifest["tool_id"].strip()
-    namespace = manifest.get("namespace")
-    if "/" in tool_id:
-        namespace, _, tool_id = tool_id.partition("/")
-    namespace = namespace if isinstance(namespace, str) and namespace else "public"
-    return tool_id if namespace == "public" else f"{namespace}/{tool_id}"
-
-
 def spaces(settings: Settings) -> tuple[tuple[str, Path], ...]:
     """The spaces in resolution order; the user space is skipped when it is the project's."""
     return _spaces(settings.project_space, settings.user_space)
@@ -137,7 +125,7 @@ def find_in(root: Path, space: str, ref: str) -> LocalTool | None:
     if not root.is_dir():
         return None
     ref = normalize_ref(ref)
-    name = ref.rpartition("/")[2]
+    name = tool_name(ref)
     if not name:
         return None
     matches: list[Path] = []
@@ -231,7 +219,8 @@ def _parse_identity(raw: bytes) -> tuple[str | None, str | None]:
         return None, "not UTF-8 text"
     except (yaml.YAMLError, RecursionError) as e:
         return None, f"not valid YAML: {e}"
-    identity = ref_of(manifest)
+    named = ToolRef.of_manifest(manifest)
+    identity = named.ref if named else None
     return (identity, None) if identity else (None, "has no tool_id (a string)")
 
 
@@ -263,7 +252,7 @@ def write(source: dict[str, Any], root: Path, space: str, *, force: bool = False
 
     existing = find_in(root, space, ref)
     namespace = str(source.get("namespace") or "public")
-    name = ref.rpartition("/")[2]
+    name = tool_name(ref)
     target = existing.path if existing else (root / name if namespace == "public" else root / namespace / name)
     _check_within(target, root, ref)
     for path in wanted:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...core.refs import MCP_WORDS, ToolRef
+from ...core.refs import MCP_WORDS, ToolRef, tool_name
 from ...errors import UsageError
 
 __all__ = [
@@ -91,4 +91,5 @@ def split_ref(item_id: str | None, version: str | None) -> tuple[str, str | None
 
 
 def same_tool(ref: str, manifest_id: str) -> bool:
-    return ref == manifest_id or ref.rsplit("/", 1)[-1] == manifest_id.rsplit("/", 1)[-1]
+    """Whether an item_id names the manifest's tool (namespaces aside: the manifest may give its own)."""
+    return ref == manifest_id or tool_name(ref) == tool_name(manifest_id)

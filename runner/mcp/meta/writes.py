@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from mcp_types import CallToolResult
 
+from ...core.refs import ToolRef, tool_name
 from ...core.text import dependents_line
 from ...errors import NotFound, Refused, UsageError
 from ...principal import requested
@@ -88,7 +89,7 @@ def _publish_ref(doc: dict[str, Any], item_id: str | None) -> str:
     if item_id:
         ref, _ = split_ref(item_id, None)
         if "tool_id" not in doc:
-            doc["tool_id"] = ref.rsplit("/", 1)[-1]
+            doc["tool_id"] = tool_name(ref)
         elif not same_tool(ref, str(doc["tool_id"])):
             raise UsageError(
                 f"item_id {ref!r} does not match the manifest's tool_id {doc['tool_id']!r}",
@@ -177,7 +178,7 @@ def _refuse_command_write(action: str, ref: str, doc: dict[str, Any]) -> None:
     """Refuse, over MCP, a write that would choose what command other tools run (a prompt
     injection's favourite): runtimes, primitives, MCP servers, builtin or official tools,
     and anything in the shared `public` namespace."""
-    namespace = str(doc.get("namespace") or (ref.split("/", 1)[0] if "/" in ref else "public"))
+    namespace = str(doc.get("namespace") or ToolRef.parse(ref, strict=False).namespace)
     why = (
         f"it is a {doc.get('tool_type')}"
         if doc.get("tool_type") in COMMAND_TYPES
