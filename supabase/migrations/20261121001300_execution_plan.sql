@@ -1,12 +1,13 @@
 -- The one RPC the runner needs: chain, merged config, parameter schema and files.
 --
--- Plans are computed by walking the chain (compute_plan) and, for every latest
--- version, kept precomputed in kiwi_internal.plan_cache, so the runner's hot path is
--- one indexed read. The cache is the admin's view of a plan; visibility is still
--- checked per caller on every read (the root by RLS-equivalent rules, the rest
--- through the namespaces of the private tools the chain passes through). Anything
--- the cache cannot answer (a pinned older version, a caller who cannot see a link, a
--- broken chain) is computed live, raising the same errors as resolve_chains.
+-- Plans are computed by compute_plan, whose chain is walked by walk_chains (the walker
+-- of resolve_chains too), and, for every latest version, kept precomputed in
+-- kiwi_internal.plan_cache, so the runner's hot path is one indexed read. The cache is
+-- the admin's view of a plan; visibility is still checked per caller on every read
+-- (the root by RLS-equivalent rules, the rest through the namespaces of the private
+-- tools the chain passes through). Anything the cache cannot answer (a pinned older
+-- version, a caller who cannot see a link, a broken chain) is computed live, raising
+-- the errors resolve_chains raises.
 --
 -- Freshness: any change to a tool's latest version, executor or visibility deletes at
 -- once every cached plan whose chain passes through that tool (reads in the same
@@ -24,95 +25,71 @@ create type kiwi_internal.plan_build as (
   error         text[]    -- {message, sqlstate} when the chain cannot run
 );
 
+-- The plan of one version: its chain walked by walk_chains (20261121001200_chain_resolution.sql)
+-- with the visibility given, then the configs merged, the files listed.
 create function kiwi_internal.compute_plan(p_version_uuid uuid, p_admin boolean, p_ns text[])
   returns kiwi_internal.plan_build
   language plpgsql stable security definer
   set search_path = ''
 as $$
 declare
-  v_root       record;
-  v_link       record;
-  v_chain      jsonb;
-  v_configs    jsonb[];
-  v_path       text[];
-  v_tools      uuid[];
-  v_versions   uuid[];
+  v_root       kiwi_internal.chain_row;
+  v_params     jsonb;
+  v_chain      kiwi_internal.chain_row[];
+  v_link       kiwi_internal.chain_row;
+  v_links      jsonb;
+  v_configs    jsonb[] := '{}';
+  v_tools      uuid[] := '{}';
+  v_versions   uuid[] := '{}';
   v_restricted text[] := '{}';
-  v_next       text;
-  v_type       text;
   v_files      jsonb;
   v_out        kiwi_internal.plan_build;
 begin
-  select t.id as tool_uuid, t.ref, t.tool_type, v.id, v.version, v.content_hash, v.executor_id,
-         v.manifest -> 'config' as config, v.manifest -> 'outputs' as outputs, v.parameters_schema,
-         v.manifest
+  select 1, t.ref, 0, t.ref, t.tool_type, v.executor_id, v.version, v.content_hash, v.manifest, v.id,
+         t.id, t.namespace, t.visibility, null, null
     into v_root
     from public.tool_versions v join public.tools t on t.id = v.tool_uuid
    where v.id = p_version_uuid;
 
-  v_chain := jsonb_build_array(jsonb_build_object('tool_id', v_root.ref, 'tool_type', v_root.tool_type,
-                                                  'version', v_root.version, 'content_hash', v_root.content_hash));
-  v_configs := array[v_root.config];
-  v_path := array[v_root.ref];
-  v_tools := array[v_root.tool_uuid];
-  v_versions := array[v_root.id];
-  v_next := v_root.executor_id;
-  v_type := v_root.tool_type;
-  while v_next is not null loop
-    if v_next = any (v_path) then
-      v_out.error := kiwi_internal.chain_error('cycle', v_root.ref, v_path, v_next);
-      return v_out;
-    elsif cardinality(v_path) > 10 then
-      v_out.error := kiwi_internal.chain_error('too_deep', v_root.ref, v_path, v_next);
-      return v_out;
-    end if;
-    select t.id, t.ref, t.tool_type, t.visibility, t.namespace, v.id as version_uuid, v.version,
-           v.content_hash, v.executor_id, v.manifest -> 'config' as config
-      into v_link
-      from public.tools t
-      join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
-     where t.ref = v_next
-       and (t.visibility <> 'private' or p_admin or t.namespace = any (p_ns));
-    if not found then
-      v_out.error := kiwi_internal.chain_error('dangling', v_root.ref, v_path, v_next);
-      return v_out;
-    end if;
-    v_chain := v_chain || jsonb_build_object('tool_id', v_link.ref, 'tool_type', v_link.tool_type,
-                                             'version', v_link.version, 'content_hash', v_link.content_hash);
-    v_configs := array_prepend(v_link.config, v_configs);   -- primitive first
-    v_path := v_path || v_link.ref;
-    v_tools := v_tools || v_link.id;
-    v_versions := v_versions || v_link.version_uuid;
-    if v_link.visibility = 'private' then
-      v_restricted := v_restricted || v_link.namespace;
-    end if;
-    v_next := v_link.executor_id;
-    v_type := v_link.tool_type;
-  end loop;
-  if v_type <> 'primitive' and not (cardinality(v_path) = 1 and v_type = 'knowledge') then
-    v_out.error := kiwi_internal.chain_error('no_primitive', v_root.ref, v_path, null, v_type);
+  v_chain := kiwi_internal.walk_chains(array[v_root], p_admin, p_ns);
+  if v_chain[1].error is not null then
+    v_out.error := array[v_chain[1].error, v_chain[1].error_code];
     return v_out;
   end if;
+  v_links := '[]';
+  foreach v_link in array v_chain loop
+    v_links := v_links || jsonb_build_object('tool_id', v_link.tool_id, 'tool_type', v_link.tool_type,
+                                             'version', v_link.version, 'content_hash', v_link.content_hash);
+    v_configs := array_prepend(v_link.manifest -> 'config', v_configs);   -- primitive first
+    v_tools := v_tools || v_link.tool_uuid;
+    v_versions := v_versions || v_link.version_uuid;
+    if v_link.depth > 0 and v_link.visibility = 'private' then
+      v_restricted := v_restricted || v_link.namespace;
+    end if;
+  end loop;
 
-  select jsonb_agg(jsonb_build_object('path', f.path, 'sha256', f.sha256, 'size_bytes', f.size_bytes,
-                                      'is_entrypoint', f.is_entrypoint, 'media_type', f.media_type,
-                                      'content_text', f.content_text, 'storage_key', f.storage_key)
-                   order by f.path)
-    into v_files
-    from public.tool_version_files f
-   where f.version_id = v_root.id;
+  select v.parameters_schema,
+         (select jsonb_agg(jsonb_build_object('path', f.path, 'sha256', f.sha256, 'size_bytes', f.size_bytes,
+                                              'is_entrypoint', f.is_entrypoint, 'media_type', f.media_type,
+                                              'content_text', f.content_text, 'storage_key', f.storage_key)
+                           order by f.path)
+            from public.tool_version_files f
+           where f.version_id = v.id)
+    into v_params, v_files
+    from public.tool_versions v
+   where v.id = p_version_uuid;
 
   v_out.plan := jsonb_build_object(
-    'tool_id',      v_root.ref,
+    'tool_id',      v_root.tool_id,
     'version',      v_root.version,
     'tool_type',    v_root.tool_type,
     'content_hash', v_root.content_hash,
     'executor_id',  v_root.executor_id,
-    'primitive',    case when v_type = 'primitive' then v_path[cardinality(v_path)] end,
-    'chain',        v_chain,
+    'primitive',    case when v_link.tool_type = 'primitive' then v_link.tool_id end,   -- the last link
+    'chain',        v_links,
     'config',       coalesce(kiwi_internal.jsonb_deep_merge_all(v_configs), '{}'::jsonb),
-    'parameters',   v_root.parameters_schema,
-    'outputs',      v_root.outputs,
+    'parameters',   v_params,
+    'outputs',      v_root.manifest -> 'outputs',
     'manifest',     v_root.manifest,   -- the version's own manifest (what it declares: requires, ...)
     'files',        coalesce(v_files, '[]'::jsonb));
   v_out.chain_tools := v_tools;

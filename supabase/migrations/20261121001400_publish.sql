@@ -18,6 +18,11 @@
 --                                      (20261121002900_directive_coverage.sql)
 --   files_problems(files, manifest)  the files, against the manifest and registry_limits
 --
+-- Both also plan the files one way (planned_files: hashed, sized, the entrypoint marked),
+-- so a preview carries the content_hash publishing would give, and refuse a chain that
+-- ends where its type forbids in one wording (chain_error 'wrong_primitive'); their
+-- chains are walked by walk_chains (20261121001200_chain_resolution.sql).
+--
 -- The limits sort before this migration. The two directive parts are created by later
 -- migrations (directive coverage needs the glob matching of 20261121002300_contexts.sql):
 -- manifest_problems is plpgsql, whose body resolves the functions it calls when it runs,
@@ -437,37 +442,49 @@ end
 $$;
 revoke execute on function kiwi_internal.publish_target(jsonb, jsonb) from public, anon, authenticated, service_role;
 
+-- The files of a version as publish stores them and plans carry them: hashed, sized,
+-- the entrypoint marked (the manifest's, else the one flagged, else a lone file), the
+-- media type guessed when not given, sorted by path. Publish (publish_contents) and
+-- preview_execution_plan (20261121002600_local_plans.sql) both take them from here.
+create function kiwi_internal.planned_files(p_manifest jsonb, p_files jsonb) returns jsonb
+  language sql stable
+  set search_path = ''
+as $$
+  with entry as (
+    select coalesce(p_manifest ->> 'entrypoint',
+                    (select f ->> 'path' from jsonb_array_elements(p_files) f
+                      where (f ->> 'is_entrypoint')::boolean is true limit 1),
+                    case when jsonb_array_length(p_files) = 1 then p_files #>> '{0,path}' end) as path
+  )
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'path', f ->> 'path',
+           'sha256', coalesce(kiwi_internal.sha256_hex(f ->> 'content_text'), f ->> 'sha256'),
+           'size_bytes', coalesce(octet_length(f ->> 'content_text'), (f ->> 'size_bytes')::bigint),
+           'is_entrypoint', (f ->> 'path') is not distinct from e.path,
+           'media_type', coalesce(f ->> 'media_type', kiwi_internal.guess_media_type(f ->> 'path')),
+           'content_text', f ->> 'content_text',
+           'storage_key', f ->> 'storage_key') order by f ->> 'path'), '[]'::jsonb)
+    from jsonb_array_elements(p_files) f cross join entry e
+$$;
+revoke execute on function kiwi_internal.planned_files(jsonb, jsonb) from public;
+grant execute on function kiwi_internal.planned_files(jsonb, jsonb) to anon, authenticated, service_role;
+
 -- What p_ref's new version would hold: its executor (one the caller can see), its files
--- with their sha256 and size, and the content_hash over manifest and files (the hash an
--- approval of this publish names). -> {executor, files, content_hash}.
+-- (planned_files) and the content_hash over manifest and files (the hash an approval of
+-- this publish names). -> {executor, files, content_hash}.
 create function kiwi_internal.publish_contents(p_manifest jsonb, p_files jsonb, p_ref text) returns jsonb
   language plpgsql stable
   set search_path = ''
 as $$
 declare
   v_exec  text := kiwi_internal.normalize_ref(p_manifest ->> 'executor');
-  v_entry text;
-  v_files jsonb;
+  v_files jsonb := kiwi_internal.planned_files(p_manifest, p_files);
 begin
   if v_exec is not null and not exists (
        select 1 from public.tools t where t.ref = v_exec and kiwi_internal.can_read(t.visibility, t.namespace)) then
     raise exception 'executor "%" of tool "%" not found', v_exec, p_ref
       using errcode = 'PT404', hint = 'publish the executor first, or name one you can see';
   end if;
-  v_entry := coalesce(p_manifest ->> 'entrypoint',
-                      (select f ->> 'path' from jsonb_array_elements(p_files) f
-                        where (f ->> 'is_entrypoint')::boolean is true),
-                      case when jsonb_array_length(p_files) = 1 then p_files #>> '{0,path}' end);
-  select coalesce(jsonb_agg(jsonb_build_object(
-           'path', f ->> 'path',
-           'sha256', coalesce(kiwi_internal.sha256_hex(f ->> 'content_text'), f ->> 'sha256'),
-           'size_bytes', coalesce(octet_length(f ->> 'content_text'), (f ->> 'size_bytes')::bigint),
-           'content_text', f ->> 'content_text',
-           'storage_key', f ->> 'storage_key',
-           'media_type', f ->> 'media_type',
-           'is_entrypoint', (f ->> 'path') is not distinct from v_entry)), '[]'::jsonb)
-    into v_files
-    from jsonb_array_elements(p_files) f;
   return jsonb_build_object('executor', v_exec, 'files', v_files,
                             'content_hash', kiwi_internal.content_hash(p_manifest, v_files));
 end
@@ -497,7 +514,8 @@ as $$
 $$;
 revoke execute on function kiwi_internal.dependents_of(text) from public, anon, authenticated, service_role;
 
--- The chain of a version just published: it must resolve, and end where its type requires.
+-- The chain of a version just published: it must resolve (resolve_chains, as the caller
+-- sees it), and end where its type requires (in the words preview_execution_plan uses).
 create function kiwi_internal.published_chain(p_ref text, p_version text, p_tool_type text)
   returns kiwi_internal.chain_row[]
   language plpgsql stable
@@ -506,6 +524,7 @@ as $$
 declare
   v_chain kiwi_internal.chain_row[];
   v_rule  public.tool_type_rules;
+  v_error text[];
 begin
   select array_agg(c order by c.depth) into v_chain
     from kiwi_internal.resolve_chains(array[p_ref], p_version) c;
@@ -515,10 +534,10 @@ begin
   select * into v_rule from public.tool_type_rules r where r.tool_type = p_tool_type;
   if v_rule.terminal_primitive is not null
      and v_chain[cardinality(v_chain)].tool_id <> v_rule.terminal_primitive then
-    raise exception 'tool "%" is a %: its chain must end in %, but ends in % (chain: %)',
-      p_ref, p_tool_type, v_rule.terminal_primitive, v_chain[cardinality(v_chain)].tool_id,
-      (select string_agg(c.tool_id, ' -> ' order by c.depth) from unnest(v_chain) c)
-      using errcode = 'PT422';
+    v_error := kiwi_internal.chain_error('wrong_primitive', p_ref,
+                                         (select array_agg(c.tool_id order by c.depth) from unnest(v_chain) c),
+                                         v_rule.terminal_primitive, p_tool_type);
+    raise exception '%', v_error[1] using errcode = v_error[2];
   end if;
   return v_chain;
 end

@@ -208,10 +208,7 @@ begin
       raise exception '%', r.error using errcode = r.error_code;
     end if;
     depth := r.depth; tool_id := r.tool_id; tool_type := r.tool_type; version := r.version;
-    content_hash := r.content_hash; manifest := r.manifest;
-    select t.namespace into namespace
-      from public.tool_versions v join public.tools t on t.id = v.tool_uuid
-     where v.id = r.version_uuid;
+    content_hash := r.content_hash; manifest := r.manifest; namespace := r.namespace;
     select coalesce(jsonb_agg(jsonb_build_object('path', f.path, 'sha256', f.sha256) order by f.path), '[]')
       into files
       from public.tool_version_files f

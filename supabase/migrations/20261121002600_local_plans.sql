@@ -12,32 +12,6 @@
 --
 -- Both only read: a preview writes nothing and leaves no trace in the plan cache.
 
--- The files of a version as publish stores them and plans carry them: hashed, sized,
--- the entrypoint marked (the manifest's, else the one flagged, else a lone file), the
--- media type guessed when not given, sorted by path.
-create function kiwi_internal.planned_files(p_manifest jsonb, p_files jsonb) returns jsonb
-  language sql stable
-  set search_path = ''
-as $$
-  with entry as (
-    select coalesce(p_manifest ->> 'entrypoint',
-                    (select f ->> 'path' from jsonb_array_elements(p_files) f
-                      where (f ->> 'is_entrypoint')::boolean is true limit 1),
-                    case when jsonb_array_length(p_files) = 1 then p_files #>> '{0,path}' end) as path
-  )
-  select coalesce(jsonb_agg(jsonb_build_object(
-           'path', f ->> 'path',
-           'sha256', coalesce(kiwi_internal.sha256_hex(f ->> 'content_text'), f ->> 'sha256'),
-           'size_bytes', coalesce(octet_length(f ->> 'content_text'), (f ->> 'size_bytes')::bigint),
-           'is_entrypoint', (f ->> 'path') is not distinct from e.path,
-           'media_type', coalesce(f ->> 'media_type', kiwi_internal.guess_media_type(f ->> 'path')),
-           'content_text', f ->> 'content_text',
-           'storage_key', f ->> 'storage_key') order by f ->> 'path'), '[]'::jsonb)
-    from jsonb_array_elements(p_files) f cross join entry e
-$$;
-revoke execute on function kiwi_internal.planned_files(jsonb, jsonb) from public;
-grant execute on function kiwi_internal.planned_files(jsonb, jsonb) to anon, authenticated, service_role;
-
 create function public.preview_execution_plan(p_manifest jsonb, p_files jsonb default '[]')
   returns jsonb
   language plpgsql stable
@@ -100,6 +74,11 @@ begin
         array_to_string(v_rule.executor_types, ' or ')
         using errcode = 'PT422', hint = 'see the executor matrix: select * from tool_type_rules';
     end if;
+    -- The executor's chain was walked by walk_chains (20261121001200_chain_resolution.sql)
+    -- for its plan; this tool adds one link on top, checked as the walker checks a link and
+    -- refused in its words: itself further down is a cycle, more than ten below it too deep.
+    -- (Not a call to walk_chains: a preview runs with the caller's rights, and the walker,
+    -- which trusts the visibility it is handed, is no API role's to call.)
     select array_agg(c ->> 'tool_id' order by n) into v_below
       from jsonb_array_elements(v_exec_plan -> 'chain') with ordinality as a(c, n);
     if v_ref = any (v_below) then
@@ -112,10 +91,9 @@ begin
     end if;
     v_primitive := v_exec_plan ->> 'primitive';
     if v_rule.terminal_primitive is not null and v_primitive is distinct from v_rule.terminal_primitive then
-      raise exception 'tool "%" is a %: its chain must end in %, but ends in % (chain: %)',
-        v_ref, v_type, v_rule.terminal_primitive, v_below[cardinality(v_below)],
-        array_to_string(array[v_ref] || v_below, ' -> ')
-        using errcode = 'PT422';
+      v_message := (kiwi_internal.chain_error('wrong_primitive', v_ref, array[v_ref] || v_below,
+                                              v_rule.terminal_primitive, v_type))[1];
+      raise exception '%', v_message using errcode = 'PT422';
     end if;
   elsif v_type = 'primitive' then
     v_primitive := v_ref;
