@@ -267,10 +267,10 @@ class TimedRegistry:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def execution_plan(self, *args: Any, **kwargs: Any) -> Any:
+    async def plan(self, *args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter_ns()
         try:
-            return await self.inner.execution_plan(*args, **kwargs)
+            return await self.inner.plan(*args, **kwargs)
         finally:
             if self.plan_ms is not None:
                 self.plan_ms.append((time.perf_counter_ns() - t0) / 1e6)

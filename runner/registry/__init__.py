@@ -1,7 +1,15 @@
-"""The registry client: one interface (`Registry`), two carriers (Postgres, Supabase REST).
+"""The registry client: one typed class (`Registry`) over one seam (`Backend.call`).
 
-registry = connect(Settings.load())
-plan = await registry.execution_plan("hello_world")
+    registry = connect(Settings.load())
+    plan = await registry.plan("hello_world")          # a frozen Plan (core/plan.py)
+
+`Registry` (base.py) has a method per SQL function of the registry, each a call of
+`backend.call(function, args, returns=..., read=...)`; what is particular to a function
+(remembered plans and gate verdicts, optional arguments left to their SQL defaults) is
+written there, once. A backend carries the call, as an httpx transport a request:
+`PostgresBackend` (postgres.py: psycopg pool, acting as the caller, retries, the plan
+cache), `RestBackend` (rest.py: PostgREST through supabase-py), `MemoryBackend`
+(memory.py: unit tests). `PostgresRegistry` and `RestRegistry` are Registry over theirs.
 
 Each backend is imported only when chosen: supabase-py alone takes most of a second
 to import, which a `kiwi run` over Postgres must not pay.
@@ -15,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..errors import UsageError
-from .base import Registry
+from .base import Backend, Registry, Select
 
 if TYPE_CHECKING:
     from .postgres import PostgresRegistry
     from .rest import RestRegistry
 
-__all__ = ["PostgresRegistry", "Registry", "RestRegistry", "connect", "opened"]
+__all__ = ["Backend", "PostgresRegistry", "Registry", "RestRegistry", "Select", "connect", "opened"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,34 +1,157 @@
-"""One interface to the registry, whatever carries the calls (Postgres or Supabase REST).
+"""The registry: one typed client (`Registry`) over one seam (`Backend.call`).
 
-Each method is one SQL function of the registry, called by name with the same
-arguments on both backends. Backends translate the database's errors into
-KiwiErrors: PT404 -> NotFound, PT422/PT409/42501 -> Refused, 22023 -> UsageError
-(a bad manifest), a connection failure -> RegistryUnavailable.
+Each method of `Registry` is one SQL function of the registry (supabase/migrations/),
+called by name with its `p_*` arguments as the function declares them; an optional
+argument left as None is not sent, so that the function's SQL default applies. A backend
+carries a call and nothing else, as an httpx transport carries a request:
+
+    await backend.call("resolve_execution_plan", {"p_tool_id": "hello_world"}, read=True)
+
+    PostgresBackend  postgres.py  `select public.<function>(p_x => %s, ...)` on a pool, as the caller
+    RestBackend      rest.py      PostgREST's `POST /rest/v1/rpc/<function>`, through supabase-py
+    MemoryBackend    memory.py    answers from the plans and rows it is given (unit tests)
+
+`returns` says what comes back: "value" (the function's one value), "rows" (a
+set-returning function's rows, as dicts), "column" (the values of a set-returning function
+of one column, in order), or a `Select` (rows of a table or view of `public`, filtered by
+equality on `args`, as JSON objects). `read`: the call changes nothing, so a backend may
+repeat it after a connection lost mid-call.
+
+Backends translate the database's errors into KiwiErrors (errors.py): PT404 -> NotFound,
+PT422/PT409/42501 -> Refused, 22023 -> UsageError (a bad manifest), a connection failure
+-> RegistryUnavailable. What is particular to one function is written here, once: plans
+and untouched gate verdicts remembered while the backend's cache is live (plan_cache.py),
+approval ids checked before they are sent, batches of records answered as lists of ids.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import uuid
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal, Protocol, Self, TypeAlias
+
+from ..core.plan import Plan
+from ..errors import UsageError
+
+__all__ = ["Backend", "Cache", "Registry", "Returns", "Select"]
 
 
-class Registry(Protocol):
-    async def execution_plan(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
-        """public.resolve_execution_plan(p_tool_id, p_version): the plan as a dict."""
+@dataclass(frozen=True)
+class Select:
+    """A read of a table or view of `public` instead of a function: the rows matching `args`,
+    ordered by `order` (each column descending with `desc`), at most `limit`."""
+
+    order: tuple[str, ...]
+    desc: bool = False
+    limit: int | None = None
+
+
+Returns: TypeAlias = Literal["value", "rows", "column"] | Select
+
+
+class Cache(Protocol):
+    """Answers remembered while they are known to be current (plan_cache.PlanCache)."""
+
+    def peek(self, key: Hashable) -> dict[str, Any] | None: ...
+
+    async def get(
+        self,
+        key: Hashable,
+        fetch: Callable[[], Awaitable[dict[str, Any]]],
+        keep: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> dict[str, Any]: ...
+
+
+class Backend(Protocol):
+    """What carries the registry's calls: one coroutine, `call`."""
+
+    cache: Cache | None  # a backend whose database says when answers change (Postgres), else None
+
+    def caller(self) -> str:
+        """Whom the next call acts as, as a key (what one caller may read, another may not)."""
         ...
+
+    async def call(
+        self, function: str, args: Mapping[str, Any], *, returns: Returns = "value", read: bool = False
+    ) -> Any:
+        """public.<function>(<name> => <value>, ...), answered as `returns` says; the database's
+        errors as KiwiErrors."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def _untouched(verdict: dict[str, Any]) -> bool:
+    """A verdict that allowed a call without counting it or using an approval."""
+    return verdict.get("allowed") is True and not verdict.get("limits") and verdict.get("approval") is None
+
+
+def _uuid(value: str) -> str:
+    """An approval id, checked here so that a typo is a usage error naming it, not a cast error."""
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise UsageError(
+            f"not an approval id: {value!r}", hint="approval ids are uuids; list them with `kiwi approvals`"
+        ) from None
+
+
+class Registry:
+    """The registry's functions, typed, over any Backend (`PostgresRegistry` and `RestRegistry`
+    are this class over their backend)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.backend!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+    async def plan(self, tool_id: str, version: str | None = None) -> Plan:
+        """The execution plan as a frozen Plan; while the plan is remembered (the same dict comes
+        back), the same Plan object, made once (core/identity.py)."""
+        return Plan.of(await self.execution_plan(tool_id, version))
+
+    async def execution_plan(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
+        """public.resolve_execution_plan(p_tool_id, p_version): the plan as a dict; from memory
+        while the backend's cache says it is current (treat it as read-only)."""
+        cache = self.backend.cache
+        if cache is None:
+            return await self._fetch_plan(tool_id, version)
+        key = (self.backend.caller(), tool_id, version)  # per caller: what one may read, another may not
+        known = cache.peek(key)  # the runner's hot path: no await when remembered
+        return known if known is not None else await cache.get(key, partial(self._fetch_plan, tool_id, version))
+
+    async def _fetch_plan(self, tool_id: str, version: str | None) -> dict[str, Any]:
+        return await self._call("resolve_execution_plan", {"p_tool_id": tool_id}, read=True, p_version=version)
 
     async def chain(self, tool_id: str) -> list[dict[str, Any]]:
         """public.resolve_executor_chain(p_tool_id): rows ordered by depth."""
-        ...
+        return await self._call("resolve_executor_chain", {"p_tool_id": tool_id}, returns="rows", read=True)
 
     async def chains_batch(self, tool_ids: list[str]) -> list[dict[str, Any]]:
         """public.resolve_executor_chains_batch(p_tool_ids)."""
-        ...
+        return await self._call(
+            "resolve_executor_chains_batch", {"p_tool_ids": list(tool_ids)}, returns="rows", read=True
+        )
 
     async def search(
         self, query: str, *, tool_type: str | None = None, category: str | None = None, limit: int = 20
     ) -> list[dict[str, Any]]:
         """public.search_tools(p_query, p_tool_type, p_category, p_limit)."""
-        ...
+        args = {"p_query": query, "p_limit": limit}
+        kinds = {"p_tool_type": tool_type, "p_category": category}
+        return await self._call("search_tools", args, returns="rows", read=True, **kinds)
 
     async def publish(
         self,
@@ -44,7 +167,13 @@ class Registry(Protocol):
         content, for a write only an admin may otherwise make; it is used up, or Refused saying
         why (pending, denied, expired, used, other content); given for a publish that needs
         none, UsageError."""
-        ...
+        return await self._call(
+            "publish_tool_version",
+            {"p_manifest": manifest, "p_files": list(files)},
+            p_manifest_yaml=manifest_yaml,
+            p_signature=signature,
+            p_approval_id=None if approval_id is None else _uuid(approval_id),
+        )
 
     async def request_publish_approval(
         self, manifest: dict[str, Any], files: list[dict[str, Any]], session: str | None = None
@@ -53,87 +182,112 @@ class Registry(Protocol):
         (policy 'command write') of publishing exactly this content, which only an admin
         decides -> {id, status, tool_id, version, content_hash, expires_at, decide, why}.
         Refused for a publish that needs none (PT409) and for anon."""
-        ...
+        args = {"p_manifest": manifest, "p_files": list(files)}
+        return await self._call("request_publish_approval", args, p_session=session)
 
     async def sign(
         self, tool_id: str, version: str, content_hash: str, public_key: str, signature: str
     ) -> dict[str, Any]:
         """public.sign_tool_version(...): attach a signature to a published version."""
-        ...
+        return await self._call(
+            "sign_tool_version",
+            {
+                "p_tool_id": tool_id,
+                "p_version": version,
+                "p_content_hash": content_hash,
+                "p_public_key": public_key,
+                "p_signature": signature,
+            },
+        )
 
     async def signature_states(self, tool_ids: list[str]) -> list[dict[str, Any]]:
         """public.signature_states(p_tool_ids): latest version and signatures of each tool."""
-        ...
+        return await self._call("signature_states", {"p_tool_ids": list(tool_ids)}, returns="rows", read=True)
 
     async def attestations(self, tool_id: str, version: str | None = None) -> list[dict[str, Any]]:
         """public.resolve_chain_attestations(p_tool_id, p_version): the chain with each element's
         namespace, manifest, files (path, sha256) and signatures, read from the stored rows."""
-        ...
+        args = {"p_tool_id": tool_id}
+        return await self._call("resolve_chain_attestations", args, returns="rows", read=True, p_version=version)
 
     async def preview_plan(self, manifest: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
         """public.preview_execution_plan(p_manifest, p_files): the plan an unpublished tool
         (a local space's tool.yaml) would have, its executor chain taken from the registry."""
-        ...
+        return await self._call("preview_execution_plan", {"p_manifest": manifest, "p_files": list(files)}, read=True)
 
     async def version_source(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
         """public.tool_version_source(p_tool_id, p_version): what a version was published from,
         {tool_id, namespace, version, content_hash, manifest, manifest_yaml, files} (for kiwi pull)."""
-        ...
+        return await self._call("tool_version_source", {"p_tool_id": tool_id}, read=True, p_version=version)
 
     async def delete_tool(self, tool_id: str) -> dict[str, Any]:
         """public.delete_tool(p_tool_id): refused (naming them) while other tools execute on it."""
-        ...
+        return await self._call("delete_tool", {"p_tool_id": tool_id})
 
     async def yank(self, tool_id: str, version: str, reason: str | None = None) -> dict[str, Any]:
         """public.yank_tool_version(p_tool_id, p_version, p_reason): the version stays readable by
         exact version, never latest -> {tool_id, version, is_yanked, is_deprecated, latest_version}."""
-        ...
+        return await self._call("yank_tool_version", {"p_tool_id": tool_id, "p_version": version}, p_reason=reason)
 
     async def record_run(self, record: dict[str, Any]) -> str:
         """public.record_run(p_run jsonb) -> the run's id."""
-        ...
+        return str(await self._call("record_run", {"p_run": record}))
 
     async def record_runs(self, records: list[dict[str, Any]]) -> list[str]:
         """public.record_runs(p_runs jsonb) -> their ids, in order (all or nothing)."""
-        ...
+        return [str(i) for i in await self._call("record_runs", {"p_runs": list(records)}, returns="column") or []]
 
     async def runs(self, *, tool_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
         """Recent runs the caller may read (public.tool_runs, newest first)."""
-        ...
+        newest = Select(order=("started_at",), desc=True, limit=limit)
+        return list(await self._call("tool_runs", {}, returns=newest, read=True, tool_id=tool_id) or [])
 
     async def record_audit(self, entry: dict[str, Any]) -> str:
         """public.record_audit(p_entry jsonb) -> the audit row's id (one call, allowed or refused)."""
-        ...
+        return str(await self._call("record_audit", {"p_entry": entry}))
 
     async def whoami(self) -> dict[str, Any]:
         """public.whoami(): the caller as the database sees it {role, user_id, is_admin, identity, namespaces}."""
-        ...
+        return await self._call("whoami", {}, read=True)
 
     async def record_audits(self, entries: list[dict[str, Any]]) -> list[str]:
         """public.record_audits(p_entries jsonb) -> their ids, in order (all or nothing)."""
-        ...
+        return [str(i) for i in await self._call("record_audits", {"p_entries": list(entries)}, returns="column") or []]
 
     async def check_call(self, call: dict[str, Any]) -> dict[str, Any]:
         """public.check_call(p jsonb): the gate's one round trip for a call {tool_id, server,
         session_id, version, content_hash, params_sha256, params_size, approval_id, dry_run}:
         rate limits taken (all or none) and, unless a dry run, the approval used or requested
-        -> {allowed, kind, reason, hint, retry_after_s, limit, approval, policy}."""
-        ...
+        -> {allowed, kind, reason, hint, retry_after_s, limit, approval, policy}.
+
+        A call no limit counts and no policy covers is let through from memory while the
+        backend's cache is live: it stays so until a limit, a policy or a plan changes, and each
+        of those notifies (20261121003000_gate_notifications.sql). Anything else, every dry run
+        and every call that brings an approval asks the database."""
+        fetch = partial(self._call, "check_call", {"p": call})
+        cache = self.backend.cache
+        if cache is None or call.get("approval_id") is not None or call.get("dry_run"):
+            return await fetch()  # a dry run is let through even where a policy would hold the run
+        key = ("gate", self.backend.caller(), call.get("tool_id"), call.get("server"), call.get("session_id"))
+        known = cache.peek(key)  # no await when remembered
+        return known if known is not None else await cache.get(key, fetch, keep=_untouched)
 
     async def take_rate_limit(self, tool_id: str, server: str | None, session: str | None) -> dict[str, Any]:
         """public.take_rate_limit(p_tool_id, p_server, p_session): take one call from every limit
         that applies, or none -> {allowed, retry_after_s, limit, reason, limits}."""
-        ...
+        return await self._call("take_rate_limit", {"p_tool_id": tool_id, "p_server": server, "p_session": session})
 
     async def decide_approval(
         self, approval_id: str, approve: bool, reason: str | None = None, decider_session: str | None = None
     ) -> dict[str, Any]:
         """public.decide_approval(p_id, p_approve, p_reason, p_decider_session) -> the approval."""
-        ...
+        args = {"p_id": _uuid(approval_id), "p_approve": approve}
+        return await self._call("decide_approval", args, p_reason=reason, p_decider_session=decider_session)
 
     async def approvals(self) -> list[dict[str, Any]]:
         """Pending approvals the caller may read (public.pending_approvals, oldest first)."""
-        ...
+        oldest = Select(order=("requested_at", "id"))
+        return list(await self._call("pending_approvals", {}, returns=oldest, read=True) or [])
 
     async def open_context(
         self,
@@ -144,10 +298,19 @@ class Registry(Protocol):
     ) -> dict[str, Any]:
         """public.open_context(p_session, p_directive, p_parent, p_permissions): an execution
         context -> {id, parent_id, session_id, directive, permissions, ...}; widening is Refused."""
-        ...
+        return await self._call(
+            "open_context", {"p_session": session}, p_directive=directive, p_parent=parent, p_permissions=permissions
+        )
 
     async def get_context(self, context_id: str) -> dict[str, Any]:
         """public.get_context(p_id): one of the caller's contexts (NotFound; Refused if expired)."""
-        ...
+        return await self._call("get_context", {"p_id": context_id}, read=True)
 
-    async def aclose(self) -> None: ...
+    async def _call(
+        self, function: str, args: dict[str, Any], *, returns: Returns = "value", read: bool = False, **optional: Any
+    ) -> Any:
+        """`function` with `args`, and those of `optional` that are given: one left as None is
+        not sent, so the function's SQL default applies."""
+        if optional:
+            args = {**args, **{name: value for name, value in optional.items() if value is not None}}
+        return await self.backend.call(function, args, returns=returns, read=read)

@@ -3,7 +3,9 @@
 The registry notifies the channel `kiwi_plans` at the commit of anything that can change
 a plan (migration 20261121001900_plan_notifications.sql). A PlanCache listens on its
 own connection and serves plans only while it is listening: before LISTEN has
-succeeded, and after the connection is lost, every call goes to the database.
+succeeded, and after the connection is lost, every call goes to the database. It is the
+PostgresBackend's `cache` (base.py's seam): Registry.execution_plan keeps plans in it, and
+Registry.check_call the gate's untouched verdicts.
 
 A plan fetched while a notification arrives is not kept (a generation counter moves
 on each notification), so a plan read just before a commit can never outlive it. What
@@ -51,6 +53,10 @@ class PlanCache:
     def live(self) -> bool:
         """True while plans are being served from memory."""
         return self._listening
+
+    def peek(self, key: Hashable) -> dict[str, Any] | None:
+        """The answer `key` names if it is known to be current, else None (no I/O, no await)."""
+        return self._plans.get(key) if self._listening else None
 
     async def get(
         self,

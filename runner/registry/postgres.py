@@ -1,9 +1,12 @@
 """The registry over a direct Postgres connection (psycopg 3 and a connection pool).
 
-Each method is one statement calling one SQL function. Connections are autocommit and
-prepare every statement on first use (`prepare_threshold=0`), so the runner's hot call,
-`select public.resolve_execution_plan(%s, %s)`, is a Bind/Execute/Sync of an already
-prepared statement: one round trip.
+`PostgresBackend.call` is the registry's one seam (base.py) over Postgres: a call is one
+statement, `select public.<function>(p_x => %s, ...)`, its arguments named as the
+function declares them (JSON ones sent as jsonb). Connections are autocommit and prepare
+every statement on first use (`prepare_threshold=0`), so the runner's hot call,
+`select public.resolve_execution_plan(p_tool_id => %s)`, is a Bind/Execute/Sync of an
+already prepared statement: one round trip. `PostgresRegistry` is the typed Registry over
+it, with the plan cache (plan_cache.py) that its LISTEN connection keeps current.
 
 Every statement runs as the request's principal (runner/principal.py): its role (`anon`,
 `authenticated`, `service_role`) and `request.jwt.claims`, set on the connection with
@@ -43,10 +46,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import select
-import uuid
-from collections.abc import Awaitable, Callable
-from functools import partial
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import psycopg
@@ -56,52 +58,17 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from ..errors import KiwiError, Refused, RegistryUnavailable, UsageError
 from ..principal import Principal, current
+from .base import Registry, Returns, Select
 from .errors import from_sqlstate, redact, scrub
 from .plan_cache import PlanCache
 
-__all__ = ["PostgresRegistry"]
+__all__ = ["PostgresBackend", "PostgresRegistry"]
 
 ACT_AS_SQL = "select set_config('role', %s, false), set_config('request.jwt.claims', %s, false)"
-PLAN_SQL = "select public.resolve_execution_plan(%s, %s)"
-CHAIN_SQL = "select * from public.resolve_executor_chain(%s)"
-BATCH_SQL = "select * from public.resolve_executor_chains_batch(%s::text[])"
-SEARCH_SQL = "select * from public.search_tools(%s, %s, %s, %s::int)"
-PUBLISH_SQL = "select public.publish_tool_version(%s::jsonb, %s::jsonb, %s, %s::jsonb)"
-PUBLISH_APPROVED_SQL = "select public.publish_tool_version(%s::jsonb, %s::jsonb, %s, %s::jsonb, %s::uuid)"
-REQUEST_PUBLISH_APPROVAL_SQL = "select public.request_publish_approval(%s::jsonb, %s::jsonb, %s)"
-SIGN_SQL = "select public.sign_tool_version(%s, %s, %s, %s, %s)"
-SIGNATURE_STATES_SQL = "select * from public.signature_states(%s::text[])"
-ATTESTATIONS_SQL = "select * from public.resolve_chain_attestations(%s, %s)"
-PREVIEW_PLAN_SQL = "select public.preview_execution_plan(%s::jsonb, %s::jsonb)"
-VERSION_SOURCE_SQL = "select public.tool_version_source(%s, %s)"
-RECORD_RUN_SQL = "select public.record_run(%s::jsonb)"
-RECORD_RUNS_SQL = (
-    "select coalesce(array_agg(r.id::text order by r.n), '{}')"
-    " from public.record_runs(%s::jsonb) with ordinality as r(id, n)"
-)
-RECORD_AUDIT_SQL = "select public.record_audit(%s::jsonb)"
-RECORD_AUDITS_SQL = (
-    "select coalesce(array_agg(r.id::text order by r.n), '{}')"
-    " from public.record_audits(%s::jsonb) with ordinality as r(id, n)"
-)
-CHECK_CALL_SQL = "select public.check_call(%s::jsonb)"
-TAKE_RATE_LIMIT_SQL = "select public.take_rate_limit(%s, %s, %s)"
-OPEN_CONTEXT_SQL = "select public.open_context(%s, %s, %s::uuid, %s::jsonb)"
-GET_CONTEXT_SQL = "select public.get_context(%s::uuid)"
-DECIDE_APPROVAL_SQL = "select public.decide_approval(%s::uuid, %s, %s, %s)"
-APPROVALS_SQL = (
-    "select coalesce(jsonb_agg(to_jsonb(p) order by p.requested_at, p.id), '[]') from public.pending_approvals p"
-)
-# Rows as JSON, so that they have the shapes the REST backend returns (timestamps and
-# ids as strings). Newest first.
-RUNS_SQL = """
-select coalesce(jsonb_agg(to_jsonb(r) order by r.started_at desc), '[]'::jsonb)
-  from (select * from public.tool_runs
-         where %(tool_id)s::text is null or tool_id = %(tool_id)s::text
-         order by started_at desc
-         limit %(limit)s::int) r
-"""
-
+# Sent as jsonb: every dict, and the lists these arguments hold (files, run records, audit
+# entries); any other list is a text[] (tests/registry/test_signatures.py holds this to pg_proc).
+JSON_LISTS = frozenset({"p_files", "p_runs", "p_entries"})
+_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 
 POOL_NAME = "kiwi-registry"
 # The server's answers that say it ended the session before the statement committed
@@ -154,24 +121,53 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def _untouched(verdict: dict[str, Any]) -> bool:
-    """A verdict that allowed a call without counting it or using an approval."""
-    return verdict.get("allowed") is True and not verdict.get("limits") and verdict.get("approval") is None
+def _name(name: str) -> str:
+    """A function, table, column or argument name, as it may stand in a statement unquoted."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"not a registry name: {name!r}")
+    return name
 
 
-def _uuid(value: str) -> str:
-    """An approval id, checked here so that a typo is a usage error naming it, not a cast error."""
-    try:
-        return str(uuid.UUID(str(value)))
-    except ValueError:
-        raise UsageError(
-            f"not an approval id: {value!r}", hint="approval ids are uuids; list them with `kiwi approvals`"
-        ) from None
+def _bind(name: str, value: Any) -> tuple[str, Any]:
+    """The placeholder for an argument (with its cast) and the value psycopg sends. Other
+    values go untyped, so Postgres reads them as the named argument's declared type."""
+    if isinstance(value, Mapping) or name in JSON_LISTS:
+        return "%s::jsonb", None if value is None else Jsonb(value, _dumps)
+    if isinstance(value, list | tuple):
+        return "%s::text[]", list(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "%s::int", value
+    return "%s", value
 
 
-class PostgresRegistry:
-    """`Registry` over Postgres. `url` is a libpq URL or conninfo string; `principal` is whom
-    it acts as outside any `acting_as` (there is no default: choosing admin is explicit)."""
+def statement(function: str, args: Mapping[str, Any], returns: Returns) -> tuple[str, list[Any]]:
+    """The one statement of a call (base.py's `returns`) and its parameters."""
+    bound = [(_name(name), *_bind(name, value)) for name, value in args.items()]
+    params = [value for _, _, value in bound]
+    if isinstance(returns, Select):  # rows of a table or view, as JSON, as PostgREST gives them
+        where = " and ".join(f"{name} = {slot}" for name, slot, _ in bound) or "true"
+        way = " desc" if returns.desc else ""
+        inner = f"select * from public.{_name(function)} where {where} order by " + ", ".join(
+            f"{_name(c)}{way}" for c in returns.order
+        )
+        if returns.limit is not None:
+            inner += " limit %s::int"
+            params.append(returns.limit)
+        order = ", ".join(f"r.{c}{way}" for c in returns.order)
+        return f"select coalesce(jsonb_agg(to_jsonb(r) order by {order}), '[]'::jsonb) from ({inner}) r", params
+    call = f"public.{_name(function)}(" + ", ".join(f"{name} => {slot}" for name, slot, _ in bound) + ")"
+    if returns == "value":
+        return f"select {call}", params
+    if returns == "rows":
+        return f"select * from {call}", params
+    if returns == "column":
+        return f"select coalesce(array_agg(r.v order by r.n), '{{}}') from {call} with ordinality as r(v, n)", params
+    raise ValueError(f"unknown returns: {returns!r}")
+
+
+class PostgresBackend:
+    """The registry's calls over Postgres. `url` is a libpq URL or conninfo string; `principal`
+    is whom it acts as outside any `acting_as` (there is no default: choosing admin is explicit)."""
 
     def __init__(
         self,
@@ -194,139 +190,25 @@ class PostgresRegistry:
         self._opening: asyncio.Lock | None = None
         self._retiring: set[asyncio.Task[None]] = set()  # old pools closing after a reconnect
         self._last_connect_error: BaseException | None = None
-        self._plan_cache = PlanCache(url, connect_timeout) if cache_plans else None
+        self.cache = PlanCache(url, connect_timeout) if cache_plans else None
 
     def __repr__(self) -> str:
-        return f"PostgresRegistry({redact(self._url)!r})"
+        return f"PostgresBackend({redact(self._url)!r})"
 
-    async def __aenter__(self) -> PostgresRegistry:
-        return self
+    def caller(self) -> str:
+        return current(self.principal).claims_json
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    # -- the Registry protocol ---------------------------------------------------------
-
-    async def execution_plan(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
-        """The plan, from memory while the database's change notifications say it is current
-        (see plan_cache.py; treat it as read-only), else one prepared round trip."""
-        if self._plan_cache is None:
-            return await self._value(PLAN_SQL, (tool_id, version), read=True)
-        key = (current(self.principal).claims_json, tool_id, version)  # what one caller sees, another may not
-        return await self._plan_cache.get(key, lambda: self._value(PLAN_SQL, (tool_id, version), read=True))
-
-    async def chain(self, tool_id: str) -> list[dict[str, Any]]:
-        return await self._rows(CHAIN_SQL, (tool_id,))
-
-    async def chains_batch(self, tool_ids: list[str]) -> list[dict[str, Any]]:
-        return await self._rows(BATCH_SQL, (list(tool_ids),))
-
-    async def search(
-        self, query: str, *, tool_type: str | None = None, category: str | None = None, limit: int = 20
-    ) -> list[dict[str, Any]]:
-        return await self._rows(SEARCH_SQL, (query, tool_type, category, limit))
-
-    async def publish(
-        self,
-        manifest: dict[str, Any],
-        files: list[dict[str, Any]],
-        manifest_yaml: str | None = None,
-        signature: dict[str, Any] | None = None,
-        approval_id: str | None = None,
-    ) -> dict[str, Any]:
-        sig = None if signature is None else Jsonb(signature, _dumps)
-        args = (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps), manifest_yaml, sig)
-        if approval_id is None:
-            return await self._value(PUBLISH_SQL, args)
-        return await self._value(PUBLISH_APPROVED_SQL, (*args, _uuid(approval_id)))
-
-    async def request_publish_approval(
-        self, manifest: dict[str, Any], files: list[dict[str, Any]], session: str | None = None
-    ) -> dict[str, Any]:
-        return await self._value(
-            REQUEST_PUBLISH_APPROVAL_SQL, (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps), session)
-        )
-
-    async def sign(
-        self, tool_id: str, version: str, content_hash: str, public_key: str, signature: str
-    ) -> dict[str, Any]:
-        return await self._value(SIGN_SQL, (tool_id, version, content_hash, public_key, signature))
-
-    async def signature_states(self, tool_ids: list[str]) -> list[dict[str, Any]]:
-        return await self._rows(SIGNATURE_STATES_SQL, (list(tool_ids),))
-
-    async def attestations(self, tool_id: str, version: str | None = None) -> list[dict[str, Any]]:
-        return await self._rows(ATTESTATIONS_SQL, (tool_id, version))
-
-    async def preview_plan(self, manifest: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
-        return await self._value(PREVIEW_PLAN_SQL, (Jsonb(manifest, _dumps), Jsonb(list(files), _dumps)), read=True)
-
-    async def version_source(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
-        return await self._value(VERSION_SOURCE_SQL, (tool_id, version), read=True)
-
-    async def delete_tool(self, tool_id: str) -> dict[str, Any]:
-        return await self._value("select public.delete_tool(%s)", (tool_id,))
-
-    async def yank(self, tool_id: str, version: str, reason: str | None = None) -> dict[str, Any]:
-        return await self._value("select public.yank_tool_version(%s, %s, %s)", (tool_id, version, reason))
-
-    async def record_run(self, record: dict[str, Any]) -> str:
-        return str(await self._value(RECORD_RUN_SQL, (Jsonb(record, _dumps),)))
-
-    async def record_runs(self, records: list[dict[str, Any]]) -> list[str]:
-        return list(await self._value(RECORD_RUNS_SQL, (Jsonb(list(records), _dumps),)) or [])
-
-    async def runs(self, *, tool_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
-        return await self._value(RUNS_SQL, {"tool_id": tool_id, "limit": limit}, read=True)
-
-    async def record_audit(self, entry: dict[str, Any]) -> str:
-        return str(await self._value(RECORD_AUDIT_SQL, (Jsonb(entry, _dumps),)))
-
-    async def whoami(self) -> dict[str, Any]:
-        return await self._value("select public.whoami()", (), read=True)
-
-    async def record_audits(self, entries: list[dict[str, Any]]) -> list[str]:
-        return list(await self._value(RECORD_AUDITS_SQL, (Jsonb(list(entries), _dumps),)) or [])
-
-    async def check_call(self, call: dict[str, Any]) -> dict[str, Any]:
-        """The gate's verdict. A call no limit counts and no policy covers is let through from
-        memory while the plan cache listens: it stays so until a limit, a policy or a plan
-        changes, and each of those notifies (20261121003000_gate_notifications.sql). Anything
-        else, every dry run and every call that brings an approval asks the database."""
-        fetch = partial(self._value, CHECK_CALL_SQL, (Jsonb(call, _dumps),))
-        if self._plan_cache is None or call.get("approval_id") is not None or call.get("dry_run"):
-            return await fetch()  # a dry run is let through even where a policy would hold the run
-        who = current(self.principal).claims_json
-        key = ("gate", who, call.get("tool_id"), call.get("server"), call.get("session_id"))
-        return await self._plan_cache.get(key, fetch, keep=_untouched)
-
-    async def take_rate_limit(self, tool_id: str, server: str | None, session: str | None) -> dict[str, Any]:
-        return await self._value(TAKE_RATE_LIMIT_SQL, (tool_id, server, session))
-
-    async def open_context(
-        self,
-        session: str,
-        directive: str | None = None,
-        parent: str | None = None,
-        permissions: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        narrowed = Jsonb(permissions, _dumps) if permissions is not None else None
-        return await self._value(OPEN_CONTEXT_SQL, (session, directive, parent, narrowed))
-
-    async def get_context(self, context_id: str) -> dict[str, Any]:
-        return await self._value(GET_CONTEXT_SQL, (context_id,), read=True)
-
-    async def decide_approval(
-        self, approval_id: str, approve: bool, reason: str | None = None, decider_session: str | None = None
-    ) -> dict[str, Any]:
-        return await self._value(DECIDE_APPROVAL_SQL, (_uuid(approval_id), approve, reason, decider_session))
-
-    async def approvals(self) -> list[dict[str, Any]]:
-        return list(await self._value(APPROVALS_SQL, (), read=True) or [])
+    async def call(
+        self, function: str, args: Mapping[str, Any], *, returns: Returns = "value", read: bool = False
+    ) -> Any:
+        query, params = statement(function, args, returns)
+        if returns == "rows":
+            return await self._rows(query, params, read=read)
+        return await self._value(query, params, read=read)
 
     async def aclose(self) -> None:
-        if self._plan_cache is not None:
-            await self._plan_cache.aclose()
+        if self.cache is not None:
+            await self.cache.aclose()
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
@@ -346,15 +228,15 @@ class PostgresRegistry:
 
         return await self._run(work, read=read)
 
-    async def _rows(self, query: str, params: Any) -> list[dict[str, Any]]:
-        """Every row, as dicts; only reads are asked for rows."""
+    async def _rows(self, query: str, params: Any, *, read: bool = True) -> list[dict[str, Any]]:
+        """Every row, as dicts."""
 
         async def work(conn: Any) -> list[dict[str, Any]]:
             async with conn.cursor(row_factory=dict_row) as cur:
                 await cur.execute(query, params)
                 return await cur.fetchall()
 
-        return await self._run(work, read=True)
+        return await self._run(work, read=read)
 
     async def _run(self, work: Callable[[Any], Awaitable[T]], *, read: bool) -> T:
         """`work` on a pooled connection set up for the principal; once more on a new pool
@@ -500,3 +382,48 @@ class PostgresRegistry:
             return self._unavailable(exc)
         message = scrub(diag.message_primary or str(exc), self._url)
         return from_sqlstate(exc.sqlstate, message, detail=diag.message_detail, hint=diag.message_hint)
+
+
+class PostgresRegistry(Registry):
+    """The typed `Registry` over a `PostgresBackend`, made from the same arguments."""
+
+    backend: PostgresBackend
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        principal: Principal,
+        min_size: int = 1,
+        max_size: int = 8,
+        connect_timeout: float = 5.0,
+        timeout: float = 30.0,
+        cache_plans: bool = True,
+    ) -> None:
+        super().__init__(
+            PostgresBackend(
+                url,
+                principal=principal,
+                min_size=min_size,
+                max_size=max_size,
+                connect_timeout=connect_timeout,
+                timeout=timeout,
+                cache_plans=cache_plans,
+            )
+        )
+
+    def __repr__(self) -> str:
+        return f"PostgresRegistry({redact(self.backend._url)!r})"
+
+    @property
+    def principal(self) -> Principal:
+        """Whom it acts as outside any `acting_as`."""
+        return self.backend.principal
+
+    @property
+    def _plan_cache(self) -> PlanCache | None:  # what tests look into
+        return self.backend.cache
+
+    async def _value(self, query: str, params: Any, *, read: bool = False) -> Any:
+        """One statement's first value (bench/gate_bench.py times a bare `select 1` with it)."""
+        return await self.backend._value(query, params, read=read)

@@ -154,7 +154,7 @@ async def test_hot_statements_are_prepared_on_the_server(database_url: str) -> N
         for _ in range(3):
             await registry.execution_plan("hello_world")
         await registry.search("hello")
-        pool = registry._pool
+        pool = registry.backend._pool
         assert pool is not None
         async with pool.connection() as conn:
             rows = await (

@@ -376,7 +376,7 @@ async def test_record_runs_writes_a_batch_in_one_request(
 
 async def test_a_missing_function_or_table_says_to_migrate(reg: RestRegistry, fake: FakePostgREST) -> None:
     with pytest.raises(RegistryUnavailable, match="missing") as info:
-        await reg._rpc("no_such_function_zz", {"p_x": 1})
+        await reg.backend.call("no_such_function_zz", {"p_x": 1})
     assert "migrations" in (info.value.hint or "")
 
 

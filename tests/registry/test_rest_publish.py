@@ -264,7 +264,7 @@ def test_kiwi_access_token_in_the_environment_reaches_the_rest_backend(tmp_path:
     assert settings.backend == "rest" and settings.supabase_access_token == "a.jwt.token"
     assert "a.jwt.token" not in repr(settings), "a token is never printed with the settings"
     registry = connect(settings)
-    assert isinstance(registry, RestRegistry) and registry._access_token == "a.jwt.token"
+    assert isinstance(registry, RestRegistry) and registry.backend._access_token == "a.jwt.token"
 
 
 async def test_a_command_write_goes_over_rest_with_an_admins_approval(

@@ -1,0 +1,223 @@
+"""A registry in memory, for unit tests: `Registry(MemoryBackend([plan, ...]))`.
+
+`MemoryBackend` carries the registry's calls (base.py's one seam) to Python lists and
+dicts instead of a database. It answers the functions unit tests need from the plans (as
+resolve_execution_plan returns them) and search rows it is given, in the shapes the SQL
+functions answer with, and raises what they raise: NotFound naming an unknown tool or
+version (PT404), Refused for a duplicate record id (23505), and RegistryUnavailable, as
+on a database without the migration, for a function it does not have or arguments the
+function does not declare (42883). What is written is kept (`runs`, `audits`), and every
+call received is noted in `calls`, so a test sees exactly what the typed Registry sent.
+
+Plans are handed back as given, the same dict each time, as a warm plan cache does:
+treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..errors import KiwiError
+from .base import Cache, Returns, Select
+from .errors import from_sqlstate
+
+__all__ = ["ALLOWED", "MemoryBackend", "Sent"]
+
+ALLOWED: dict[str, Any] = {"allowed": True, "limits": [], "approval": None}  # check_call's untouched verdict
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One call as the backend received it."""
+
+    function: str
+    args: dict[str, Any]
+    returns: Returns
+    read: bool
+
+
+class MemoryBackend:
+    """`plans`: resolve_execution_plan's answers (a tool's last one is its latest); `rows`:
+    search_tools' rows (by default one per tool, made from its latest plan); `verdict`:
+    check_call's answer, or a function of the call; `cache`: answers to remember, as a
+    Postgres backend's plan cache does (None: every call comes here)."""
+
+    def __init__(
+        self,
+        plans: Iterable[Mapping[str, Any]] = (),
+        *,
+        rows: Iterable[Mapping[str, Any]] | None = None,
+        whoami: Mapping[str, Any] | None = None,
+        verdict: Mapping[str, Any] | Callable[[dict[str, Any]], dict[str, Any]] = ALLOWED,
+        cache: Cache | None = None,
+    ) -> None:
+        self.plans: dict[str, list[Mapping[str, Any]]] = {}
+        for plan in plans:
+            self.add(plan)
+        self.rows = None if rows is None else [dict(r) for r in rows]
+        self.who = dict(whoami or {"role": "service_role", "user_id": None, "identity": "memory", "is_admin": True})
+        self.verdict = verdict
+        self.cache = cache
+        self.calls: list[Sent] = []
+        self.runs: list[dict[str, Any]] = []
+        self.audits: list[dict[str, Any]] = []
+        self.approvals: list[dict[str, Any]] = []
+        self.closed = False
+        self._clock = itertools.count()
+
+    def __repr__(self) -> str:
+        return f"MemoryBackend({len(self.plans)} tools)"
+
+    def add(self, plan: Mapping[str, Any]) -> None:
+        """Publish a plan: it becomes its tool's latest version."""
+        self.plans.setdefault(_ref(plan["tool_id"]), []).append(plan)
+
+    def caller(self) -> str:
+        return str(self.who.get("identity"))
+
+    async def call(
+        self, function: str, args: Mapping[str, Any], *, returns: Returns = "value", read: bool = False
+    ) -> Any:
+        self.calls.append(Sent(function, dict(args), returns, read))
+        answer = getattr(self, "_" + function, None) if function.isidentifier() else None
+        try:
+            if answer is None:
+                raise TypeError(function)
+            inspect.signature(answer).bind(**args)
+        except TypeError:
+            names = ", ".join(args)
+            raise from_sqlstate("42883", f"function public.{function}({names}) does not exist") from None
+        result = answer(**args)
+        if isinstance(returns, Select):
+            for column in reversed(returns.order):
+                result.sort(key=lambda row, c=column: str(row.get(c) or ""), reverse=returns.desc)
+            return result[: returns.limit]
+        return result
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    # -- the functions: named, and with the arguments, as the SQL declares them -----------
+
+    def _resolve_execution_plan(self, p_tool_id: str, p_version: str | None = None) -> Mapping[str, Any]:
+        versions = self.plans.get(_ref(p_tool_id))
+        if not versions:
+            raise from_sqlstate("PT404", f'tool "{p_tool_id}" not found')
+        if p_version is None:
+            return versions[-1]
+        for plan in versions:
+            if plan["version"] == p_version:
+                return plan
+        raise from_sqlstate("PT404", f'version {p_version} of tool "{p_tool_id}" not found')
+
+    def _resolve_executor_chain(self, p_tool_id: str) -> list[dict[str, Any]]:
+        plan = self._resolve_execution_plan(p_tool_id)
+        links = plan.get("chain") or [plan]
+        rows = []
+        for depth, link in enumerate(links):
+            own = plan if depth == 0 else (self.plans.get(_ref(link["tool_id"])) or [{}])[-1]
+            rows.append(
+                {
+                    "depth": depth,
+                    "tool_id": link["tool_id"],
+                    "tool_type": link["tool_type"],
+                    "executor_id": links[depth + 1]["tool_id"] if depth + 1 < len(links) else None,
+                    "version": link["version"],
+                    "content_hash": link["content_hash"],
+                    "manifest": own.get("manifest") or {},
+                }
+            )
+        return rows
+
+    def _resolve_executor_chains_batch(self, p_tool_ids: list[str]) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for ref in p_tool_ids:
+            try:
+                rows += [{"requested_tool_id": ref, **row, "error": None} for row in self._resolve_executor_chain(ref)]
+            except KiwiError as exc:
+                empty = dict.fromkeys(("depth", "tool_id", "tool_type", "executor_id", "version", "content_hash"))
+                rows.append({"requested_tool_id": ref, **empty, "manifest": None, "error": exc.message})
+        return rows
+
+    def _search_tools(
+        self, p_query: str, p_tool_type: str | None = None, p_category: str | None = None, p_limit: int = 20
+    ) -> list[dict[str, Any]]:
+        words = p_query.lower().split()
+        found = []
+        for row in self.rows if self.rows is not None else [_search_row(v[-1]) for v in self.plans.values()]:
+            text = " ".join(str(row.get(k) or "") for k in ("tool_id", "name", "description")).lower()
+            text += " " + text.replace("_", " ")
+            kind = (row.get("tool_type"), row.get("category"))
+            if all(w in text for w in words) and p_tool_type in (None, kind[0]) and p_category in (None, kind[1]):
+                found.append({**row, "rank": float(sum(text.count(w) for w in words))})
+        found.sort(key=lambda r: (-r["rank"], r["tool_id"]))
+        return found[:p_limit]
+
+    def _record_run(self, p_run: Mapping[str, Any]) -> str:
+        return self._record_runs([p_run])[0]
+
+    def _record_runs(self, p_runs: list[Mapping[str, Any]]) -> list[str]:
+        return self._keep(self.runs, p_runs, "tool_runs", "started_at")
+
+    def _record_audit(self, p_entry: Mapping[str, Any]) -> str:
+        return self._record_audits([p_entry])[0]
+
+    def _record_audits(self, p_entries: list[Mapping[str, Any]]) -> list[str]:
+        return self._keep(self.audits, p_entries, "audit_log", "at")
+
+    def _check_call(self, p: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.verdict(p) if callable(self.verdict) else self.verdict)
+
+    def _take_rate_limit(self, p_tool_id: str, p_server: str | None = None, p_session: str | None = None) -> Any:
+        return {"allowed": True, "retry_after_s": None, "limit": None, "reason": None, "limits": []}
+
+    def _whoami(self) -> dict[str, Any]:
+        return dict(self.who)
+
+    def _tool_runs(self, tool_id: str | None = None) -> list[dict[str, Any]]:  # a table (Select)
+        return [dict(r) for r in self.runs if tool_id in (None, r.get("tool_id"))]
+
+    def _pending_approvals(self) -> list[dict[str, Any]]:  # a view (Select)
+        return [dict(a) for a in self.approvals]
+
+    def _keep(self, rows: list[dict[str, Any]], new: list[Mapping[str, Any]], table: str, stamp: str) -> list[str]:
+        """Rows written all or nothing, each with an id (its own, or a new one) and a time
+        (`stamp`, as the table's default fills it) -> the ids."""
+        made = [{"id": str(uuid.uuid4()), stamp: self._now(), **r} for r in new]
+        taken = {str(r["id"]) for r in rows}
+        for row in made:
+            if str(row["id"]) in taken:
+                raise from_sqlstate("23505", f'duplicate key value violates unique constraint "{table}_pkey"')
+            taken.add(str(row["id"]))
+        rows.extend(made)
+        return [str(r["id"]) for r in made]
+
+    def _now(self) -> str:
+        """Timestamps that only move forward, one step per row written."""
+        return (_EPOCH + timedelta(milliseconds=next(self._clock))).isoformat()
+
+
+def _ref(tool_id: str) -> str:
+    return tool_id.removeprefix("public/")
+
+
+def _search_row(plan: Mapping[str, Any]) -> dict[str, Any]:
+    manifest = plan.get("manifest") or {}
+    chain = plan.get("chain") or []
+    return {
+        "tool_id": plan["tool_id"],
+        "namespace": "public",
+        "name": manifest.get("name") or plan["tool_id"],
+        "tool_type": plan["tool_type"],
+        "category": manifest.get("category"),
+        "description": manifest.get("description"),
+        "executor_id": chain[1]["tool_id"] if len(chain) > 1 else None,
+        "latest_version": plan["version"],
+    }
