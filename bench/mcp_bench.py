@@ -49,9 +49,11 @@ from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
-from runner.handlers.mcp_tool import McpToolHandler, server_spec  # noqa: E402
-from runner.harness.dispatch import Dispatcher  # noqa: E402
+from runner.handlers import standard_dispatcher  # noqa: E402
+from runner.handlers.mcp_tool import McpToolHandler  # noqa: E402
 from runner.harness.run import Runner  # noqa: E402
+from runner.mcp.pool import McpPool  # noqa: E402
+from runner.mcp.servers import server_spec  # noqa: E402
 from runner.primitives.base import Invocation  # noqa: E402
 from runner.principal import local_owner  # noqa: E402
 from runner.registry import PostgresRegistry  # noqa: E402
@@ -85,9 +87,8 @@ async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
 
 
 def make_runner(url: str, cache: Path, *, record: bool) -> tuple[Runner, McpToolHandler]:
-    handler = McpToolHandler()
-    dispatcher = Dispatcher()
-    dispatcher.add_first(handler)
+    dispatcher = standard_dispatcher(mcp_pool=McpPool())
+    (handler,) = [h for h in dispatcher.handlers if isinstance(h, McpToolHandler)]
     settings = Settings(backend="postgres", database_url=url, supabase_url=None, supabase_key=None, cache_dir=cache)
     settings = dataclasses.replace(settings, record_runs=record)
     environ = {**os.environ, "KIWI_NODE_MODULES": str(ROOT / "node_modules")}

@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from runner.config import Settings
 from runner.errors import UsageError
+from runner.handlers import standard_dispatcher
 from runner.harness.run import Runner
 from runner.principal import local_owner
 from runner.registry import PostgresRegistry
@@ -26,7 +27,7 @@ async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
     settings = Settings(
         backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
     )
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
+    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, dispatcher=standard_dispatcher())
     yield r
     await r.aclose()
 

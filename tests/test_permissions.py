@@ -19,6 +19,7 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from runner.config import Settings
+from runner.handlers import standard_dispatcher
 from runner.harness.run import Runner
 from runner.mcp.server import build_server
 from runner.policy.permissions import check, covers, shell_command
@@ -39,7 +40,7 @@ async def kiwi(database_url: str, cache_dir: Path, session: str) -> AsyncIterato
     settings = Settings(
         backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
     )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, dispatcher=standard_dispatcher())
     try:
         async with Client(build_server(runner, session_id=session)) as client:
             yield client

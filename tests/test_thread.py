@@ -25,6 +25,8 @@ import psycopg
 import pytest
 
 from runner.config import Settings
+from runner.handlers import standard_dispatcher, standard_handlers
+from runner.harness.dispatch import Lazy
 from runner.harness.run import Runner, RunResult
 from runner.principal import local_owner
 from runner.registry import PostgresRegistry
@@ -174,7 +176,8 @@ async def run_thread(database_url: str, cache_dir: Path, provider: FakeProvider,
         backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
     )
     environ = {**os.environ, "ANTHROPIC_BASE_URL": provider.url, "OPENAI_BASE_URL": provider.url}
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, environ=environ)
+    registry = PostgresRegistry(database_url, principal=local_owner())
+    runner = Runner(registry, settings, dispatcher=standard_dispatcher(), environ=environ)
     try:
         return await runner.run(thread, {})
     finally:
@@ -320,3 +323,14 @@ async def test_a_thread_that_runs_out_of_seconds_stops(
     assert result.output.get("answer") is None
     rows = audit_rows(conn, result.output["session"])
     assert len(rows) == 1 and rows[0]["tool_id"].startswith("thread_directive_"), "only the directive's run"
+
+
+async def test_threads_send_their_model_requests_over_the_http_client_primitives_pooled_client() -> None:
+    handlers = {h.name: h for h in standard_handlers()}
+    thread, http = handlers["thread"], handlers["http_client"]
+    assert isinstance(thread, Lazy) and isinstance(http, Lazy)
+    try:
+        assert thread.instance()._client() is http.instance().client  # type: ignore[attr-defined]
+    finally:
+        await thread.aclose()
+        await http.aclose()

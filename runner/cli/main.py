@@ -40,6 +40,7 @@ from ..core.plan import Plan
 from ..core.refs import ToolRef, split_ref
 from ..core.text import dependents_line, first_line
 from ..errors import KiwiError, Refused, UsageError
+from ..handlers import standard_dispatcher
 from ..harness.run import RESULT_KEYS, Runner, RunResult
 from ..policy import Call
 from ..registry import connect, opened
@@ -264,7 +265,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
     tool, version = split_ref(args.tool, args.version)
     params, raw = parse_params(args)
     settings = Settings.load()
-    runner = Runner(connect(settings), settings, on_progress=progress, session=f"cli-{uuid.uuid4()}")
+    dispatcher, session = standard_dispatcher(), f"cli-{uuid.uuid4()}"
+    runner = Runner(connect(settings), settings, dispatcher=dispatcher, on_progress=progress, session=session)
     runner.local_spaces = not args.registry
     call = Call(runner.session, approval_id=args.approval)
     try:
@@ -330,7 +332,7 @@ async def cmd_search(args: argparse.Namespace) -> int:
 async def cmd_show(args: argparse.Namespace) -> int:
     tool, version = split_ref(args.tool, args.version)
     settings = Settings.load()
-    runner = Runner(connect(settings), settings)
+    runner = Runner(connect(settings), settings, dispatcher=standard_dispatcher())
     try:
         chain = await runner.registry.chain(tool)
         plan = await runner.registry.execution_plan(tool, version)

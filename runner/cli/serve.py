@@ -30,10 +30,12 @@ import os
 import socket
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from ..config import Settings
 from ..errors import KiwiError, UsageError
+from ..handlers import standard_dispatcher
 from ..harness.run import Runner
 from ..principal import acting_as, anon
 from ..registry import connect
@@ -207,11 +209,19 @@ async def _serve_http(
 
 @contextlib.asynccontextmanager
 async def _served(settings: Settings, allow_command_writes: bool) -> Any:
+    from ..mcp.pool import McpPool
     from ..mcp.server import build_server  # the MCP SDK only when serving: `kiwi run` must not pay its import
 
-    runner = Runner(connect(settings), settings, on_progress=lambda line: logger.info("%s", line))
+    pool = McpPool()  # the runs' and the imports' (closed with the runner's dispatcher)
+    dispatcher = standard_dispatcher(mcp_pool=pool)
+    runner = Runner(connect(settings), settings, dispatcher=dispatcher, on_progress=partial(logger.info, "%s"))
     try:
-        yield build_server(runner, allow_command_writes=allow_command_writes, local_spaces=settings.serve_local_spaces)
+        yield build_server(
+            runner,
+            allow_command_writes=allow_command_writes,
+            local_spaces=settings.serve_local_spaces,
+            mcp_pool=pool,
+        )
     finally:
         await runner.aclose()
 

@@ -16,7 +16,6 @@ import sys
 from typing import Any
 
 from ..config import Settings
-from ..core.plan import Plan
 from ..errors import IntegrityError, Refused, UsageError
 
 
@@ -113,14 +112,15 @@ async def cmd_sign(args: argparse.Namespace) -> int:
 
 async def cmd_verify(args: argparse.Namespace) -> int:
     from ..core.refs import split_ref
+    from ..handlers import standard_dispatcher
     from ..harness.run import Runner
     from ..registry import connect
 
     tool, version = split_ref(args.tool, args.version)
     settings = Settings.load()
-    runner = Runner(connect(settings), settings)
+    runner = Runner(connect(settings), settings, dispatcher=standard_dispatcher())
     try:
-        plan = Plan.from_json(await runner.registry.execution_plan(tool, version))  # published, not local
+        plan = await runner.registry.plan(tool, version)  # published, not local
         verdicts = await runner.verify(plan)
     finally:
         await runner.aclose()
@@ -150,7 +150,7 @@ async def cmd_lock(args: argparse.Namespace) -> int:
     changes: list[str] = []
     async with open_registry() as registry:
         for ref, version in wanted:
-            plan = Plan.from_json(await registry.execution_plan(ref, version))
+            plan = await registry.plan(ref, version)
             entry = LockedTool.from_plan(plan)
             key = normalize_ref(ref)
             old = locked.get(key)
@@ -188,7 +188,7 @@ async def _check_locks(args: argparse.Namespace, lockfile: Any, locked: dict[str
     report: dict[str, list[str]] = {}
     async with open_registry() as registry:
         for ref, entry in locked.items():
-            plan = Plan.from_json(await registry.execution_plan(ref, entry.version))
+            plan = await registry.plan(ref, entry.version)
             report[ref] = entry.drift(plan)
     lines = [
         f"{'drift' if moved else 'ok':<6} {ref}" + (": " + "; ".join(moved) if moved else "")

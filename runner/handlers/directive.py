@@ -155,7 +155,7 @@ async def _tool_entry(registry: Registry, want: _Wanted, rows: Mapping[str, dict
     reason, hint = _unavailable(want, row, rows)
     if reason is None:
         try:
-            plan = Plan.from_json(await registry.execution_plan(want.id, want.version))
+            plan = await registry.plan(want.id, want.version)
         except KiwiError as exc:
             reason, hint = str(exc), exc.hint
         else:

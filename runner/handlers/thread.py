@@ -19,9 +19,10 @@ A run is one session (`thread-<uuid>`):
     that declares `permissions` narrows that context further (never widens it);
  2. the model gets the instructions, the inputs and the available tools, in its provider's
     format (runner/handlers/llm_formats.py), over the http_client primitive's pooled client;
- 3. every tool call it makes goes through `guarded_run` (runner/mcp/server.py), the same
-    path as MCP `execute run`: the context's permissions, rate limits, approvals, and an
-    audit row for every call, allowed or refused; the result (or refusal) goes back to it;
+ 3. every tool call it makes goes through the runner's `call_tool` (the Invocation's), the same
+    path as MCP `execute run` and rendered as it renders it (runner/mcp/meta/run.py): the
+    context's permissions, rate limits, approvals, and an audit row for every call, allowed or
+    refused; the result (or refusal) goes back to it;
  4. it ends at the model's final answer (status success), or when a budget runs out:
     tokens (as the provider's usage reports them), tool calls, or wall seconds. Then it
     stops cleanly, status error, saying which budget ran out, with the transcript so far;
@@ -35,6 +36,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +46,10 @@ from ..core.expand import expand_vars_deep
 from ..core.plan import Plan
 from ..core.refs import ToolRef
 from ..errors import ConfigError
-from ..primitives.base import Invocation, Outcome
-from .llm_formats import Call, Result, Tool, format_named
+from ..mcp.meta.run import rendered_call
+from ..primitives.base import CallTool, Invocation, Outcome, Status
+from ..registry.base import Registry
+from .llm_formats import Call, Format, Result, Tool, Turn, format_named
 
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_-]")
 DEFAULT_BUDGET = {"tokens": 200_000, "tool_calls": 50, "seconds": 600.0}
@@ -76,9 +80,13 @@ class _Stop(Exception):
 
 
 class ThreadHandler:
+    """Runs thread plans. `http_client`: where the model requests go, the http_client primitive's
+    pooled client (given at assembly: runner.handlers.standard_handlers); else one of its own."""
+
     name = "thread"
 
-    def __init__(self) -> None:
+    def __init__(self, http_client: Callable[[], httpx.AsyncClient] | None = None) -> None:
+        self._http_client = http_client
         self._own: httpx.AsyncClient | None = None
 
     def accepts(self, plan: Plan) -> bool:
@@ -89,25 +97,40 @@ class ThreadHandler:
             await self._own.aclose()
             self._own = None
 
-    def _client(self, runner: Any) -> httpx.AsyncClient:
-        """The http_client primitive's pool, when the runner's dispatcher has one."""
-        for handler in getattr(getattr(runner, "dispatcher", None), "handlers", []):
-            if getattr(handler, "name", None) == "http_client" and hasattr(handler, "instance"):
-                return handler.instance().client
+    def _client(self) -> httpx.AsyncClient:
+        if self._http_client is not None:
+            return self._http_client()
         if self._own is None or self._own.is_closed:
             self._own = httpx.AsyncClient()
         return self._own
 
     async def run(self, invocation: Invocation) -> Outcome:
-        from ..mcp.server import guarded_run  # the MCP stack, loaded only when a thread runs
-
-        plan, runner = invocation.plan, invocation.runner
-        if runner is None or invocation.registry is None:
+        plan, call_tool, registry = invocation.plan, invocation.call_tool, invocation.registry
+        if call_tool is None or registry is None:
             raise ConfigError(
                 f"{plan.tool_id}: a thread needs the runner to run its directive and tools",
-                hint="run it through runner.harness.run.Runner, which passes itself",
+                hint="run it through runner.harness.run.Runner, which passes its call_tool and registry",
             )
-        registry = invocation.registry
+        thread = _Thread(plan, _Setup.of(plan, invocation.environ), call_tool, registry)
+        rendered = await thread.open_directive(invocation.params)
+        if isinstance(rendered, Outcome):
+            return rendered
+        return await thread.converse(self._client(), rendered, invocation.params)
+
+
+@dataclass
+class _Setup:
+    """What a thread's config says, checked: its directive, model tier, provider and budget."""
+
+    directive: str
+    tier_name: str
+    tier: dict[str, Any]
+    provider: dict[str, Any]
+    fmt: Format
+    budget: Budget
+
+    @classmethod
+    def of(cls, plan: Plan, environ: Mapping[str, str]) -> _Setup:
         config = plan.config
         directive_ref = config.get("directive")
         if not isinstance(directive_ref, str) or not directive_ref.strip():
@@ -123,48 +146,77 @@ class ThreadHandler:
         provider = (config.get("providers") or {}).get(tier.get("provider"))
         if not isinstance(provider, dict):
             raise ConfigError(f"{plan.tool_id}: tier {tier_name} names no known provider {tier.get('provider')!r}")
-        provider = expand_vars_deep(provider, invocation.environ)
+        provider = expand_vars_deep(provider, environ)
         fmt = format_named(str(provider.get("format")))
         if fmt is None:
             raise ConfigError(
                 f"provider {tier.get('provider')}: unknown format {provider.get('format')!r}",
                 hint="format is anthropic_messages or openai_chat",
             )
-        budget = Budget.of(config.get("budget"))
-        session = f"thread-{uuid.uuid4()}"
-        started = time.monotonic()
-        state: dict[str, Any] = {
+        return cls(directive_ref, tier_name, tier, provider, fmt, Budget.of(config.get("budget")))
+
+
+class _Thread:
+    """One run of a thread: its session, clock and budget, the context its calls are made in,
+    and what it reports (`state`: the transcript and usage so far)."""
+
+    def __init__(self, plan: Plan, setup: _Setup, call_tool: CallTool, registry: Registry) -> None:
+        self.plan, self.setup, self.call_tool, self.registry = plan, setup, call_tool, registry
+        self.budget = setup.budget
+        self.session = f"thread-{uuid.uuid4()}"
+        self.started = time.monotonic()
+        self.directive = ToolRef.parse(setup.directive, strict=False)  # the last `@` splits
+        self.context: dict[str, Any] = {}
+        self.state: dict[str, Any] = {
             "thread": f"{plan.tool_id}@{plan.version}",
-            "session": session,
-            "tier": tier_name,
-            "model": tier.get("model"),
+            "session": self.session,
+            "tier": setup.tier_name,
+            "model": setup.tier.get("model"),
             "transcript": [],
             "usage": {"tokens": 0, "tool_calls": 0, "seconds": 0.0},
         }
+        self.transcript: list[dict[str, Any]] = self.state["transcript"]
+        self.usage: dict[str, Any] = self.state["usage"]
 
-        def left() -> float:
-            return budget.seconds - (time.monotonic() - started)
+    def left(self) -> float:
+        return self.budget.seconds - (time.monotonic() - self.started)
 
-        def finish(status: str, error: str | None = None, **extra: Any) -> Outcome:
-            state["usage"]["seconds"] = round(time.monotonic() - started, 3)
-            state.update(extra)
-            return Outcome(status=status, output=state, error=error, detail={k: v for k, v in extra.items()})
+    def out_of_seconds(self) -> _Stop:
+        return _Stop("seconds", round(time.monotonic() - self.started, 3), self.budget.seconds)
 
-        # 1. the directive, through the guarded path: its instructions, tools and context
-        ref, ver = (named := ToolRef.parse(directive_ref, strict=False)).ref, named.version  # the last `@` splits
-        ran = await guarded_run(
-            runner, registry, session=session, ref=ref, ver=ver, params=invocation.params, run_timeout_s=left()
+    def finish(self, status: Status, error: str | None = None, **extra: Any) -> Outcome:
+        self.usage["seconds"] = round(time.monotonic() - self.started, 3)
+        self.state.update(extra)
+        return Outcome(status=status, output=self.state, error=error, detail={k: v for k, v in extra.items()})
+
+    async def open_directive(self, params: dict[str, Any]) -> dict[str, Any] | Outcome:
+        """1. The directive, through the guarded path: its rendered output (instructions and
+        tools), with the context it opened (narrowed by the thread's own permissions) kept for
+        the calls; or the run's end, if it could not be run."""
+        plan, directive_ref = self.plan, self.setup.directive
+        ran = await rendered_call(
+            self.call_tool,
+            session=self.session,
+            ref=self.directive.ref,
+            ver=self.directive.version,
+            params=params,
+            run_timeout_s=self.left(),
         )
         ran_json = ran.structured_content or {}
         if ran.is_error:
-            return finish("error", f"{plan.tool_id}: directive {directive_ref} could not be run: {_text(ran)}")
-        rendered = ran_json.get("output") or {}
+            return self.finish("error", f"{plan.tool_id}: directive {directive_ref} could not be run: {_text(ran)}")
+        rendered: dict[str, Any] = ran_json.get("output") or {}
         context = ran_json.get("context") or {}
         narrowed = plan.manifest.get("permissions")
         if narrowed:
-            context = await registry.open_context(session, None, context.get("id"), narrowed)
-        state["context"] = {k: context.get(k) for k in ("id", "directive", "permissions")}
+            context = await self.registry.open_context(self.session, None, context.get("id"), narrowed)
+        self.context = context
+        self.state["context"] = {k: context.get(k) for k in ("id", "directive", "permissions")}
+        return rendered
 
+    async def converse(self, client: httpx.AsyncClient, rendered: dict[str, Any], params: dict[str, Any]) -> Outcome:
+        """2-4. The model's turns and its tool calls, until its final answer or a budget runs out."""
+        fmt, ref = self.setup.fmt, self.directive.ref
         tools, by_name = _tools(rendered.get("tools") or [])
         instructions = (rendered.get("directive") or {}).get("instructions") or ""
         system = (
@@ -172,77 +224,102 @@ class ThreadHandler:
             "Use only the tools offered; a refused call says why. Answer without calling a tool when done.\n\n"
             + instructions
         )
-        messages = [fmt.user("Inputs:\n" + json.dumps(invocation.params, ensure_ascii=False, default=str))]
-        client = self._client(runner)
-        max_tokens = int(tier.get("max_output") or 4096)
-        transcript, usage = state["transcript"], state["usage"]
-
+        messages = [fmt.user("Inputs:\n" + json.dumps(params, ensure_ascii=False, default=str))]
         try:
             while True:
-                # 2. the model's turn
-                if left() <= 0:
-                    raise _Stop("seconds", round(time.monotonic() - started, 3), budget.seconds)
-                body = fmt.request(str(tier.get("model")), system, messages, tools, max_tokens)
-                own_limit = float(provider.get("timeout_s") or 120)
-                timeout = min(left(), own_limit)
-                try:
-                    response = await client.post(
-                        str(provider["url"]), json=body, headers=provider.get("headers") or {}, timeout=timeout
-                    )
-                except httpx.TimeoutException:
-                    if timeout < own_limit:  # cut short by the budget's seconds
-                        raise _Stop("seconds", round(time.monotonic() - started, 3), budget.seconds) from None
-                    return finish("timeout", f"{plan.tool_id}: the model did not answer within {timeout:g} s")
-                except httpx.HTTPError as e:
-                    return finish("error", f"{plan.tool_id}: the provider could not be reached: {type(e).__name__}")
-                if response.status_code >= 400:
-                    return finish(
-                        "error",
-                        f"{plan.tool_id}: the provider answered HTTP {response.status_code}: {response.text[:500]}",
-                    )
-                turn, assistant = fmt.parse(response.json())
-                messages.append(assistant)
-                usage["tokens"] += turn.tokens
-                transcript.append(
-                    {
-                        "role": "assistant",
-                        "text": turn.text,
-                        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.calls],
-                        "tokens": turn.tokens,
-                    }
-                )
-                if usage["tokens"] > budget.tokens:
-                    raise _Stop("tokens", usage["tokens"], budget.tokens)
+                turn = await self.model_turn(client, system, messages, tools)
+                if isinstance(turn, Outcome):
+                    return turn
                 if not turn.calls:
-                    return finish("success", answer=turn.text, stopped=None)
-                # 3. its tool calls, each through the guarded path
-                results: list[Result] = []
-                for call in turn.calls:
-                    if usage["tool_calls"] >= budget.tool_calls:
-                        raise _Stop("tool_calls", usage["tool_calls"], budget.tool_calls)
-                    if left() <= 0:
-                        raise _Stop("seconds", round(time.monotonic() - started, 3), budget.seconds)
-                    usage["tool_calls"] += 1
-                    result = await _call(guarded_run, runner, registry, session, context, by_name, call, left())
-                    transcript.append(
-                        {
-                            "role": "tool",
-                            "id": call.id,
-                            "name": call.name,
-                            "is_error": result.is_error,
-                            "text": result.text,
-                        }
-                    )
-                    results.append(result)
-                messages.extend(fmt.results(results))
+                    return self.finish("success", answer=turn.text, stopped=None)
+                messages.extend(fmt.results(await self.tool_calls(turn.calls, by_name)))
         except _Stop as stop:
-            return finish(
+            return self.finish(
                 "error",
-                f"{plan.tool_id} stopped: its {stop.which} budget ran out ({stop.used:g} of {stop.limit:g}); "
+                f"{self.plan.tool_id} stopped: its {stop.which} budget ran out ({stop.used:g} of {stop.limit:g}); "
                 "every tool call made so far was run and audited",
                 stopped="budget",
                 budget_exhausted=stop.which,
             )
+
+    async def model_turn(
+        self, client: httpx.AsyncClient, system: str, messages: list[dict[str, Any]], tools: list[Tool]
+    ) -> Turn | Outcome:
+        """2. The model's turn, added to the messages and the transcript; or the run's end, if the
+        provider failed. Raises _Stop when the seconds or the tokens run out."""
+        plan, setup = self.plan, self.setup
+        if self.left() <= 0:
+            raise self.out_of_seconds()
+        body = setup.fmt.request(str(setup.tier.get("model")), system, messages, tools, self.max_tokens)
+        own_limit = float(setup.provider.get("timeout_s") or 120)
+        timeout = min(self.left(), own_limit)
+        try:
+            response = await client.post(
+                str(setup.provider["url"]), json=body, headers=setup.provider.get("headers") or {}, timeout=timeout
+            )
+        except httpx.TimeoutException:
+            if timeout < own_limit:  # cut short by the budget's seconds
+                raise self.out_of_seconds() from None
+            return self.finish("timeout", f"{plan.tool_id}: the model did not answer within {timeout:g} s")
+        except httpx.HTTPError as e:
+            return self.finish("error", f"{plan.tool_id}: the provider could not be reached: {type(e).__name__}")
+        if response.status_code >= 400:
+            return self.finish(
+                "error", f"{plan.tool_id}: the provider answered HTTP {response.status_code}: {response.text[:500]}"
+            )
+        turn, assistant = setup.fmt.parse(response.json())
+        messages.append(assistant)
+        self.usage["tokens"] += turn.tokens
+        self.transcript.append(
+            {
+                "role": "assistant",
+                "text": turn.text,
+                "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.calls],
+                "tokens": turn.tokens,
+            }
+        )
+        if self.usage["tokens"] > self.budget.tokens:
+            raise _Stop("tokens", self.usage["tokens"], self.budget.tokens)
+        return turn
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self.setup.tier.get("max_output") or 4096)
+
+    async def tool_calls(self, calls: list[Call], by_name: dict[str, dict[str, Any]]) -> list[Result]:
+        """3. The turn's tool calls, each through the guarded path, started only within the
+        budget (raises _Stop when the calls or the seconds run out)."""
+        results: list[Result] = []
+        for call in calls:
+            if self.usage["tool_calls"] >= self.budget.tool_calls:
+                raise _Stop("tool_calls", self.usage["tool_calls"], self.budget.tool_calls)
+            if self.left() <= 0:
+                raise self.out_of_seconds()
+            self.usage["tool_calls"] += 1
+            result = await self.call(by_name, call, self.left())
+            self.transcript.append(
+                {"role": "tool", "id": call.id, "name": call.name, "is_error": result.is_error, "text": result.text}
+            )
+            results.append(result)
+        return results
+
+    async def call(self, by_name: dict[str, dict[str, Any]], call: Call, seconds_left: float) -> Result:
+        entry = by_name.get(call.name)
+        if entry is None:
+            known = ", ".join(sorted(by_name)) or "none"
+            return Result(call, f"error: no tool named {call.name}; the tools offered are: {known}", True)
+        if call.bad_arguments:
+            return Result(call, f"error: {call.name} was not run: {call.bad_arguments}", True)
+        ran = await rendered_call(
+            self.call_tool,
+            session=self.session,
+            ref=str(entry["id"]),
+            ver=entry.get("version"),
+            params=call.arguments,
+            context=self.context.get("id"),
+            run_timeout_s=max(seconds_left, 0.001),
+        )
+        return Result(call, _text(ran), bool(ran.is_error))
 
 
 def _text(result: Any) -> str:
@@ -261,32 +338,3 @@ def _tools(declared: list[dict[str, Any]]) -> tuple[list[Tool], dict[str, dict[s
         by_name[name] = entry
         tools.append(Tool(name=name, description=entry.get("description") or entry["id"], schema=schema))
     return tools, by_name
-
-
-async def _call(
-    guarded_run: Any,
-    runner: Any,
-    registry: Any,
-    session: str,
-    context: dict[str, Any],
-    by_name: dict[str, dict[str, Any]],
-    call: Call,
-    seconds_left: float,
-) -> Result:
-    entry = by_name.get(call.name)
-    if entry is None:
-        known = ", ".join(sorted(by_name)) or "none"
-        return Result(call, f"error: no tool named {call.name}; the tools offered are: {known}", True)
-    if call.bad_arguments:
-        return Result(call, f"error: {call.name} was not run: {call.bad_arguments}", True)
-    ran = await guarded_run(
-        runner,
-        registry,
-        session=session,
-        ref=str(entry["id"]),
-        ver=entry.get("version"),
-        params=call.arguments,
-        context=context.get("id"),
-        run_timeout_s=max(seconds_left, 0.001),
-    )
-    return Result(call, _text(ran), bool(ran.is_error))

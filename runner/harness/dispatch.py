@@ -1,40 +1,40 @@
 """Which code runs a plan: the first handler that accepts it.
 
-The two primitives are the defaults, behind the MCP pool's handler. Other handlers are put in front
-of them without changing the runner: each decides from the plan's data alone whether
-it takes the plan. Handlers are imported on first use, so a `kiwi run` of a script
-never pays for loading the HTTP stack or the MCP SDK, and the reverse.
+The harness knows only this: an ordered list of handlers, each deciding from the plan's
+data alone whether it takes the plan. By default that is the two primitives; the entry
+points put the handlers of MCP tools, directives and threads in front of them
+(runner.handlers.standard_handlers). Handlers are made, and their modules imported, on
+first use (`Lazy`), so a `kiwi run` of a script never pays for loading the HTTP stack or
+the MCP SDK, and the reverse.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..core.plan import Plan
 from ..errors import Refused
 from ..primitives.base import Invocation, Outcome, Primitive
 
+Accepts = Callable[[Plan], bool]
 
-class LazyPrimitive:
-    """A handler named by `module:Class`, created when a plan it accepts first runs: by
-    default the plans ending in the primitive `name`, or those of `tool_type`."""
 
-    def __init__(self, name: str, target: str, *, tool_type: str | None = None) -> None:
+class Lazy:
+    """A handler made by `factory` (a function importing its module) when a plan it
+    `accepts` first runs; until then nothing of it is loaded."""
+
+    def __init__(self, name: str, factory: Callable[[], Primitive], accepts: Accepts) -> None:
         self.name = name
-        self._target = target
-        self._tool_type = tool_type
+        self._factory = factory
+        self._accepts = accepts
         self._instance: Primitive | None = None
 
     def accepts(self, plan: Plan) -> bool:
-        if self._tool_type is not None:
-            return plan.tool_type == self._tool_type
-        return plan.primitive == self.name
+        return self._accepts(plan)
 
     def instance(self) -> Primitive:
         if self._instance is None:
-            module, _, cls = self._target.partition(":")
-            self._instance = getattr(importlib.import_module(module), cls)()
+            self._instance = self._factory()
         return self._instance
 
     async def run(self, invocation: Invocation) -> Outcome:
@@ -45,23 +45,42 @@ class LazyPrimitive:
             await self._instance.aclose()
 
 
-def default_handlers() -> list[Primitive]:
+def ends_in(primitive: str) -> Accepts:
+    """Accepts the plans whose chain ends in `primitive`."""
+    return lambda plan: plan.primitive == primitive
+
+
+def of_type(tool_type: str) -> Accepts:
+    """Accepts the plans of `tool_type` (their chains may end in a primitive too)."""
+    return lambda plan: plan.tool_type == tool_type
+
+
+def default_primitives() -> list[Lazy]:
+    """The two primitives, subprocess then http_client, each made on first use."""
     return [
-        # MCP tools end in a primitive too (their server's), so they are matched first
-        LazyPrimitive("mcp", "runner.handlers.mcp_tool:McpToolHandler", tool_type="mcp_tool"),
-        LazyPrimitive("directive", "runner.handlers.directive:DirectiveHandler", tool_type="directive"),
-        LazyPrimitive("thread", "runner.handlers.thread:ThreadHandler", tool_type="thread"),
-        LazyPrimitive("subprocess", "runner.primitives.subprocess:SubprocessPrimitive"),
-        LazyPrimitive("http_client", "runner.primitives.http_client:HttpClientPrimitive"),
+        Lazy("subprocess", _subprocess, ends_in("subprocess")),
+        Lazy("http_client", _http_client, ends_in("http_client")),
     ]
+
+
+def _subprocess() -> Primitive:
+    from ..primitives.subprocess import SubprocessPrimitive
+
+    return SubprocessPrimitive()
+
+
+def _http_client() -> Primitive:
+    from ..primitives.http_client import HttpClientPrimitive  # httpx: only when an http_client plan runs
+
+    return HttpClientPrimitive()
 
 
 class Dispatcher:
     def __init__(self, handlers: Iterable[Primitive] | None = None) -> None:
-        self.handlers: list[Primitive] = list(default_handlers() if handlers is None else handlers)
+        self.handlers: list[Primitive] = list(default_primitives() if handlers is None else handlers)
 
     def add_first(self, handler: Primitive) -> None:
-        """Give a handler priority over the primitives (e.g. MCP tools, whose chains also end in one)."""
+        """Give a handler priority over the others (e.g. MCP tools, whose chains also end in a primitive)."""
         self.handlers.insert(0, handler)
 
     def find(self, plan: Plan) -> Primitive:

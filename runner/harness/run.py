@@ -149,7 +149,7 @@ class Runner:
                 tool = local.load()
                 preview = await self.registry.preview_plan(tool.manifest, tool.files)
                 return Plan.from_json({**preview, "source": local.space, "origin": str(local.path)})
-        return Plan.of(await self.registry.execution_plan(tool_id, version))
+        return await self.registry.plan(tool_id, version)
 
     async def run(
         self,
@@ -234,6 +234,26 @@ class Runner:
         locked = self.lockfile.get(tool_id)
         return locked.version if locked else None
 
+    async def call_tool(
+        self,
+        ref: str,
+        version: str | None,
+        params: dict[str, Any],
+        *,
+        session: str,
+        context: str | None = None,
+        approval_id: str | None = None,
+        dry_run: bool = False,
+        timeout_s: float | None = None,
+    ) -> RunResult:
+        """One tool call as MCP `execute run`/`dry_run` and threads make it (primitives.base.CallTool):
+        the version asked for, else the lockfile's; through the gate as `session`'s call; cancelled,
+        raising TimeoutError, when it does not finish within `timeout_s`."""
+        call = Call(session, context=context, approval_id=approval_id)
+        # the lockfile's version, if it pins one; an explicit version always wins
+        work = self.run(ref, params, version=version or self.locked_version(ref), dry_run=dry_run, call=call)
+        return await asyncio.wait_for(work, timeout=timeout_s)
+
     async def verify(self, plan: Plan) -> list[Any]:
         """Each registry element of the plan's chain judged under the trusted keys (see
         trust/verify.py), from the stored rows; remembered per chain, files and config."""
@@ -300,7 +320,7 @@ class Runner:
                 environ=self.environ,
                 on_progress=progress,
                 registry=self.registry,
-                runner=self,
+                call_tool=self.call_tool,
             )
             result = self._result(plan, await handler.run(invocation))
         result.warnings = warnings

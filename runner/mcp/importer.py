@@ -22,12 +22,11 @@ from typing import Any
 
 import mcp_types as types
 
-from ..core.plan import Plan
 from ..core.refs import tool_name
 from ..errors import KiwiError, Refused
-from ..handlers.mcp_tool import server_link, server_spec
 from ..registry.base import Registry
 from .pool import McpPool
+from .servers import server_link, server_spec
 
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]")
 _SEMVER = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
@@ -80,7 +79,7 @@ class ImportReport:
 
 async def import_server(registry: Registry, pool: McpPool, server: str, environ: Mapping[str, str]) -> ImportReport:
     """List the server's tools through `pool` and publish what is new or changed."""
-    plan = Plan.from_json(await registry.execution_plan(server))
+    plan = await registry.plan(server)
     if plan.tool_type != "mcp_server":
         raise Refused(f"{plan.tool_id} is a {plan.tool_type}, not an mcp_server", hint="kiwi search type:mcp_server")
     ref = server_link(plan).tool_id

@@ -35,6 +35,7 @@ from .meta.load import load
 from .meta.run import guarded_run
 from .meta.search import search
 from .meta.state import Deleter, ServerState, default_deleter
+from .pool import McpPool
 
 __all__ = [
     "ACTIONS",
@@ -76,6 +77,7 @@ def build_server(
     session_id: str | None = None,
     allow_command_writes: bool = False,
     local_spaces: bool = False,
+    mcp_pool: McpPool | None = None,
 ) -> MCPServer:
     """Kiwi's MCP server over `runner` (and `registry`, by default the runner's).
 
@@ -96,6 +98,10 @@ def build_server(
 
     Local spaces (.ai/tools of the directory the server runs in, ~/.ai/tools) are ignored
     unless `local_spaces`: the runner's plans then all come from the registry.
+
+    `mcp_pool` is what `execute import` reaches MCP servers through: the pool the runner's
+    mcp_tool handler runs on (runner.handlers.standard_handlers(mcp_pool=...)), so imported
+    tools then run on the import's sessions. Without one, import is refused.
     """
     runner.local_spaces = local_spaces
     state = ServerState.of(
@@ -105,6 +111,7 @@ def build_server(
         run_timeout_s=run_timeout_s,
         session_id=session_id,
         allow_command_writes=allow_command_writes,
+        mcp_pool=mcp_pool,
     )
     server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING")
     for fn, title, hints in META_TOOLS:

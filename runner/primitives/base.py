@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -15,6 +15,28 @@ if TYPE_CHECKING:
 Status = Literal["success", "error", "timeout"]
 
 
+class CallTool(Protocol):
+    """Runs one tool as a call of `session` (within execution context `context`, under approval
+    `approval_id`) through the runner's gate, exactly as MCP `execute run` does: the context's
+    permissions, rate limits, approvals, an audit row; the version is `version`, else the
+    project's lockfile's, else the latest. Returns the run's result (runner.harness.run.RunResult;
+    a refusal is a result whose `failure` says why). Raises TimeoutError, the run cancelled,
+    when it does not finish within `timeout_s` (None: no limit)."""
+
+    def __call__(
+        self,
+        ref: str,
+        version: str | None,
+        params: dict[str, Any],
+        *,
+        session: str,
+        context: str | None = None,
+        approval_id: str | None = None,
+        dry_run: bool = False,
+        timeout_s: float | None = None,
+    ) -> Awaitable[Any]: ...
+
+
 @dataclass
 class Invocation:
     """One run of one plan.
@@ -24,7 +46,7 @@ class Invocation:
     environ: where `${VAR}` references are resolved (the runner's environment); only
     what the config declares reaches the tool.
     registry: the runner's registry, for handlers that look other tools up (directives).
-    runner: the Runner itself, for handlers that run other tools (threads).
+    call_tool: how handlers that run other tools (threads) run them: the runner's gated call.
     """
 
     plan: Plan
@@ -34,7 +56,7 @@ class Invocation:
     environ: Mapping[str, str] = field(default_factory=dict)
     on_progress: Callable[[str], None] | None = None
     registry: Registry | None = None
-    runner: Any = None
+    call_tool: CallTool | None = None
 
     @property
     def config(self) -> dict[str, Any]:

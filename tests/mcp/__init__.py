@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.config import Settings
+from runner.handlers import standard_dispatcher
 from runner.handlers.mcp_tool import McpToolHandler
-from runner.harness.dispatch import LazyPrimitive
 from runner.harness.run import Runner
 from runner.mcp.pool import McpPool
 from runner.primitives import procfs
@@ -43,15 +43,15 @@ def stdio_server(tool_id: str, args: list[str], **config: Any) -> dict[str, Any]
 
 
 def make_runner(database_url: str, cache_dir: Path) -> tuple[Runner, McpToolHandler]:
-    """A Runner as every entry point makes it (default dispatcher), and its MCP handler."""
+    """A Runner as `kiwi serve` makes it (the standard handlers, over an MCP pool it shares with
+    the server's imports: build_server(runner, mcp_pool=handler.pool)), and its MCP handler."""
     settings = Settings(
         backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
     )
     environ = {**os.environ, "KIWI_NODE_MODULES": str(NODE_MODULES)}
-    runner = Runner(PostgresRegistry(database_url, principal=admin()), settings, environ=environ)
-    (mcp,) = [h for h in runner.dispatcher.handlers if isinstance(h, LazyPrimitive) and h.name == "mcp"]
-    handler = mcp.instance()
-    assert isinstance(handler, McpToolHandler)
+    dispatcher = standard_dispatcher(mcp_pool=McpPool())
+    runner = Runner(PostgresRegistry(database_url, principal=admin()), settings, dispatcher=dispatcher, environ=environ)
+    (handler,) = [h for h in runner.dispatcher.handlers if isinstance(h, McpToolHandler)]
     return runner, handler
 
 

@@ -19,10 +19,11 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from runner.errors import ConfigError
-from runner.handlers.mcp_tool import McpToolHandler, server_spec
+from runner.handlers.mcp_tool import McpToolHandler
 from runner.harness.run import Runner
 from runner.mcp.importer import import_server
 from runner.mcp.pool import live_server_pids
+from runner.mcp.servers import server_spec
 from runner.primitives import procfs
 from tests.kiwi_cli import kiwi_env, run_kiwi
 

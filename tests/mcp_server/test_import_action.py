@@ -14,9 +14,10 @@ from mcp import Client
 from psycopg.types.json import Jsonb
 
 from runner.core.plan import Plan
-from runner.handlers.mcp_tool import McpToolHandler, mcp_handler_of, server_spec
+from runner.handlers.mcp_tool import McpToolHandler
 from runner.harness.run import Runner
 from runner.mcp.server import build_server
+from runner.mcp.servers import server_spec
 
 from ..mcp import EVERYTHING, make_runner, stdio_server, unique
 from .test_server import failed, ok, text
@@ -50,9 +51,8 @@ async def test_import_publishes_the_tools_and_the_same_pool_runs_them(
     mcp: tuple[Runner, McpToolHandler], servers: list[str], conn: psycopg.Connection
 ) -> None:
     runner, handler = mcp
-    assert mcp_handler_of(runner.dispatcher) is handler
     ref = publish_server(conn, servers, [str(EVERYTHING), "stdio"])
-    async with Client(build_server(runner)) as client:
+    async with Client(build_server(runner, mcp_pool=handler.pool)) as client:
         result = await client.call_tool("execute", {"action": "import", "item_id": ref})
         report = ok(result)
         assert report["action"] == "import" and report["server"] == ref and report["ok"] is True
@@ -88,9 +88,9 @@ async def test_import_publishes_the_tools_and_the_same_pool_runs_them(
 async def test_import_failures_are_tool_errors_with_hints(
     mcp: tuple[Runner, McpToolHandler], servers: list[str], conn: psycopg.Connection, tmp_path: Path
 ) -> None:
-    runner, _ = mcp
+    runner, handler = mcp
     broken = publish_server(conn, servers, [str(tmp_path / "no_such_server.js")], startup_timeout_s=15)
-    async with Client(build_server(runner)) as client:
+    async with Client(build_server(runner, mcp_pool=handler.pool)) as client:
         body = failed(
             await client.call_tool("execute", {"action": "import", "item_id": "hello_world"}),
             "not an mcp_server",
@@ -114,6 +114,21 @@ async def test_import_failures_are_tool_errors_with_hints(
         n = conn.execute("select count(*) from tools where executor_id = %s", (broken,)).fetchone()
         assert n is not None and n[0] == 0  # nothing published
         assert ok(await client.call_tool("search", {"query": "hello"}))["count"] >= 1  # still answering
+
+
+async def test_a_server_built_without_an_mcp_pool_refuses_to_import(
+    mcp: tuple[Runner, McpToolHandler], servers: list[str], conn: psycopg.Connection
+) -> None:
+    runner, handler = mcp
+    ref = publish_server(conn, servers, [str(EVERYTHING), "stdio"])
+    async with Client(build_server(runner)) as client:
+        failed(
+            await client.call_tool("execute", {"action": "import", "item_id": ref}),
+            "no MCP client pool",
+            "mcp_pool",
+        )
+    key = server_spec(Plan.from_json(await runner.registry.execution_plan(ref)), runner.environ).key
+    assert handler.pool.session_for(key) is None, "nothing was started"
 
 
 async def test_help_and_the_schema_describe_import(mcp: tuple[Runner, McpToolHandler]) -> None:

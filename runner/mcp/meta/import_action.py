@@ -10,7 +10,6 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent
 
 from ...errors import ConfigError, NotFound, PrimitiveError, Refused, UsageError
-from ...handlers.mcp_tool import mcp_handler_of
 from ..importer import ImportReport, import_server
 from .args import ExecuteRequest, split_ref
 from .results import fail, jsonable, ok
@@ -22,8 +21,13 @@ __all__ = ["import_tools"]
 async def import_tools(state: ServerState, req: ExecuteRequest) -> CallToolResult:
     """The mcp_server's tools/list, published as one mcp_tool per tool (`<server>.<tool>`)."""
     ref = await _mcp_server(state, req)
-    pool = mcp_handler_of(state.runner.dispatcher).pool
-    work = import_server(state.registry, pool, ref, state.runner.environ)
+    if state.mcp_pool is None:
+        raise ConfigError(
+            "this server has no MCP client pool, so it cannot reach MCP servers",
+            hint="build it with build_server(runner, mcp_pool=pool), the pool given to "
+            "runner.handlers.standard_handlers(mcp_pool=pool) for the runner's dispatcher",
+        )
+    work = import_server(state.registry, state.mcp_pool, ref, state.runner.environ)
     try:
         report = await asyncio.wait_for(work, timeout=state.run_timeout_s)
     except TimeoutError:

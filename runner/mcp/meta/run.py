@@ -3,7 +3,6 @@ every entry point) decides and audits; this turns its decision and the run into 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -11,11 +10,12 @@ from mcp_types import CallToolResult, TextContent
 
 from ...errors import InvalidParameters
 from ...harness.run import Runner, RunResult
-from ...policy import Call, Denied
+from ...policy import Denied
+from ...primitives.base import CallTool
 from ...registry.base import Registry
 from .results import default_hint, fail, jsonable, ok
 
-__all__ = ["guarded_run"]
+__all__ = ["guarded_run", "rendered_call"]
 
 
 async def guarded_run(
@@ -33,14 +33,48 @@ async def guarded_run(
 ) -> CallToolResult:
     """One tool call as `execute run`/`dry_run` makes it, rendered for MCP: the Runner's gate
     (runner/policy) decides permissions, rate limits and approvals and audits the call; a
-    refusal is a tool error of its kind. Kiwi's MCP server and threads (runner/handlers/thread.py)
-    share it. `reg` is kept for the callers' sake: the runner's registry is the one used."""
+    refusal is a tool error of its kind. `reg` is kept for the callers' sake: the runner's
+    registry is the one used."""
     del reg
-    call = Call(session, context=context, approval_id=approval_id)
-    # the lockfile's version, if it pins one; an explicit version always wins
-    work = runner.run(ref, params, version=ver or runner.locked_version(ref), dry_run=dry_run, call=call)
+    return await rendered_call(
+        runner.call_tool,
+        session=session,
+        ref=ref,
+        ver=ver,
+        params=params,
+        context=context,
+        approval_id=approval_id,
+        dry_run=dry_run,
+        run_timeout_s=run_timeout_s,
+    )
+
+
+async def rendered_call(
+    call_tool: CallTool,
+    *,
+    session: str,
+    ref: str,
+    ver: str | None,
+    params: dict[str, Any],
+    context: str | None = None,
+    approval_id: str | None = None,
+    dry_run: bool = False,
+    run_timeout_s: float | None = 900.0,
+) -> CallToolResult:
+    """guarded_run over a runner's `call_tool` alone (primitives.base.CallTool): what Kiwi's
+    MCP server and threads (runner/handlers/thread.py) share, so a thread's model sees each
+    tool's result as an agent calling `execute run` would."""
     try:
-        result = await asyncio.wait_for(work, timeout=run_timeout_s)
+        result = await call_tool(
+            ref,
+            ver,
+            params,
+            session=session,
+            context=context,
+            approval_id=approval_id,
+            dry_run=dry_run,
+            timeout_s=run_timeout_s,
+        )
     except TimeoutError:
         return fail(
             f"{ref} did not finish within the server's limit of {run_timeout_s:g} s; it was stopped",

@@ -1,5 +1,5 @@
-"""What the meta-tools share, in one small value: the runner, the registry, this server's
-session and its choices. A value rather than closures so each meta-tool can live, and be
+"""What the meta-tools share, in one small value: the runner, the registry, the MCP client
+pool, this server's session and its choices. A value rather than closures so each meta-tool can live, and be
 tested, on its own."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from mcp.server.mcpserver import Context
 
 from ...harness.run import Runner
 from ...registry.base import Registry
+from ..pool import McpPool
 
 __all__ = ["Deleter", "ServerState", "default_deleter", "session_of"]
 
@@ -35,6 +36,9 @@ class ServerState:
     deleter: Deleter
     run_timeout_s: float | None = 900.0
     allow_command_writes: bool = False
+    mcp_pool: McpPool | None = None
+    """The pool the runner's mcp_tool handler runs on, so an import's sessions are the ones its
+    tools then run on; None: this server cannot reach MCP servers (no import)."""
 
     @classmethod
     def of(
@@ -46,6 +50,7 @@ class ServerState:
         run_timeout_s: float | None = 900.0,
         session_id: str | None = None,
         allow_command_writes: bool = False,
+        mcp_pool: McpPool | None = None,
     ) -> ServerState:
         """The state `build_server` makes from its arguments (the same names and defaults)."""
         reg = registry if registry is not None else runner.registry
@@ -56,6 +61,7 @@ class ServerState:
             deleter=delete if delete is not None else default_deleter(reg),
             run_timeout_s=run_timeout_s,
             allow_command_writes=allow_command_writes,
+            mcp_pool=mcp_pool,
         )
 
 
