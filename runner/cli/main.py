@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ..config import Settings
-from ..core.plan import Plan
 from ..core.refs import ToolRef, split_ref
 from ..core.text import dependents_line, first_line
 from ..errors import KiwiError, Refused, UsageError
@@ -335,17 +334,17 @@ async def cmd_show(args: argparse.Namespace) -> int:
     runner = Runner(connect(settings), settings, dispatcher=standard_dispatcher())
     try:
         chain = await runner.registry.chain(tool)
-        plan = await runner.registry.execution_plan(tool, version)
-        verdicts = {v.tool_id: v for v in await runner.verify(Plan.from_json(plan))}
+        plan = await runner.registry.plan(tool, version)
+        verdicts = {v.tool_id: v for v in await runner.verify(plan)}
     finally:
         await runner.aclose()
-    manifest = plan.get("manifest") or None  # the shown version's own
-    files = [{k: f[k] for k in ("path", "size_bytes", "sha256", "is_entrypoint")} for f in plan["files"]]
+    manifest = plan.manifest or None  # the shown version's own
+    files = [{k: getattr(f, k) for k in ("path", "size_bytes", "sha256", "is_entrypoint")} for f in plan.files]
     shown = {
-        "tool_id": plan["tool_id"],
-        "version": plan["version"],
-        "tool_type": plan["tool_type"],
-        "content_hash": plan["content_hash"],
+        "tool_id": plan.tool_id,
+        "version": plan.version,
+        "tool_type": plan.tool_type,
+        "content_hash": plan.content_hash,
         "manifest": manifest,
         "chain": [
             {
@@ -354,14 +353,14 @@ async def cmd_show(args: argparse.Namespace) -> int:
             }
             for row in chain
         ],
-        "parameters": plan["parameters"],
+        "parameters": plan.parameters,
         "files": files,
     }
     if args.json:
         print(json.dumps(shown, ensure_ascii=False, default=str))
         return 0
     m = manifest or {}
-    print(f"{plan['tool_id']}@{plan['version']}  ({plan['tool_type']})  {m.get('name', '')}")
+    print(f"{plan.tool_id}@{plan.version}  ({plan.tool_type})  {m.get('name', '')}")
     if m.get("description"):
         print(f"  {m['description'].strip()}")
     print("\nchain:")
@@ -371,8 +370,8 @@ async def cmd_show(args: argparse.Namespace) -> int:
             f"  {row['depth']}  {row['tool_id']:<20} {row['tool_type']:<10} {row['version']:<8} "
             f"{row['content_hash'][:12]}  {verdict.state if verdict else '-'}"
         )
-    props = (plan["parameters"] or {}).get("properties") or {}
-    required = set((plan["parameters"] or {}).get("required") or [])
+    props = (plan.parameters or {}).get("properties") or {}
+    required = set((plan.parameters or {}).get("required") or [])
     print("\nparameters:" + ("" if props else " none"))
     for name, prop in props.items():
         flag = "required" if name in required else f"default {json.dumps(prop['default'])}" if "default" in prop else ""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from ..harness.dispatch import Dispatcher, Lazy, default_primitives, of_type
-from ..primitives.base import Primitive
+from ..primitives.base import Handler
 
 if TYPE_CHECKING:
     from ..mcp.pool import McpPool
@@ -28,7 +28,7 @@ def standard_dispatcher(*, mcp_pool: McpPool | None = None) -> Dispatcher:
     return Dispatcher(standard_handlers(mcp_pool=mcp_pool))
 
 
-def standard_handlers(*, mcp_pool: McpPool | None = None) -> list[Primitive]:
+def standard_handlers(*, mcp_pool: McpPool | None = None) -> list[Handler]:
     """MCP tools, directives, threads, then the primitives (subprocess, http_client).
 
     mcp_pool: the MCP client pool the mcp_tool handler runs on, when something else shares it
@@ -37,7 +37,7 @@ def standard_handlers(*, mcp_pool: McpPool | None = None) -> list[Primitive]:
     the dispatcher closes the pool. By default the handler makes its own pool on first use.
     Threads send their model requests over the http_client primitive's pooled client."""
     subprocess, http = default_primitives()
-    mcp: Primitive = _mcp(mcp_pool) if mcp_pool is not None else Lazy("mcp", _mcp, of_type("mcp_tool"))
+    mcp: Handler = _mcp(mcp_pool) if mcp_pool is not None else Lazy("mcp", _mcp, of_type("mcp_tool"))
     return [
         mcp,
         Lazy("directive", _directive, of_type("directive")),
@@ -47,19 +47,19 @@ def standard_handlers(*, mcp_pool: McpPool | None = None) -> list[Primitive]:
     ]
 
 
-def _mcp(pool: McpPool | None = None) -> Primitive:
+def _mcp(pool: McpPool | None = None) -> Handler:
     from .mcp_tool import McpToolHandler  # the MCP SDK: only when an mcp_tool runs
 
     return McpToolHandler(pool)
 
 
-def _directive() -> Primitive:
+def _directive() -> Handler:
     from .directive import DirectiveHandler
 
     return DirectiveHandler()
 
 
-def _thread(http: Lazy) -> Primitive:
+def _thread(http: Lazy) -> Handler:
     from .thread import ThreadHandler  # httpx and the MCP stack: only when a thread runs
 
     return ThreadHandler(http_client=lambda: cast("HttpClientPrimitive", http.instance()).client)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from ..core.plan import Plan
 from ..errors import Refused
-from ..primitives.base import Invocation, Outcome, Primitive
+from ..primitives.base import Handler, Invocation, Outcome
 
 Accepts = Callable[[Plan], bool]
 
@@ -23,16 +23,16 @@ class Lazy:
     """A handler made by `factory` (a function importing its module) when a plan it
     `accepts` first runs; until then nothing of it is loaded."""
 
-    def __init__(self, name: str, factory: Callable[[], Primitive], accepts: Accepts) -> None:
+    def __init__(self, name: str, factory: Callable[[], Handler], accepts: Accepts) -> None:
         self.name = name
         self._factory = factory
         self._accepts = accepts
-        self._instance: Primitive | None = None
+        self._instance: Handler | None = None
 
     def accepts(self, plan: Plan) -> bool:
         return self._accepts(plan)
 
-    def instance(self) -> Primitive:
+    def instance(self) -> Handler:
         if self._instance is None:
             self._instance = self._factory()
         return self._instance
@@ -63,27 +63,27 @@ def default_primitives() -> list[Lazy]:
     ]
 
 
-def _subprocess() -> Primitive:
+def _subprocess() -> Handler:
     from ..primitives.subprocess import SubprocessPrimitive
 
     return SubprocessPrimitive()
 
 
-def _http_client() -> Primitive:
+def _http_client() -> Handler:
     from ..primitives.http_client import HttpClientPrimitive  # httpx: only when an http_client plan runs
 
     return HttpClientPrimitive()
 
 
 class Dispatcher:
-    def __init__(self, handlers: Iterable[Primitive] | None = None) -> None:
-        self.handlers: list[Primitive] = list(default_primitives() if handlers is None else handlers)
+    def __init__(self, handlers: Iterable[Handler] | None = None) -> None:
+        self.handlers: list[Handler] = list(default_primitives() if handlers is None else handlers)
 
-    def add_first(self, handler: Primitive) -> None:
+    def add_first(self, handler: Handler) -> None:
         """Give a handler priority over the others (e.g. MCP tools, whose chains also end in a primitive)."""
         self.handlers.insert(0, handler)
 
-    def find(self, plan: Plan) -> Primitive:
+    def find(self, plan: Plan) -> Handler:
         for handler in self.handlers:
             if handler.accepts(plan):
                 return handler

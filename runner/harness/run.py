@@ -1,11 +1,11 @@
 """From a tool reference to a result: one RPC, files, checks, one primitive.
 
-    plan      = registry.execution_plan(tool)        # the one RPC
+    plan      = registry.plan(tool)                  # the one RPC, a frozen Plan
     params    = validated against plan.parameters
     workdir   = plan files, materialised and verified
     env_dir   = the runtime's declared environment, prepared once and cached
     warnings  = the runtime's declared validation
-    outcome   = the first handler that accepts the plan (a primitive, or MCP later)
+    outcome   = the first handler that accepts the plan (an MCP tool, directive or thread, else a primitive)
 
 Every run, failed or not, leaves a run record (unless disabled), written behind the
 run in batches (recorder.py); nothing here knows about any particular runtime, server

@@ -78,7 +78,7 @@ class Outcome:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-class Primitive(Protocol):
+class Handler(Protocol):
     """A way of running a plan. Handlers are tried in order; the first that accepts runs it."""
 
     name: str

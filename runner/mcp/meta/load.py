@@ -55,23 +55,23 @@ async def load(
         reg = state.registry
         kind = check_item_type(item_type)
         ref, ver = split_ref(item_id, version)
-        chain, plan = await asyncio.gather(reg.chain(ref), reg.execution_plan(ref, ver))
-        actual = item_type_of(plan.get("tool_type"))
+        chain, plan = await asyncio.gather(reg.chain(ref), reg.plan(ref, ver))
+        actual = item_type_of(plan.tool_type)
         if kind is not None and kind != actual:
             raise UsageError(
-                f"{plan['tool_id']} is a {plan.get('tool_type')} (item_type {actual}), not a {kind}",
+                f"{plan.tool_id} is a {plan.tool_type} (item_type {actual}), not a {kind}",
                 hint=f"load it with item_type='{actual}' or without item_type",
             )
-        verdicts = await state.runner.verify(Plan.from_json(plan))
+        verdicts = await state.runner.verify(plan)
         top = chain[0] if chain else None
-        manifest = top["manifest"] if top and top.get("version") == plan.get("version") else None
+        manifest = top["manifest"] if top and top.get("version") == plan.version else None
         with_text = include_content if include_content is not None else actual != "tool"
         loaded = {
-            "item_id": plan["tool_id"],
+            "item_id": plan.tool_id,
             "item_type": actual,
-            "tool_type": plan.get("tool_type"),
-            "version": plan.get("version"),
-            "content_hash": plan.get("content_hash"),
+            "tool_type": plan.tool_type,
+            "version": plan.version,
+            "content_hash": plan.content_hash,
             "manifest": manifest,
             "signature": verdict_label(verdicts[0]) if verdicts else UNSIGNED,
             "executor_chain": [
@@ -81,9 +81,9 @@ async def load(
                 }
                 for row, v in zip(chain, _align(verdicts, chain), strict=True)
             ],
-            "primitive": plan.get("primitive"),
-            "parameters": plan.get("parameters") or {"type": "object", "properties": {}},
-            "outputs": plan.get("outputs"),
+            "primitive": plan.primitive,
+            "parameters": plan.parameters or {"type": "object", "properties": {}},
+            "outputs": plan.outputs,
             "files": _files(plan, with_text),
         }
         return ok(_load_text(loaded), loaded)
@@ -91,12 +91,12 @@ async def load(
     return await guarded("load", call)
 
 
-def _files(plan: dict[str, Any], with_text: bool) -> list[dict[str, Any]]:
+def _files(plan: Plan, with_text: bool) -> list[dict[str, Any]]:
     files = []
-    for f in plan.get("files") or []:
-        entry = {k: f.get(k) for k in ("path", "size_bytes", "sha256", "is_entrypoint", "media_type")}
+    for f in plan.files:
+        entry = {k: getattr(f, k) for k in ("path", "size_bytes", "sha256", "is_entrypoint", "media_type")}
         if with_text:
-            entry["content_text"] = f.get("content_text")
+            entry["content_text"] = f.content_text
         files.append(entry)
     return files
 
