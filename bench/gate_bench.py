@@ -36,12 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runner.config import Settings  # noqa: E402
+from runner import Call, PostgresRegistry, Runner, Settings, local_owner  # noqa: E402
 from runner.core.materialize import materialise  # noqa: E402
-from runner.harness.run import Runner  # noqa: E402
-from runner.policy import Call  # noqa: E402
-from runner.principal import local_owner  # noqa: E402
-from runner.registry import PostgresRegistry  # noqa: E402
 
 URL = os.environ.get("KIWI_DATABASE_URL", "postgresql://postgres:postgres@127.0.0.1:54322/postgres")
 

@@ -48,15 +48,9 @@ sys.path.insert(0, str(ROOT))
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-from runner.config import Settings  # noqa: E402
-from runner.handlers import standard_dispatcher  # noqa: E402
+from runner import Invocation, McpPool, PostgresRegistry, Runner, Settings, local_owner, standard_dispatcher  # noqa: E402
 from runner.handlers.mcp_tool import McpToolHandler  # noqa: E402
-from runner.harness.run import Runner  # noqa: E402
-from runner.mcp.pool import McpPool  # noqa: E402
 from runner.mcp.servers import server_spec  # noqa: E402
-from runner.primitives.base import Invocation  # noqa: E402
-from runner.principal import local_owner  # noqa: E402
-from runner.registry import PostgresRegistry  # noqa: E402
 
 DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
 SERVER = "everything_mcp"

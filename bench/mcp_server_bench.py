@@ -36,11 +36,8 @@ from mcp.client.stdio import StdioServerParameters
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runner.config import DEFAULT_DATABASE_URL, Settings  # noqa: E402
-from runner.harness.run import Runner  # noqa: E402
-from runner.mcp.server import build_server  # noqa: E402
-from runner.principal import local_owner  # noqa: E402
-from runner.registry import PostgresRegistry  # noqa: E402
+from runner import PostgresRegistry, Runner, Settings, build_server, local_owner  # noqa: E402
+from runner.config import DEFAULT_DATABASE_URL  # noqa: E402
 
 WARMUP = 30
 SEARCHES = ["hello", "type:runtime", "", "bash scrpt"]  # a word, a modifier, empty (by popularity), a typo

@@ -61,17 +61,12 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 from report import Verdict, git_commit, summary, table  # noqa: E402
 
-from runner.config import Settings  # noqa: E402
+from runner import Invocation, Plan, PostgresRegistry, Runner, Settings, local_owner  # noqa: E402
 from runner.core.materialize import materialise  # noqa: E402
-from runner.core.plan import Plan  # noqa: E402
 from runner.harness.environment import prepare_environment  # noqa: E402
-from runner.harness.run import Runner  # noqa: E402
 from runner.primitives import procfs  # noqa: E402
-from runner.primitives.base import Invocation  # noqa: E402
 from runner.primitives.http_client import HttpClientPrimitive  # noqa: E402
 from runner.primitives.subprocess import ProcessSpec, build_spec  # noqa: E402
-from runner.principal import local_owner  # noqa: E402
-from runner.registry import PostgresRegistry  # noqa: E402
 
 RESULTS_FILE = ROOT / "bench" / "results" / "runner.md"
 DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runner.core.tool_dir import ToolDir, load_tool_dir  # noqa: E402
+from runner import ToolDir, load_tool_dir  # noqa: E402
 
 SEED_DIR = ROOT / "supabase" / "seed"
 SEED_SQL = ROOT / "supabase" / "seed.sql"

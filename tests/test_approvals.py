@@ -22,12 +22,8 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult
 
-from runner.config import Settings
+from runner import PostgresRegistry, Principal, Runner, Settings, admin, build_server, local_owner
 from runner.core.records import params_digest
-from runner.harness.run import Runner
-from runner.mcp.server import build_server
-from runner.principal import Principal, admin, local_owner
-from runner.registry import PostgresRegistry
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 # Appends a line to the marker file it is given, so that a test can count the runs.

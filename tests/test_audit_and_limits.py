@@ -24,12 +24,8 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult
 
-from runner.config import Settings
+from runner import PostgresRegistry, Runner, Settings, admin, build_server, local_owner
 from runner.core.records import params_digest
-from runner.harness.run import Runner
-from runner.mcp.server import build_server
-from runner.principal import admin, local_owner
-from runner.registry import PostgresRegistry
 from tests.conftest import ROOT
 
 SCRIPT = {"main.sh": 'read -r line; echo "{\\"got\\": $(printf %s "$line" | wc -c)}"'}

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import DEFAULT_DATABASE_URL, Settings
-from runner.errors import UsageError
+from runner import Settings, UsageError
+from runner.config import DEFAULT_DATABASE_URL
 
 
 def test_defaults_point_at_the_local_stack(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_the_repository_config_file_is_valid_and_changes_no_default() -> None:
 def test_the_principal_is_the_local_owner_on_postgres_anon_over_rest_and_admin_only_when_asked(
     tmp_path: Path,
 ) -> None:
-    from runner.principal import LOCAL_OWNER_ID
+    from runner import LOCAL_OWNER_ID
 
     none = tmp_path / "none.toml"
     local = Settings.load({}, none).principal()
@@ -73,8 +73,8 @@ def test_the_principal_is_the_local_owner_on_postgres_anon_over_rest_and_admin_o
 def test_a_token_is_verified_with_the_projects_secret_known_only_for_a_local_database(tmp_path: Path) -> None:
     import uuid
 
-    from runner.errors import Refused
-    from runner.principal import LOCAL_JWT_SECRET, sign
+    from runner import LOCAL_JWT_SECRET, Refused
+    from runner import sign_token as sign
 
     none = tmp_path / "none.toml"
     user = str(uuid.uuid4())

@@ -12,12 +12,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from runner.config import Settings
-from runner.errors import UsageError
-from runner.handlers import standard_dispatcher
-from runner.harness.run import Runner
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
+from runner import PostgresRegistry, Runner, Settings, UsageError, local_owner, standard_dispatcher
 
 INSTRUCTIONS = "# Do the thing\n\nUse the tools below.\n"
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runner import ConfigError
 from runner.core.expand import expand_vars, expand_vars_deep, fill, fill_deep, render_argv, variables_in
-from runner.errors import ConfigError
 
 ENV = {"TOKEN": "s3cret", "EMPTY": ""}
 

@@ -26,12 +26,21 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from runner import (
+    InvalidParameters,
+    KiwiError,
+    NotFound,
+    PostgresRegistry,
+    Refused,
+    RegistryUnavailable,
+    Runner,
+    RunResult,
+    Settings,
+    UsageError,
+    local_owner,
+)
 from runner.cli.main import main, run_json
-from runner.config import Settings
-from runner.errors import InvalidParameters, KiwiError, NotFound, Refused, RegistryUnavailable, UsageError
-from runner.harness.run import RESULT_KEYS, Runner, RunResult
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
+from runner.harness.run import RESULT_KEYS
 
 FUZZ = f"fuzz_{uuid.uuid4().hex[:8]}"
 BASE = f"{FUZZ}_base"  # an existing tool, so that random publishes also meet version conflicts

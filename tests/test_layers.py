@@ -113,7 +113,8 @@ def test_no_module_is_loaded_by_a_string() -> None:
     pattern = re.compile(r"""["']runner(\.\w+)+:\w+["']|import_module\(""")
     loaded = [
         f"{path.relative_to(RUNNER.parent)}:{n}"
-        for path in _modules().values()
+        for name, path in _modules().items()
+        if name != "runner"  # the facade loads its exports lazily, by name (test_public_api.py)
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if pattern.search(line)
     ]

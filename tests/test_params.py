@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runner import InvalidParameters, Refused
 from runner.core.params import coerce_strings, validate_params
-from runner.errors import InvalidParameters, Refused
 
 SCHEMA = {
     "type": "object",

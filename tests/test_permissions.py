@@ -18,13 +18,8 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult
 
-from runner.config import Settings
-from runner.handlers import standard_dispatcher
-from runner.harness.run import Runner
-from runner.mcp.server import build_server
+from runner import PostgresRegistry, Runner, Settings, build_server, local_owner, standard_dispatcher
 from runner.policy.permissions import check, covers, shell_command
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
 
 
 @pytest.fixture

@@ -9,9 +9,8 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
+from runner import PostgresRegistry, local_owner
 from runner.harness.recorder import RunRecorder
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from runner.core.plan import ChainLink, Plan, mcp_server_of
-from runner.core.refs import CLI_WORDS, MCP_WORDS, ToolRef, split_ref, tool_name
-from runner.errors import UsageError
+from runner import ChainLink, Plan, ToolRef, UsageError
+from runner.core.plan import mcp_server_of
+from runner.core.refs import CLI_WORDS, MCP_WORDS, split_ref, tool_name
 from runner.mcp.meta import args as meta_args
 from runner.policy.permissions import check
 

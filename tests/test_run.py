@@ -14,12 +14,19 @@ from typing import Any, ClassVar
 import psycopg
 import pytest
 
-from runner.config import Settings
+from runner import (
+    IntegrityError,
+    InvalidParameters,
+    NotFound,
+    PostgresRegistry,
+    PrimitiveError,
+    Refused,
+    Runner,
+    RunResult,
+    Settings,
+    local_owner,
+)
 from runner.core.records import params_digest
-from runner.errors import IntegrityError, InvalidParameters, NotFound, PrimitiveError, Refused
-from runner.harness.run import Runner, RunResult
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
 
 SESSION_CACHE: dict[str, Path] = {}
 

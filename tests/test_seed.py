@@ -9,7 +9,7 @@ import sys
 import psycopg
 import yaml
 
-from runner.core.tool_dir import load_tool_dir
+from runner import load_tool_dir
 from tests.conftest import ROOT
 
 SEED_DIR = ROOT / "supabase" / "seed"

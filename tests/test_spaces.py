@@ -20,9 +20,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from runner.config import Settings
-from runner.errors import Refused, UsageError
-from runner.principal import local_owner
+from runner import Refused, Settings, UsageError, local_owner
 from runner.registry import spaces
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
@@ -393,8 +391,7 @@ def test_a_published_tools_manifest_and_files_preview_to_its_plan(
 def test_a_local_plan_is_marked_with_its_space(project: Project, database_url: str) -> None:
     import asyncio
 
-    from runner.harness.run import Runner
-    from runner.registry.postgres import PostgresRegistry
+    from runner import PostgresRegistry, Runner
 
     tool_id = unique("space_source")
     local_tool(project.user / tool_id, tool_id, "user")

@@ -24,12 +24,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner.config import Settings
-from runner.handlers import standard_dispatcher, standard_handlers
+from runner import PostgresRegistry, Runner, RunResult, Settings, local_owner, standard_dispatcher, standard_handlers
 from runner.harness.dispatch import Lazy
-from runner.harness.run import Runner, RunResult
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
 
 Reply = dict[str, Any]
 

@@ -11,14 +11,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from runner.config import Settings
-from runner.handlers import standard_dispatcher
+from runner import McpPool, PostgresRegistry, Runner, Settings, admin, standard_dispatcher
 from runner.handlers.mcp_tool import McpToolHandler
-from runner.harness.run import Runner
-from runner.mcp.pool import McpPool
 from runner.primitives import procfs
-from runner.principal import admin
-from runner.registry import PostgresRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "node_modules"

@@ -18,10 +18,8 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from runner.errors import ConfigError
+from runner import ConfigError, Runner, import_server
 from runner.handlers.mcp_tool import McpToolHandler
-from runner.harness.run import Runner
-from runner.mcp.importer import import_server
 from runner.mcp.pool import live_server_pids
 from runner.mcp.servers import server_spec
 from runner.primitives import procfs

@@ -15,10 +15,10 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from runner import Runner, import_server
 from runner.cli.mcp import add_mcp_commands
 from runner.handlers.mcp_tool import McpToolHandler
-from runner.harness.run import Runner
-from runner.mcp.importer import import_server, next_version, tool_id_for
+from runner.mcp.importer import next_version, tool_id_for
 
 from . import EVERYTHING, NODE_MODULES, make_runner, stdio_server, unique
 

@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator
 import httpx2
 import pytest
 
-from runner.mcp.pool import CallTimedOut, ConnectionFailed, McpPool, ServerSpec, _rejected_unread, live_server_pids
+from runner import McpPool, ServerSpec
+from runner.mcp.pool import CallTimedOut, ConnectionFailed, _rejected_unread, live_server_pids
 
 from . import EVERYTHING, ROOT, alive, children, killed, unique
 

@@ -20,7 +20,8 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from runner.principal import LOCAL_JWT_SECRET, LOCAL_OWNER_ID, sign
+from runner import LOCAL_JWT_SECRET, LOCAL_OWNER_ID
+from runner import sign_token as sign
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60

@@ -13,10 +13,8 @@ import pytest
 from mcp import Client
 from psycopg.types.json import Jsonb
 
-from runner.core.plan import Plan
+from runner import Plan, Runner, build_server
 from runner.handlers.mcp_tool import McpToolHandler
-from runner.harness.run import Runner
-from runner.mcp.server import build_server
 from runner.mcp.servers import server_spec
 
 from ..mcp import EVERYTHING, make_runner, stdio_server, unique

@@ -15,16 +15,13 @@ from typing import Any
 import pytest
 from mcp_types import CallToolResult
 
-from runner.config import Settings
-from runner.harness.run import Runner
+from runner import PostgresRegistry, Runner, Settings, local_owner
 from runner.mcp.meta.execute import execute
 from runner.mcp.meta.help import HELP_TOPICS, help
 from runner.mcp.meta.load import load
 from runner.mcp.meta.search import search
 from runner.mcp.meta.state import ServerState
 from runner.mcp.server import bound
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
 
 
 @pytest.fixture

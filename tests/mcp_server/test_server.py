@@ -23,12 +23,9 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 
+from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
 from runner.cli.serve import add_serve_command
-from runner.config import Settings
-from runner.harness.run import Runner
-from runner.mcp.server import ACTIONS, ITEM_TYPES, build_server
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
+from runner.mcp.server import ACTIONS, ITEM_TYPES
 from tests.mcp_server.http_serving import kiwi_http_server, mcp_client, user_token
 
 ROOT = Path(__file__).resolve().parents[2]

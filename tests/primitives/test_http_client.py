@@ -12,9 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from runner.core.plan import Plan
-from runner.errors import ConfigError
-from runner.primitives.base import Invocation, Outcome
+from runner import ConfigError, Invocation, Outcome, Plan
 from runner.primitives.http_client import HttpClientPrimitive
 
 from .http_server import serve

@@ -15,10 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from runner.core.plan import Plan
-from runner.errors import ConfigError, PrimitiveError, Refused
+from runner import ConfigError, Invocation, Outcome, Plan, PrimitiveError, Refused
 from runner.primitives import procfs
-from runner.primitives.base import Invocation, Outcome
 from runner.primitives.subprocess import (
     DEFAULT_PATH,
     KILL_GRACE_S,

@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from runner.core.plan import Plan
-from runner.errors import NotFound, Refused, RegistryUnavailable, UsageError
-from runner.registry import Registry, Select
-from runner.registry.memory import ALLOWED, MemoryBackend, Sent
+from runner import MemoryBackend, NotFound, Plan, Refused, Registry, RegistryUnavailable, UsageError
+from runner.registry import Select
+from runner.registry.memory import ALLOWED, Sent
 
 
 def link(tool_id: str, tool_type: str, version: str = "1.0.0") -> dict[str, Any]:

@@ -12,8 +12,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
+from runner import PostgresRegistry, local_owner
 from runner.registry.plan_cache import PlanCache
 
 

@@ -13,10 +13,18 @@ from collections.abc import AsyncIterator, Iterator
 import psycopg
 import pytest
 
-from runner.config import Settings
-from runner.errors import NotFound, Refused, RegistryUnavailable, UsageError
-from runner.principal import admin, local_owner
-from runner.registry import PostgresRegistry, RestRegistry, connect
+from runner import (
+    NotFound,
+    PostgresRegistry,
+    Refused,
+    RegistryUnavailable,
+    RestRegistry,
+    Settings,
+    UsageError,
+    admin,
+    connect,
+    local_owner,
+)
 from runner.registry.errors import redact, scrub
 
 

@@ -34,8 +34,7 @@ import pytest
 from psycopg import sql
 from psycopg.types.json import Json
 
-from runner.errors import KiwiError, NotFound, Refused, RegistryUnavailable, UsageError
-from runner.registry import RestRegistry
+from runner import KiwiError, NotFound, Refused, RegistryUnavailable, RestRegistry, UsageError
 from runner.registry.errors import from_sqlstate
 
 URL = "https://kiwi-test.supabase.co"

@@ -25,9 +25,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from psycopg.types.json import Jsonb
 
-from runner.config import Settings
-from runner.errors import NotFound, Refused
-from runner.registry import RestRegistry, connect
+from runner import NotFound, Refused, RestRegistry, Settings, connect
 from tests.registry import test_rest as rest
 from tests.registry.test_rest import ANON_KEY, SERVICE_KEY, URL, FakePostgREST, body_of, user_token
 

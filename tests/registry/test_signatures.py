@@ -20,7 +20,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner.registry import Registry, Select
+from runner import Registry
+from runner.registry import Select
 from runner.registry.memory import Sent
 from runner.registry.postgres import JSON_LISTS, statement
 

@@ -26,11 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from psycopg.types.json import Jsonb
 
-from runner.config import Settings
-from runner.errors import KiwiError
-from runner.harness.run import Runner
-from runner.principal import admin
-from runner.registry import PostgresRegistry
+from runner import KiwiError, PostgresRegistry, Runner, Settings, admin
 
 NS = f"fzlim_{uuid.uuid4().hex[:8]}"
 COUNTER = itertools.count()

@@ -17,11 +17,20 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner.config import Settings
-from runner.errors import NotFound, Refused
-from runner.harness.run import Runner
-from runner.principal import LOCAL_OWNER_ID, Principal, acting_as, admin, anon, from_claims, local_owner
-from runner.registry import PostgresRegistry
+from runner import (
+    LOCAL_OWNER_ID,
+    NotFound,
+    PostgresRegistry,
+    Principal,
+    Refused,
+    Runner,
+    Settings,
+    acting_as,
+    admin,
+    anon,
+    from_claims,
+    local_owner,
+)
 
 
 def user(user_id: str) -> Principal:

@@ -22,7 +22,8 @@ import psycopg
 import pytest
 import yaml
 
-from runner.principal import LOCAL_JWT_SECRET, sign
+from runner import LOCAL_JWT_SECRET
+from runner import sign_token as sign
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 SETUP = "echo preparing\n"
@@ -162,11 +163,7 @@ async def test_over_mcp_a_command_write_waits_for_a_person_only_where_the_server
     goes through once."""
     from mcp import Client
 
-    from runner.config import Settings
-    from runner.harness.run import Runner
-    from runner.mcp.server import build_server
-    from runner.principal import from_claims
-    from runner.registry import PostgresRegistry
+    from runner import PostgresRegistry, Runner, Settings, build_server, from_claims
 
     manifest = yaml.safe_load((runtime_dir(tmp_path, owner["ns"]) / "tool.yaml").read_text())
     request = {"action": "publish", "manifest": manifest, "files": [{"path": "setup.sh", "content_text": SETUP}]}

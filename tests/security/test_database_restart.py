@@ -28,13 +28,8 @@ from mcp import Client
 from mcp_types import CallToolResult
 from psycopg.types.json import Jsonb
 
-from runner.config import Settings
-from runner.errors import RegistryUnavailable
+from runner import PostgresRegistry, RegistryUnavailable, Runner, Settings, build_server, local_owner
 from runner.harness.recorder import RunRecorder
-from runner.harness.run import Runner
-from runner.mcp.server import build_server
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
 from tests.conftest import ROOT
 from tests.kiwi_cli import kiwi_env, run_kiwi
 

@@ -17,8 +17,8 @@ import httpx
 import psycopg
 import pytest
 
-from runner.principal import LOCAL_JWT_SECRET, LOCAL_OWNER_ID, acting_as, from_claims, sign
-from runner.registry import PostgresRegistry
+from runner import LOCAL_JWT_SECRET, LOCAL_OWNER_ID, PostgresRegistry, acting_as, from_claims
+from runner import sign_token as sign
 from tests.mcp_server.http_serving import (
     Served,
     kiwi_http_server,

@@ -15,9 +15,7 @@ from urllib.parse import quote
 
 import pytest
 
-from runner.core.plan import Plan
-from runner.errors import ConfigError
-from runner.primitives.base import Invocation, Outcome
+from runner import ConfigError, Invocation, Outcome, Plan
 from runner.primitives.http_client import HttpClientPrimitive
 from tests.primitives.http_server import Served, serving
 
@@ -281,8 +279,7 @@ async def test_a_cookie_one_run_was_given_never_rides_along_with_another_run(
 async def test_the_rest_registry_never_follows_a_redirect_with_its_keys(home: Served, other: Served) -> None:
     """Regression: the REST backend's client followed redirects and httpx keeps an `apikey`
     header across origins, so a redirect from the API carried the project key elsewhere."""
-    from runner.errors import KiwiError
-    from runner.registry import RestRegistry
+    from runner import KiwiError, RestRegistry
 
     api = f"{home.url}/redirect/302/{quote(other.url + '/echo', safe='')}"
     async with RestRegistry(api, "sb_publishable_leaky_key_0042") as registry:

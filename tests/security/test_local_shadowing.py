@@ -19,11 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from runner.config import Settings
-from runner.harness.run import Runner
-from runner.mcp.server import build_server
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
+from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 from tests.trust.conftest import Chain, Project, chain, forget_signatures, make_key, project  # noqa: F401
 

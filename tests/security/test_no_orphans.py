@@ -21,10 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import Settings
-from runner.harness.run import Runner
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
+from runner import PostgresRegistry, Runner, Settings, local_owner
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 # `setsid sh -c 'sleep 300' &`, as found: a new session, still holding the run's stdout.

@@ -18,12 +18,7 @@ import psycopg
 import pytest
 from mcp import Client
 
-from runner.config import Settings
-from runner.harness.run import Runner
-from runner.mcp.server import build_server
-from runner.policy import Denied
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
+from runner import Denied, PostgresRegistry, Runner, Settings, build_server, local_owner
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 MARKER_SCRIPT = 'printf x >>"$KIWI_PARAM_MARKER"\necho \'{"ran": true}\'\n'

@@ -22,9 +22,8 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from runner import Plan, PlanFile, Refused
 from runner.core.materialize import materialise
-from runner.core.plan import Plan, PlanFile
-from runner.errors import Refused
 
 MiB = 1024 * 1024
 

@@ -20,11 +20,8 @@ from urllib.parse import quote, quote_plus
 import psycopg
 import pytest
 
-from runner.config import Settings
+from runner import PostgresRegistry, Runner, RunResult, Settings, local_owner
 from runner.core.records import MASK, scrub, scrub_deep, secret_values
-from runner.harness.run import Runner, RunResult
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
 
 SECRET = "kiwi-secret-3b1f0c9e7a"
 ENV_VALUE = "kiwi-env-value-55d2aa"

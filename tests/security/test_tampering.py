@@ -24,11 +24,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from runner.config import Settings, TrustSettings
-from runner.errors import IntegrityError
-from runner.harness.run import Runner
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
+from runner import IntegrityError, PostgresRegistry, Runner, Settings, TrustSettings, local_owner
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 ORIGINAL = "echo original\n"

@@ -7,7 +7,7 @@ import json
 
 import psycopg
 
-from runner.principal import local_owner
+from runner import local_owner
 
 from .conftest import Chain, Project, publish, publish_runtime
 
@@ -89,10 +89,7 @@ async def test_the_mcp_server_runs_under_the_projects_lockfile(
 ) -> None:
     from mcp import Client
 
-    from runner.config import Settings
-    from runner.harness.run import Runner
-    from runner.mcp.server import build_server
-    from runner.registry import PostgresRegistry
+    from runner import PostgresRegistry, Runner, Settings, build_server
 
     assert project.kiwi("lock", chain.tool).code == 0
     settings = Settings(

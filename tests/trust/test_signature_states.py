@@ -9,11 +9,7 @@ from pathlib import Path
 
 from mcp import Client
 
-from runner.config import Settings, TrustSettings
-from runner.harness.run import Runner
-from runner.mcp.server import build_server
-from runner.principal import local_owner
-from runner.registry import PostgresRegistry
+from runner import PostgresRegistry, Runner, Settings, TrustSettings, build_server, local_owner
 
 from .conftest import Chain, Project
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from runner.config import Settings
-from runner.errors import UsageError
+from runner import Settings, UsageError
 from runner.trust.keys import generate, load
 
 from .conftest import Chain, Project
@@ -78,8 +77,7 @@ def test_a_plan_not_made_of_the_stored_chain_is_altered(conn: psycopg.Connection
     import dataclasses
     import json
 
-    from runner.config import TrustSettings
-    from runner.core.plan import Plan
+    from runner import Plan, TrustSettings
     from runner.trust.verify import judge
 
     plan = Plan.from_json(conn.execute("select resolve_execution_plan('hello_world')").fetchone()[0])
