@@ -7,7 +7,10 @@ The public API: what tests, benches and embedders import, from here and nowhere 
     settings = runner.Settings.load()
     async with runner.opened(settings) as registry:
         kiwi = runner.Runner(registry, settings, dispatcher=runner.standard_dispatcher())
-        result = await kiwi.run("hello_world", {"name": "Ada"})
+        try:
+            result = await kiwi.run("hello_world", {"name": "Ada"})
+        finally:
+            await kiwi.aclose()
 
 Names load on first use (PEP 562), so `import runner` costs nothing and `kiwi run` of a
 script never loads the MCP SDK or the HTTP stack. `tests/test_public_api.py` pins the names;

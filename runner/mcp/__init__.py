@@ -1,1 +1,2 @@
-"""MCP: Kiwi as an MCP server (server.py, serve_cli.py) and as a client of MCP servers."""
+"""MCP: Kiwi as an MCP server (server.py, meta/, auth.py; started by runner/cli/serve.py) and as a client
+of MCP servers (pool.py, servers.py, importer.py)."""
