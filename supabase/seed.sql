@@ -17,7 +17,7 @@ select public.publish_tool_version(
  ],
  "is_builtin": true,
  "config": {
-  "timeout_s": 300,
+  "timeout": 300,
   "max_output_bytes": 1048576,
   "env": {},
   "env_passthrough": [
@@ -36,6 +36,262 @@ select public.publish_tool_version(
    "https_proxy",
    "no_proxy"
   ]
+ },
+ "config_schema": {
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+   "command": {
+    "type": "string",
+    "description": "the program (argv[0]); ${VAR} and {placeholder} expand"
+   },
+   "args": {
+    "type": "array",
+    "items": {
+     "type": [
+      "string",
+      "number",
+      "boolean"
+     ]
+    },
+    "description": "the arguments; \"{entrypoint}\" is the tool's entrypoint file, \"{name...}\" spreads a list"
+   },
+   "env": {
+    "type": "object",
+    "additionalProperties": {
+     "type": [
+      "string",
+      "number",
+      "boolean",
+      "null"
+     ]
+    },
+    "description": "variables set for the command (null unsets one a lower level set)"
+   },
+   "env_passthrough": {
+    "type": "array",
+    "items": {
+     "type": "string"
+    },
+    "description": "variables handed down from the runner's environment (NAME or PREFIX_*)"
+   },
+   "cwd": {
+    "type": "string",
+    "description": "the working directory"
+   },
+   "timeout": {
+    "type": "number",
+    "exclusiveMinimum": 0,
+    "description": "seconds before the whole process group is killed"
+   },
+   "max_output_bytes": {
+    "type": "integer",
+    "minimum": 1,
+    "description": "stdout and stderr are cut at this size"
+   },
+   "entrypoint": {
+    "type": "string",
+    "description": "the file of the tool that runs (default the manifest's entrypoint)"
+   },
+   "fs": {
+    "type": "object",
+    "additionalProperties": false,
+    "description": "which parameters are paths the tool reads or writes, checked against a directive's fs_read / fs_write",
+    "properties": {
+     "read": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      }
+     },
+     "write": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      }
+     }
+    }
+   },
+   "environment": {
+    "type": "object",
+    "additionalProperties": false,
+    "description": "an environment built once per key and cached (a virtualenv, node_modules); {env_dir} names it",
+    "required": [
+     "steps"
+    ],
+    "properties": {
+     "key": {
+      "type": "array",
+      "items": {
+       "type": [
+        "string",
+        "number",
+        "boolean"
+       ]
+      },
+      "description": "what the environment depends on; its hash names the environment"
+     },
+     "env_passthrough": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      }
+     },
+     "timeout": {
+      "type": "number",
+      "exclusiveMinimum": 0,
+      "description": "seconds each step may take"
+     },
+     "steps": {
+      "type": "array",
+      "items": {
+       "type": "object",
+       "additionalProperties": false,
+       "required": [
+        "command"
+       ],
+       "properties": {
+        "command": {
+         "type": "string"
+        },
+        "args": {
+         "type": "array",
+         "items": {
+          "type": [
+           "string",
+           "number",
+           "boolean"
+          ]
+         }
+        },
+        "when": {
+         "type": "string",
+         "description": "run the step only when this config key is set and not empty"
+        }
+       }
+      }
+     }
+    },
+    "x-aliases": {
+     "timeout_s": "timeout"
+    }
+   },
+   "validation": {
+    "type": "object",
+    "additionalProperties": false,
+    "description": "checks run before the tool does",
+    "properties": {
+     "rules": {
+      "type": "array",
+      "items": {
+       "type": "object",
+       "additionalProperties": false,
+       "required": [
+        "type"
+       ],
+       "properties": {
+        "type": {
+         "enum": [
+          "syntax_check",
+          "pattern_check",
+          "shebang_required"
+         ]
+        },
+        "command": {
+         "type": "string",
+         "description": "syntax_check: the command that must succeed; {entrypoint} and {env_dir} are filled in"
+        },
+        "args": {
+         "type": "array",
+         "items": {
+          "type": [
+           "string",
+           "number",
+           "boolean"
+          ]
+         },
+         "description": "syntax_check: its arguments"
+        },
+        "timeout": {
+         "type": "number",
+         "exclusiveMinimum": 0,
+         "description": "syntax_check: seconds it may take"
+        },
+        "patterns": {
+         "type": "object",
+         "description": "pattern_check: lists of regular expressions searched in every text file of the tool, by name (dangerous)",
+         "additionalProperties": {
+          "type": "array",
+          "items": {
+           "type": "string"
+          }
+         }
+        },
+        "block": {
+         "type": "boolean",
+         "description": "pattern_check: a match refuses the run"
+        },
+        "warn_only": {
+         "type": "boolean",
+         "description": "pattern_check: a match only warns (the default)"
+        },
+        "pattern": {
+         "type": "string",
+         "description": "shebang_required: what the entrypoint's first line must match"
+        },
+        "message": {
+         "type": "string",
+         "description": "what a failed rule says"
+        }
+       },
+       "x-aliases": {
+        "timeout_s": "timeout"
+       }
+      }
+     }
+    },
+    "x-aliases": {
+     "syntax_check": {
+      "append": "rules",
+      "item": {
+       "type": "syntax_check"
+      },
+      "spread": {
+       "command": "command",
+       "args": "args",
+       "timeout_s": "timeout"
+      }
+     },
+     "patterns": {
+      "append": "rules",
+      "each": true,
+      "item": {
+       "type": "pattern_check"
+      },
+      "spread": {
+       "pattern": {
+        "to": "patterns.dangerous",
+        "wrap": true
+       },
+       "action": {
+        "values": {
+         "block": {
+          "block": true
+         },
+         "warn": {
+          "warn_only": true
+         }
+        }
+       },
+       "message": "message"
+      }
+     }
+    }
+   }
+  },
+  "x-aliases": {
+   "timeout_s": "timeout"
+  }
  }
 }$k$::jsonb,
   $k$[]$k$::jsonb,
@@ -51,7 +307,7 @@ category: primitives
 tags: [primitive, process, exec]
 is_builtin: true
 config:
-  timeout_s: 300
+  timeout: 300
   max_output_bytes: 1048576
   env: {}
   # Variables handed down from the runner's environment; nothing else leaks through.
@@ -59,6 +315,105 @@ config:
   # way the machine is set up to.)
   env_passthrough: [PATH, HOME, LANG, LC_ALL, TZ, TMPDIR, SSL_CERT_FILE, SSL_CERT_DIR,
                     HTTP_PROXY, HTTPS_PROXY, NO_PROXY, http_proxy, https_proxy, no_proxy]
+# The config this primitive and the runner's harness understand (runner/primitives/subprocess.py,
+# runner/harness/environment.py, runner/harness/validation.py, runner/policy/permissions.py):
+# publish refuses any other key on a chain ending here, unless an element above declares it.
+config_schema:
+  type: object
+  additionalProperties: false
+  properties:
+    command: {type: string, description: "the program (argv[0]); ${VAR} and {placeholder} expand"}
+    args:
+      type: array
+      items: {type: [string, number, boolean]}
+      description: 'the arguments; "{entrypoint}" is the tool''s entrypoint file, "{name...}" spreads a list'
+    env:
+      type: object
+      additionalProperties: {type: [string, number, boolean, "null"]}
+      description: variables set for the command (null unsets one a lower level set)
+    env_passthrough:
+      type: array
+      items: {type: string}
+      description: variables handed down from the runner's environment (NAME or PREFIX_*)
+    cwd: {type: string, description: the working directory}
+    timeout: {type: number, exclusiveMinimum: 0, description: seconds before the whole process group is killed}
+    max_output_bytes: {type: integer, minimum: 1, description: stdout and stderr are cut at this size}
+    entrypoint: {type: string, description: the file of the tool that runs (default the manifest's entrypoint)}
+    fs:
+      type: object
+      additionalProperties: false
+      description: which parameters are paths the tool reads or writes, checked against a directive's fs_read / fs_write
+      properties:
+        read: {type: array, items: {type: string}}
+        write: {type: array, items: {type: string}}
+    environment:
+      type: object
+      additionalProperties: false
+      description: an environment built once per key and cached (a virtualenv, node_modules); {env_dir} names it
+      required: [steps]
+      properties:
+        key:
+          type: array
+          items: {type: [string, number, boolean]}
+          description: what the environment depends on; its hash names the environment
+        env_passthrough: {type: array, items: {type: string}}
+        timeout: {type: number, exclusiveMinimum: 0, description: seconds each step may take}
+        steps:
+          type: array
+          items:
+            type: object
+            additionalProperties: false
+            required: [command]
+            properties:
+              command: {type: string}
+              args: {type: array, items: {type: [string, number, boolean]}}
+              when: {type: string, description: run the step only when this config key is set and not empty}
+      x-aliases:
+        timeout_s: timeout
+    validation:
+      type: object
+      additionalProperties: false
+      description: checks run before the tool does
+      properties:
+        rules:
+          type: array
+          items:
+            type: object
+            additionalProperties: false
+            required: [type]
+            properties:
+              type: {enum: [syntax_check, pattern_check, shebang_required]}
+              command:
+                type: string
+                description: "syntax_check: the command that must succeed; {entrypoint} and {env_dir} are filled in"
+              args: {type: array, items: {type: [string, number, boolean]}, description: "syntax_check: its arguments"}
+              timeout: {type: number, exclusiveMinimum: 0, description: "syntax_check: seconds it may take"}
+              patterns:
+                type: object
+                description: "pattern_check: lists of regular expressions searched in every text file of the tool, by name (dangerous)"
+                additionalProperties: {type: array, items: {type: string}}
+              block: {type: boolean, description: "pattern_check: a match refuses the run"}
+              warn_only: {type: boolean, description: "pattern_check: a match only warns (the default)"}
+              pattern: {type: string, description: "shebang_required: what the entrypoint's first line must match"}
+              message: {type: string, description: what a failed rule says}
+            x-aliases:
+              timeout_s: timeout
+      # the runner's earlier format: {syntax_check: {command, args}, patterns: [{pattern, action, message}]}
+      x-aliases:
+        syntax_check:
+          append: rules
+          item: {type: syntax_check}
+          spread: {command: command, args: args, timeout_s: timeout}
+        patterns:
+          append: rules
+          each: true
+          item: {type: pattern_check}
+          spread:
+            pattern: {to: patterns.dangerous, wrap: true}
+            action: {values: {block: {block: true}, warn: {warn_only: true}}}
+            message: message
+  x-aliases:
+    timeout_s: timeout
 $k$);
 
 -- bash_runtime (runtime)
@@ -83,26 +438,40 @@ select public.publish_tool_version(
    "{entrypoint}"
   ],
   "validation": {
-   "syntax_check": {
-    "command": "bash",
-    "args": [
-     "-n",
-     "{entrypoint}"
-    ]
-   },
-   "patterns": [
+   "rules": [
     {
-     "pattern": "rm\\s+-[a-zA-Z]*r[a-zA-Z]*f?\\s+/(\\s|$)",
-     "action": "block",
+     "type": "syntax_check",
+     "command": "bash",
+     "args": [
+      "-n",
+      "{entrypoint}"
+     ]
+    },
+    {
+     "type": "pattern_check",
+     "patterns": {
+      "dangerous": [
+       "rm\\s+-[a-zA-Z]*r[a-zA-Z]*f?\\s+/(\\s|$)"
+      ]
+     },
+     "block": true,
      "message": "refuses to delete the filesystem root"
     },
     {
-     "pattern": "curl[^|]*\\|\\s*(ba)?sh",
-     "action": "warn",
+     "type": "pattern_check",
+     "patterns": {
+      "dangerous": [
+       "curl[^|]*\\|\\s*(ba)?sh"
+      ]
+     },
+     "warn_only": true,
      "message": "piping a download into a shell runs unreviewed code"
     }
    ]
   }
+ },
+ "config_schema": {
+  "type": "object"
  }
 }$k$::jsonb,
   $k$[]$k$::jsonb,
@@ -119,16 +488,24 @@ config:
   command: bash
   args: ["{entrypoint}"]
   validation:
-    syntax_check:
-      command: bash
-      args: [-n, "{entrypoint}"]
-    patterns:
-      - pattern: 'rm\s+-[a-zA-Z]*r[a-zA-Z]*f?\s+/(\s|$)'
-        action: block
+    rules:
+      - type: syntax_check
+        command: bash
+        args: [-n, "{entrypoint}"]
+      - type: pattern_check
+        patterns:
+          dangerous: ['rm\s+-[a-zA-Z]*r[a-zA-Z]*f?\s+/(\s|$)']
+        block: true
         message: refuses to delete the filesystem root
-      - pattern: 'curl[^|]*\|\s*(ba)?sh'
-        action: warn
+      - type: pattern_check
+        patterns:
+          dangerous: ['curl[^|]*\|\s*(ba)?sh']
+        warn_only: true
         message: piping a download into a shell runs unreviewed code
+# This runtime adds no config key to its chain's (subprocess declares them): a tool on it may
+# set only those. (No requires: nothing here installs packages.)
+config_schema:
+  type: object
 $k$);
 
 -- directive_runtime (runtime)
@@ -153,6 +530,9 @@ select public.publish_tool_version(
   "args": [
    "{entrypoint}"
   ]
+ },
+ "config_schema": {
+  "type": "object"
  }
 }$k$::jsonb,
   $k$[]$k$::jsonb,
@@ -176,6 +556,9 @@ is_builtin: true
 config:
   command: cat
   args: ["{entrypoint}"]
+# This runtime adds no config key to its chain's (subprocess declares them).
+config_schema:
+  type: object
 $k$);
 
 -- create_script_tool (directive)
@@ -517,7 +900,8 @@ select public.publish_tool_version(
  "config": {
   "command": "{env_dir}/bin/python",
   "args": [
-   "{entrypoint}"
+   "{entrypoint}",
+   "{param_values...}"
   ],
   "env": {
    "PYTHONUNBUFFERED": "1",
@@ -559,26 +943,48 @@ select public.publish_tool_version(
    ]
   },
   "validation": {
-   "syntax_check": {
-    "command": "{env_dir}/bin/python",
-    "args": [
-     "-m",
-     "py_compile",
-     "{entrypoint}"
-    ]
-   },
-   "patterns": [
+   "rules": [
     {
-     "pattern": "\\bos\\.system\\(",
-     "action": "warn",
+     "type": "syntax_check",
+     "command": "{env_dir}/bin/python",
+     "args": [
+      "-m",
+      "py_compile",
+      "{entrypoint}"
+     ]
+    },
+    {
+     "type": "pattern_check",
+     "patterns": {
+      "dangerous": [
+       "\\bos\\.system\\("
+      ]
+     },
+     "warn_only": true,
      "message": "os.system runs a shell; prefer subprocess with a list of arguments"
     },
     {
-     "pattern": "\\beval\\(",
-     "action": "warn",
+     "type": "pattern_check",
+     "patterns": {
+      "dangerous": [
+       "\\beval\\("
+      ]
+     },
+     "warn_only": true,
      "message": "eval runs arbitrary code"
     }
    ]
+  }
+ },
+ "config_schema": {
+  "properties": {
+   "requires": {
+    "type": "array",
+    "items": {
+     "type": "string"
+    },
+    "description": "the tool's Python packages (pip requirement specifiers), installed with uv into its environment"
+   }
   }
  }
 }$k$::jsonb,
@@ -596,7 +1002,9 @@ tags: [runtime, python, uv, virtualenv]
 is_builtin: true
 config:
   command: "{env_dir}/bin/python"
-  args: ["{entrypoint}"]
+  # the script, then the parameters' values in their declared order (sys.argv[1], ...), as
+  # the design documents' Python tools read them; every parameter is also on stdin as JSON
+  args: ["{entrypoint}", "{param_values...}"]
   env:
     PYTHONUNBUFFERED: "1"
     PYTHONDONTWRITEBYTECODE: "1"
@@ -612,16 +1020,27 @@ config:
         args: [pip, install, --quiet, --python, "{env_dir}/bin/python", "{requires...}"]
         when: requires
   validation:
-    syntax_check:
-      command: "{env_dir}/bin/python"
-      args: [-m, py_compile, "{entrypoint}"]
-    patterns:
-      - pattern: '\bos\.system\('
-        action: warn
+    rules:
+      - type: syntax_check
+        command: "{env_dir}/bin/python"
+        args: [-m, py_compile, "{entrypoint}"]
+      - type: pattern_check
+        patterns:
+          dangerous: ['\bos\.system\(']
+        warn_only: true
         message: os.system runs a shell; prefer subprocess with a list of arguments
-      - pattern: '\beval\('
-        action: warn
+      - type: pattern_check
+        patterns:
+          dangerous: ['\beval\(']
+        warn_only: true
         message: eval runs arbitrary code
+# What this runtime adds to the config its chain understands (subprocess declares the rest).
+config_schema:
+  properties:
+    requires:
+      type: array
+      items: {type: string}
+      description: the tool's Python packages (pip requirement specifiers), installed with uv into its environment
 $k$);
 
 -- format_bytes (script)
@@ -661,7 +1080,7 @@ select public.publish_tool_version(
   "requires": [
    "humanize==4.12.3"
   ],
-  "timeout_s": 30
+  "timeout": 30
  }
 }$k$::jsonb,
   $k$[
@@ -692,7 +1111,7 @@ parameters:
     description: Use powers of 1024 (KiB, MiB) instead of 1000.
 config:
   requires: [humanize==4.12.3]
-  timeout_s: 30
+  timeout: 30
 $k$);
 
 -- http_client (primitive)
@@ -702,7 +1121,7 @@ select public.publish_tool_version(
  "tool_type": "primitive",
  "version": "1.0.0",
  "name": "HTTP client",
- "description": "Sends one HTTP request through a pooled client: url or url_template with {param} placeholders, header and body templates, ${VAR} secrets, bearer, basic or api-key auth, retries with backoff, and a JSONPath response transform.",
+ "description": "Sends one HTTP request through a pooled client: url or url_template with {param} placeholders, header and body templates, ${VAR} secrets, bearer, basic or api-key auth, retries with a growing delay, and a JSONPath response transform.",
  "category": "primitives",
  "tags": [
   "primitive",
@@ -713,19 +1132,143 @@ select public.publish_tool_version(
  "is_builtin": true,
  "config": {
   "method": "GET",
-  "timeout_s": 30,
+  "timeout": 30,
   "headers": {
    "User-Agent": "kiwi/0.1"
   },
-  "retry": {
-   "attempts": 3,
-   "backoff_s": 0.2,
-   "on_status": [
-    429,
-    502,
-    503,
-    504
-   ]
+  "retries": 2,
+  "retry_delay": 0.2,
+  "retryable_statuses": [
+   429,
+   502,
+   503,
+   504
+  ]
+ },
+ "config_schema": {
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+   "method": {
+    "type": "string",
+    "description": "GET (the default), POST, PUT, PATCH, DELETE, ..."
+   },
+   "url": {
+    "type": "string",
+    "description": "the URL; {name} is a parameter (percent-encoded), ${VAR} the environment"
+   },
+   "url_template": {
+    "type": "string",
+    "description": "the same as url"
+   },
+   "query": {
+    "type": "object",
+    "description": "query parameters (templates)"
+   },
+   "headers": {
+    "type": "object",
+    "description": "request headers (templates)"
+   },
+   "auth": {
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+     "type"
+    ],
+    "description": "{type: bearer, token}, {type: basic, username, password} or {type: api_key, name, value, in}",
+    "properties": {
+     "type": {
+      "enum": [
+       "bearer",
+       "basic",
+       "api_key"
+      ]
+     },
+     "token": {
+      "type": "string"
+     },
+     "username": {
+      "type": "string"
+     },
+     "password": {
+      "type": "string"
+     },
+     "name": {
+      "type": "string"
+     },
+     "value": {
+      "type": "string"
+     },
+     "in": {
+      "enum": [
+       "header",
+       "query"
+      ]
+     }
+    }
+   },
+   "body": {
+    "description": "the body as text (a template)"
+   },
+   "body_template": {
+    "description": "the body as JSON; \"{name}\" alone keeps the parameter's type"
+   },
+   "follow_redirects": {
+    "enum": [
+     true,
+     false,
+     "same_origin"
+    ],
+    "description": "same_origin (the default): only redirects that stay on the request's scheme, host and port"
+   },
+   "max_redirects": {
+    "type": "integer",
+    "minimum": 0
+   },
+   "timeout": {
+    "type": "number",
+    "exclusiveMinimum": 0,
+    "description": "seconds per attempt, every redirect included"
+   },
+   "retries": {
+    "type": "integer",
+    "minimum": 0,
+    "description": "extra attempts after a retryable status or a failed connection"
+   },
+   "retry_delay": {
+    "type": "number",
+    "minimum": 0,
+    "description": "seconds before a retry, times the attempt's number (delay * (attempt + 1))"
+   },
+   "retryable_statuses": {
+    "type": "array",
+    "items": {
+     "type": "integer",
+     "minimum": 100,
+     "maximum": 599
+    }
+   },
+   "response_transform": {
+    "type": "string",
+    "description": "a JSONPath applied to the response body"
+   },
+   "max_response_bytes": {
+    "type": "integer",
+    "minimum": 1
+   }
+  },
+  "x-aliases": {
+   "timeout_s": "timeout",
+   "retry": {
+    "spread": {
+     "attempts": {
+      "to": "retries",
+      "add": -1
+     },
+     "backoff_s": "retry_delay",
+     "on_status": "retryable_statuses"
+    }
+   }
   }
  }
 }$k$::jsonb,
@@ -737,19 +1280,61 @@ name: HTTP client
 description: >-
   Sends one HTTP request through a pooled client: url or url_template with
   {param} placeholders, header and body templates, ${VAR} secrets, bearer, basic or
-  api-key auth, retries with backoff, and a JSONPath response transform.
+  api-key auth, retries with a growing delay, and a JSONPath response transform.
 category: primitives
 tags: [primitive, http, rest, api]
 is_builtin: true
 config:
   method: GET
-  timeout_s: 30
+  timeout: 30
   headers:
     User-Agent: kiwi/0.1
-  retry:
-    attempts: 3
-    backoff_s: 0.2
-    on_status: [429, 502, 503, 504]
+  # two extra attempts for the statuses below, waiting retry_delay * (attempt + 1) seconds
+  retries: 2
+  retry_delay: 0.2
+  retryable_statuses: [429, 502, 503, 504]
+# The config this primitive understands (runner/primitives/http_client.py, redirects.py):
+# publish refuses any other key on a chain ending here, unless an element above declares it.
+config_schema:
+  type: object
+  additionalProperties: false
+  properties:
+    method: {type: string, description: "GET (the default), POST, PUT, PATCH, DELETE, ..."}
+    url: {type: string, description: "the URL; {name} is a parameter (percent-encoded), ${VAR} the environment"}
+    url_template: {type: string, description: the same as url}
+    query: {type: object, description: query parameters (templates)}
+    headers: {type: object, description: request headers (templates)}
+    auth:
+      type: object
+      additionalProperties: false
+      required: [type]
+      description: "{type: bearer, token}, {type: basic, username, password} or {type: api_key, name, value, in}"
+      properties:
+        type: {enum: [bearer, basic, api_key]}
+        token: {type: string}
+        username: {type: string}
+        password: {type: string}
+        name: {type: string}
+        value: {type: string}
+        in: {enum: [header, query]}
+    body: {description: the body as text (a template)}
+    body_template: {description: 'the body as JSON; "{name}" alone keeps the parameter''s type'}
+    follow_redirects: {enum: [true, false, same_origin], description: "same_origin (the default): only redirects that stay on the request's scheme, host and port"}
+    max_redirects: {type: integer, minimum: 0}
+    timeout: {type: number, exclusiveMinimum: 0, description: "seconds per attempt, every redirect included"}
+    retries: {type: integer, minimum: 0, description: extra attempts after a retryable status or a failed connection}
+    retry_delay: {type: number, minimum: 0, description: "seconds before a retry, times the attempt's number (delay * (attempt + 1))"}
+    retryable_statuses: {type: array, items: {type: integer, minimum: 100, maximum: 599}}
+    response_transform: {type: string, description: a JSONPath applied to the response body}
+    max_response_bytes: {type: integer, minimum: 1}
+  x-aliases:
+    timeout_s: timeout
+    # the runner's earlier format: retry: {attempts (retries + 1), backoff_s, on_status}
+    retry:
+      spread:
+        attempts: {to: retries, add: -1}
+        backoff_s: retry_delay
+        on_status: retryable_statuses
 $k$);
 
 -- github_mcp (mcp_server)
@@ -823,7 +1408,7 @@ select public.publish_tool_version(
   }
  ],
  "config": {
-  "timeout_s": 10
+  "timeout": 10
  }
 }$k$::jsonb,
   $k$[
@@ -849,7 +1434,7 @@ parameters:
     default: world
     description: Who to greet.
 config:
-  timeout_s: 10
+  timeout: 10
 $k$);
 
 -- http_echo (api)
@@ -986,7 +1571,7 @@ select public.publish_tool_version(
      "x-api-key": "${ANTHROPIC_API_KEY:-}",
      "anthropic-version": "2023-06-01"
     },
-    "timeout_s": 120
+    "timeout": 120
    },
    "openai": {
     "format": "openai_chat",
@@ -994,7 +1579,7 @@ select public.publish_tool_version(
     "headers": {
      "Authorization": "Bearer ${OPENAI_API_KEY:-}"
     },
-    "timeout_s": 120
+    "timeout": 120
    }
   },
   "tiers": {
@@ -1025,6 +1610,101 @@ select public.publish_tool_version(
    }
   },
   "default_tier": "balanced"
+ },
+ "config_schema": {
+  "properties": {
+   "providers": {
+    "type": "object",
+    "description": "wire formats and endpoints, by name",
+    "additionalProperties": {
+     "type": "object",
+     "additionalProperties": false,
+     "required": [
+      "format",
+      "url"
+     ],
+     "properties": {
+      "format": {
+       "enum": [
+        "anthropic_messages",
+        "openai_chat"
+       ]
+      },
+      "url": {
+       "type": "string"
+      },
+      "headers": {
+       "type": "object"
+      },
+      "timeout": {
+       "type": "number",
+       "exclusiveMinimum": 0,
+       "description": "seconds one model request may take"
+      }
+     },
+     "x-aliases": {
+      "timeout_s": "timeout"
+     }
+    }
+   },
+   "tiers": {
+    "type": "object",
+    "description": "models, by name",
+    "additionalProperties": {
+     "type": "object",
+     "additionalProperties": false,
+     "required": [
+      "provider",
+      "model"
+     ],
+     "properties": {
+      "provider": {
+       "type": "string",
+       "description": "a key of providers"
+      },
+      "model": {
+       "type": "string"
+      },
+      "max_output": {
+       "type": "integer",
+       "minimum": 1,
+       "description": "the reply's token limit"
+      }
+     }
+    }
+   },
+   "default_tier": {
+    "type": "string",
+    "description": "the tier a thread that names none uses"
+   },
+   "directive": {
+    "type": "string",
+    "description": "a thread's directive: ref or ref@version"
+   },
+   "tier": {
+    "type": "string",
+    "description": "a thread's tier: a key of tiers"
+   },
+   "budget": {
+    "type": "object",
+    "additionalProperties": false,
+    "description": "what a thread may spend",
+    "properties": {
+     "tokens": {
+      "type": "integer",
+      "minimum": 1
+     },
+     "tool_calls": {
+      "type": "integer",
+      "minimum": 0
+     },
+     "seconds": {
+      "type": "number",
+      "exclusiveMinimum": 0
+     }
+    }
+   }
+  }
  }
 }$k$::jsonb,
   $k$[]$k$::jsonb,
@@ -1046,9 +1726,9 @@ is_builtin: true
 #   directive: <ref or ref@version>   the directive the model follows
 #   tier: <a key of tiers>            default: default_tier
 #   budget: {tokens, tool_calls, seconds}  (default 200000 tokens, 50 calls, 600 s: runner/handlers/thread.py)
-# A provider is a wire format (anthropic_messages or openai_chat), a url and headers; a
-# tier names a provider, a model and max_output (the reply's token limit). ${VAR}s
-# resolve from the runner's environment.
+# A provider is a wire format (anthropic_messages or openai_chat), a url, headers and a
+# timeout; a tier names a provider, a model and max_output (the reply's token limit).
+# ${VAR}s resolve from the runner's environment.
 config:
   providers:
     anthropic:
@@ -1057,13 +1737,13 @@ config:
       headers:
         x-api-key: "${ANTHROPIC_API_KEY:-}"
         anthropic-version: "2023-06-01"
-      timeout_s: 120
+      timeout: 120
     openai:
       format: openai_chat
       url: "${OPENAI_BASE_URL:-https://api.openai.com}/v1/chat/completions"
       headers:
         Authorization: "Bearer ${OPENAI_API_KEY:-}"
-      timeout_s: 120
+      timeout: 120
   tiers:
     fast: {provider: anthropic, model: claude-haiku-4-5, max_output: 4096}
     balanced: {provider: anthropic, model: claude-sonnet-4-5, max_output: 8192}
@@ -1071,6 +1751,46 @@ config:
     openai_fast: {provider: openai, model: gpt-4o-mini, max_output: 4096}
     openai_balanced: {provider: openai, model: gpt-4o, max_output: 8192}
   default_tier: balanced
+# What this runtime adds to its chain's config (http_client declares the rest): its own
+# providers and tiers, and what a thread on it sets.
+config_schema:
+  properties:
+    providers:
+      type: object
+      description: "wire formats and endpoints, by name"
+      additionalProperties:
+        type: object
+        additionalProperties: false
+        required: [format, url]
+        properties:
+          format: {enum: [anthropic_messages, openai_chat]}
+          url: {type: string}
+          headers: {type: object}
+          timeout: {type: number, exclusiveMinimum: 0, description: seconds one model request may take}
+        x-aliases:
+          timeout_s: timeout
+    tiers:
+      type: object
+      description: "models, by name"
+      additionalProperties:
+        type: object
+        additionalProperties: false
+        required: [provider, model]
+        properties:
+          provider: {type: string, description: a key of providers}
+          model: {type: string}
+          max_output: {type: integer, minimum: 1, description: the reply's token limit}
+    default_tier: {type: string, description: the tier a thread that names none uses}
+    directive: {type: string, description: "a thread's directive: ref or ref@version"}
+    tier: {type: string, description: "a thread's tier: a key of tiers"}
+    budget:
+      type: object
+      additionalProperties: false
+      description: what a thread may spend
+      properties:
+        tokens: {type: integer, minimum: 1}
+        tool_calls: {type: integer, minimum: 0}
+        seconds: {type: number, exclusiveMinimum: 0}
 $k$);
 
 -- node_runtime (runtime)
@@ -1126,20 +1846,37 @@ select public.publish_tool_version(
    ]
   },
   "validation": {
-   "syntax_check": {
-    "command": "node",
-    "args": [
-     "--check",
-     "{entrypoint}"
-    ]
-   },
-   "patterns": [
+   "rules": [
     {
-     "pattern": "child_process",
-     "action": "warn",
+     "type": "syntax_check",
+     "command": "node",
+     "args": [
+      "--check",
+      "{entrypoint}"
+     ]
+    },
+    {
+     "type": "pattern_check",
+     "patterns": {
+      "dangerous": [
+       "child_process"
+      ]
+     },
+     "warn_only": true,
      "message": "the script spawns processes of its own"
     }
    ]
+  }
+ },
+ "config_schema": {
+  "properties": {
+   "requires": {
+    "type": "array",
+    "items": {
+     "type": "string"
+    },
+    "description": "the tool's npm packages (name or name@version), installed into its environment's node_modules"
+   }
   }
  }
 }$k$::jsonb,
@@ -1170,13 +1907,22 @@ config:
         args: [install, --silent, --no-audit, --no-fund, --prefix, "{env_dir}", "{requires...}"]
         when: requires
   validation:
-    syntax_check:
-      command: node
-      args: [--check, "{entrypoint}"]
-    patterns:
-      - pattern: 'child_process'
-        action: warn
+    rules:
+      - type: syntax_check
+        command: node
+        args: [--check, "{entrypoint}"]
+      - type: pattern_check
+        patterns:
+          dangerous: ['child_process']
+        warn_only: true
         message: the script spawns processes of its own
+# What this runtime adds to the config its chain understands (subprocess declares the rest).
+config_schema:
+  properties:
+    requires:
+      type: array
+      items: {type: string}
+      description: the tool's npm packages (name or name@version), installed into its environment's node_modules
 $k$);
 
 -- postgres_mcp (mcp_server)
@@ -1354,7 +2100,7 @@ select public.publish_tool_version(
   }
  ],
  "config": {
-  "timeout_s": 10
+  "timeout": 10
  }
 }$k$::jsonb,
   $k$[
@@ -1380,5 +2126,5 @@ parameters:
     required: true
     description: The text to count.
 config:
-  timeout_s: 10
+  timeout: 10
 $k$);

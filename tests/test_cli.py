@@ -363,6 +363,10 @@ def test_show_json_has_the_manifest_chain_parameters_and_files(kiwi: Kiwi) -> No
         "chain",
         "parameters",
         "files",
+        "deprecated",
+        "deprecation_message",
+        "yanked",
+        "yanked_reason",
     }
     assert [row["tool_id"] for row in shown["chain"]] == ["hello_world", "bash_runtime", "subprocess"]
     assert shown["parameters"]["properties"]["name"]["type"] == "string"

@@ -96,7 +96,7 @@ def test_the_database_and_python_agree_on_arbitrary_content(
         "executor": "bash_runtime",
         "version": "1.0.0",
         "description": description,
-        "config": config,
+        "metadata": config,  # free-form (config is held to its chain's contract)
         "entrypoint": sorted(files)[0],
     }
     payload = [{"path": p, "content_text": t} for p, t in files.items()]

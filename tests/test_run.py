@@ -170,6 +170,139 @@ async def test_the_api_tool_is_retried_past_a_503_to_its_200(
     assert result.output == {"message": "again"}
 
 
+# --- the design documents' keys (issue 15), published as the documents write them ------------
+
+
+async def test_config_timeout_in_seconds_ends_a_script(runner: Runner, publish_tool: Callable[..., str]) -> None:
+    """Regression: `config: {timeout: 1}` was ignored (only timeout_s was read); a script that
+    sleeps 4 s returned success after 4,021 ms."""
+    tool = publish_tool(
+        "sleepy",
+        {"tool_type": "script", "executor": "bash_runtime", "config": {"timeout": 1}},
+        {"run.sh": "#!/bin/bash\nsleep 4\necho done\n"},
+        entrypoint="run.sh",
+    )
+    result = await runner.run(tool)
+    assert result.status == "timeout", result
+    assert result.error.startswith("timed out after 1 s")
+    assert result.duration_ms < 3000
+
+
+async def test_retries_0_sends_an_api_request_once(
+    database_url: str, shared_cache: Path, echo_server: Callable[[int], str], publish_tool: Callable[..., str]
+) -> None:
+    """Regression: with `retries: 0` a 503 was still tried three times ("attempt 2 of 3")."""
+    url = echo_server(5)
+    api = publish_tool(
+        "once",
+        {
+            "tool_type": "api",
+            "executor": "http_client",
+            "config": {"method": "POST", "url": url, "timeout": 5, "retries": 0, "retry_delay": 0.01},
+        },
+    )
+    twice = publish_tool(
+        "twice",
+        {
+            "tool_type": "api",
+            "executor": "http_client",
+            "config": {"method": "POST", "url": url, "retries": 1, "retry_delay": 0.01, "retryable_statuses": [503]},
+        },
+    )
+    lines: list[str] = []
+    runner = Runner(
+        PostgresRegistry(database_url, principal=local_owner()),
+        make_settings(database_url, shared_cache),
+        on_progress=lines.append,
+    )
+    try:
+        once = await runner.run(api)
+        assert (once.status, once.detail["attempts"], len(Echo.seen), lines) == ("error", 1, 1, [])
+        again = await runner.run(twice)
+    finally:
+        await runner.aclose()
+    assert again.detail["attempts"] == 2 and len(Echo.seen) == 3
+    assert lines == ["HTTP 503, retrying in 0.0 s (attempt 2 of 2)"]
+
+
+async def test_a_runtimes_documented_rules_refuse_a_script_without_shebang_holding_rm_rf_root(
+    runner: Runner, publish_tool: Callable[..., str]
+) -> None:
+    """Regression: a runtime with the documents' shebang rule and a blocking `rm -rf /` rule
+    (`validation: {rules: [...]}`) still ran a script with no shebang that contains `rm -rf /`."""
+    runtime = publish_tool(
+        "documented_bash",
+        {
+            "tool_type": "runtime",
+            "executor": "subprocess",
+            "config": {
+                "command": "bash",
+                "args": ["{entrypoint}"],
+                "validation": {
+                    "rules": [
+                        {"type": "shebang_required", "pattern": "^#!"},
+                        {
+                            "type": "pattern_check",
+                            "patterns": {"dangerous": ["rm -rf /", ":(){ :|:& };:"]},
+                            "block": True,
+                        },
+                        {"type": "syntax_check", "command": "bash -n {entrypoint}"},
+                    ]
+                },
+            },
+        },
+    )
+    script = publish_tool(
+        "no_shebang",
+        {"tool_type": "script", "executor": runtime},
+        {"run.sh": "echo hi\nrm -rf /\n"},
+        entrypoint="run.sh",
+    )
+    result = await runner.run(script)
+    assert isinstance(result.failure, Refused), result
+    assert "run.sh:1: the entrypoint must start with a shebang line" in result.error
+    assert "run.sh:2: dangerous pattern ('rm -rf /')" in result.error
+    fine = publish_tool(
+        "with_shebang", {"tool_type": "script", "executor": runtime}, {"run.sh": "#!/bin/bash\necho fine\n"}
+    )
+    assert (await runner.run(fine)).output == "fine"
+    broken = publish_tool(
+        "bad_bash", {"tool_type": "script", "executor": runtime}, {"run.sh": "#!/bin/bash\nif then fi (\n"}
+    )
+    refused = await runner.run(broken)
+    assert isinstance(refused.failure, Refused) and "syntax check failed" in refused.error
+
+
+async def test_a_documents_python_tool_reads_its_parameter_from_sys_argv(
+    runner: Runner, publish_tool: Callable[..., str]
+) -> None:
+    """Regression: the documents' Python tools read `sys.argv[1]`, which failed with IndexError:
+    python_runtime passes the parameters' values after the script, in their declared order."""
+    main = (
+        "import json\nimport sys\n\n\ndef run(text, style='plain'):\n"
+        "    return {'shout': text.upper(), 'style': style}\n\n\n"
+        "if __name__ == '__main__':\n    result = run(*sys.argv[1:])\n    print(json.dumps(result))\n"
+    )
+    tool = publish_tool(
+        "analyze_text",
+        {
+            "tool_type": "script",
+            "executor": "python_runtime",
+            "config": {"entrypoint": "main.py"},
+            "parameters": [
+                {"name": "text", "type": "string", "required": True},
+                {"name": "style", "type": "string"},
+            ],
+        },
+        {"main.py": main},
+    )
+    result = await runner.run(tool, {"text": "it's a -v --flag; $(x)"})
+    assert result.status == "success", result.error
+    assert result.output == {"shout": "IT'S A -V --FLAG; $(X)", "style": "plain"}
+    styled = await runner.run(tool, {"style": "loud", "text": "hi"})
+    assert styled.output == {"shout": "HI", "style": "loud"}, "in the order the manifest declares them"
+
+
 # --- bad input, broken tools, integrity -----------------------------------------------------
 
 

@@ -214,7 +214,7 @@ parameters:
     -   name: word
         type: string
         default: hi
-config: {{timeout_s: 9}}
+config: {{timeout: 9}}
 # trailing comment, no newline at the end"""
 
 

@@ -1,7 +1,7 @@
-"""kiwi's governance commands: yank, delete, approve, deny, approvals, whoami.
+"""kiwi's governance commands: yank, deprecate, delete, approve, deny, approvals, whoami.
 
 Each acts as the configured principal (runner/principal.py); the database decides who may:
-members of a tool's namespace yank and delete it, admins anything (`kiwi --admin`), and
+members of a tool's namespace yank, deprecate and delete it, admins anything (`kiwi --admin`), and
 approvals are decided by a namespace's owners or an admin, never by their requester.
 """
 
@@ -36,6 +36,12 @@ def add_governance_commands(sub: Any) -> None:
     yank.add_argument("--reason", metavar="R", help="why, shown to those who pin it")
     yank.add_argument("--json", action="store_true", help="print the registry's answer as JSON")
     yank.set_defaults(handler=cmd_yank)
+
+    deprecate = sub.add_parser("deprecate", help="mark a published version deprecated: it still runs, with a warning")
+    deprecate.add_argument("tool", metavar="TOOL@VERSION", help="the version to deprecate")
+    deprecate.add_argument("--message", metavar="M", help="what to use instead, shown whenever it runs")
+    deprecate.add_argument("--json", action="store_true", help="print the registry's answer as JSON")
+    deprecate.set_defaults(handler=cmd_deprecate)
 
     delete = sub.add_parser("delete", help="remove a tool and all its versions (refused while others run on it)")
     delete.add_argument("tool", metavar="TOOL", help="tool id or namespace/tool")
@@ -83,6 +89,21 @@ async def cmd_yank(args: argparse.Namespace) -> int:
         print(
             f"yanked: {answer['tool_id']}@{answer['version']}; latest is now {answer.get('latest_version') or 'none'}"
         )
+    return 0
+
+
+async def cmd_deprecate(args: argparse.Namespace) -> int:
+    """kiwi deprecate TOOL@VERSION: public.deprecate_tool_version, as the caller (members and admins)."""
+    tool, version = split_ref(args.tool, None)
+    if version is None:
+        raise UsageError("deprecate needs a version", hint=f"kiwi deprecate {tool}@1.0.0 (see kiwi show {tool})")
+    async with opened() as registry:
+        answer = await registry.deprecate(tool, version, args.message)
+    if args.json:
+        print(json.dumps(answer, ensure_ascii=False, default=str))
+    else:
+        said = f": {args.message}" if args.message else ""
+        print(f"deprecated: {answer['tool_id']}@{answer['version']}{said}; runs of it now warn so")
     return 0
 
 

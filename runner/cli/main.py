@@ -1,5 +1,5 @@
-"""The kiwi command line: run, search, show, publish, pull, yank, delete, runs, approve, deny,
-approvals, whoami, and (from their own modules) serve, token, mcp, keys, sign, verify, lock.
+"""The kiwi command line: run, search, show, publish, pull, runs, and (from their own modules)
+yank, deprecate, delete, approve, deny, approvals, whoami, serve, token, mcp, keys, sign, verify, lock.
 
 Every command takes --json for machines; without it, output is for people. Exit codes:
 0 success, 1 the tool ran and failed, 2 bad usage or parameters, 3 not found,
@@ -32,6 +32,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -333,12 +334,13 @@ async def cmd_show(args: argparse.Namespace) -> int:
     settings = Settings.load()
     runner = Runner(connect(settings), settings, dispatcher=standard_dispatcher())
     try:
-        chain = await runner.registry.chain(tool)
         plan = await runner.registry.plan(tool, version)
         verdicts = {v.tool_id: v for v in await runner.verify(plan)}
     finally:
         await runner.aclose()
     manifest = plan.manifest or None  # the shown version's own
+    # the shown version's chain as it runs (its plan's), never the latest version's
+    chain = [{"depth": depth, **asdict(link)} for depth, link in enumerate(plan.chain)]
     files = [{k: getattr(f, k) for k in ("path", "size_bytes", "sha256", "is_entrypoint")} for f in plan.files]
     shown = {
         "tool_id": plan.tool_id,
@@ -347,14 +349,12 @@ async def cmd_show(args: argparse.Namespace) -> int:
         "content_hash": plan.content_hash,
         "manifest": manifest,
         "chain": [
-            {
-                **{k: row[k] for k in ("depth", "tool_id", "tool_type", "version", "content_hash")},
-                "signature": verdicts[row["tool_id"]].as_dict() if row["tool_id"] in verdicts else None,
-            }
+            {**row, "signature": verdicts[row["tool_id"]].as_dict() if row["tool_id"] in verdicts else None}
             for row in chain
         ],
         "parameters": plan.parameters,
         "files": files,
+        **{k: getattr(plan, k) for k in ("deprecated", "deprecation_message", "yanked", "yanked_reason")},
     }
     if args.json:
         print(json.dumps(shown, ensure_ascii=False, default=str))
@@ -363,6 +363,10 @@ async def cmd_show(args: argparse.Namespace) -> int:
     print(f"{plan.tool_id}@{plan.version}  ({plan.tool_type})  {m.get('name', '')}")
     if m.get("description"):
         print(f"  {m['description'].strip()}")
+    if plan.yanked:
+        print(f"  yanked{': ' + plan.yanked_reason if plan.yanked_reason else ''} (runs only when pinned to it)")
+    if plan.deprecated:
+        print(f"  deprecated: {plan.deprecation_message or 'no reason given'}")
     print("\nchain:")
     for row in chain:
         verdict = verdicts.get(row["tool_id"])
@@ -435,6 +439,8 @@ async def cmd_publish(args: argparse.Namespace) -> int:
         )
         if answer.get("executor_chain"):
             print("chain: " + " -> ".join(answer["executor_chain"]))
+        if answer.get("normalised"):  # old spellings of config keys the registry rewrote
+            print("normalised: " + "; ".join(answer["normalised"]))
         if answer.get("signature"):
             print(f"signed with key {answer['signature']['key_fingerprint'][:16]}")
         if answer.get("dependents"):

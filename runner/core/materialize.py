@@ -7,6 +7,10 @@ and on disk when a cached directory is reused, by content; every path must stay 
 the directory. A directory appears complete or not at all (written aside, renamed).
 Whatever a plan holds, a failure here is a KiwiError naming the file: a path that is both
 a file and another file's directory, a name the filesystem cannot hold, a full disk.
+
+The file a tool runs (`{entrypoint}`) is `config.entrypoint` when the merged config names
+one (the design documents' key, for a tool of one file or of many), else the file publish
+marked `is_entrypoint`: entrypoint_file.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path, PurePosixPath
 
-from ..errors import IntegrityError, Refused
+from ..errors import ConfigError, IntegrityError, Refused
 from .plan import Plan, PlanFile
 
 COMPLETE = ".kiwi-complete"
@@ -51,6 +55,33 @@ def safe_relative(path: str) -> PurePosixPath:
     if p.parts and p.parts[0].lower() == COMPLETE:
         raise Refused(f"reserved file name in the plan: {path!r}")
     return p
+
+
+def entrypoint_file(plan: Plan) -> PlanFile | None:
+    """The file the tool runs: the one `config.entrypoint` names, else the one marked is_entrypoint.
+    config.entrypoint must be a relative path inside the tool (`./x` is `x`) that is one of the
+    plan's files; anything else is a ConfigError naming the field."""
+    named = plan.config.get("entrypoint")
+    if named is None:
+        return plan.entrypoint
+    tool = plan.tool_id
+    if not isinstance(named, str) or not named:
+        raise ConfigError(f"{tool}: config.entrypoint must be the path of one of the tool's files, not {named!r}")
+    if not is_safe_relative(named):
+        raise ConfigError(
+            f"{tool}: config.entrypoint {named!r} must be a relative path inside the tool",
+            hint="name one of the tool's files, without '..', a leading '/' or a backslash",
+        )
+    path = str(PurePosixPath(named))
+    found = next((f for f in plan.files if f.path == path), None)
+    if found is None:
+        paths = [f.path for f in plan.files]
+        listed = ", ".join(paths[:10]) + (", …" if len(paths) > 10 else "") if paths else "it has none"
+        raise ConfigError(
+            f"{tool}: config.entrypoint {named!r} is not one of the tool's files ({listed})",
+            hint="set config.entrypoint to the path of the file the tool runs, as published",
+        )
+    return found
 
 
 def _clashes(paths: list[str]) -> None:
@@ -93,6 +124,7 @@ def materialise(plan: Plan, root: Path) -> Path:
     """The directory holding the plan's files, written if needed. Raises IntegrityError on a mismatch."""
     contents = {str(safe_relative(f.path)): (_content(f), f) for f in plan.files}
     _clashes(list(contents))
+    entry = entrypoint_file(plan)
     target = root / "tools" / plan.content_hash
     if (target / COMPLETE).exists():
         _verify_on_disk(target, contents)
@@ -108,7 +140,7 @@ def materialise(plan: Plan, root: Path) -> Path:
             try:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(data)
-                dest.chmod(0o755 if f.is_entrypoint else 0o644)
+                dest.chmod(0o755 if f is entry else 0o644)
             except OSError as e:
                 raise _unwritable(rel, e) from e
         try:

@@ -49,6 +49,10 @@ class Plan:
     source: str = "registry"  # or "project" / "user": a local space's tool.yaml (spaces.py)
     origin: str | None = None  # a local tool's directory
     shadows: str | None = None  # a local tool: the latest version of the registry's tool it shadows
+    deprecated: bool = False  # the version's lifecycle (tool_lifecycle.sql): runs, warning with the message
+    deprecation_message: str | None = None
+    yanked: bool = False  # resolved only by its exact version (a pin): runs, warning
+    yanked_reason: str | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:
@@ -71,6 +75,10 @@ class Plan:
             source=data.get("source") or "registry",
             origin=data.get("origin"),
             shadows=data.get("shadows"),
+            deprecated=bool(data.get("deprecated")),
+            deprecation_message=data.get("deprecation_message"),
+            yanked=bool(data.get("yanked")),
+            yanked_reason=data.get("yanked_reason"),
         )
 
     @classmethod

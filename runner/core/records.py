@@ -18,6 +18,7 @@ from urllib.parse import quote, quote_plus
 from ..errors import KiwiError
 
 MAX_ERROR_CHARS = 2000
+MAX_WARNINGS, MAX_WARNING_CHARS = 16, 1000  # tool_runs.warnings (20261121001800_run_records.sql)
 MASK = "***"  # what a secret value reads as once scrubbed (GitHub Actions' mask, familiar from CI logs)
 # Values shorter than this are left as they are: "1", "on" or "dev" would mask ordinary words
 # and digits all over an output, and masking them would be an oracle (a tool echoing a guess
@@ -107,6 +108,7 @@ def run_record(
     chain: list[str],
     primitive: str | None,
     source: str = "registry",
+    warnings: list[str] | None = None,
     digest: tuple[str, int] | None = None,
     params: Any = None,
     started_at: float | None = None,
@@ -131,6 +133,10 @@ def run_record(
     }
     if source != "registry":
         record["source"] = source
+    if warnings:  # what the run warned of (a deprecated or yanked version ...), as the column bounds them
+        record["warnings"] = [
+            w if len(w) <= MAX_WARNING_CHARS else w[: MAX_WARNING_CHARS - 1] + "…" for w in warnings[:MAX_WARNINGS]
+        ]
     if started_at is not None:
         record["started_at"] = datetime.fromtimestamp(started_at, UTC).isoformat()
     return record

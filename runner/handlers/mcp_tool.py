@@ -3,7 +3,7 @@
 The plan alone decides everything: its chain names the `mcp_server` (the link whose
 type is mcp_server), and its merged config holds the server's connection (stdio:
 command, args, env, env_passthrough, cwd; remote: url, headers), the primitive's
-defaults, and the tool's own keys (`tool`: the upstream name, `timeout_s`, `retries`,
+defaults, and the tool's own keys (`tool`: the upstream name, `timeout`, `retries`,
 `idempotent`; `annotations`: the upstream tool's MCP annotations, as imported).
 How the server is started or connected is runner/mcp/servers.py's (`server_spec`): with
 `${VAR}`s from the runner's environment and no `{placeholders}` at all, so a request's
@@ -58,7 +58,7 @@ class McpToolHandler:
         plan, config = invocation.plan, invocation.config
         spec = self._spec(plan, invocation.environ)
         name = upstream_name(plan)
-        timeout_s = positive_number(config, "timeout_s", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
+        timeout_s = positive_number(config, "timeout", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
         retries = config.get("retries", DEFAULT_RETRIES)
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"{plan.tool_id}: config.retries must be a whole number >= 0, not {retries!r}")

@@ -5,7 +5,7 @@ A thread (tool_type thread, executor llm_runtime) names its directive and budget
 config; the runtime (supabase/seed/llm_runtime/tool.yaml) holds providers and model tiers as
 data. The merged config is
 
-    providers:    {name: {format: anthropic_messages | openai_chat, url, headers, timeout_s}}
+    providers:    {name: {format: anthropic_messages | openai_chat, url, headers, timeout}}
     tiers:        {name: {provider, model, max_output}}
     default_tier: a tier
     directive:    ref or ref@version                 the directive the model follows
@@ -251,7 +251,7 @@ class _Thread:
         if self.left() <= 0:
             raise self.out_of_seconds()
         body = setup.fmt.request(str(setup.tier.get("model")), system, messages, tools, self.max_tokens)
-        own_limit = float(setup.provider.get("timeout_s") or 120)
+        own_limit = float(setup.provider.get("timeout") or 120)
         timeout = min(self.left(), own_limit)
         try:
             response = await client.post(

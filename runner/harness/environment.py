@@ -8,7 +8,7 @@ A runtime's config says, as data:
       steps:                                # commands that build it in {env_dir}
         - {command: uv, args: [venv, "{env_dir}"]}
         - {command: uv, args: [pip, install, ..., "{requires...}"], when: requires}
-      timeout_s: 600
+      timeout: 600                          # seconds each step may take
 
 The directory is named by the hash of the rendered key and steps, so the same inputs
 share one environment and any change builds a new one. `${VAR}`s (in the steps and in
@@ -133,7 +133,7 @@ async def _build(
 ) -> None:
     spec = config["environment"]
     values = _Expanded(config, env_dir, environ)
-    timeout = float(spec.get("timeout_s") or DEFAULT_STEP_TIMEOUT_S)
+    timeout = float(spec.get("timeout") or DEFAULT_STEP_TIMEOUT_S)
     shutil.rmtree(env_dir, ignore_errors=True)  # a half-built leftover
     env_dir.mkdir(parents=True)
     names = [*(config.get("env_passthrough") or ["PATH", "HOME"]), *(spec.get("env_passthrough") or [])]

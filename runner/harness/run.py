@@ -28,7 +28,8 @@ from typing import Any
 
 from ..config import Settings
 from ..core.expand import variables_in
-from ..core.materialize import materialise
+from ..core.materialize import entrypoint_file, materialise
+from ..core.outputs import output_contract
 from ..core.params import coerce_strings, validate_params
 from ..core.plan import Plan
 from ..core.records import params_digest, params_snapshot, run_record, scrub, scrub_deep, scrub_error, secret_values
@@ -65,6 +66,7 @@ class RunResult:
     failure: KiwiError | None = None  # the deliberate error that stopped the run, if any
     run_id: str | None = None
     context: dict[str, Any] | None = None  # the execution context a directive's run opened
+    output_schema: dict[str, Any] | None = None  # the declared outputs the output was checked against
 
     @property
     def ok(self) -> bool:
@@ -183,7 +185,7 @@ class Runner:
             values = validate_params(plan.tool_id, plan.parameters, given)
             admission = await self.gate.admit(plan, values, call, dry_run)
             result = await self._execute(plan, values, dry_run)
-            result.warnings[:0] = [*_shadowing(plan), *trust_warnings]
+            result.warnings[:0] = [*_shadowing(plan), *lifecycle_warnings(plan), *trust_warnings]
             result.context = admission.child_context
         except asyncio.CancelledError:  # stopped from outside (an MCP server's own time limit)
             if admission is not None:
@@ -199,7 +201,7 @@ class Runner:
                 status="error",
                 error=str(e),
                 executor_chain=plan.chain_ids if plan else [],
-                warnings=_shadowing(plan) if plan else [],
+                warnings=[*_shadowing(plan), *lifecycle_warnings(plan)] if plan else [],
                 failure=e,
             )
         result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -288,11 +290,12 @@ class Runner:
     async def _execute(self, plan: Plan, params: dict[str, Any], dry_run: bool) -> RunResult:
         root = self.settings.cache_dir
         workdir = materialise(plan, root) if plan.files else None
+        entry = entrypoint_file(plan)  # config.entrypoint, else the file marked is_entrypoint
         placeholders: dict[str, str] = {}
         if workdir is not None:
             placeholders["workdir"] = str(workdir)
-            if plan.entrypoint:
-                placeholders["entrypoint"] = str(workdir / plan.entrypoint.path)
+            if entry is not None:
+                placeholders["entrypoint"] = str(workdir / entry.path)
         handler = self.dispatcher.find(plan) if plan.primitive or plan.tool_type != "knowledge" else None
         if handler is None:  # knowledge: its content is the result
             return self._result(plan, Outcome(status="success", output=_knowledge(plan)))
@@ -302,6 +305,7 @@ class Runner:
             placeholders["env_dir"] = str(env_dir)
         values = {**params, **placeholders}
         warnings = await validate(plan, workdir, values, self.environ, root)
+        contract = output_contract(plan)  # before the run: unusable outputs stop it here (core/outputs.py)
         if dry_run:
             output = {
                 "executor_chain": plan.chain_ids,
@@ -322,7 +326,13 @@ class Runner:
                 registry=self.registry,
                 call_tool=self.call_tool,
             )
-            result = self._result(plan, await handler.run(invocation))
+            outcome = await handler.run(invocation)
+            result = self._result(plan, outcome)
+            if contract is not None and outcome.status == "success":  # held to its outputs; the output is kept
+                result.output_schema = contract.schema
+                if (mismatch := contract.mismatch(outcome.output)) is not None:
+                    scrub_error(mismatch, self._secrets(plan))
+                    result.status, result.error, result.failure = "error", str(mismatch), mismatch
         result.warnings = warnings
         return result
 
@@ -365,6 +375,7 @@ class Runner:
                 chain=result.executor_chain,
                 primitive=plan.primitive if plan else None,
                 source=plan.source if plan else "registry",
+                warnings=list(result.warnings),
                 digest=params_digest(params) if snapshot is None else None,
                 params=snapshot,
                 started_at=started_at,
@@ -380,6 +391,22 @@ def _shadowing(plan: Plan) -> list[str]:
         f"{plan.tool_id}: running the {plan.source} space's tool ({plan.origin}), which shadows the "
         f"registry's {plan.tool_id}@{plan.shadows}; `kiwi run --registry {plan.tool_id}` runs the registry's"
     ]
+
+
+def lifecycle_warnings(plan: Plan) -> list[str]:
+    """What running this version warns of: deprecated (with its message), or yanked, which a plan
+    is only when its exact version was asked for (a pin: tool@V, --version, kiwi.lock)."""
+    where = f"{plan.tool_id}@{plan.version}"
+    said: list[str] = []
+    if plan.yanked:
+        why = f": {plan.yanked_reason}" if plan.yanked_reason else ""
+        said.append(
+            f"{where} is yanked{why}; it runs only because this exact version is pinned "
+            f"(unpinned, {plan.tool_id} runs its latest version)"
+        )
+    if plan.deprecated:
+        said.append(f"{where} is deprecated: {plan.deprecation_message or 'no reason given'}")
+    return said
 
 
 def _knowledge(plan: Plan) -> Any:

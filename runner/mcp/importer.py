@@ -1,15 +1,16 @@
 """`kiwi mcp import SERVER`: the server's tools/list, published as `mcp_tool` rows.
 
 Each tool becomes `<server>.<tool>` (characters a tool id cannot hold become `_`; the
-upstream name stays in config.tool), its inputSchema the parameters, its description the
+upstream name stays in config.tool), its inputSchema the parameters, its outputSchema the
+outputs (which its results are then checked against: core/outputs.py), its description the
 description, its annotations config.annotations, the server its executor.
 
 * new upstream tool: version 1.0.0.
 * unchanged (same description, schema and config as the latest version): nothing is
   published, nothing changes.
 * changed: a new minor version of the latest, whose changelog and `metadata.mcp_import`
-  say what changed (`description`, `inputSchema`), so a silent change upstream is
-  visible. Earlier versions stay as they were: callers pinned to one keep it.
+  say what changed (`description`, `inputSchema`, `outputSchema`, `annotations`), so a
+  silent change upstream is visible. Earlier versions stay as they were: callers pinned to one keep it.
 * tools the latest listing no longer has are reported as `missing`; nothing is deleted.
 """
 
@@ -41,6 +42,7 @@ def _config_rest(manifest: Mapping[str, Any]) -> Any:
 _COMPARED: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "description": lambda m: m.get("description"),
     "inputSchema": lambda m: m.get("parameters"),
+    "outputSchema": lambda m: m.get("outputs"),
     "config": _config_rest,  # the annotations are named apart
     "executor": lambda m: m.get("executor"),
     "annotations": lambda m: (m.get("config") or {}).get("annotations"),
@@ -119,6 +121,8 @@ def tool_manifest(server_ref: str, tool: types.Tool, server_manifest: Mapping[st
         "config": {"tool": tool.name},
         "parameters": schema,
     }
+    if tool.output_schema:  # what its structuredContent promises; runs are held to it
+        manifest["outputs"] = dict(tool.output_schema)
     if tool.annotations is not None:  # readOnlyHint, idempotentHint ...: whether a cut-off call may be retried
         hints = tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
         if hints:
@@ -130,7 +134,7 @@ def tool_manifest(server_ref: str, tool: types.Tool, server_manifest: Mapping[st
 
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """What an upstream change touched, by the names MCP uses (description, inputSchema,
-    annotations)."""
+    outputSchema, annotations)."""
     return [label for label, read in _COMPARED.items() if read(old) != read(new)]
 
 

@@ -11,9 +11,12 @@ Config keys (all optional but a URL):
   and PATCH send the parameters as JSON.
 * `follow_redirects` (`same_origin`; `true` or `false`) and `max_redirects` (5): the runner
   follows each hop itself and drops every secret on a hop to another origin (redirects.py).
-* `timeout_s` (30, per attempt, every hop included),
-  `retry: {attempts: 3, backoff_s: 0.2, max_delay_s: 10, on_status: [429, 502, 503, 504]}`,
-  `response_transform` (a JSONPath), `max_response_bytes` (10 MiB).
+* `timeout` (seconds, 30; per attempt, every hop included).
+* `retries` (extra attempts, 0), `retry_delay` (seconds, 1; the wait before retry n is
+  retry_delay * n, or what a `Retry-After` header asks, up to 60 s) and `retryable_statuses`
+  ([502, 503, 504, 429]): a response with one of those statuses, a timeout or a connection
+  error is tried again while attempts remain.
+* `response_transform` (a JSONPath), `max_response_bytes` (10 MiB).
 
 Secrets: every value of a `${VAR}` the config refers to is replaced by `***` in `error`,
 `detail` and raised errors, and in `output` when the run failed.
@@ -33,7 +36,7 @@ import base64
 import contextlib
 import functools
 import json
-import random
+import math
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping
 from email.utils import parsedate_to_datetime
@@ -50,9 +53,13 @@ from ..core.plan import Plan
 from ..errors import ConfigError
 from .base import Invocation, Outcome, Status
 from .redirects import RedirectPolicy, Redirects, Secrets, send_following
+from .subprocess import seconds
 
 DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
-DEFAULT_RETRY_STATUSES = (429, 502, 503, 504)
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_RETRY_DELAY_S = 1.0
+DEFAULT_RETRY_STATUSES = (502, 503, 504, 429)
+MAX_RETRY_AFTER_S = 60.0  # the longest a server's Retry-After makes a run wait
 _BODY_METHODS = {"POST", "PUT", "PATCH"}
 _RETRYABLE = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 _VAR_REF = re.compile(r"(\$\{[^}]*\})")  # split point: ${...} is the environment's, the rest the run's
@@ -116,12 +123,9 @@ class HttpClientPrimitive:
         """Sends until a final answer: a response not worth retrying, the last attempt, or a hard failure.
         Redirects are followed within each attempt (a retry starts again from the first URL)."""
         config = inv.config
-        retry = config.get("retry") or {}
-        attempts = max(1, int(retry.get("attempts", 3)))
-        backoff = float(retry.get("backoff_s", 0.2))
-        max_delay = float(retry.get("max_delay_s", 10))
-        on_status = set(retry.get("on_status", DEFAULT_RETRY_STATUSES))
-        timeout = float(config.get("timeout_s", 30))
+        retry = _RetryPolicy.of(config, inv.plan.tool_id)
+        attempts = retry.attempts
+        timeout = seconds(config, "timeout", DEFAULT_TIMEOUT_S, inv.plan.tool_id)
         limit = int(config.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES))
         url = _display_url(request.url)
         secrets = functools.partial(Secrets, config, inv.environ, request)
@@ -139,7 +143,7 @@ class HttpClientPrimitive:
                 timed_out = isinstance(exc, TimeoutError | httpx.TimeoutException)
                 what = f"timed out after {timeout:g} s" if timed_out else f"{type(exc).__name__}: {exc}"
                 if attempt < attempts:
-                    await _pause(inv, what, _backoff(backoff, attempt, max_delay), attempt, attempts, redact)
+                    await _pause(inv, what, retry.delay(attempt), attempt, attempts, redact)
                     continue
                 message = f"{request.method} {_path(url, redirects)} {what} (attempt {attempt} of {attempts})"
                 return _failure("timeout" if timed_out else "error", message, url, attempt)
@@ -147,13 +151,45 @@ class HttpClientPrimitive:
                 message = f"{request.method} {_path(url, redirects)}: {type(exc).__name__}: {exc}"
                 return _failure("error", message, url, attempt)
 
-            if response.status_code in on_status and attempt < attempts:
-                delay = _retry_after(response, max_delay)
-                delay = _backoff(backoff, attempt, max_delay) if delay is None else delay
+            if response.status_code in retry.statuses and attempt < attempts:
+                delay = _retry_after(response, MAX_RETRY_AFTER_S)
+                delay = retry.delay(attempt) if delay is None else delay
                 await _pause(inv, f"HTTP {response.status_code}", delay, attempt, attempts, redact)
                 continue
             return _Reply(response, raw, truncated, limit, attempt, _display_url(response.request.url), redirects)
         raise AssertionError("unreachable: the last attempt always returns")
+
+
+class _RetryPolicy(NamedTuple):
+    """The config's `retries`, `retry_delay` and `retryable_statuses`, checked."""
+
+    attempts: int  # 1 + retries
+    delay_s: float
+    statuses: frozenset[int]
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any], tool: str) -> _RetryPolicy:
+        retries = config.get("retries", 0)
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ConfigError(
+                f"{tool}: config.retries must be a whole number of extra attempts (0 or more), not {retries!r}"
+            )
+        delay = config.get("retry_delay", DEFAULT_RETRY_DELAY_S)
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or not (0 <= delay < math.inf):
+            raise ConfigError(f"{tool}: config.retry_delay must be a number of seconds (0 or more), not {delay!r}")
+        statuses = config.get("retryable_statuses", DEFAULT_RETRY_STATUSES)
+        if not isinstance(statuses, list | tuple) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and 100 <= s <= 599 for s in statuses
+        ):
+            raise ConfigError(
+                f"{tool}: config.retryable_statuses must be a list of HTTP status codes (100-599), not {statuses!r}",
+                hint="for example retryable_statuses: [502, 503, 504, 429]",
+            )
+        return cls(retries + 1, float(delay), frozenset(statuses))
+
+    def delay(self, attempt: int) -> float:
+        """The wait after failed attempt `attempt` (1 for the first): it grows linearly."""
+        return self.delay_s * attempt
 
 
 class _Reply(NamedTuple):
@@ -256,7 +292,7 @@ def _build_request(client: httpx.AsyncClient, inv: Invocation) -> httpx.Request:
         kwargs["content"] = t.text(config["body"], strict=False).encode()
     elif method in _BODY_METHODS:
         kwargs["json"] = inv.params
-    timeout = float(config.get("timeout_s", 30))
+    timeout = seconds(config, "timeout", DEFAULT_TIMEOUT_S, inv.plan.tool_id)
     raw_headers = {k: v.encode() for k, v in headers.items()}  # UTF-8: a parameter may not be ASCII
     return client.build_request(method, url, params=query or None, headers=raw_headers, timeout=timeout, **kwargs)
 
@@ -368,12 +404,6 @@ def _compile_transform(expression: Any) -> tuple[str, Any] | None:
 def _failure(status: Status, message: str, url: str, attempts: int) -> Outcome:
     detail = {"http_status": None, "headers": {}, "body": None, "attempts": attempts, "truncated": False, "url": url}
     return Outcome(status=status, error=message, detail=detail)
-
-
-def _backoff(base: float, attempt: int, cap: float) -> float:
-    """Exponential backoff with jitter (half fixed, half random), so retrying callers spread out."""
-    delay = min(cap, base * 2 ** (attempt - 1))
-    return delay / 2 + random.uniform(0, delay / 2)
 
 
 def _retry_after(response: httpx.Response, cap: float) -> float | None:

@@ -9,7 +9,10 @@ Two layers:
   the run, and says what it killed. Other parts of the runner (environment preparation,
   validation) call it too.
 * `SubprocessPrimitive` turns a plan's merged config into a ProcessSpec (argv templates,
-  a declared environment, parameters as JSON on stdin) and the result into an Outcome.
+  a declared environment, parameters as JSON on stdin, `timeout` in seconds) and the
+  result into an Outcome. Besides the parameters and the run's placeholders, argv and env
+  templates may use `{param_values...}`: the parameters' values in the order the tool
+  declares them (param_values), so a runtime can pass them as positional arguments.
 
 Nothing here knows any runtime or tool: everything specific is config data.
 """
@@ -20,6 +23,7 @@ import asyncio
 import contextlib
 import errno
 import json
+import math
 import os
 import re
 import shutil
@@ -46,6 +50,7 @@ _ERROR_LINES, _ERROR_CHARS = 20, 2000  # how much of stderr becomes `error`
 _DETAIL_STDERR_CHARS = 16_000  # how much of stderr (its end) goes into `detail`
 _PARAM_NAME = re.compile(r"[^A-Z0-9]")
 _MAX_ENV_PARAM_BYTES = 32 * 1024  # Linux refuses exec for one env string over 128 KiB
+_MAX_POSITIONAL_BYTES = 256 * 1024  # all of {param_values...} together (Linux: 2 MiB for argv and env)
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,7 @@ class ProcessSpec:
     stdin: bytes | None = None  # written, then closed; None gives /dev/null
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES  # per stream
+    notes: tuple[str, ...] = ()  # said in the outcome's warnings (a parameter left out of argv)
 
 
 @dataclass(frozen=True)
@@ -348,16 +354,49 @@ def build_spec(invocation: Invocation) -> ProcessSpec:
     (expand.fill), so a parameter value that looks like `${SECRET}` stays literal text and
     never reads the runner's environment.
     """
-    config, environ, values = invocation.config, invocation.environ, invocation.values()
+    config, environ = invocation.config, invocation.environ
     tool = invocation.plan.tool_id
+    positional, note = param_values(invocation.plan, invocation.params)
+    values = {**invocation.values(), "param_values": positional}
     return ProcessSpec(
         argv=command_argv(config, environ, values, tool_id=tool),
         env=_environment(invocation, values),
         cwd=_cwd(invocation, values),
         stdin=json.dumps(invocation.params, ensure_ascii=False).encode(),
-        timeout_s=positive_number(config, "timeout_s", DEFAULT_TIMEOUT_S, tool),
+        timeout_s=seconds(config, "timeout", DEFAULT_TIMEOUT_S, tool),
         max_output_bytes=int(positive_number(config, "max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES, tool)),
+        notes=(note,) if note else (),
     )
+
+
+def param_values(plan: Plan, params: Mapping[str, Any]) -> tuple[list[str], str | None]:
+    """`{param_values...}`: the parameters' values as argv text (as_text), in the order the tool's
+    manifest lists its parameters (a JSON Schema object has no order in the registry: its
+    properties by name). An absent parameter before a present one is "" (positions hold); absent
+    ones at the end are left out. A value too large for argv ends the list there, with a note
+    naming it: every parameter still reaches the tool on stdin."""
+    declared = plan.manifest.get("parameters")
+    if isinstance(declared, list):
+        names = [str(p["name"]) for p in declared if isinstance(p, Mapping) and "name" in p]
+    else:
+        schema = declared if isinstance(declared, Mapping) else plan.parameters or {}
+        properties = schema.get("properties") if isinstance(schema, Mapping) else None
+        names = sorted(properties) if isinstance(properties, Mapping) else []
+    while names and params.get(names[-1]) is None:
+        names.pop()
+    out: list[str] = []
+    total = 0
+    for name in names:
+        text = "" if params.get(name) is None else as_text(params[name])
+        size = len(text.encode())
+        total += size
+        if size > _MAX_ENV_PARAM_BYTES or total > _MAX_POSITIONAL_BYTES:
+            return out, (
+                f"{{param_values...}} stops before parameter {name!r} ({size} bytes): too large for the "
+                f"command line; the tool has it, and every parameter, on stdin"
+            )
+        out.append(text)
+    return out, None
 
 
 def command_argv(
@@ -387,9 +426,10 @@ def resolve_command(command: str, path: str, cwd: Path | None = None) -> str:
 def to_outcome(result: ProcessResult, spec: ProcessSpec, *, shown_command: str | None = None) -> Outcome:
     """Exit 0 is success (stdout parsed as JSON when it is JSON); truncation is never silent:
     it is listed in detail["warnings"], and a cut stdout is also named in `error`."""
-    warnings = []
+    warnings = list(spec.notes)
+    cut = f"stdout truncated to its first {spec.max_output_bytes} bytes (max_output_bytes)"
     if result.stdout_truncated:
-        warnings.append(f"stdout truncated to its first {spec.max_output_bytes} bytes (max_output_bytes)")
+        warnings.append(cut)
     if result.stderr_truncated:
         warnings.append(f"stderr truncated to its first {spec.max_output_bytes} bytes (max_output_bytes)")
     detail: dict[str, Any] = {
@@ -416,7 +456,7 @@ def to_outcome(result: ProcessResult, spec: ProcessSpec, *, shown_command: str |
         error = f"{error}\n{killed}" if killed else error
         output = _output(result) if result.stdout else None
         return Outcome("error", output=output, error=error, exit_code=code, detail=detail)
-    error = "; ".join(w for w in (warnings[0] if result.stdout_truncated else None, killed) if w) or None
+    error = "; ".join(w for w in (cut if result.stdout_truncated else None, killed) if w) or None
     return Outcome("success", output=_output(result), error=error, exit_code=0, detail=detail)
 
 
@@ -507,6 +547,17 @@ def _cwd(invocation: Invocation, values: Mapping[str, Any]) -> Path | None:
             hint="use a path inside the workdir, without '..' or symlinks leading out",
         )
     return target
+
+
+def seconds(config: Mapping[str, Any], key: str, default: float, tool: str) -> float:
+    """config[key] as a number of seconds above 0 (a timeout), its default when absent; else a
+    ConfigError naming the field."""
+    value = config.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value < math.inf):
+        raise ConfigError(f"{tool}: config.{key} must be a number of seconds greater than 0, not {value!r}")
+    return float(value)
 
 
 def positive_number(config: Mapping[str, Any], key: str, default: float, tool: str) -> float:

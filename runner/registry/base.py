@@ -135,9 +135,11 @@ class Registry:
     async def _fetch_plan(self, tool_id: str, version: str | None) -> dict[str, Any]:
         return await self._call("resolve_execution_plan", {"p_tool_id": tool_id}, read=True, p_version=version)
 
-    async def chain(self, tool_id: str) -> list[dict[str, Any]]:
-        """public.resolve_executor_chain(p_tool_id): rows ordered by depth."""
-        return await self._call("resolve_executor_chain", {"p_tool_id": tool_id}, returns="rows", read=True)
+    async def chain(self, tool_id: str, version: str | None = None) -> list[dict[str, Any]]:
+        """public.resolve_executor_chain(p_tool_id, p_version): rows ordered by depth, from the
+        version (default the latest) down to its primitive."""
+        args = {"p_tool_id": tool_id}
+        return await self._call("resolve_executor_chain", args, returns="rows", read=True, p_version=version)
 
     async def chains_batch(self, tool_ids: list[str]) -> list[dict[str, Any]]:
         """public.resolve_executor_chains_batch(p_tool_ids)."""
@@ -228,6 +230,13 @@ class Registry:
         """public.yank_tool_version(p_tool_id, p_version, p_reason): the version stays readable by
         exact version, never latest -> {tool_id, version, is_yanked, is_deprecated, latest_version}."""
         return await self._call("yank_tool_version", {"p_tool_id": tool_id, "p_version": version}, p_reason=reason)
+
+    async def deprecate(self, tool_id: str, version: str, message: str | None = None) -> dict[str, Any]:
+        """public.deprecate_tool_version(p_tool_id, p_version, p_message): the version still runs, warning
+        with the message -> {tool_id, version, is_yanked, is_deprecated, latest_version}."""
+        return await self._call(
+            "deprecate_tool_version", {"p_tool_id": tool_id, "p_version": version}, p_message=message
+        )
 
     async def record_run(self, record: dict[str, Any]) -> str:
         """public.record_run(p_run jsonb) -> the run's id."""

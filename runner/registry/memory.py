@@ -117,8 +117,8 @@ class MemoryBackend:
                 return plan
         raise from_sqlstate("PT404", f'version {p_version} of tool "{p_tool_id}" not found')
 
-    def _resolve_executor_chain(self, p_tool_id: str) -> list[dict[str, Any]]:
-        plan = self._resolve_execution_plan(p_tool_id)
+    def _resolve_executor_chain(self, p_tool_id: str, p_version: str | None = None) -> list[dict[str, Any]]:
+        plan = self._resolve_execution_plan(p_tool_id, p_version)
         links = plan.get("chain") or [plan]
         rows = []
         for depth, link in enumerate(links):

@@ -8,6 +8,10 @@ create table public.tool_type_rules (
   executor_types     text[] not null default '{}',
   terminal_primitive text,
   description        text not null,
+  -- The config keys the runner reads for every tool of this type, whatever its chain (an
+  -- mcp_server's transport, an mcp_tool's tool): a JSON Schema, part of the config contract
+  -- of every chain with an element of this type. Set by 20261121001360_config_contracts.sql.
+  config_schema      jsonb,
   constraint executor_types_match check (requires_executor = (cardinality(executor_types) > 0))
 );
 comment on table public.tool_type_rules is

@@ -200,7 +200,7 @@ $$;
 revoke execute on function kiwi_internal.resolve_chains(text[], text) from public;
 grant execute on function kiwi_internal.resolve_chains(text[], text) to anon, authenticated, service_role;
 
-create function public.resolve_executor_chain(p_tool_id text)
+create function public.resolve_executor_chain(p_tool_id text, p_version text default null)
   returns table (depth int, tool_id text, tool_type text, executor_id text,
                  version text, content_hash text, manifest jsonb)
   language plpgsql stable
@@ -209,7 +209,7 @@ as $$
 declare
   r kiwi_internal.chain_row;
 begin
-  for r in select * from kiwi_internal.resolve_chains(array[p_tool_id]) loop
+  for r in select * from kiwi_internal.resolve_chains(array[p_tool_id], p_version) loop
     if r.error is not null then
       raise exception '%', r.error using errcode = r.error_code;
     end if;
@@ -219,10 +219,10 @@ begin
   end loop;
 end
 $$;
-comment on function public.resolve_executor_chain(text) is
-  'The chain from a tool (depth 0) to its primitive, latest versions. Raises, naming the tools, on an unknown tool, a missing executor, a cycle, a chain deeper than 10 or one that does not end in a primitive.';
-revoke execute on function public.resolve_executor_chain(text) from public;
-grant execute on function public.resolve_executor_chain(text) to anon, authenticated, service_role;
+comment on function public.resolve_executor_chain(text, text) is
+  'The chain from a tool (depth 0: p_version, default its latest) to its primitive (the executors at their latest versions). Raises, naming the tools, on an unknown tool, a missing executor, a cycle, a chain deeper than 10 or one that does not end in a primitive.';
+revoke execute on function public.resolve_executor_chain(text, text) from public;
+grant execute on function public.resolve_executor_chain(text, text) to anon, authenticated, service_role;
 
 create function public.resolve_executor_chains_batch(p_tool_ids text[])
   returns table (requested_tool_id text, depth int, tool_id text, tool_type text, executor_id text,

@@ -15,7 +15,9 @@
 -- are in place. A hit is also served only while every version it was built from is
 -- still latest (checked in the same lookup), so two transactions committing at once,
 -- each rebuilding without seeing the other, can cost a live computation but never
--- serve a stale plan.
+-- serve a stale plan. A plan also carries its version's lifecycle (deprecated, yanked);
+-- deprecating a version rebuilds its cached plan (set_version_status,
+-- 20261121001700_tool_lifecycle.sql).
 
 create type kiwi_internal.plan_build as (
   plan          jsonb,
@@ -43,6 +45,7 @@ declare
   v_versions   uuid[] := '{}';
   v_restricted text[] := '{}';
   v_files      jsonb;
+  v_status     public.tool_versions;   -- the version's lifecycle: deprecated, yanked
   v_out        kiwi_internal.plan_build;
 begin
   select 1, t.ref, 0, t.ref, t.tool_type, v.executor_id, v.version, v.content_hash, v.manifest, v.id,
@@ -68,14 +71,15 @@ begin
     end if;
   end loop;
 
-  select v.parameters_schema,
+  select v.parameters_schema, v.is_deprecated, v.deprecation_message, v.is_yanked, v.yanked_reason,
          (select jsonb_agg(jsonb_build_object('path', f.path, 'sha256', f.sha256, 'size_bytes', f.size_bytes,
                                               'is_entrypoint', f.is_entrypoint, 'media_type', f.media_type,
                                               'content_text', f.content_text, 'storage_key', f.storage_key)
                            order by f.path)
             from public.tool_version_files f
            where f.version_id = v.id)
-    into v_params, v_files
+    into v_params, v_status.is_deprecated, v_status.deprecation_message, v_status.is_yanked,
+         v_status.yanked_reason, v_files
     from public.tool_versions v
    where v.id = p_version_uuid;
 
@@ -91,7 +95,14 @@ begin
     'parameters',   v_params,
     'outputs',      v_root.manifest -> 'outputs',
     'manifest',     v_root.manifest,   -- the version's own manifest (what it declares: requires, ...)
-    'files',        coalesce(v_files, '[]'::jsonb));
+    'files',        coalesce(v_files, '[]'::jsonb),
+    -- the version's lifecycle (20261121001700_tool_lifecycle.sql), for the runner's warnings: a
+    -- deprecated version runs with its message; a yanked one is never latest, so it is here
+    -- only when asked for by its exact version
+    'deprecated',          v_status.is_deprecated,
+    'deprecation_message', v_status.deprecation_message,
+    'yanked',              v_status.is_yanked,
+    'yanked_reason',       v_status.yanked_reason);
   v_out.chain_tools := v_tools;
   v_out.chain_versions := v_versions;
   v_out.restricted_ns := v_restricted;

@@ -17,6 +17,9 @@
 --     directive_coverage_problems      what a directive requires, its permissions cover
 --                                      (20261121002900_directive_coverage.sql)
 --   files_problems(files, manifest)  the files, against the manifest and registry_limits
+--   checked_config(manifest)         then its config, against its chain's contract, old
+--                                    spellings made canonical
+--                                    (20261121001360_config_contracts.sql)
 --
 -- Both also plan the files one way (planned_files: hashed, sized, the entrypoint marked),
 -- so a preview carries the content_hash publishing would give, and refuse a chain that
@@ -44,7 +47,7 @@ declare
   v_i      int := 0;
   v_allowed constant text[] := array[
     'tool_id', 'namespace', 'tool_type', 'executor', 'version', 'name', 'description',
-    'category', 'subcategory', 'tags', 'visibility', 'config', 'parameters', 'outputs',
+    'category', 'subcategory', 'tags', 'visibility', 'config', 'config_schema', 'parameters', 'outputs',
     'entrypoint', 'changelog', 'is_official', 'is_builtin', 'author', 'license',
     'homepage', 'metadata',
     -- a directive's declarations, checked by directive_problems (20261121002000_directives.sql)
@@ -126,6 +129,10 @@ begin
       p := p || format('%s: must be an object', v_key);
     end if;
   end loop;
+  -- the contract of the config this tool understands (20261121001360_config_contracts.sql)
+  if p_manifest ? 'config_schema' then
+    p := p || kiwi_internal.contract_problems(p_manifest -> 'config_schema', 'config_schema');
+  end if;
   if p_manifest ? 'outputs' and jsonb_typeof(p_manifest -> 'outputs') not in ('object', 'array') then
     p := p || 'outputs: must be an object (a JSON Schema) or a list'::text;
   end if;
@@ -399,8 +406,11 @@ revoke execute on function kiwi_internal.refuse_command_write(text, text, text, 
   from public, anon, authenticated, service_role;
 
 -- What p_manifest publishes, and whether the caller may write there: the manifest and
--- files are valid (22023 naming every bad field otherwise), the namespace exists and the
--- caller may publish into it. -> {namespace, tool_id, ref}. The command rule is not
+-- files are valid, and then its config is held to its chain's contract (checked_config,
+-- 20261121001360_config_contracts.sql; 22023 naming every bad field otherwise), the
+-- namespace exists and the caller may publish into it. -> {namespace, tool_id, ref,
+-- manifest (its config made canonical: what is stored and hashed), normalised (the old
+-- spellings rewritten, "config.timeout_s -> config.timeout")}. The command rule is not
 -- applied here: publish applies it, request_publish_approval asks for its exception.
 create function kiwi_internal.publish_target(p_manifest jsonb, p_files jsonb) returns jsonb
   language plpgsql stable
@@ -408,11 +418,16 @@ create function kiwi_internal.publish_target(p_manifest jsonb, p_files jsonb) re
 as $$
 declare
   v_problems text[] := kiwi_internal.manifest_problems(p_manifest);
+  v_checked  jsonb;
   v_ns       text;
   v_tool_id  text;
 begin
   if cardinality(v_problems) = 0 then
     v_problems := kiwi_internal.files_problems(p_files, p_manifest);
+  end if;
+  if cardinality(v_problems) = 0 then
+    v_checked := kiwi_internal.checked_config(p_manifest);
+    v_problems := array(select jsonb_array_elements_text(v_checked -> 'problems'));
   end if;
   if cardinality(v_problems) > 0 then
     raise exception 'invalid manifest: %', array_to_string(v_problems, '; ')
@@ -437,7 +452,8 @@ begin
                         when v_ns = 'public' then 'an admin publishes it (kiwi --admin publish ...), or ask an admin'
                         else 'ask an owner of the namespace to add you as a member' end;
   end if;
-  return jsonb_build_object('namespace', v_ns, 'tool_id', v_tool_id, 'ref', kiwi_internal.tool_ref(v_ns, v_tool_id));
+  return jsonb_build_object('namespace', v_ns, 'tool_id', v_tool_id, 'ref', kiwi_internal.tool_ref(v_ns, v_tool_id),
+                            'manifest', v_checked -> 'manifest', 'normalised', v_checked -> 'normalised');
 end
 $$;
 revoke execute on function kiwi_internal.publish_target(jsonb, jsonb) from public, anon, authenticated, service_role;
@@ -571,10 +587,15 @@ declare
   v_official boolean := (p_manifest ->> 'is_official')::boolean;
   v_builtin  boolean := (p_manifest ->> 'is_builtin')::boolean;
   v_approval jsonb := '{}';
+  v_said     jsonb := '{}';   -- {normalised: [...]} when publish rewrote old spellings of config keys
   v_out      jsonb;
 begin
   p_files := coalesce(p_files, '[]'::jsonb);
   v_target := kiwi_internal.publish_target(p_manifest, p_files);   -- valid, and who may publish where
+  p_manifest := v_target -> 'manifest';   -- its config made canonical: what is stored and hashed
+  if jsonb_array_length(v_target -> 'normalised') > 0 then
+    v_said := jsonb_build_object('normalised', v_target -> 'normalised');
+  end if;
   v_ns := v_target ->> 'namespace';
   v_tool_id := v_target ->> 'tool_id';
   v_ref := v_target ->> 'ref';
@@ -624,7 +645,7 @@ begin
       return jsonb_build_object(
         'tool_id', v_ref, 'namespace', v_ns, 'version', v_version, 'content_hash', v_hash,
         'is_latest', v_existing.is_latest, 'latest_version', v_tool.latest_version,
-        'created', false, 'unchanged', true) || v_approval;
+        'created', false, 'unchanged', true) || v_approval || v_said;
     end if;
     raise exception 'version % of tool "%" is already published with different content', v_version, v_ref
       using errcode = 'PT409',
@@ -657,7 +678,7 @@ begin
     'tool_id', v_ref, 'namespace', v_ns, 'version', v_version, 'content_hash', v_hash,
     'is_latest', v_tool.latest_version = v_version, 'latest_version', v_tool.latest_version,
     'created', true, 'unchanged', false, 'files', jsonb_array_length(v_files),
-    'executor_chain', (select jsonb_agg(c.tool_id order by c.depth) from unnest(v_chain) c)) || v_approval;
+    'executor_chain', (select jsonb_agg(c.tool_id order by c.depth) from unnest(v_chain) c)) || v_approval || v_said;
   -- a new latest version of an executor changes what every tool on it runs: say which
   if v_tool.tool_type in ('primitive', 'runtime', 'mcp_server') and v_tool.latest_version = v_version then
     v_out := v_out || kiwi_internal.dependents_of(v_ref);
@@ -686,6 +707,13 @@ as $$
 declare
   v_out jsonb := kiwi_internal.publish(p_manifest, p_files, p_manifest_yaml, p_approval_id);
 begin
+  -- a signature made over the manifest as written cannot cover the canonical one stored
+  if p_signature is not null and v_out ? 'normalised'
+     and (p_signature ->> 'content_hash') is distinct from (v_out ->> 'content_hash') then
+    raise exception 'the signature covers the manifest as written, but publish rewrites its config (%): the version stored would not be the one signed',
+      (select string_agg(n, ', ') from jsonb_array_elements_text(v_out -> 'normalised') n)
+      using errcode = '22023', hint = 'write the canonical keys in the manifest, then sign and publish again; nothing was published';
+  end if;
   if p_signature is not null then
     v_out := v_out || jsonb_build_object('signature',
       kiwi_internal.add_signature(v_out ->> 'tool_id', v_out ->> 'version', p_signature));
@@ -694,6 +722,6 @@ begin
 end
 $$;
 comment on function public.publish_tool_version(jsonb, jsonb, text, jsonb, uuid) is
-  'Publish one version: validates (naming each bad field), hashes, inserts and moves is_latest in one transaction. The identical version again is a no-op; the same version with other content is refused. p_signature {content_hash, public_key, signature} signs it in the same transaction. p_approval_id: an admin''s approval of this exact content (request_publish_approval), for a write only an admin may otherwise make (a runtime, primitive, MCP server, builtin or official tool, the public namespace).';
+  'Publish one version: validates (naming each bad field; its config against the config_schema of every element of its chain, old spellings of keys rewritten and listed in normalised), hashes, inserts and moves is_latest in one transaction. The identical version again is a no-op; the same version with other content is refused. p_signature {content_hash, public_key, signature} signs it in the same transaction. p_approval_id: an admin''s approval of this exact content (request_publish_approval), for a write only an admin may otherwise make (a runtime, primitive, MCP server, builtin or official tool, the public namespace).';
 revoke execute on function public.publish_tool_version(jsonb, jsonb, text, jsonb, uuid) from public;
 grant execute on function public.publish_tool_version(jsonb, jsonb, text, jsonb, uuid) to anon, authenticated, service_role;

@@ -7,7 +7,9 @@
 -- Within a tier, the most used first. The query may carry modifiers:
 --   type:T        tool type T, or tools running on runtime T / T_runtime (type:bash)
 --   category:C    category or subcategory C
---   mcp:S         tools served by MCP server S / S_mcp
+--   mcp:S         only MCP tools, those served by MCP server S or S_mcp: a reference
+--                 (namespace/S, public/S), or a bare name, which also finds a server of that
+--                 name in any namespace the caller sees (acme/S); mcp:* every MCP tool
 --   namespace:N   tools of namespace N
 -- An empty query lists by popularity. Unlisted tools never appear; RLS keeps private
 -- tools to their namespace's members.
@@ -87,7 +89,7 @@ begin
     elsif v_word ~* '^category:.' then
       v_category := lower(substr(v_word, 10));
     elsif v_word ~* '^mcp:.' then
-      v_mcp := substr(v_word, 5);
+      v_mcp := kiwi_internal.normalize_ref(lower(substr(v_word, 5)));
     elsif v_word ~* '^namespace:.' then
       v_namespace := lower(substr(v_word, 11));
     elsif v_word <> '' then
@@ -134,7 +136,10 @@ begin
          and t.latest_version is not null
          and (v_type is null or t.tool_type = v_type or t.executor_id in (v_type, v_type || '_runtime'))
          and (v_category is null or lower(t.category) = v_category or lower(t.subcategory) = v_category)
-         and (v_mcp is null or (t.tool_type = 'mcp_tool' and t.executor_id in (v_mcp, v_mcp || '_mcp')))
+         and (v_mcp is null
+              or (t.tool_type = 'mcp_tool'
+                  and (v_mcp = '*' or t.executor_id in (v_mcp, v_mcp || '_mcp')
+                       or (strpos(v_mcp, '/') = 0 and split_part(t.executor_id, '/', 2) in (v_mcp, v_mcp || '_mcp')))))
          and (v_namespace is null or t.namespace = v_namespace)
        order by t.run_count + t.download_count desc, t.ref
        limit v_limit - cardinality(v_seen)
@@ -151,7 +156,7 @@ begin
 end
 $$;
 comment on function public.search_tools(text, text, text, int) is
-  'Ranked search: exact id, then every word in id or name, then anywhere, then the same with typos corrected; most used first within each. Modifiers in the query: type:T, category:C, mcp:SERVER, namespace:N. Empty query: most used first.';
+  'Ranked search: exact id, then every word in id or name, then anywhere, then the same with typos corrected; most used first within each. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first.';
 revoke execute on function public.search_tools(text, text, text, int) from public;
 grant execute on function public.search_tools(text, text, text, int) to anon, authenticated, service_role;
 

@@ -2,7 +2,9 @@
 -- may be removed when nothing executes on it. Members of the tool's namespace and
 -- admins may do so; primitives, runtimes, MCP servers, official and builtin tools and
 -- anything in the public namespace only admins (kiwi_internal.refuse_command_write, the
--- rule publish applies too).
+-- rule publish applies too). A deprecated version still runs, warning with its message; a
+-- yanked one runs only when asked for by its exact version (a pin), warning too: the plan
+-- carries both (compute_plan, 20261121001300_execution_plan.sql).
 
 -- The tool p_action (yank, unyank, deprecate, delete) may change, or the refusal.
 create function kiwi_internal.writable_tool(p_tool_id text, p_action text) returns public.tools
@@ -50,6 +52,16 @@ begin
   if not found then
     raise exception 'version % of tool "%" not found', p_version, v_tool.ref using errcode = 'PT404';
   end if;
+  -- A plan carries its version's status (compute_plan: deprecated, yanked), for the runner's
+  -- warnings: the cached plan of this version, if any, is rebuilt, and runners holding plans
+  -- in memory drop them (the channel of 20261121001900_plan_notifications.sql), whether or
+  -- not the latest version moved.
+  if exists (select 1 from kiwi_internal.plan_cache pc where pc.version_uuid = v_row.id) then
+    update kiwi_internal.plan_cache pc set plan = b.plan, built_at = now()
+      from kiwi_internal.compute_plan(v_row.id, true, '{}') b
+     where pc.version_uuid = v_row.id and b.error is null;
+  end if;
+  perform pg_notify('kiwi_plans', '');
   select * into v_tool from public.tools t where t.id = v_tool.id;
   return jsonb_build_object('tool_id', v_tool.ref, 'version', v_row.version,
                             'is_yanked', v_row.is_yanked, 'is_deprecated', v_row.is_deprecated,

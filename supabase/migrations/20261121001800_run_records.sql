@@ -54,6 +54,7 @@ create table public.tool_runs (
   params_size    int constraint tool_runs_params_size_range check (params_size >= 0),
   source         text not null default 'registry'
                  constraint tool_runs_source_values check (source in ('registry', 'project', 'user')),
+  warnings       text[] constraint tool_runs_warnings_length check (cardinality(warnings) <= 16),
   caller         text not null,
   caller_role    text not null,
   started_at     timestamptz not null default now(),
@@ -68,6 +69,7 @@ comment on column public.tool_runs.executor_chain is 'The refs from the tool dow
 comment on column public.tool_runs.params_sha256 is 'sha256 (hex) of the parameters as the runner serialised them; never the values.';
 comment on column public.tool_runs.params_size is 'Size in bytes of the serialised parameters.';
 comment on column public.tool_runs.source is 'Where the tool came from: registry, or a local space''s tool.yaml (project or user), which may shadow the registry''s tool of the same name.';
+comment on column public.tool_runs.warnings is 'What the run warned of (a deprecated or yanked version, an unsigned link, a validation rule ...): at most 16, each at most 1000 characters.';
 comment on column public.tool_runs.caller is 'Set by the database (kiwi_internal.caller_identity()): a user id, or role:<role> without a JWT subject.';
 comment on column public.tool_runs.caller_role is 'The role the caller acted as (anon, authenticated, service_role, postgres ...), set by the database.';
 
@@ -214,6 +216,14 @@ begin
                                 where jsonb_typeof(e) <> 'string' or char_length(e #>> '{}') > 300))
             then 'executor_chain: must be a list of at most 64 tool references (strings)'
         end,
+        case
+          when jsonb_typeof(r.run -> 'warnings') not in ('array', 'null')
+               or (jsonb_typeof(r.run -> 'warnings') = 'array'
+                   and (jsonb_array_length(r.run -> 'warnings') > 16
+                        or exists (select 1 from jsonb_array_elements(r.run -> 'warnings') as e
+                                    where jsonb_typeof(e) <> 'string' or char_length(e #>> '{}') > 1000)))
+            then 'warnings: must be a list of at most 16 strings of at most 1000 characters'
+        end,
         -- times: ISO 8601 strings (parsed only when given: the parse is a subtransaction)
         case
           when jsonb_typeof(r.run -> 'started_at') = 'string' then
@@ -235,7 +245,7 @@ begin
  cross join lateral (select kiwi_internal.normalize_ref(r.run ->> 'tool_id') as ref) as t
  cross join (select array['id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms',
                      'error_summary', 'executor_chain', 'primitive', 'params_sha256', 'params_size',
-                     'source', 'started_at', 'finished_at']::text[] as allowed) as a;
+                     'source', 'warnings', 'started_at', 'finished_at']::text[] as allowed) as a;
 end
 $$;
 comment on function kiwi_internal.run_records_problems(jsonb) is
@@ -320,7 +330,7 @@ begin
       select r.n, x.*,
              (r.run - array['id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms',
                             'error_summary', 'executor_chain', 'primitive', 'params_sha256', 'params_size',
-                            'source', 'started_at', 'finished_at']) = '{}'::jsonb
+                            'source', 'warnings', 'started_at', 'finished_at']) = '{}'::jsonb
              and jsonb_typeof(r.run -> 'tool_id') = 'string'
              and jsonb_typeof(r.run -> 'status') = 'string'
              and coalesce(jsonb_typeof(r.run -> 'id'), 'null') in ('string', 'null')
@@ -340,6 +350,10 @@ begin
              and (jsonb_typeof(r.run -> 'executor_chain') is distinct from 'array'
                   or not jsonb_path_exists(r.run -> 'executor_chain', 'strict $[*] ? (@.type() != "string")'))
              and coalesce((select bool_and(char_length(e) <= 300) from unnest(x.executor_chain) as e), true)
+             and coalesce(jsonb_typeof(r.run -> 'warnings'), 'null') in ('array', 'null')
+             and (jsonb_typeof(r.run -> 'warnings') is distinct from 'array'
+                  or not jsonb_path_exists(r.run -> 'warnings', 'strict $[*] ? (@.type() != "string")'))
+             and coalesce((select bool_and(char_length(e) <= 1000) from unnest(x.warnings) as e), true)
              and (r.run ->> 'tool_id') !~ '[[:cntrl:]]'
              -- the cast to uuid has checked the hex digits; the layout is 8-4-4-4-12
              and (x.id is null or (char_length(r.run ->> 'id') = 36 and strpos(r.run ->> 'id', '-') = 9
@@ -354,12 +368,13 @@ begin
        cross join lateral jsonb_to_record(r.run) as x(
                id uuid, tool_id text, version text, content_hash text, status text, exit_code numeric,
                duration_ms numeric, error_summary text, executor_chain text[], primitive text,
-               params_sha256 text, params_size numeric, source text, started_at timestamptz, finished_at timestamptz)
+               params_sha256 text, params_size numeric, source text, warnings text[], started_at timestamptz,
+               finished_at timestamptz)
     ), accepted as materialized (
       select g.n, coalesce(g.id, gen_random_uuid()) as id, g.tool_id, g.version, g.content_hash, g.status,
              g.exit_code::int as exit_code, g.duration_ms::double precision as duration,
              g.error_summary, g.executor_chain, g.primitive, g.params_sha256, g.params_size::int as params_size,
-             coalesce(g.source, 'registry') as source, g.started_at, g.finished_at,
+             coalesce(g.source, 'registry') as source, g.warnings, g.started_at, g.finished_at,
              -- The record is written when the run has finished: finished_at defaults to
              -- now, started_at to finished_at less the duration; duration_ms is computed
              -- only from two given times (never from a default).
@@ -370,12 +385,12 @@ begin
     ), written as (
       insert into public.tool_runs (id, tool_id, version, content_hash, status, exit_code, duration_ms,
                                     error_summary, executor_chain, primitive, params_sha256, params_size, source,
-                                    caller, caller_role, started_at, finished_at)
+                                    warnings, caller, caller_role, started_at, finished_at)
       select a.id, kiwi_internal.normalize_ref(a.tool_id), a.version, a.content_hash, a.status, a.exit_code,
              coalesce(a.duration, extract(epoch from a.finished_at - a.started_at)::double precision * 1000),
              case when char_length(a.error_summary) > 2000 then left(a.error_summary, 1999) || '…'
                   else a.error_summary end,
-             a.executor_chain, a.primitive, a.params_sha256, a.params_size, a.source, v_caller, v_role,
+             a.executor_chain, a.primitive, a.params_sha256, a.params_size, a.source, a.warnings, v_caller, v_role,
              coalesce(a.started_at, a.finish - make_interval(secs => coalesce(a.duration, 0) / 1000)), a.finish
         from accepted as a
        order by a.n

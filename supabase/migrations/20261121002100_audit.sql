@@ -20,8 +20,8 @@ create table public.audit_log (
   directive      text constraint audit_log_directive_length check (char_length(directive) <= 300),
   action         text not null default 'run'
                  constraint audit_log_action_values check (action in (
-                   'run', 'dry_run', 'create', 'update', 'publish', 'yank', 'delete', 'import', 'approve', 'deny',
-                   'open_context')),
+                   'run', 'dry_run', 'create', 'update', 'publish', 'yank', 'deprecate', 'delete', 'import',
+                   'approve', 'deny', 'open_context')),
   tool_id        text not null
                  constraint audit_log_tool_id_length check (char_length(tool_id) between 1 and 300),
   server         text constraint audit_log_server_length check (char_length(server) <= 300),
@@ -108,7 +108,8 @@ declare
     'id', 'at', 'session_id', 'directive', 'action', 'tool_id', 'server', 'version', 'content_hash',
     'decision', 'reason', 'retry_after_s', 'duration_ms', 'outcome', 'params_sha256', 'params_size', 'run_id'];
   v_actions constant text[] := array[
-    'run', 'dry_run', 'create', 'update', 'publish', 'yank', 'delete', 'import', 'approve', 'deny', 'open_context'];
+    'run', 'dry_run', 'create', 'update', 'publish', 'yank', 'deprecate', 'delete', 'import', 'approve', 'deny',
+    'open_context'];
 begin
   if p_entry is null or jsonb_typeof(p_entry) <> 'object' then
     return array['entry: must be a JSON object'];

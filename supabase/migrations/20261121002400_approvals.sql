@@ -626,6 +626,7 @@ begin
   end if;
   p_files := coalesce(p_files, '[]'::jsonb);
   v_target := kiwi_internal.publish_target(p_manifest, p_files);
+  p_manifest := v_target -> 'manifest';   -- its config made canonical, as publish will store it
   v_ref := v_target ->> 'ref';
   v_hash := kiwi_internal.publish_contents(p_manifest, p_files, v_ref) ->> 'content_hash';
   select * into v_tool from public.tools t

@@ -32,11 +32,17 @@ declare
   v_primitive text;
   v_message   text;
   v_code      text;
+  v_checked   jsonb;
 begin
   p_files := coalesce(p_files, '[]'::jsonb);
   v_problems := kiwi_internal.manifest_problems(p_manifest);
   if cardinality(v_problems) = 0 then
     v_problems := kiwi_internal.files_problems(p_files, p_manifest);
+  end if;
+  if cardinality(v_problems) = 0 then   -- its config against its chain's contract, as publish holds it
+    v_checked := kiwi_internal.checked_config(p_manifest);
+    v_problems := array(select jsonb_array_elements_text(v_checked -> 'problems'));
+    p_manifest := v_checked -> 'manifest';
   end if;
   if cardinality(v_problems) > 0 then
     raise exception 'invalid manifest: %', array_to_string(v_problems, '; ')
@@ -118,14 +124,19 @@ begin
     'outputs',      p_manifest -> 'outputs',
     'manifest',     p_manifest,
     'files',        v_files,
+    -- an unpublished version is neither deprecated nor yanked (compute_plan's lifecycle keys)
+    'deprecated', false, 'deprecation_message', null, 'yanked', false, 'yanked_reason', null,
     -- the registry's tool this local one shadows (its latest version), null when none:
     -- the runner announces the shadowing, at no extra round trip
     'shadows',      (select t.latest_version from public.tools t
-                      where t.ref = v_ref and kiwi_internal.can_read(t.visibility, t.namespace)));
+                      where t.ref = v_ref and kiwi_internal.can_read(t.visibility, t.namespace)))
+    -- the old spellings of config keys made canonical, as publish would say
+    || case when jsonb_array_length(v_checked -> 'normalised') > 0
+            then jsonb_build_object('normalised', v_checked -> 'normalised') else '{}'::jsonb end;
 end
 $$;
 comment on function public.preview_execution_plan(jsonb, jsonb) is
-  'The plan an unpublished tool (a local space''s tool.yaml) would have, in resolve_execution_plan''s shape: validated as publish validates, its executor chain and merged config taken from the registry. shadows: the latest version of the registry''s tool of the same identity, if you can see one. Writes nothing.';
+  'The plan an unpublished tool (a local space''s tool.yaml) would have, in resolve_execution_plan''s shape: validated as publish validates (its config made canonical, normalised listing the old spellings rewritten), its executor chain and merged config taken from the registry. shadows: the latest version of the registry''s tool of the same identity, if you can see one. Writes nothing.';
 revoke execute on function public.preview_execution_plan(jsonb, jsonb) from public;
 grant execute on function public.preview_execution_plan(jsonb, jsonb) to anon, authenticated, service_role;
 

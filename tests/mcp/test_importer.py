@@ -182,3 +182,57 @@ def test_tool_ids_and_versions() -> None:
     assert tool_id_for("srv", "read/file name") == "srv.read_file_name"
     assert tool_id_for("acme/srv", "echo") == "acme/srv.echo"
     assert next_version("1.0.0") == "1.1.0" and next_version("2.7.3-beta") == "2.8.0"
+
+
+STRUCTURED = "get-structured-content"  # server-everything's tool that declares an outputSchema
+
+
+def latest_manifest(conn: psycopg.Connection, ref: str) -> dict[str, Any]:
+    row = conn.execute(
+        "select v.manifest from tool_versions v join tools t on t.id = v.tool_uuid where t.ref = %s and v.is_latest",
+        (ref,),
+    ).fetchone()
+    assert row is not None
+    return dict(row[0])
+
+
+async def test_import_keeps_an_upstream_output_schema_as_outputs_and_runs_are_held_to_it(
+    mcp: tuple[Runner, McpToolHandler], server: str, conn: psycopg.Connection
+) -> None:
+    runner, handler = mcp
+    await import_server(runner.registry, handler.pool, server, runner.environ)
+    weather = latest_manifest(conn, f"{server}.{STRUCTURED}")
+    outputs = weather["outputs"]
+    assert outputs["type"] == "object"
+    assert {k: v["type"] for k, v in outputs["properties"].items()} == {
+        "temperature": "number",
+        "conditions": "string",
+        "humidity": "number",
+    }
+    assert "outputs" not in latest_manifest(conn, f"{server}.echo"), "a tool without an outputSchema declares none"
+    result = await runner.run(f"{server}.{STRUCTURED}", {"location": "Chicago"})
+    assert result.status == "success", result.error
+    assert result.output == {"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82}
+    assert result.output_schema == outputs
+
+
+async def test_a_changed_output_schema_is_an_upstream_change_and_a_stale_one_fails_runs(
+    mcp: tuple[Runner, McpToolHandler], server: str, conn: psycopg.Connection
+) -> None:
+    runner, handler = mcp
+    await import_server(runner.registry, handler.pool, server, runner.environ)
+    ref = f"{server}.{STRUCTURED}"
+    stale = {k: v for k, v in latest_manifest(conn, ref).items() if k not in ("version", "metadata", "changelog")}
+    humidity_as_text = {**stale["outputs"]["properties"], "humidity": {"type": "string"}}
+    stale.update(version="1.0.1", outputs={**stale["outputs"], "properties": humidity_as_text})
+    conn.execute("select publish_tool_version(%s, '[]')", (Jsonb(stale),))
+    # what the registry holds no longer matches what the server returns: the run says where
+    result = await runner.run(ref, {"location": "New York"})
+    assert result.status == "error" and result.failure is not None and result.failure.kind == "output_mismatch"
+    assert "output.humidity: must be of type string, not integer" in (result.error or "")
+    assert result.output == {"temperature": 33, "conditions": "Cloudy", "humidity": 82}
+    report = await import_server(runner.registry, handler.pool, server, runner.environ)
+    assert [(t.tool_id, t.changed, t.version) for t in report.tools if t.status == "changed"] == [
+        (ref, ["outputSchema"], "1.1.0")
+    ]
+    assert (await runner.run(ref, {"location": "New York"})).status == "success"

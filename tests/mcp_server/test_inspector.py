@@ -55,6 +55,7 @@ def test_the_inspector_lists_the_four_tools_and_finds_their_schemas_portable(dat
         "update",
         "publish",
         "yank",
+        "deprecate",
         "delete",
         "import",
         "approve",

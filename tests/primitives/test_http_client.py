@@ -17,7 +17,7 @@ from runner.primitives.http_client import HttpClientPrimitive
 
 from .http_server import serve
 
-FAST_RETRY = {"attempts": 3, "backoff_s": 0.01}
+FAST_RETRY = {"retries": 2, "retry_delay": 0.01}  # three attempts in all
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +186,7 @@ async def test_an_unknown_url_placeholder_is_a_config_error(prim: HttpClientPrim
 
 async def test_retries_past_503s_to_a_200(prim: HttpClientPrimitive, base: str) -> None:
     progress: list[str] = []
-    config = {"url": base + "/flaky/twice/2", "retry": FAST_RETRY}
+    config = {"url": base + "/flaky/twice/2", **FAST_RETRY}
     out = await run(prim, config, progress=progress)
     assert out.status == "success", out.error
     assert out.detail["attempts"] == 3
@@ -197,7 +197,7 @@ async def test_retries_past_503s_to_a_200(prim: HttpClientPrimitive, base: str) 
 
 
 async def test_503s_beyond_the_attempts_are_an_error(prim: HttpClientPrimitive, base: str) -> None:
-    out = await run(prim, {"url": base + "/flaky/always/99", "retry": FAST_RETRY})
+    out = await run(prim, {"url": base + "/flaky/always/99", **FAST_RETRY})
     assert out.status == "error"
     assert out.detail["attempts"] == 3
     assert out.detail["http_status"] == 503
@@ -206,7 +206,7 @@ async def test_503s_beyond_the_attempts_are_an_error(prim: HttpClientPrimitive, 
 
 async def test_a_404_is_not_retried_and_is_reported(prim: HttpClientPrimitive, base: str) -> None:
     progress: list[str] = []
-    out = await run(prim, {"url": base + "/status/404", "retry": FAST_RETRY}, progress=progress)
+    out = await run(prim, {"url": base + "/status/404", **FAST_RETRY}, progress=progress)
     assert out.status == "error"
     assert out.detail["attempts"] == 1
     assert out.detail["http_status"] == 404
@@ -218,7 +218,7 @@ async def test_a_404_is_not_retried_and_is_reported(prim: HttpClientPrimitive, b
 
 async def test_connection_refused_is_retried_then_an_error(prim: HttpClientPrimitive) -> None:
     progress: list[str] = []
-    out = await run(prim, {"url": f"http://127.0.0.1:{free_port()}/x", "retry": FAST_RETRY}, progress=progress)
+    out = await run(prim, {"url": f"http://127.0.0.1:{free_port()}/x", **FAST_RETRY}, progress=progress)
     assert out.status == "error"
     assert out.detail["attempts"] == 3
     assert out.detail["http_status"] is None
@@ -228,7 +228,7 @@ async def test_connection_refused_is_retried_then_an_error(prim: HttpClientPrimi
 
 async def test_a_slow_server_is_a_timeout(prim: HttpClientPrimitive, base: str) -> None:
     started = time.monotonic()
-    config = {"url": base + "/slow/3", "timeout_s": 0.2, "retry": {"attempts": 2, "backoff_s": 0.01}}
+    config = {"url": base + "/slow/3", "timeout": 0.2, "retries": 1, "retry_delay": 0.01}
     out = await run(prim, config)
     assert out.status == "timeout"
     assert out.detail["attempts"] == 2
@@ -278,7 +278,8 @@ async def test_secrets_never_appear_in_error_or_detail(prim: HttpClientPrimitive
         "auth": {"type": "bearer", "token": "${TOKEN}"},
         "query": {"sig": "${SIG}"},
         "headers": {"X-Other": "${OTHER}"},
-        "retry": {**FAST_RETRY, "on_status": [401]},
+        **FAST_RETRY,
+        "retryable_statuses": [401],
     }
     environ = {"TOKEN": secret, "SIG": "sig-" + secret, "OTHER": "other-secret"}
     out = await run(prim, config, environ=environ, progress=progress)
@@ -326,7 +327,7 @@ async def test_the_transport_seam_takes_an_injected_transport() -> None:
 
     primitive = HttpClientPrimitive(transport=httpx.MockTransport(handler))
     progress: list[str] = []
-    config = {"url": "https://api.example.test/v1/{kind}", "response_transform": "$.data[0]"}
+    config = {"url": "https://api.example.test/v1/{kind}", "response_transform": "$.data[0]", "retries": 2}
     out = await run(primitive, config, {"kind": "things"}, progress=progress)
     await primitive.aclose()
     assert out.status == "success", out.error
@@ -334,3 +335,76 @@ async def test_the_transport_seam_takes_an_injected_transport() -> None:
     assert out.detail["attempts"] == 2
     assert progress == ["HTTP 429, retrying in 0.0 s (attempt 2 of 3)"]  # Retry-After honoured
     assert [str(r.url) for r in seen] == ["https://api.example.test/v1/things"] * 2
+
+
+# --- the design documents' keys (issue 15): timeout, retries, retry_delay, retryable_statuses ----
+
+
+async def test_retries_0_tries_a_503_once(prim: HttpClientPrimitive, base: str) -> None:
+    """Regression: with `retries: 0` a 503 was tried three times ("attempt 2 of 3")."""
+    progress: list[str] = []
+    out = await run(prim, {"url": base + "/flaky/zero/5", "retries": 0}, progress=progress)
+    assert (out.status, out.detail["attempts"], out.detail["http_status"]) == ("error", 1, 503)
+    assert progress == []
+    unset = await run(prim, {"url": base + "/flaky/unset/5"}, progress=progress)
+    assert unset.detail["attempts"] == 1 and progress == [], "retries defaults to 0, as in the documents"
+
+
+async def test_only_the_documents_keys_are_read(prim: HttpClientPrimitive, base: str) -> None:
+    """No alias in the runner: today's spellings are publish's to normalise, never read here."""
+    config = {"url": base + "/flaky/legacy/5", "retry": {"attempts": 3, "backoff_s": 0.01}, "timeout_s": 0.001}
+    out = await run(prim, config)
+    assert out.detail["attempts"] == 1 and out.status == "error" and out.detail["http_status"] == 503
+
+
+async def test_retry_delay_grows_linearly(prim: HttpClientPrimitive, base: str) -> None:
+    progress: list[str] = []
+    started = time.monotonic()
+    out = await run(prim, {"url": base + "/flaky/linear/2", "retries": 2, "retry_delay": 0.2}, progress=progress)
+    assert out.status == "success" and out.detail["attempts"] == 3
+    assert progress == [
+        "HTTP 503, retrying in 0.2 s (attempt 2 of 3)",
+        "HTTP 503, retrying in 0.4 s (attempt 3 of 3)",
+    ]
+    assert time.monotonic() - started >= 0.6
+
+
+async def test_retryable_statuses_decide_what_is_retried(prim: HttpClientPrimitive, base: str) -> None:
+    only_500 = {"retries": 2, "retry_delay": 0.01, "retryable_statuses": [500]}
+    not_listed = await run(prim, {"url": base + "/flaky/listed/1", **only_500})
+    assert (not_listed.detail["attempts"], not_listed.detail["http_status"]) == (1, 503)
+    listed = await run(prim, {"url": base + "/status/500", **only_500})
+    assert listed.detail["attempts"] == 3
+    for status in (502, 503, 504, 429):  # the documents' default list
+        out = await run(prim, {"url": base + f"/status/{status}", "retries": 1, "retry_delay": 0})
+        assert out.detail["attempts"] == 2, status
+    assert (await run(prim, {"url": base + "/status/500", "retries": 1})).detail["attempts"] == 1, "500 is not"
+
+
+async def test_timeout_bounds_each_attempt(prim: HttpClientPrimitive, base: str) -> None:
+    started = time.monotonic()
+    out = await run(prim, {"url": base + "/slow/3", "timeout": 0.3})
+    assert out.status == "timeout" and "timed out after 0.3 s (attempt 1 of 1)" in out.error
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"timeout": "x"}, "config.timeout must be a number of seconds greater than 0, not 'x'"),
+        ({"timeout": 0}, "config.timeout must be a number of seconds greater than 0, not 0"),
+        ({"retries": -1}, "config.retries must be a whole number of extra attempts (0 or more), not -1"),
+        ({"retries": 1.5}, "config.retries must be a whole number of extra attempts (0 or more), not 1.5"),
+        ({"retries": True}, "config.retries must be a whole number of extra attempts (0 or more), not True"),
+        ({"retry_delay": "soon"}, "config.retry_delay must be a number of seconds (0 or more), not 'soon'"),
+        ({"retryable_statuses": ["503"]}, "config.retryable_statuses must be a list of HTTP status codes"),
+        ({"retryable_statuses": 503}, "config.retryable_statuses must be a list of HTTP status codes"),
+    ],
+)
+async def test_a_bad_value_is_an_error_naming_its_field(
+    prim: HttpClientPrimitive, base: str, config: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        await run(prim, {"url": base + "/echo", **config})
+    assert message in str(info.value)
+    assert str(info.value).startswith("example: ")

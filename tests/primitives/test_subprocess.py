@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,51 @@ async def test_run_time_placeholders_fill_the_command_args_and_env(tmp_path: Pat
     assert outcome.output == f"{script} /envs/abc/lib"
 
 
+ARGV = python("import json, sys; print(json.dumps(sys.argv[1:]))", "{param_values...}")
+
+
+async def run_declared(parameters: Any, params: dict[str, Any], config: dict[str, Any] = ARGV) -> Outcome:
+    """A run of a tool whose manifest declares `parameters` (a list, or a JSON Schema object)."""
+    declared = replace(plan(config), manifest={"parameters": parameters})
+    invocation = Invocation(plan=declared, params=params, environ=ENVIRON)
+    return await SubprocessPrimitive().run(invocation)
+
+
+async def test_param_values_are_the_parameters_in_their_declared_order() -> None:
+    """The design documents' Python tools read sys.argv[1] (issue 15): python_runtime passes
+    "{param_values...}" after the script."""
+    declared = [{"name": n, "type": "string"} for n in ("text", "count", "flags", "unset", "tail")]
+    values = {"tail": "t", "count": 3, "text": "a b; $(rm -rf /)", "flags": ["-x", True]}
+    outcome = await run_declared(declared, values)
+    assert outcome.output == ["a b; $(rm -rf /)", "3", '["-x",true]', "", "t"], "one item each, JSON for non-text"
+    assert (await run_declared(declared, {"text": "only"})).output == ["only"], "absent ones at the end are left out"
+    assert (await run_declared(declared, {})).output == []
+    schema = {"type": "object", "properties": {"zeta": {}, "alpha": {}, "mid": {}}}
+    assert (await run_declared(schema, {"zeta": "z", "alpha": "a", "mid": "m"})).output == ["a", "m", "z"]
+
+
+async def test_a_value_too_large_for_argv_ends_param_values_and_says_so() -> None:
+    declared = [{"name": n} for n in ("small", "huge", "after")]
+    outcome = await run_declared(declared, {"small": "s", "huge": "x" * 200_000, "after": "a"})
+    assert outcome.status == "success" and outcome.output == ["s"], "the run still starts: stdin has every value"
+    assert "{param_values...} stops before parameter 'huge' (200000 bytes)" in outcome.detail["warnings"][0]
+
+
+async def test_timeout_is_the_documents_key() -> None:
+    """Regression: `timeout: 1` was ignored (only timeout_s was read): a 4 s sleep succeeded."""
+    started = time.monotonic()
+    outcome = await run(python("import time; time.sleep(4); print('done')", timeout=1))
+    assert outcome.status == "timeout" and outcome.error.startswith("timed out after 1 s")
+    assert time.monotonic() - started < 1 + KILL_GRACE_S + 1.0
+
+
+@pytest.mark.parametrize("value", ["x", 0, -1, True, [5]])
+async def test_a_timeout_that_is_not_seconds_is_an_error_naming_the_field(value: Any) -> None:
+    with pytest.raises(ConfigError) as info:
+        await run(python("pass", timeout=value))
+    assert str(info.value) == f"probe: config.timeout must be a number of seconds greater than 0, not {value!r}"
+
+
 # --------------------------------------------------------------------------- results
 
 
@@ -202,7 +248,7 @@ async def test_a_timeout_kills_the_whole_group_including_a_background_grandchild
     config = {
         "command": "bash",
         "args": ["-c", "sleep 300 & echo $! > child.pid; echo $$ > shell.pid; sleep 300"],
-        "timeout_s": 0.5,
+        "timeout": 0.5,
     }
     started = time.monotonic()
     outcome = await run(config, workdir=tmp_path)
@@ -222,7 +268,7 @@ async def test_a_timeout_kills_the_whole_group_including_a_background_grandchild
 
 async def test_a_timeout_kills_a_double_forked_grandchild_holding_stdout(tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
-    outcome = await run({"command": PY, "args": [str(SCRIPTS / "forker.py"), str(pidfile), "wait"], "timeout_s": 1})
+    outcome = await run({"command": PY, "args": [str(SCRIPTS / "forker.py"), str(pidfile), "wait"], "timeout": 1})
     assert outcome.status == "timeout"
     assert outcome.output == "started"  # what it printed before the timeout is kept
     assert await gone(await pid_from(pidfile))

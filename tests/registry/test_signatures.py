@@ -32,7 +32,7 @@ F: list[dict[str, Any]] = [{"path": "k.md", "content_text": "k"}]
 # method: (the arguments of a call with every optional one given, of a call with none)
 CALLS: dict[str, tuple[tuple[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]] = {
     "execution_plan": ((("t", "1.0.0"), {}), (("t",), {})),
-    "chain": ((("t",), {}), (("t",), {})),
+    "chain": ((("t", "1.0.0"), {}), (("t",), {})),
     "chains_batch": (((["t"],), {}), (([],), {})),
     "search": ((("q",), {"tool_type": "script", "category": "c", "limit": 5}), (("q",), {})),
     "publish": (((M, F, "tool_id: t", {"signature": "s"}, ID), {}), ((M, F), {})),
@@ -44,6 +44,7 @@ CALLS: dict[str, tuple[tuple[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, 
     "version_source": ((("t", "1.0.0"), {}), (("t",), {})),
     "delete_tool": ((("t",), {}), (("t",), {})),
     "yank": ((("t", "1.0.0", "why"), {}), (("t", "1.0.0"), {})),
+    "deprecate": ((("t", "1.0.0", "use u"), {}), (("t", "1.0.0"), {})),
     "record_run": ((({"tool_id": "t"},), {}), (({"tool_id": "t"},), {})),
     "record_runs": ((([{"tool_id": "t"}],), {}), (([],), {})),
     "runs": (((), {"tool_id": "t", "limit": 5}), ((), {})),

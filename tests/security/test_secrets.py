@@ -31,7 +31,7 @@ UNSET = "KIWI_SURELY_NEVER_SET_4c1e"
 ECHOING_CHECK = {
     "command": "sh",
     "args": ["{entrypoint}"],
-    "validation": {"syntax_check": {"command": "sh", "args": ["-c", 'echo "checked: $0" >&2; exit 1', "{p}"]}},
+    "validation": {"rules": [{"type": "syntax_check", "command": """sh -c 'echo "checked: $0" >&2; exit 1' {p}"""}]},
 }
 PARAMETERS = [{"name": "p", "type": "string", "required": True}]
 

@@ -66,6 +66,23 @@ ANON_INVOKER_HELPERS = {
     ),
     "kiwi_internal.manifest_limit_problems(p_manifest jsonb)": "manifest validation against the limits (preview)",
     "kiwi_internal.path_limit_problems(p_field text, p_path text)": "file path validation against the limits (preview)",
+    # config contracts (20261121001360_config_contracts.sql): pure functions of their arguments,
+    # but checked_config, which reads the chain through resolve_chains as the caller sees it
+    "kiwi_internal.json_type_words(p_types text[])": "the wording of config problems (preview)",
+    "kiwi_internal.json_shown(p_value jsonb)": "the wording of config problems (preview)",
+    "kiwi_internal.unknown_key(p_path text, p_key text, p_schema jsonb)": "an unknown config key, named (preview)",
+    "kiwi_internal.alias_problems(p_spec jsonb, p_path text, p_depth integer)": "contract validation (preview)",
+    "kiwi_internal.contract_problems(p_schema jsonb, p_path text, p_depth integer)": "contract validation (preview)",
+    "kiwi_internal.config_problems(p_value jsonb, p_schema jsonb, p_path text)": "config validation (preview)",
+    "kiwi_internal.jsonb_put(p_target jsonb, p_path text[], p_value jsonb)": "config normalisation (preview)",
+    "kiwi_internal.config_alias(p_target jsonb, p_spec jsonb, p_value jsonb, p_path text)": (
+        "config normalisation (preview)"
+    ),
+    "kiwi_internal.config_spread(p_target jsonb, p_map jsonb, p_value jsonb, p_path text)": (
+        "config normalisation (preview)"
+    ),
+    "kiwi_internal.config_normalise(p_value jsonb, p_schema jsonb, p_path text)": "config normalisation (preview)",
+    "kiwi_internal.checked_config(p_manifest jsonb)": "a config against its chain's contract (preview)",
 }
 
 # Argument names that would carry an identity or an admin flag.

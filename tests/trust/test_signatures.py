@@ -182,7 +182,7 @@ def test_publish_sign_publishes_and_signs_in_one_transaction(
     folder.mkdir(parents=True)
     (folder / "tool.yaml").write_text(
         f"tool_id: {tool_id}\ntool_type: script\nexecutor: bash_runtime\nversion: 1.0.0\n"
-        "entrypoint: run.sh\nconfig:\n  timeout_s: 12.5\n"
+        "entrypoint: run.sh\nconfig:\n  timeout: 12.5\n"
     )
     (folder / "run.sh").write_bytes(b"#!/usr/bin/env bash\r\necho '{\"ok\": true}'\r\n")
     try:

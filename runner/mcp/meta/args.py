@@ -30,6 +30,7 @@ ACTIONS = (
     "update",
     "publish",
     "yank",
+    "deprecate",
     "delete",
     "import",
     "approve",

@@ -20,7 +20,7 @@ from .import_action import import_tools
 from .results import guarded, ok
 from .run import guarded_run
 from .state import ServerState, session_of
-from .writes import delete, publish, yank
+from .writes import delete, deprecate, publish, yank
 
 __all__ = ["execute"]
 
@@ -31,7 +31,9 @@ Action = Annotated[
             "run: run the item with `parameters`. dry_run: resolve, check parameters and validate "
             "without running. create: publish a NEW item from `manifest` and `files` (refused if it "
             "exists). update: publish a new version of an EXISTING item. publish: publish as given. "
-            "yank: withdraw item_id=id@version (never latest again). delete: remove the item and "
+            "yank: withdraw item_id=id@version (never latest again; runs only when pinned, with a warning). "
+            "deprecate: mark item_id=id@version deprecated (it still runs, warning with "
+            "parameters={'message': ...}). delete: remove the item and "
             "all its versions (needs confirm=true). import: item_id names "
             "an mcp_server; publish one mcp_tool per tool it lists (<server>.<tool>)."
         ),
@@ -113,7 +115,8 @@ async def execute(
     permissions: Permissions = None,
     ctx: Context | None = None,
 ) -> CallToolResult:
-    """Act on an item: run or dry_run it, create/update/publish it, delete it, or import the
+    """Act on an item: run or dry_run it, create/update/publish it, yank or deprecate a version of
+    it, delete it, or import the
     tools of an MCP server (action=import, item_id=the mcp_server). Results are structured (a run
     gives {tool_id, version, status, output, error, exit_code, duration_ms, executor_chain});
     failures are tool errors with a hint."""
@@ -197,6 +200,7 @@ async def _decide(state: ServerState, req: ExecuteRequest) -> CallToolResult:
 _ACTS: dict[str, Act] = {
     "delete": delete,
     "yank": yank,
+    "deprecate": deprecate,
     "import": import_tools,
     "open_context": _open_context,
     "approve": _decide,

@@ -93,6 +93,8 @@ size_bytes, is_entrypoint, content_text?}]}.""",
   action=publish  manifest + files: publish as given (new item or new version)
   action=yank     item_id=id@version: withdraw that version (still runnable when pinned, never latest);
                   parameters {reason}? optional
+  action=deprecate  item_id=id@version: it still runs, but every run of it warns with
+                  parameters {message}? (say what to use instead)
   action=delete   item_id: without confirm=true only shows what would be deleted; with it, removes
                   the item and all its versions (refused while other items execute on it)
   action=import   item_id of an mcp_server: start it (as its registry row says; nothing else is

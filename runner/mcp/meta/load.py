@@ -3,15 +3,17 @@ chain with signature states, parameter schema, files; directives and knowledge w
 
 from __future__ import annotations
 
-import asyncio
 import json
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from mcp_types import CallToolResult
 from pydantic import Field
 
+from ...core.outputs import output_schema
 from ...core.plan import Plan
 from ...errors import UsageError
+from ...harness.run import lifecycle_warnings
 from ...trust.states import UNSIGNED, verdict_label
 from .args import ITEM_TYPES, check_item_type, item_type_of, split_ref
 from .results import guarded, ok
@@ -49,13 +51,14 @@ async def load(
     include_content: IncludeContent = None,
 ) -> CallToolResult:
     """Load one item: its manifest, executor chain (the item down to its primitive), the JSON Schema
-    of its parameters, and its files. Directives and knowledge come with their text."""
+    of its parameters (and outputSchema, that of its output, when it declares one), and its files.
+    Directives and knowledge come with their text."""
 
     async def call() -> CallToolResult:
         reg = state.registry
         kind = check_item_type(item_type)
         ref, ver = split_ref(item_id, version)
-        chain, plan = await asyncio.gather(reg.chain(ref), reg.plan(ref, ver))
+        plan = await reg.plan(ref, ver)
         actual = item_type_of(plan.tool_type)
         if kind is not None and kind != actual:
             raise UsageError(
@@ -63,8 +66,7 @@ async def load(
                 hint=f"load it with item_type='{actual}' or without item_type",
             )
         verdicts = await state.runner.verify(plan)
-        top = chain[0] if chain else None
-        manifest = top["manifest"] if top and top.get("version") == plan.version else None
+        by_tool = {v.tool_id: v for v in verdicts}
         with_text = include_content if include_content is not None else actual != "tool"
         loaded = {
             "item_id": plan.tool_id,
@@ -72,23 +74,37 @@ async def load(
             "tool_type": plan.tool_type,
             "version": plan.version,
             "content_hash": plan.content_hash,
-            "manifest": manifest,
+            "manifest": plan.manifest or None,  # the loaded version's own
             "signature": verdict_label(verdicts[0]) if verdicts else UNSIGNED,
-            "executor_chain": [
+            "executor_chain": [  # the loaded version's chain as it runs (its plan's), never the latest's
                 {
-                    **{k: row.get(k) for k in ("depth", "tool_id", "tool_type", "version", "content_hash")},
-                    "signature": verdict_label(v) if v is not None else UNSIGNED,
+                    "depth": depth,
+                    **asdict(link),
+                    "signature": verdict_label(by_tool[link.tool_id]) if link.tool_id in by_tool else UNSIGNED,
                 }
-                for row, v in zip(chain, _align(verdicts, chain), strict=True)
+                for depth, link in enumerate(plan.chain)
             ],
             "primitive": plan.primitive,
             "parameters": plan.parameters or {"type": "object", "properties": {}},
             "outputs": plan.outputs,
+            "outputSchema": _output_schema(plan),
             "files": _files(plan, with_text),
+            **{k: getattr(plan, k) for k in ("deprecated", "deprecation_message", "yanked", "yanked_reason")},
+            "warnings": lifecycle_warnings(plan),
         }
         return ok(_load_text(loaded), loaded)
 
     return await guarded("load", call)
+
+
+def _output_schema(plan: Plan) -> dict[str, Any] | None:
+    """The tool's declared outputs as a JSON Schema (MCP's outputSchema), which a successful
+    `execute run` holds its `output` to; None when none are declared or they are unusable
+    (a run then says why)."""
+    try:
+        return output_schema(plan.outputs)
+    except ValueError:
+        return None
 
 
 def _files(plan: Plan, with_text: bool) -> list[dict[str, Any]]:
@@ -101,18 +117,12 @@ def _files(plan: Plan, with_text: bool) -> list[dict[str, Any]]:
     return files
 
 
-def _align(verdicts: list[Any], chain: list[dict[str, Any]]) -> list[Any]:
-    """The verdict of each chain row, by tool (load's chain is the latest; a pinned version's
-    verdicts come from its own chain, which can be shaped differently)."""
-    by_tool = {v.tool_id: v for v in verdicts}
-    return [by_tool.get(row.get("tool_id")) for row in chain]
-
-
 def _load_text(d: dict[str, Any]) -> str:
     m = d.get("manifest") or {}
     lines = [f"{d['item_id']}@{d['version']}  ({d['item_type']}: {d['tool_type']})  {m.get('name', '')}".rstrip()]
     if m.get("description"):
         lines.append(f"  {m['description'].strip()}")
+    lines += [f"warning: {w}" for w in d["warnings"]]
     lines += ["", "executor chain: " + " -> ".join(f"{c['tool_id']}@{c['version']}" for c in d["executor_chain"])]
     lines.append(
         "signatures: "
@@ -130,6 +140,8 @@ def _load_text(d: dict[str, Any]) -> str:
         lines.append(
             f"  {pname} ({prop.get('type', 'any')}{', ' + flag if flag else ''}){enum}: {prop.get('description', '')}"
         )
+    if d.get("outputSchema") is not None:  # what a successful run's `output` is checked against
+        lines.append("outputs (outputSchema): " + json.dumps(d["outputSchema"], ensure_ascii=False))
     lines.append("files:" + ("" if d["files"] else " none"))
     for f in d["files"]:
         star = " (entrypoint)" if f.get("is_entrypoint") else ""

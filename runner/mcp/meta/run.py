@@ -63,7 +63,11 @@ async def rendered_call(
 ) -> CallToolResult:
     """guarded_run over a runner's `call_tool` alone (primitives.base.CallTool): what Kiwi's
     MCP server and threads (runner/handlers/thread.py) share, so a thread's model sees each
-    tool's result as an agent calling `execute run` would."""
+    tool's result as an agent calling `execute run` would.
+
+    The structured content is the run's result (`output`, `status`, ...) for every tool, so
+    `execute` answers alike whatever it runs; a tool that declares outputs adds `outputSchema`,
+    the schema its `output` was checked against (core/outputs.py; `load` shows it too)."""
     try:
         result = await call_tool(
             ref,
@@ -88,6 +92,10 @@ async def rendered_call(
     child = result.context
     if child is not None:  # the directive's context: pass it to the calls made following it
         structured["context"] = child
+    if result.warnings:  # a deprecated or pinned yanked version, an unsigned link ... (also in the text)
+        structured["warnings"] = result.warnings
+    if result.output_schema is not None:  # `output` was checked against the tool's declared outputs
+        structured["outputSchema"] = result.output_schema
     if dry_run:
         out = result.output if isinstance(result.output, dict) else {}
         validation = out.get("validation") or {"passed": result.ok, "warnings": result.warnings}

@@ -1,4 +1,4 @@
-"""execute's writes to the registry: create/update/publish, yank and delete. Writes that would
+"""execute's writes to the registry: create/update/publish, yank, deprecate and delete. Writes that would
 choose what command other tools run are refused here over MCP (a prompt injection's favourite)
 unless the server was started to allow them; the database decides the rest. On a server that
 allows them, a non-admin's such publish is held for a person: a pending approval of exactly
@@ -21,7 +21,7 @@ from .args import ExecuteRequest, same_tool, split_ref
 from .results import fail, ok
 from .state import ServerState
 
-__all__ = ["delete", "publish", "yank"]
+__all__ = ["delete", "deprecate", "publish", "yank"]
 
 COMMAND_TYPES = ("runtime", "primitive", "mcp_server")
 
@@ -130,20 +130,35 @@ async def delete(state: ServerState, req: ExecuteRequest) -> CallToolResult:
 
 
 async def yank(state: ServerState, req: ExecuteRequest) -> CallToolResult:
-    """Withdraw one version: still runnable when pinned, never the latest again."""
-    reg = state.registry
-    ref, ver = split_ref(req.item_id, req.version)
-    if ver is None:
-        raise UsageError("yank needs a version", hint=f"give item_id='{ref}@1.0.0' (load it to see versions)")
-    reason = (req.parameters or {}).get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise UsageError("reason must be a string", hint="parameters={'reason': 'why'}")
-    if not state.allow_command_writes and _acts_as_admin(reg):
-        top = (await reg.chain(ref))[0]
-        _refuse_command_write("yank", top["tool_id"], {**(top.get("manifest") or {}), **top})
-    answer = await reg.yank(ref, ver, reason)
+    """Withdraw one version: still runnable when pinned (with a warning), never the latest again."""
+    ref, ver, reason = await _version_status_request(state, req, "reason")
+    answer = await state.registry.yank(ref, ver, reason)
     text = f"yanked: {answer['tool_id']}@{answer['version']}; latest is now {answer.get('latest_version')}"
     return ok(text, {"action": "yank", **answer})
+
+
+async def deprecate(state: ServerState, req: ExecuteRequest) -> CallToolResult:
+    """Mark one version deprecated: it still runs, and every run of it warns with the message."""
+    ref, ver, message = await _version_status_request(state, req, "message")
+    answer = await state.registry.deprecate(ref, ver, message)
+    said = f": {message}" if message else ""
+    text = f"deprecated: {answer['tool_id']}@{answer['version']}{said}; runs of it now warn so"
+    return ok(text, {"action": "deprecate", **answer})
+
+
+async def _version_status_request(state: ServerState, req: ExecuteRequest, word: str) -> tuple[str, str, str | None]:
+    """yank's and deprecate's arguments: the exact version, and parameters={word: text}; over MCP
+    an admin's session may not change a command's status (as it may not publish one)."""
+    ref, ver = split_ref(req.item_id, req.version)
+    if ver is None:
+        raise UsageError(f"{req.action} needs a version", hint=f"give item_id='{ref}@1.0.0' (load it to see versions)")
+    text = (req.parameters or {}).get(word)
+    if text is not None and not isinstance(text, str):
+        raise UsageError(f"{word} must be a string", hint=f"parameters={{'{word}': '...'}}")
+    if not state.allow_command_writes and _acts_as_admin(state.registry):
+        top = (await state.registry.chain(ref))[0]
+        _refuse_command_write(req.action, top["tool_id"], {**(top.get("manifest") or {}), **top})
+    return ref, ver, text
 
 
 async def _exists(reg: Registry, ref: str) -> bool:

@@ -16,11 +16,11 @@ select is(
 
 -- a local script on a runtime of its own: the executor's config merged under the tool's
 select tests.publish('preview_rt', 'runtime', 'subprocess', '1.0.0',
-  '{"timeout_s": 100, "env": {"A": "rt", "B": "rt"}, "args": ["{entrypoint}"]}');
+  '{"timeout": 100, "env": {"A": "rt", "B": "rt"}, "args": ["{entrypoint}"]}');
 create temporary table preview on commit drop as
 select public.preview_execution_plan(
   '{"tool_id": "preview_local", "tool_type": "script", "executor": "preview_rt", "version": "0.1.0",
-    "entrypoint": "run.sh", "config": {"timeout_s": 5, "env": {"B": "local"}},
+    "entrypoint": "run.sh", "config": {"timeout": 5, "env": {"B": "local"}},
     "parameters": [{"name": "word", "type": "string", "required": true}]}',
   '[{"path": "run.sh", "content_text": "echo hi\n"}, {"path": "lib/data.txt", "content_text": "x"}]') as p;
 
@@ -28,7 +28,7 @@ select is((select jsonb_path_query_array(p, '$.chain[*].tool_id') from preview),
           '["preview_local", "preview_rt", "subprocess"]'::jsonb, 'the chain is the tool, then its executor''s chain');
 select is((select p -> 'config' from preview),
           (select kiwi_internal.jsonb_deep_merge(resolve_execution_plan('preview_rt') -> 'config',
-                                                 '{"timeout_s": 5, "env": {"B": "local"}}')),
+                                                 '{"timeout": 5, "env": {"B": "local"}}')),
           'the config is the executor''s plan config deep-merged with the tool''s, the tool winning');
 select is((select p #> '{config,env}' from preview), '{"A": "rt", "B": "local"}'::jsonb,
           'nested objects merge key by key');

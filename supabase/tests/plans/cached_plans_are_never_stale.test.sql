@@ -16,7 +16,7 @@ select is((select count(*)::int from kiwi_internal.plan_cache pc
           0, 'every cached plan equals a fresh computation');
 
 select tests.publish('cache_rt', 'runtime', 'subprocess', '1.0.0', '{"env": {"LEVEL": "one"}}');
-select tests.publish('cache_script', 'script', 'cache_rt', '1.0.0', '{"timeout_s": 7}');
+select tests.publish('cache_script', 'script', 'cache_rt', '1.0.0', '{"timeout": 7}');
 select is(tests.cached('cache_script'), null, 'a new tool is not cached before commit');
 select is(resolve_execution_plan('cache_script') #>> '{config,env,LEVEL}', 'one', 'but its plan is computed live');
 set constraints all immediate;
@@ -55,8 +55,8 @@ set constraints all immediate;
 set constraints all deferred;
 
 -- a pinned older version is computed live, and differs
-select tests.publish('cache_script', 'script', 'cache_rt', '1.1.0', '{"timeout_s": 9}');
-select is((resolve_execution_plan('cache_script', '1.0.0') -> 'config' ->> 'timeout_s')::int, 7,
+select tests.publish('cache_script', 'script', 'cache_rt', '1.1.0', '{"timeout": 9}');
+select is((resolve_execution_plan('cache_script', '1.0.0') -> 'config' ->> 'timeout')::int, 7,
           'a pinned older version gets its own plan, not the cached latest');
 
 -- a cached plan through a private runtime is still refused to those who cannot see it

@@ -17,13 +17,16 @@ select is(kiwi_internal.jsonb_deep_merge('{"a": 1}', '{"a": null}'),
           '{"a": null}'::jsonb, 'an explicit null in the child wins');
 
 -- four levels: primitive <- base runtime <- runtime <- script, each overriding some keys
-select tests.publish('lvl_base', 'runtime', 'subprocess', '1.0.0',
-  '{"timeout_s": 100, "env": {"BASE": "b", "SHARED": "base"}, "args": ["base"], "deep": {"l1": {"l2": {"from_base": 1, "over": "base"}}}}');
+-- (lvl_base declares the key `deep` in its config contract: subprocess's does not have it)
+select public.publish_tool_version(
+  '{"tool_id": "lvl_base", "tool_type": "runtime", "executor": "subprocess", "version": "1.0.0",
+    "config_schema": {"properties": {"deep": {"type": "object"}}},
+    "config": {"timeout": 100, "env": {"BASE": "b", "SHARED": "base"}, "args": ["base"], "deep": {"l1": {"l2": {"from_base": 1, "over": "base"}}}}}');
 select tests.publish('lvl_runtime', 'runtime', 'lvl_base', '1.0.0',
   '{"env": {"RUNTIME": "r", "SHARED": "runtime"}, "args": ["runtime", "{entrypoint}"], "deep": {"l1": {"l2": {"over": "runtime", "from_runtime": 2}}}}');
 select public.publish_tool_version(
   '{"tool_id": "lvl_script", "tool_type": "script", "executor": "lvl_runtime", "version": "1.0.0",
-    "config": {"timeout_s": 5, "env": {"SHARED": "script"}, "deep": {"l1": {"l2": {"over": "script"}, "l2b": true}}}}',
+    "config": {"timeout": 5, "env": {"SHARED": "script"}, "deep": {"l1": {"l2": {"over": "script"}, "l2b": true}}}}',
   '[{"path": "main.sh", "content_text": "echo hi"}]');
 
 create temporary table plan_under_test on commit drop as select resolve_execution_plan('lvl_script') as p;
@@ -39,7 +42,7 @@ select is((select p -> 'config' -> 'deep' from plan_under_test),
           'objects merge recursively four levels deep, the child winning at every level');
 select is((select p -> 'config' -> 'args' from plan_under_test), '["runtime", "{entrypoint}"]'::jsonb,
           'arrays come whole from the nearest level that defines them');
-select is((select (p -> 'config' ->> 'timeout_s')::int from plan_under_test), 5,
+select is((select (p -> 'config' ->> 'timeout')::int from plan_under_test), 5,
           'a scalar set by the tool overrides its runtime and the primitive');
 
 select * from finish();

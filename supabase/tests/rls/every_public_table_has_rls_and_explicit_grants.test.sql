@@ -163,7 +163,7 @@ select column_privs_are('public', 'namespace_members', 'created_at', 'authentica
   'authenticated cannot write created_at of a membership');
 
 -- RPCs: reading is for everyone, lifecycle changes need a signed-in caller.
-select function_privs_are('public', 'resolve_executor_chain', array['text'], 'anon', array['EXECUTE'],
+select function_privs_are('public', 'resolve_executor_chain', array['text', 'text'], 'anon', array['EXECUTE'],
   'anon may resolve executor chains');
 select function_privs_are('public', 'resolve_executor_chains_batch', array['text[]'], 'anon', array['EXECUTE'],
   'anon may resolve chains in batch');
