@@ -729,7 +729,7 @@ LAYER1_RUNTIMES = [
         "Sandboxed environments",
         "sandbox",
         "sh",
-        {"sandbox": {"network": False, "read_only_root": True}, "timeout_s": 120},
+        {"sandbox": {"network": False, "read_only_root": True}, "timeout": 120},
     ),
 ]
 LAYER2_RUNTIMES = [
@@ -996,7 +996,7 @@ class Generator:
             language, ext = SEED_SCRIPT_RUNTIMES[executor]
         identity["tags"] = [*identity["tags"], language]
         entry = f"main.{ext}"
-        config: dict[str, Any] = {"timeout_s": r.choice([10, 30, 60, 120])}
+        config: dict[str, Any] = {"timeout": r.choice([10, 30, 60, 120])}
         if language in ("python", "node") and r.random() < 0.5:
             config["requires"] = [f"{identity['_noun']}-lib=={r.randint(1, 9)}.{r.randint(0, 9)}"]
         content = (

@@ -303,6 +303,42 @@ async def test_a_documents_python_tool_reads_its_parameter_from_sys_argv(
     assert styled.output == {"shout": "HI", "style": "loud"}, "in the order the manifest declares them"
 
 
+async def test_a_multi_file_script_names_its_entrypoint_in_config_alone(
+    runner: Runner, publish_tool: Callable[..., str], conn: psycopg.Connection
+) -> None:
+    """Regression (issue 15): the documents put `entrypoint` in the config; publish refused a
+    multi-file script that named it only there, and marked no file as the entrypoint."""
+    helper = "def shout(text):\n    return text.upper()\n"
+    main = "import json\nimport sys\n\nfrom helper import shout\n\nprint(json.dumps({'out': shout(sys.argv[1])}))\n"
+    tool = publish_tool(
+        "two_files",
+        {
+            "tool_type": "script",
+            "executor": "python_runtime",
+            "config": {"entrypoint": "main.py"},
+            "parameters": [{"name": "text", "type": "string", "required": True}],
+        },
+        {"helper.py": helper, "main.py": main},
+    )
+    marked = conn.execute(
+        "select f.path from tool_version_files f join tool_versions v on v.id = f.version_id"
+        " join tools t on t.id = v.tool_uuid where t.ref = %s and f.is_entrypoint",
+        (tool,),
+    ).fetchall()
+    assert marked == [("main.py",)]
+    result = await runner.run(tool, {"text": "hi"})
+    assert result.status == "success", result.error
+    assert result.output == {"out": "HI"}
+
+
+def test_a_config_entrypoint_that_is_not_a_file_is_refused_naming_it(
+    publish_tool: Callable[..., str],
+) -> None:
+    manifest = {"tool_type": "script", "executor": "python_runtime", "config": {"entrypoint": "nope.py"}}
+    with pytest.raises(psycopg.errors.Error, match=r'entrypoint: "nope.py" is not among the files \(a.py, b.py\)'):
+        publish_tool("bad_entry", manifest, {"a.py": "print(1)", "b.py": "print(2)"})
+
+
 # --- bad input, broken tools, integrity -----------------------------------------------------
 
 

@@ -148,7 +148,7 @@ class _Session:
             if exc.code == types.REQUEST_TIMEOUT:
                 raise CallTimedOut(
                     f"{self.spec.ref}: {name} did not answer within {timeout_s:g} s",
-                    hint="raise config.timeout_s of the tool or its server",
+                    hint="raise config.timeout of the tool or its server",
                 ) from exc
             raise
         finally:

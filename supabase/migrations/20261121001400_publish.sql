@@ -243,6 +243,8 @@ declare
   v_bad     text[];
   v_mistyped text[];
   v_clash   record;
+  -- the file the manifest names as the one that runs: `entrypoint`, or the documents' config.entrypoint
+  v_named   jsonb := coalesce(p_manifest -> 'entrypoint', p_manifest #> '{config,entrypoint}');
 begin
   if p_files is null or jsonb_typeof(p_files) <> 'array' then
     return array['files: must be a list of {path, content_text, is_entrypoint, media_type}'];
@@ -330,20 +332,20 @@ begin
   if cardinality(v_entry) > 1 then
     p := p || format('files: only one entrypoint allowed, found %s', array_to_string(v_entry, ', '));
   end if;
-  if jsonb_typeof(p_manifest -> 'entrypoint') = 'string' then
-    if not (p_manifest ->> 'entrypoint') = any (v_paths) then
-      p := p || format('entrypoint: "%s" is not among the files (%s)', p_manifest ->> 'entrypoint',
+  if jsonb_typeof(v_named) = 'string' then
+    if not (v_named #>> '{}') = any (v_paths) then
+      p := p || format('entrypoint: "%s" is not among the files (%s)', v_named #>> '{}',
                        coalesce(nullif(array_to_string(v_paths, ', '), ''), 'none given'));
-    elsif cardinality(v_entry) = 1 and v_entry[1] <> (p_manifest ->> 'entrypoint') then
+    elsif cardinality(v_entry) = 1 and v_entry[1] <> (v_named #>> '{}') then
       p := p || format('entrypoint: "%s" disagrees with the file marked is_entrypoint ("%s")',
-                       p_manifest ->> 'entrypoint', v_entry[1]);
+                       v_named #>> '{}', v_entry[1]);
     end if;
   end if;
   if (p_manifest ->> 'tool_type') = 'script' and cardinality(v_paths) = 0 then
     p := p || 'files: a script needs at least one file, its entrypoint'::text;
   elsif (p_manifest ->> 'tool_type') = 'script' and cardinality(v_entry) = 0
-        and cardinality(v_paths) > 1 and not p_manifest ? 'entrypoint' then
-    p := p || 'entrypoint: a script with several files must say which one runs (entrypoint, or is_entrypoint on the file)'::text;
+        and cardinality(v_paths) > 1 and v_named is null then
+    p := p || 'entrypoint: a script with several files must say which one runs (entrypoint, config.entrypoint, or is_entrypoint on the file)'::text;
   end if;
   return p;
 end
@@ -459,15 +461,15 @@ $$;
 revoke execute on function kiwi_internal.publish_target(jsonb, jsonb) from public, anon, authenticated, service_role;
 
 -- The files of a version as publish stores them and plans carry them: hashed, sized,
--- the entrypoint marked (the manifest's, else the one flagged, else a lone file), the
--- media type guessed when not given, sorted by path. Publish (publish_contents) and
--- preview_execution_plan (20261121002600_local_plans.sql) both take them from here.
+-- the entrypoint marked (the manifest's entrypoint or config.entrypoint, else the one
+-- flagged, else a lone file), the media type guessed when not given, sorted by path.
+-- Publish (publish_contents) and preview_execution_plan (20261121002600_local_plans.sql) both take them from here.
 create function kiwi_internal.planned_files(p_manifest jsonb, p_files jsonb) returns jsonb
   language sql stable
   set search_path = ''
 as $$
   with entry as (
-    select coalesce(p_manifest ->> 'entrypoint',
+    select coalesce(p_manifest ->> 'entrypoint', p_manifest #>> '{config,entrypoint}',
                     (select f ->> 'path' from jsonb_array_elements(p_files) f
                       where (f ->> 'is_entrypoint')::boolean is true limit 1),
                     case when jsonb_array_length(p_files) = 1 then p_files #>> '{0,path}' end) as path

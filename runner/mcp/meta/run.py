@@ -82,7 +82,7 @@ async def rendered_call(
     except TimeoutError:
         return fail(
             f"{ref} did not finish within the server's limit of {run_timeout_s:g} s; it was stopped",
-            "the tool's own timeout_s should end it sooner; raise it in the tool's config, or run it with the kiwi CLI",
+            "the tool's own config.timeout should end it sooner; raise it in the tool's config, or run it with the kiwi CLI",
             kind="timeout",
             extra={"result": {"tool_id": ref, "version": ver, "status": "timeout"}},
         )
@@ -145,5 +145,5 @@ def _run_hint(result: RunResult, ref: str) -> str:
     if result.failure is not None:
         return result.failure.hint or default_hint(result.failure)
     if result.status == "timeout":
-        return "the tool hit its own timeout; try smaller inputs, or a version with a longer config.timeout_s"
+        return "the tool hit its own timeout; try smaller inputs, or a version with a longer config.timeout"
     return f"the tool ran and failed (exit code {result.exit_code}); check parameters with load(item_id='{ref}')"
