@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -44,6 +46,7 @@ URL = os.environ.get("KIWI_DATABASE_URL", "postgresql://postgres:postgres@127.0.
 
 async def main(runs: int) -> None:
     cache = Path(tempfile.mkdtemp(prefix="kiwi-gate-bench-"))
+    atexit.register(shutil.rmtree, cache, True)  # the bench leaves no cache behind
     settings = Settings(backend="postgres", database_url=URL, supabase_url=None, supabase_key=None, cache_dir=cache)
     registry = PostgresRegistry(URL, principal=local_owner())
     runner = Runner(registry, settings, session="bench-gate")

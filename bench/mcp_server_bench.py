@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -81,6 +83,7 @@ def checked(result: Any) -> Any:
 
 async def run(reps: int, url: str) -> str:
     cache = Path(tempfile.mkdtemp(prefix="kiwi-mcp-bench-"))
+    atexit.register(shutil.rmtree, cache, True)  # the bench leaves no cache behind
     settings = Settings(backend="postgres", database_url=url, supabase_url=None, supabase_key=None, cache_dir=cache)
     runner = Runner(PostgresRegistry(url, principal=local_owner()), settings)
     registry = PostgresRegistry(url, principal=local_owner())
