@@ -183,6 +183,7 @@ select public.publish_tool_version(
     "properties": {
      "rules": {
       "type": "array",
+      "x-merge": "append",
       "items": {
        "type": "object",
        "additionalProperties": false,
@@ -377,6 +378,8 @@ config_schema:
       properties:
         rules:
           type: array
+          # a tool adds its rules after its runtime's and can never remove theirs
+          x-merge: append
           items:
             type: object
             additionalProperties: false

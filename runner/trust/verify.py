@@ -82,24 +82,48 @@ def signature_state(
 
 def merged_config(manifests: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The plan's config rebuilt from the chain's manifests (tool first, as stored), with
-    the registry's rule (kiwi_internal.jsonb_deep_merge): the child wins, objects merge
-    recursively, arrays and scalars are replaced, a manifest without config changes nothing."""
+    the registry's rule (kiwi_internal.jsonb_deep_merge_all): the child wins, objects merge
+    recursively, arrays and scalars are replaced, a manifest without config changes nothing;
+    but a list an element's config_schema marks `x-merge: append` is appended to by the
+    elements above it (a value that is no list adds nothing, and an object holding such a
+    list is not replaced by a value that is no object)."""
     out: Any = None
+    marks: Any = None
     for manifest in reversed(manifests):  # primitive first
         patch = manifest.get("config", _MISSING)
         if patch is not _MISSING:
-            out = _merge(out, patch)
+            out = _merge(out, patch, marks)
+        marks = _append_marks(manifest.get("config_schema"), marks)
     return out if out is not None else {}
 
 
-def _merge(base: Any, patch: Any) -> Any:
+def _merge(base: Any, patch: Any, marks: Any = None) -> Any:
+    if marks == "append":
+        return patch if not isinstance(base, list) else base + patch if isinstance(patch, list) else base
+    if isinstance(marks, dict) and isinstance(base, dict) and not isinstance(patch, dict):
+        return base
     if not isinstance(base, dict) or not isinstance(patch, dict):
         return patch
     merged = {**base, **patch}
     for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            merged[key] = _merge(base[key], value)
+        mark = marks.get(key) if isinstance(marks, dict) else None
+        if mark is not None or (isinstance(value, dict) and isinstance(base.get(key), dict)):
+            merged[key] = _merge(base.get(key), value, mark) if key in base else value
     return merged
+
+
+def _append_marks(schema: Any, marks: Any) -> Any:
+    """kiwi_internal.append_marks: the marks of `schema` added to `marks`, never taken away."""
+    if marks == "append" or not isinstance(schema, dict):
+        return marks
+    if schema.get("x-merge") == "append":
+        return "append"
+    out = marks
+    for key, sub in (schema.get("properties") if isinstance(schema.get("properties"), dict) else {}).items():
+        mark = _append_marks(sub, marks.get(key) if isinstance(marks, dict) else None)
+        if mark is not None:
+            out = {**(out or {}), key: mark}
+    return out
 
 
 def judge(plan: Plan, attestations: Sequence[dict[str, Any]], trust: TrustSettings) -> list[Verdict]:

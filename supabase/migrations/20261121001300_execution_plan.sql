@@ -28,7 +28,8 @@ create type kiwi_internal.plan_build as (
 );
 
 -- The plan of one version: its chain walked by walk_chains (20261121001200_chain_resolution.sql)
--- with the visibility given, then the configs merged, the files listed.
+-- with the visibility given, then the configs merged (lists an element's config_schema marks
+-- "x-merge": "append" appended to, 20261121001100_jsonb_merge.sql), the files listed.
 create function kiwi_internal.compute_plan(p_version_uuid uuid, p_admin boolean, p_ns text[])
   returns kiwi_internal.plan_build
   language plpgsql stable security definer
@@ -41,6 +42,7 @@ declare
   v_link       kiwi_internal.chain_row;
   v_links      jsonb;
   v_configs    jsonb[] := '{}';
+  v_schemas    jsonb[] := '{}';   -- each element's config_schema, for its append marks
   v_tools      uuid[] := '{}';
   v_versions   uuid[] := '{}';
   v_restricted text[] := '{}';
@@ -64,6 +66,7 @@ begin
     v_links := v_links || jsonb_build_object('tool_id', v_link.tool_id, 'tool_type', v_link.tool_type,
                                              'version', v_link.version, 'content_hash', v_link.content_hash);
     v_configs := array_prepend(v_link.manifest -> 'config', v_configs);   -- primitive first
+    v_schemas := array_prepend(v_link.manifest -> 'config_schema', v_schemas);
     v_tools := v_tools || v_link.tool_uuid;
     v_versions := v_versions || v_link.version_uuid;
     if v_link.depth > 0 and v_link.visibility = 'private' then
@@ -91,7 +94,7 @@ begin
     'executor_id',  v_root.executor_id,
     'primitive',    case when v_link.tool_type = 'primitive' then v_link.tool_id end,   -- the last link
     'chain',        v_links,
-    'config',       coalesce(kiwi_internal.jsonb_deep_merge_all(v_configs), '{}'::jsonb),
+    'config',       coalesce(kiwi_internal.jsonb_deep_merge_all(v_configs, v_schemas), '{}'::jsonb),
     'parameters',   v_params,
     'outputs',      v_root.manifest -> 'outputs',
     'manifest',     v_root.manifest,   -- the version's own manifest (what it declares: requires, ...)
@@ -277,6 +280,6 @@ begin
 end
 $$;
 comment on function public.resolve_execution_plan(text, text) is
-  'Everything needed to run a tool: its chain, the configs deep-merged from the primitive up (child wins, objects merge, arrays and scalars replaced), its parameters as JSON Schema, and its files.';
+  'Everything needed to run a tool: its chain, the configs deep-merged from the primitive up (child wins, objects merge, arrays and scalars replaced, but a list an element''s config_schema marks "x-merge": "append" is appended to by the elements above it), its parameters as JSON Schema, and its files.';
 revoke execute on function public.resolve_execution_plan(text, text) from public;
 grant execute on function public.resolve_execution_plan(text, text) to anon, authenticated, service_role;

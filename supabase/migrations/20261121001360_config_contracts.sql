@@ -32,6 +32,11 @@
 --                                         list) to the list at key: item's keys, then the
 --                                         old value's keys through spread
 -- A key of the old value that its spread does not name is refused by name.
+--
+-- x-merge: "append", on the schema of a list (type: array) reached from the top through
+-- properties: every element above the one that says it appends its items to the list
+-- instead of replacing it (20261121001100_jsonb_merge.sql): subprocess marks
+-- validation.rules, so no tool drops its runtime's rules.
 
 -- JSON types in words, for messages: "a whole number", "true or false", ...
 create function kiwi_internal.json_type_words(p_types text[]) returns text
@@ -165,7 +170,8 @@ declare
   v_value jsonb;
   v_types constant text[] := array['object', 'array', 'string', 'number', 'integer', 'boolean', 'null'];
   v_words constant text[] := array['type', 'enum', 'minimum', 'maximum', 'exclusiveMinimum', 'items', 'properties',
-                                   'additionalProperties', 'required', 'description', 'title', 'default', 'x-aliases'];
+                                   'additionalProperties', 'required', 'description', 'title', 'default', 'x-aliases',
+                                   'x-merge'];
 begin
   if p_depth > 16 then
     return array[format('%s: nested deeper than 16 levels', p_path)];
@@ -200,6 +206,10 @@ begin
         end if;
       when 'items', 'additionalProperties' then
         p := p || kiwi_internal.contract_problems(v_value, p_path || '.' || v_key, p_depth + 1);
+        if jsonb_path_exists(v_value, 'lax $.**."x-merge"') then
+          p := p || format('%s.%s: x-merge marks a key reached through properties only, not inside %s',
+                           p_path, v_key, v_key);
+        end if;
       when 'properties' then
         if jsonb_typeof(v_value) <> 'object' then
           p := p || format('%s.properties: an object {key: schema, ...}', p_path);
@@ -217,6 +227,12 @@ begin
       when 'description', 'title' then
         if jsonb_typeof(v_value) <> 'string' then
           p := p || format('%s.%s: must be a string', p_path, v_key);
+        end if;
+      when 'x-merge' then
+        if v_value is distinct from '"append"' then
+          p := p || format('%s.x-merge: "append" (the one way a list merges other than replaced)', p_path);
+        elsif p_schema -> 'type' is distinct from '"array"' then
+          p := p || format('%s.x-merge: marks a list: give type: array beside it', p_path);
         end if;
       when 'x-aliases' then
         if jsonb_typeof(v_value) <> 'object' then
@@ -516,8 +532,13 @@ grant execute on function kiwi_internal.config_normalise(jsonb, jsonb, text) to 
 
 -- A manifest's config held to its chain's contract (see the header), as the caller sees
 -- the chain. -> {manifest: with its config made canonical, normalised: [...],
--- problems: [...]}. An executor that cannot be found or whose chain does not resolve is
--- not checked here: publish and preview refuse it in their own words.
+-- problems: [...], append: the marks of the executor's chain (append_marks), under which
+-- the tool's config merges onto its executor's in its plan}. The config held to the
+-- contract is the tool's written over its chain's, every list replaced: a list the chain
+-- marks "x-merge": "append" is checked as the tool writes it (its items named by their own
+-- positions, a value that is no list refused), the chain's items having been checked when
+-- their elements were published. An executor that cannot be found or whose chain does not
+-- resolve is not checked here: publish and preview refuse it in their own words.
 create function kiwi_internal.checked_config(p_manifest jsonb) returns jsonb
   language plpgsql stable
   set search_path = ''
@@ -527,6 +548,8 @@ declare
   v_link     kiwi_internal.chain_row;
   v_schemas  jsonb[] := '{}';   -- primitive first, two per element: its type's, its own
   v_configs  jsonb[] := '{}';   -- primitive first
+  v_owns     jsonb[] := '{}';   -- primitive first: each element's own config_schema
+  v_marks    jsonb;             -- the executor chain's append marks
   v_contract jsonb;
   v_below    jsonb;
   v_schema   jsonb;
@@ -542,8 +565,12 @@ begin
       v_schemas := array[(select r.config_schema from public.tool_type_rules r where r.tool_type = v_link.tool_type),
                          v_link.manifest -> 'config_schema'] || v_schemas;
       v_configs := array_prepend(v_link.manifest -> 'config', v_configs);
+      v_owns := array_prepend(v_link.manifest -> 'config_schema', v_owns);
     end loop;
   end if;
+  foreach v_schema in array v_owns loop
+    v_marks := kiwi_internal.append_marks(v_schema, v_marks);
+  end loop;
   v_schemas := v_schemas
                || (select r.config_schema from public.tool_type_rules r where r.tool_type = p_manifest ->> 'tool_type')
                || (p_manifest -> 'config_schema');
@@ -551,7 +578,7 @@ begin
     v_contract := kiwi_internal.jsonb_deep_merge(v_contract, v_schema);
   end loop;
   if v_contract is null then
-    return jsonb_build_object('manifest', p_manifest, 'normalised', v_none, 'problems', v_none);
+    return jsonb_build_object('manifest', p_manifest, 'normalised', v_none, 'problems', v_none, 'append', v_marks);
   end if;
   v_r := kiwi_internal.config_normalise(coalesce(p_manifest -> 'config', '{}'), v_contract, 'config');
   v_problems := array(select jsonb_array_elements_text(v_r -> 'problems'));
@@ -566,7 +593,8 @@ begin
     'manifest', case when p_manifest ? 'config' then p_manifest || jsonb_build_object('config', v_r -> 'value')
                      else p_manifest end,
     'normalised', v_r -> 'normalised',
-    'problems', to_jsonb(v_problems));
+    'problems', to_jsonb(v_problems),
+    'append', v_marks);
 end
 $$;
 revoke execute on function kiwi_internal.checked_config(jsonb) from public;
@@ -587,9 +615,10 @@ update public.tool_type_rules set config_schema = $json${
                 "additionalProperties": {"type": "object", "additionalProperties": false,
                                          "properties": {"read": {"type": "array", "items": {"type": "string"}},
                                                         "write": {"type": "array", "items": {"type": "string"}}}}},
-    "startup_timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds to wait for the server to start"},
+    "startup_timeout": {"type": "number", "exclusiveMinimum": 0, "description": "seconds to wait for the server to start"},
     "idle_shutdown_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds unused before the server is stopped"}
-  }
+  },
+  "x-aliases": {"startup_timeout_s": "startup_timeout"}
 }$json$::jsonb
  where tool_type = 'mcp_server';
 
@@ -600,6 +629,22 @@ update public.tool_type_rules set config_schema = $json${
     "annotations": {"type": "object", "description": "the upstream tool's hints (readOnlyHint, idempotentHint, ...)"},
     "idempotent": {"type": "boolean", "description": "whether a call cut off mid-flight may be sent again"},
     "retries": {"type": "integer", "minimum": 0, "description": "extra attempts of a call that may be repeated"}
-  }
+  },
+  "x-aliases": {"mcp_tool_name": "tool"}
 }$json$::jsonb
  where tool_type = 'mcp_tool';
+
+-- A knowledge entry runs nothing: its config says what it is and where it came from, as the
+-- design documents write it (entry_type, source_type, source_url). The runner returns the
+-- source with the text (runner/harness/run.py, runner/mcp/meta/load.py); publish also
+-- checks that source_url is an http(s) URL (manifest_base_problems, 20261121001400_publish.sql).
+update public.tool_type_rules set config_schema = $json${
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+    "entry_type": {"type": "string", "description": "what kind of entry it is: pattern, guide, reference, ..."},
+    "source_type": {"type": "string", "description": "what kind of source it was taken from: docs, article, paper, ..."},
+    "source_url": {"type": "string", "description": "where it was taken from: an http or https URL"}
+  }
+}$json$::jsonb
+ where tool_type = 'knowledge';

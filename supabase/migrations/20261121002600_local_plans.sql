@@ -118,8 +118,10 @@ begin
                                                          'version', p_manifest ->> 'version',
                                                          'content_hash', v_hash))
                     || coalesce(v_exec_plan -> 'chain', '[]'::jsonb),
-    'config',       coalesce(kiwi_internal.jsonb_deep_merge(v_exec_plan -> 'config', p_manifest -> 'config'),
-                             '{}'::jsonb),
+    -- merged as compute_plan merges it: under the marks of the executor's chain (a list one of
+    -- them marks "x-merge": "append" is appended to, never replaced)
+    'config',       coalesce(kiwi_internal.jsonb_deep_merge(v_exec_plan -> 'config', p_manifest -> 'config',
+                                                            v_checked -> 'append'), '{}'::jsonb),
     'parameters',   kiwi_internal.parameters_schema(p_manifest -> 'parameters'),
     'outputs',      p_manifest -> 'outputs',
     'manifest',     p_manifest,

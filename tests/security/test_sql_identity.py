@@ -44,7 +44,8 @@ ANON_INVOKER_HELPERS = {
     "kiwi_internal.parameters_schema(p_parameters jsonb)": "a manifest's parameters as JSON Schema (preview)",
     "kiwi_internal.is_safe_path(p_path text)": "file path validation (preview)",
     "kiwi_internal.guess_media_type(p_path text)": "file media types (preview)",
-    "kiwi_internal.jsonb_deep_merge(p_base jsonb, p_patch jsonb)": "config merging (preview)",
+    "kiwi_internal.jsonb_deep_merge(p_base jsonb, p_patch jsonb, p_append jsonb)": "config merging (preview)",
+    "kiwi_internal.append_marks(p_schema jsonb, p_marks jsonb)": "the lists a contract marks append-only (preview)",
     "kiwi_internal.chain_error(p_kind text, p_root text, p_path text[], p_next text, p_detail text)": (
         "the wording of chain errors (preview)"
     ),
