@@ -298,6 +298,8 @@ def print_run(result: RunResult, dry_run: bool) -> None:
     chain = " -> ".join(result.executor_chain)
     label = "dry run ok" if dry_run and result.ok else result.status
     print(f"{label}: {where} via {chain or '?'} in {result.duration_ms:.0f} ms", file=sys.stderr)
+    if source := result.detail.get("source"):  # where a knowledge entry came from
+        print("source: " + ", ".join(source.values()), file=sys.stderr)
     if result.error:
         print(f"kiwi: {result.error}", file=sys.stderr)
 

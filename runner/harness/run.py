@@ -297,8 +297,10 @@ class Runner:
             if entry is not None:
                 placeholders["entrypoint"] = str(workdir / entry.path)
         handler = self.dispatcher.find(plan) if plan.primitive or plan.tool_type != "knowledge" else None
-        if handler is None:  # knowledge: its content is the result
-            return self._result(plan, Outcome(status="success", output=_knowledge(plan)))
+        if handler is None:  # knowledge: its content is the result, and where it came from its detail
+            source = knowledge_source(plan)
+            detail = {"source": source} if source else {}
+            return self._result(plan, Outcome(status="success", output=_knowledge(plan), detail=detail))
         progress = self._progress(plan)
         env_dir = await prepare_environment(plan.config, root, self.environ, progress)
         if env_dir is not None:
@@ -407,6 +409,18 @@ def lifecycle_warnings(plan: Plan) -> list[str]:
     if plan.deprecated:
         said.append(f"{where} is deprecated: {plan.deprecation_message or 'no reason given'}")
     return said
+
+
+SOURCE_KEYS = ("source_type", "source_url")  # a knowledge entry's config, as the design documents name it
+
+
+def knowledge_source(plan: Plan) -> dict[str, str]:
+    """Where a knowledge entry came from (config.source_type, config.source_url; publish checked
+    them: supabase/migrations/*_config_contracts.sql, *_publish.sql), returned with its text by
+    a run and by MCP load and execute. Empty for other tools and entries that do not say."""
+    if plan.tool_type != "knowledge":
+        return {}
+    return {k: v for k in SOURCE_KEYS if isinstance(v := plan.config.get(k), str) and v}
 
 
 def _knowledge(plan: Plan) -> Any:

@@ -5,7 +5,7 @@
 * Its transport and ClientSession context managers are entered and left by one
   background task (anyio requires a task group to be closed by the task that opened
   it); callers only send requests on the session.
-* Startup is bounded (`startup_timeout_s`), each call too (`timeout_s`); a session left
+* Startup is bounded (config `startup_timeout`), each call too (`timeout_s`); a session left
   unused for `idle_shutdown_s` closes itself.
 * A dead connection discards the session. A call that provably did not reach the
   server goes to a new session, retried at most `retries` times: its connection had
@@ -274,7 +274,7 @@ class _Session:
                 ConnectionFailed(
                     f"MCP server {self.spec.ref} did not start within {self.spec.startup_timeout_s:g} s"
                     + self._stderr_tail(),
-                    hint="check its command and environment, or raise config.startup_timeout_s",
+                    hint="check its command and environment, or raise config.startup_timeout",
                 )
             )
             self._task.cancel()

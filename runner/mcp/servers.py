@@ -73,7 +73,7 @@ def server_spec(plan: Plan, environ: Mapping[str, str]) -> ServerSpec:
     return ServerSpec(
         ref=ref,
         key=f"{ref}@{link.version}#{link.content_hash[:16]}:{fingerprint}",
-        startup_timeout_s=positive_number(config, "startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S, ref),
+        startup_timeout_s=positive_number(config, "startup_timeout", DEFAULT_STARTUP_TIMEOUT_S, ref),
         idle_shutdown_s=positive_number(config, "idle_shutdown_s", DEFAULT_IDLE_SHUTDOWN_S, ref),
         **fields,
     )

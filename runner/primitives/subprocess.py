@@ -356,6 +356,7 @@ def build_spec(invocation: Invocation) -> ProcessSpec:
     """
     config, environ = invocation.config, invocation.environ
     tool = invocation.plan.tool_id
+    _check_entrypoint_placed(invocation)
     positional, note = param_values(invocation.plan, invocation.params)
     values = {**invocation.values(), "param_values": positional}
     return ProcessSpec(
@@ -367,6 +368,28 @@ def build_spec(invocation: Invocation) -> ProcessSpec:
         max_output_bytes=int(positive_number(config, "max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES, tool)),
         notes=(note,) if note else (),
     )
+
+
+def _check_entrypoint_placed(invocation: Invocation) -> None:
+    """A command given only options, with an entrypoint the command, args and env never place
+    ({entrypoint}, {workdir}, its path), would get just the parameters on stdin, which an
+    interpreter given no script (bash, python3) runs as its program: a ConfigError instead."""
+    entry, workdir = invocation.placeholders.get("entrypoint"), invocation.workdir
+    if entry is None or workdir is None:
+        return
+    config = invocation.config
+    command, args, env = config.get("command"), config.get("args"), config.get("env")
+    argv = [*(command if isinstance(command, list) else [command]), *(args if isinstance(args, list) else [])]
+    if any(not str(a).startswith("-") for a in argv[1:]):  # an operand of its own (a file, a -c program)
+        return
+    relative = Path(entry).relative_to(workdir).as_posix()
+    texts = [*argv, *(env.values() if isinstance(env, Mapping) else [])]
+    if not any(isinstance(t, str) and any(m in t for m in ("{entrypoint}", "{workdir}", relative)) for t in texts):
+        raise ConfigError(
+            f"{invocation.plan.tool_id}: config.args never places its entrypoint {relative!r}, so the command "
+            f"{as_text(command)!r} would not run it (and would read the parameters on stdin as its input)",
+            hint='the runtime says where the file goes: args: ["{entrypoint}"] (the documents leave it implicit)',
+        )
 
 
 def param_values(plan: Plan, params: Mapping[str, Any]) -> tuple[list[str], str | None]:

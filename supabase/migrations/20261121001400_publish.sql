@@ -129,6 +129,13 @@ begin
       p := p || format('%s: must be an object', v_key);
     end if;
   end loop;
+  -- a knowledge entry's source_url (its type's contract makes it a string) is a link an agent
+  -- is given with the text: an http(s) URL, with a host and no user name or password
+  if p_manifest ->> 'tool_type' = 'knowledge' and jsonb_typeof(p_manifest #> '{config,source_url}') = 'string'
+     and (p_manifest #>> '{config,source_url}') !~* '^https?://[^[:space:][:cntrl:]/?#@]+([/?#][^[:space:][:cntrl:]]*)?$' then
+    p := p || format('config.source_url: %s is not an http or https URL (such as "https://example.com/guide"; no spaces, no user:password@)',
+                     left(to_jsonb(p_manifest #>> '{config,source_url}')::text, 120));
+  end if;
   -- the contract of the config this tool understands (20261121001360_config_contracts.sql)
   if p_manifest ? 'config_schema' then
     p := p || kiwi_internal.contract_problems(p_manifest -> 'config_schema', 'config_schema');

@@ -13,7 +13,7 @@ from pydantic import Field
 from ...core.outputs import output_schema
 from ...core.plan import Plan
 from ...errors import UsageError
-from ...harness.run import lifecycle_warnings
+from ...harness.run import knowledge_source, lifecycle_warnings
 from ...trust.states import UNSIGNED, verdict_label
 from .args import ITEM_TYPES, check_item_type, item_type_of, split_ref
 from .results import guarded, ok
@@ -88,6 +88,7 @@ async def load(
             "parameters": plan.parameters or {"type": "object", "properties": {}},
             "outputs": plan.outputs,
             "outputSchema": _output_schema(plan),
+            "source": knowledge_source(plan) or None,  # a knowledge entry's source_type / source_url
             "files": _files(plan, with_text),
             **{k: getattr(plan, k) for k in ("deprecated", "deprecation_message", "yanked", "yanked_reason")},
             "warnings": lifecycle_warnings(plan),
@@ -122,6 +123,8 @@ def _load_text(d: dict[str, Any]) -> str:
     lines = [f"{d['item_id']}@{d['version']}  ({d['item_type']}: {d['tool_type']})  {m.get('name', '')}".rstrip()]
     if m.get("description"):
         lines.append(f"  {m['description'].strip()}")
+    if d.get("source"):
+        lines.append("  source: " + ", ".join(d["source"].values()))
     lines += [f"warning: {w}" for w in d["warnings"]]
     lines += ["", "executor chain: " + " -> ".join(f"{c['tool_id']}@{c['version']}" for c in d["executor_chain"])]
     lines.append(

@@ -82,7 +82,8 @@ async def rendered_call(
     except TimeoutError:
         return fail(
             f"{ref} did not finish within the server's limit of {run_timeout_s:g} s; it was stopped",
-            "the tool's own config.timeout should end it sooner; raise it in the tool's config, or run it with the kiwi CLI",
+            "the tool's own config.timeout should end it sooner; raise it in the tool's config, "
+            "or run it with the kiwi CLI",
             kind="timeout",
             extra={"result": {"tool_id": ref, "version": ver, "status": "timeout"}},
         )
@@ -96,6 +97,8 @@ async def rendered_call(
         structured["warnings"] = result.warnings
     if result.output_schema is not None:  # `output` was checked against the tool's declared outputs
         structured["outputSchema"] = result.output_schema
+    if source := result.detail.get("source"):  # a knowledge entry's source_type / source_url (harness/run.py)
+        structured["source"] = source
     if dry_run:
         out = result.output if isinstance(result.output, dict) else {}
         validation = out.get("validation") or {"passed": result.ok, "warnings": result.warnings}
@@ -127,6 +130,8 @@ def _run_text(result: RunResult, dry_run: bool) -> str:
     label = ("dry run ok" if result.ok else "dry run failed") if dry_run else result.status
     via = f" via {chain}" if result.executor_chain else ""
     lines = [f"{label}: {where}{via} in {result.duration_ms:.0f} ms"]
+    if source := result.detail.get("source"):
+        lines.append("source: " + ", ".join(source.values()))
     if result.output is not None and not dry_run:
         lines += ["", _dump(result.output)]
     if dry_run and isinstance(result.output, dict) and "validation" in result.output:
