@@ -45,9 +45,15 @@ class Lazy:
             await self._instance.aclose()
 
 
+# Tool types a primitive must never run directly: their chains end in a primitive (an MCP tool's
+# in its server's), but running that primitive would spawn the server, or print the directive,
+# instead of doing what the tool is. runner/handlers runs them (standard_handlers).
+NEEDS_A_HANDLER = frozenset({"mcp_tool", "directive", "thread"})
+
+
 def ends_in(primitive: str) -> Accepts:
-    """Accepts the plans whose chain ends in `primitive`."""
-    return lambda plan: plan.primitive == primitive
+    """Accepts the plans whose chain ends in `primitive`, except the types only a handler runs."""
+    return lambda plan: plan.primitive == primitive and plan.tool_type not in NEEDS_A_HANDLER
 
 
 def of_type(tool_type: str) -> Accepts:
@@ -87,6 +93,11 @@ class Dispatcher:
         for handler in self.handlers:
             if handler.accepts(plan):
                 return handler
+        if plan.tool_type in NEEDS_A_HANDLER:
+            raise Refused(
+                f"no handler runs {plan.tool_id}: a {plan.tool_type} needs its handler, and this runner has none",
+                hint="build the Runner with dispatcher=runner.standard_dispatcher()",
+            )
         raise Refused(
             f"no handler runs {plan.tool_id}: its chain ends at {plan.primitive!r}",
             hint="a runnable chain ends in the subprocess or http_client primitive",
