@@ -142,7 +142,7 @@ def thread_of(publish_tool: Callable[..., str]) -> Callable[..., str]:
     that needs a tool it does not permit is refused at publish) and a thread following it,
     which narrows the permissions to hello_world."""
 
-    def make(tier: str, budget: dict[str, Any]) -> str:
+    def make(tier: str, budget: dict[str, Any] | None, **config: Any) -> str:
         directive = publish_tool(
             "thread_directive",
             {
@@ -159,7 +159,7 @@ def thread_of(publish_tool: Callable[..., str]) -> Callable[..., str]:
             {
                 "tool_type": "thread",
                 "executor": "llm_runtime",
-                "config": {"directive": directive, "tier": tier, "budget": budget},
+                "config": {"directive": directive, "tier": tier, **({"budget": budget} if budget else {}), **config},
                 "permissions": {"tools": ["hello_world"]},
             },
         )
@@ -319,6 +319,20 @@ async def test_a_thread_that_runs_out_of_seconds_stops(
     assert result.output.get("answer") is None
     rows = audit_rows(conn, result.output["session"])
     assert len(rows) == 1 and rows[0]["tool_id"].startswith("thread_directive_"), "only the directive's run"
+
+
+async def test_a_threads_own_timeout_is_its_time_limit_as_the_documents_write_it(
+    database_url: str, tmp_path: Path, provider: FakeProvider, thread_of: Callable[..., str], sessions: list[str]
+) -> None:
+    """Regression (issue 15): `timeout` on a thread was accepted and ignored (only budget.seconds
+    limited it), so a thread whose model was slow ran on; the documents' key is the thread's limit."""
+    thread = thread_of("fast", None, timeout=1.5)
+    provider.script, provider.delay_s = [anthropic_answer("too late")], 3.0
+    started = time.monotonic()
+    result = await run_thread(database_url, tmp_path, provider, thread)
+    sessions.append(result.output["session"])
+    assert time.monotonic() - started < 3.0, "the model's request is cut off at the thread's timeout"
+    assert result.status == "error" and result.output["budget_exhausted"] == "seconds"
 
 
 async def test_threads_send_their_model_requests_over_the_http_client_primitives_pooled_client() -> None:

@@ -11,6 +11,8 @@ data. The merged config is
     directive:    ref or ref@version                 the directive the model follows
     tier:         a tier (default: default_tier)
     budget:       {tokens, tool_calls, seconds}
+    timeout:      seconds: the whole thread's limit, as the design documents write it (the
+                  smaller of it and budget.seconds)
 
 A run is one session (`thread-<uuid>`):
 
@@ -153,7 +155,12 @@ class _Setup:
                 f"provider {tier.get('provider')}: unknown format {provider.get('format')!r}",
                 hint="format is anthropic_messages or openai_chat",
             )
-        return cls(directive_ref, tier_name, tier, provider, fmt, Budget.of(config.get("budget")))
+        budget = Budget.of(config.get("budget"))
+        # the documents' `timeout` on a thread (its own, not its executors') limits the whole thread
+        own = (plan.manifest.get("config") or {}).get("timeout")
+        if isinstance(own, int | float) and not isinstance(own, bool) and own > 0:
+            budget.seconds = min(budget.seconds, float(own))
+        return cls(directive_ref, tier_name, tier, provider, fmt, budget)
 
 
 class _Thread:
