@@ -1,10 +1,12 @@
--- search_tools: ranked search that reads as a person would rank, in tiers:
---   1. the exact id (or namespace/id);
---   2. every word of the query, as a prefix, in the id or name;
---   3. every word anywhere: tags, description, category;
---   4, 5. only to fill the page: the same two tiers with each word corrected against
---      the registry's vocabulary (typos: `helo wrld`, `fromat_bytes`, `kubernets`).
--- Within a tier, the most used first. The query may carry modifiers:
+-- search_tools: ranked search for queries written as sentences. A tool is found when it
+-- has ANY of the query's words (English stop words dropped, words stemmed, each a prefix,
+-- so `create pull request` finds what creates pull requests). A word no tool the caller
+-- sees has is replaced by its closest known spellings (trigram similarity against the
+-- registry's vocabulary: `forcast` -> forecast, never a far word like `format`). Ranked
+-- by, in order of weight: the exact id (or namespace/id); the share of the query's words
+-- it has; the share of its id and name those words cover; weighted full text
+-- (ts_rank_cd: id and name A, tags B, description and category C, parameter names and
+-- descriptions D); the most used breaks ties. The query may carry modifiers:
 --   type:T        tool type T, or tools running on runtime T / T_runtime (type:bash)
 --   category:C    category or subcategory C
 --   mcp:S         only MCP tools, those served by MCP server S or S_mcp: a reference
@@ -12,13 +14,79 @@
 --                 name in any namespace the caller sees (acme/S); mcp:* every MCP tool
 --   namespace:N   tools of namespace N
 -- An empty query lists by popularity. Unlisted tools never appear; RLS keeps private
--- tools to their namespace's members.
+-- tools to their namespace's members (search_tools is security invoker).
 --
--- Speed (bench/registry_bench.py): each tier is one query planned for its actual
--- words (plan_cache_mode = force_custom_plan), so a common word walks the popularity
--- index and stops at a page, while a rare one uses the GIN index; typos are matched
+-- Speed (bench/registry_bench.py): the OR of the words is served by the GIN index on
+-- tools.search_document; only the tools that match are ranked. Typos are matched
 -- against the small vocabulary (kiwi_internal.search_words), never against every tool.
 
+-- The ranked document: English (stemmed, stop words dropped), weighted by field. It
+-- includes the latest version's parameters, which tools does not mirror, so it is kept
+-- here by its own trigger, after tools_before_write, whenever a field it reads changes.
+alter table public.tools add column search_document tsvector not null default ''::tsvector;
+comment on column public.tools.search_document is
+  'search_tools'' ranked document: id and name (A), tags (B), description and category (C), parameters (D), English.';
+grant select (search_document) on table public.tools to anon;
+
+-- The words of a manifest's parameters: names and descriptions, in either form (a list
+-- of {name, description}, or a JSON Schema with properties).
+create function kiwi_internal.parameters_search_text(p_parameters jsonb) returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select coalesce(string_agg(kiwi_internal.search_words_of(k) || ' ' || coalesce(d, ''), ' '), '')
+    from (select p ->> 'name' as k, p ->> 'description' as d
+            from jsonb_array_elements(case jsonb_typeof(p_parameters) when 'array' then p_parameters else '[]' end) p
+           where jsonb_typeof(p) = 'object'
+          union all
+          select e.key, e.value ->> 'description'
+            from jsonb_each(case when jsonb_typeof(p_parameters -> 'properties') = 'object'
+                                 then p_parameters -> 'properties' else '{}' end) e
+           where jsonb_typeof(e.value) = 'object') x
+$$;
+revoke execute on function kiwi_internal.parameters_search_text(jsonb) from public;
+grant execute on function kiwi_internal.parameters_search_text(jsonb) to service_role;
+
+create function kiwi_internal.tool_search_document(
+  p_tool_id text, p_name text, p_tags text[], p_description text, p_category text, p_subcategory text,
+  p_parameters jsonb) returns tsvector
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select setweight(to_tsvector('english', kiwi_internal.search_words_of(p_tool_id || ' ' || coalesce(p_name, ''))), 'A')
+      || setweight(to_tsvector('english', kiwi_internal.search_words_of(array_to_string(coalesce(p_tags, '{}'), ' '))), 'B')
+      || setweight(to_tsvector('english', coalesce(p_description, '') || ' '
+                                          || kiwi_internal.search_words_of(concat_ws(' ', p_category, p_subcategory))), 'C')
+      || setweight(to_tsvector('english', kiwi_internal.parameters_search_text(p_parameters)), 'D')
+$$;
+revoke execute on function kiwi_internal.tool_search_document(text, text, text[], text, text, text, jsonb) from public;
+grant execute on function kiwi_internal.tool_search_document(text, text, text[], text, text, text, jsonb) to service_role;
+
+-- Security definer to read the latest version's manifest whoever writes the tool; it
+-- only sets the row's own document.
+create function kiwi_internal.tools_search_document() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+begin
+  if tg_op = 'INSERT'
+     or (new.name, new.description, new.tags, new.category, new.subcategory, new.latest_version)
+        is distinct from (old.name, old.description, old.tags, old.category, old.subcategory, old.latest_version) then
+    new.search_document := kiwi_internal.tool_search_document(
+      new.tool_id, new.name, new.tags, new.description, new.category, new.subcategory,
+      (select v.manifest -> 'parameters' from public.tool_versions v
+        where v.tool_uuid = new.id and v.version = new.latest_version));
+  end if;
+  return new;
+end
+$$;
+revoke execute on function kiwi_internal.tools_search_document() from public;
+-- fires after tools_before_write (triggers fire in name order)
+create trigger tools_search_document
+  before insert or update on public.tools
+  for each row execute function kiwi_internal.tools_search_document();
+
+create index tools_search_document_idx on public.tools using gin (search_document);
 create index tools_search_vector_idx on public.tools using gin (search_vector);
 create index tools_name_vector_idx on public.tools using gin (name_vector);
 create index tools_tool_id_idx on public.tools (tool_id);   -- the exact tier, across namespaces
@@ -69,19 +137,31 @@ create function public.search_tools(p_query text, p_tool_type text default null,
   set plan_cache_mode = force_custom_plan
 as $$
 declare
-  v_text      text := '';
-  v_word      text;
-  v_type      text := nullif(btrim(p_tool_type), '');
-  v_category  text := lower(nullif(btrim(p_category), ''));
-  v_mcp       text;
-  v_namespace text;
-  v_limit     int := least(greatest(coalesce(p_limit, 20), 1), 200);
-  v_words     text[];
-  v_query     tsquery;
-  v_terms     text[];
-  v_seen      text[] := '{}';
-  v_tier      int;
-  v_row       record;
+  v_text       text := '';
+  v_word       text;
+  v_type       text := nullif(btrim(p_tool_type), '');
+  v_category   text := lower(nullif(btrim(p_category), ''));
+  v_mcp        text;
+  v_namespace  text;
+  v_limit      int := least(greatest(coalesce(p_limit, 20), 1), 200);
+  v_stem       text;
+  v_fixes      text[];
+  v_doc_terms  text[] := '{}';  -- per query word: its stem as a prefix (or its corrections), for search_document
+  v_name_terms text[] := '{}';  -- the same word as written, for name_vector
+  v_doc_q      tsquery[];
+  v_name_q     tsquery[];
+  v_match      tsquery;         -- what a tool must match: any term, or all of them when enough tools do
+  v_n          int;
+  v_filter     constant text := $f$
+     and t.visibility <> 'unlisted'
+     and t.latest_version is not null
+     and ($2 is null or t.tool_type = $2 or t.executor_id in ($2, $2 || '_runtime'))
+     and ($3 is null or lower(t.category) = $3 or lower(t.subcategory) = $3)
+     and ($4 is null
+          or (t.tool_type = 'mcp_tool'
+              and ($4 = '*' or t.executor_id in ($4, $4 || '_mcp')
+                   or (strpos($4, '/') = 0 and split_part(t.executor_id, '/', 2) in ($4, $4 || '_mcp')))))
+     and ($5 is null or t.namespace = $5)$f$;
 begin
   foreach v_word in array regexp_split_to_array(btrim(coalesce(p_query, '')), '\s+') loop
     if v_word ~* '^type:.' then
@@ -97,66 +177,85 @@ begin
     end if;
   end loop;
 
-  v_words := array(select w from unnest(string_to_array(kiwi_internal.search_words_of(v_text), ' ')) w
-                    where w <> '');
-  if cardinality(v_words) > 0 then
-    v_query := to_tsquery('simple', (select string_agg(quote_literal(w) || ':*', ' & ') from unnest(v_words) w));
+  if v_text = '' then   -- a listing: most used first, along the popularity index
+    return query execute
+      'select t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
+              (t.run_count + t.download_count)::real
+         from public.tools t where true' || v_filter || '
+        order by t.run_count + t.download_count desc, t.ref limit $6'
+      using v_text, v_type, v_category, v_mcp, v_namespace, v_limit;
+    return;
   end if;
 
-  -- tier 0 alone for an empty query (everything, most used first); tiers 1-5 otherwise
-  for v_tier in (case when v_text = '' then 0 else 1 end)..(case when v_text = '' then 0 else 5 end) loop
-    exit when cardinality(v_seen) >= v_limit;
-    if v_tier > 1 and v_query is null then
-      exit;
+  -- Each distinct word that is not an English stop word is one term: its stem as a
+  -- prefix, or, when no tool the caller sees has it, its closest known spellings
+  -- (similarity >= 0.3: `forcast` is read as forecast, never as format).
+  foreach v_word in array array(select distinct w from unnest(string_to_array(kiwi_internal.search_words_of(v_text), ' ')) w
+                                 where w <> '') loop
+    v_stem := (select s.lexeme from unnest(to_tsvector('english', v_word)) s limit 1);
+    continue when v_stem is null;
+    -- (materialized: under exists' LIMIT 1 the planner would scan every tool for a word none has)
+    if length(v_word) >= 4
+       and not exists (with m as materialized (
+                         select 1 from public.tools t
+                          where t.search_document @@ to_tsquery('simple', quote_literal(v_stem) || ':*')
+                            and t.visibility <> 'unlisted')
+                       select 1 from m) then
+      v_fixes := array(select c from unnest(kiwi_internal.similar_search_words(v_word)) c
+                        where extensions.similarity(c, v_word) >= 0.3);
+      continue when cardinality(v_fixes) = 0;
+      v_doc_terms := v_doc_terms || (select string_agg(quote_literal(s.lexeme), ' | ')
+                                       from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s);
+      v_name_terms := v_name_terms || (select string_agg(quote_literal(c), ' | ') from unnest(v_fixes) c);
+    else
+      v_doc_terms := v_doc_terms || (quote_literal(v_stem) || ':*');
+      v_name_terms := v_name_terms || (quote_literal(v_word) || ':*');
     end if;
-    if v_tier = 4 then
-      -- each word or its closest known spellings; give up if no word has any
-      v_terms := array(
-        select '(' || array_to_string(array[quote_literal(w) || ':*']
-                                       || array(select quote_literal(c) from unnest(kiwi_internal.similar_search_words(w)) c),
-                                       ' | ') || ')'
-          from unnest(v_words) w);
-      exit when not exists (select 1 from unnest(v_words) w where cardinality(kiwi_internal.similar_search_words(w)) > 0);
-      v_query := to_tsquery('simple', array_to_string(v_terms, ' & '));
-    end if;
-    for v_row in
-      select t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id,
-             t.latest_version, t.run_count + t.download_count as popularity
-        from public.tools t
-       where case v_tier
-               when 0 then true
-               when 1 then t.ref = v_text or t.tool_id = v_text
-               when 2 then t.name_vector @@ v_query
-               when 3 then t.search_vector @@ v_query
-               when 4 then t.name_vector @@ v_query
-               else t.search_vector @@ v_query
-             end
-         and not t.ref = any (v_seen)
-         and t.visibility <> 'unlisted'
-         and t.latest_version is not null
-         and (v_type is null or t.tool_type = v_type or t.executor_id in (v_type, v_type || '_runtime'))
-         and (v_category is null or lower(t.category) = v_category or lower(t.subcategory) = v_category)
-         and (v_mcp is null
-              or (t.tool_type = 'mcp_tool'
-                  and (v_mcp = '*' or t.executor_id in (v_mcp, v_mcp || '_mcp')
-                       or (strpos(v_mcp, '/') = 0 and split_part(t.executor_id, '/', 2) in (v_mcp, v_mcp || '_mcp')))))
-         and (v_namespace is null or t.namespace = v_namespace)
-       order by t.run_count + t.download_count desc, t.ref
-       limit v_limit - cardinality(v_seen)
-    loop
-      v_seen := v_seen || v_row.ref;
-      tool_id := v_row.ref; namespace := v_row.namespace; name := v_row.name; tool_type := v_row.tool_type;
-      category := v_row.category; description := v_row.description; executor_id := v_row.executor_id;
-      latest_version := v_row.latest_version;
-      rank := case when v_tier = 0 then v_row.popularity
-                   else (6 - v_tier) + least(ln(1 + v_row.popularity) / 100, 0.99) end;
-      return next;
-    end loop;
   end loop;
+  v_doc_q := array(select to_tsquery('simple', x) from unnest(v_doc_terms) x where x is not null);
+  v_name_q := array(select to_tsquery('simple', x) from unnest(v_name_terms) x where x is not null);
+  v_n := cardinality(v_doc_q);
+  if v_n = 0 then   -- only stop words, or words nothing resembles: the exact id at most
+    v_match := null;
+  else
+    v_match := (select string_agg(q::text, ' & ')::tsquery from unnest(v_doc_q) q);
+    -- Tools with every word outrank those with fewer (see rank); when a page of them
+    -- exists, only they are ranked, so a common word among rare ones costs nothing.
+    -- (materialized: under LIMIT the planner would scan every tool when few match)
+    if v_n > 1 then
+      execute 'with m as materialized (select 1 from public.tools t where t.search_document @@ $6' || v_filter || ')
+               select count(*) from (select 1 from m limit $7) x'
+        into v_n using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit;
+    end if;
+    if v_n < v_limit then
+      v_match := (select string_agg('(' || q::text || ')', ' | ')::tsquery from unnest(v_doc_q) q);
+    end if;
+    v_n := cardinality(v_doc_q);
+  end if;
+
+  -- rank: the exact id (100), then 3 for each word the tool has, then how much of its
+  -- id and name the words cover (0..1), weighted full text (0..1), popularity (0..0.01).
+  return query execute format($f$
+    select t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
+           ((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
+            + 3 * (%s)
+            + (%s)::real / greatest(length(t.name_vector), 1)
+            + coalesce(ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', t.search_document, $6, 32), 0)
+            + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01))::real
+      from public.tools t
+     where (t.ref = $1 or t.tool_id = $1 or t.search_document @@ $6) %s
+     order by 9 desc, t.ref
+     limit $7$f$,
+    coalesce((select string_agg(format('(t.search_document @@ $8[%s])::int', i), ' + ')
+                from generate_series(1, v_n) i), '0'),
+    coalesce((select string_agg(format('(t.name_vector @@ $9[%s])::int', i), ' + ')
+                from generate_series(1, v_n) i), '0'),
+    v_filter)
+    using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q;
 end
 $$;
 comment on function public.search_tools(text, text, text, int) is
-  'Ranked search: exact id, then every word in id or name, then anywhere, then the same with typos corrected; most used first within each. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first.';
+  'Ranked search: any of the query''s words (English stop words dropped, stemmed, as prefixes; a word no tool has is replaced by its closest known spellings), ranked by the exact id, then how many words match, how much of the name they cover, and weighted full text (name and id, tags, description, parameters); most used breaks ties. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first.';
 revoke execute on function public.search_tools(text, text, text, int) from public;
 grant execute on function public.search_tools(text, text, text, int) to anon, authenticated, service_role;
 
@@ -171,7 +270,11 @@ declare
 begin
   update public.tools t set
     search_vector = kiwi_internal.tool_search_vector(t.tool_id, t.name, t.tags, t.description, t.category, t.subcategory),
-    name_vector   = kiwi_internal.tool_name_vector(t.tool_id, t.name);
+    name_vector   = kiwi_internal.tool_name_vector(t.tool_id, t.name),
+    search_document = kiwi_internal.tool_search_document(
+      t.tool_id, t.name, t.tags, t.description, t.category, t.subcategory,
+      (select v.manifest -> 'parameters' from public.tool_versions v
+        where v.tool_uuid = t.id and v.version = t.latest_version));
   get diagnostics v_count = row_count;
   perform kiwi_internal.remember_search_words(
     string_agg(kiwi_internal.tool_vocabulary(t.tool_id, t.name, t.tags, t.category, t.subcategory), ' '))

@@ -100,17 +100,17 @@ select is_empty($$select tool_id from search_tools('private_tool') where tool_id
 select is_empty($$select tool_id from search_tools('namespace:acme') where tool_id = 'acme/private_tool'$$,
   'a stranger''s listing of acme does not show the private tool');
 select tests.act_as_user('owner');
-select results_eq($$select tool_id from search_tools('acme private') where tool_id like 'acme/%'$$,
-  $$values ('acme/private_tool')$$, 'the owner''s search finds the private tool');
+select results_eq($$select tool_id from search_tools('acme private') where tool_id like 'acme/%' limit 1$$,
+  $$values ('acme/private_tool')$$, 'the owner''s search finds the private tool first (it has both words)');
 select tests.act_as_user('member');
-select results_eq($$select tool_id from search_tools('private acme') where tool_id like 'acme/%'$$,
-  $$values ('acme/private_tool')$$, 'a member''s search finds the private tool');
+select results_eq($$select tool_id from search_tools('private acme') where tool_id like 'acme/%' limit 1$$,
+  $$values ('acme/private_tool')$$, 'a member''s search finds the private tool first');
 select tests.act_as_user('service_role');
-select results_eq($$select tool_id from search_tools('acme private') where tool_id like 'acme/%'$$,
-  $$values ('acme/private_tool')$$, 'service_role''s search finds the private tool');
+select results_eq($$select tool_id from search_tools('acme private') where tool_id like 'acme/%' limit 1$$,
+  $$values ('acme/private_tool')$$, 'service_role''s search finds the private tool first');
 select tests.act_as_admin();
-select results_eq($$select tool_id from search_tools('acme private') where tool_id like 'acme/%'$$,
-  $$values ('acme/private_tool')$$, 'postgres''s search finds the private tool');
+select results_eq($$select tool_id from search_tools('acme private') where tool_id like 'acme/%' limit 1$$,
+  $$values ('acme/private_tool')$$, 'postgres''s search finds the private tool first');
 
 -- views
 select tests.act_as_user('stranger');
