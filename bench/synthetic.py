@@ -729,7 +729,7 @@ LAYER1_RUNTIMES = [
         "Sandboxed environments",
         "sandbox",
         "sh",
-        {"sandbox": {"network": False, "read_only_root": True}, "timeout": 120},
+        {"env": {"KIWI_SANDBOX": "network=off,read_only_root"}, "timeout": 120},
     ),
 ]
 LAYER2_RUNTIMES = [
