@@ -778,6 +778,9 @@ LAYER2_RUNTIMES = [
 LAYER2_RUNTIME_IDS = tuple(r.tool_id for r in LAYER2_RUNTIMES)
 # Scripts on the seed's runtimes have depth-2 chains; `type:python` finds those on
 # python_runtime.
+# What each synthetic runtime adds to its executor's config contract: `requires`, as the seeded
+# python_runtime and node_runtime declare it (a script's config may then name its packages).
+REQUIRES_CONTRACT = {"type": "object", "properties": {"requires": {"type": "array", "items": {"type": "string"}}}}
 SEED_SCRIPT_RUNTIMES = {
     "python_runtime": ("python", "py"),
     "node_runtime": ("node", "js"),
@@ -977,7 +980,7 @@ class Generator:
                     "runtime",
                     identity,
                     rt.executor,
-                    {"config": rt.config, "is_builtin": True},
+                    {"config": rt.config, "config_schema": REQUIRES_CONTRACT, "is_builtin": True},
                     "README.md",
                     content,
                 )
@@ -1076,7 +1079,7 @@ class Generator:
             "mcp_tool",
             identity,
             server.manifest["tool_id"],
-            {"parameters": schema, "config": {"tool_name": local}},
+            {"parameters": schema, "config": {"tool": local}},
             "tool.json",
             body,
         )
