@@ -64,7 +64,7 @@ async def main(runs: int) -> None:
         await cold.gate.admit(plan, params, call, False)
 
     async def select1() -> None:
-        await registry._value("select 1", ())
+        await registry.backend._value("select 1", ())
 
     async def bare() -> None:
         proc = await asyncio.create_subprocess_exec(

@@ -117,6 +117,8 @@ def test_a_deprecated_version_runs_warning_with_its_message_on_stderr_and_in_the
 def test_deprecate_needs_a_version_and_the_right_to_change_the_tool(kiwi: Kiwi, tool: str) -> None:
     done = kiwi("deprecate", tool)
     assert done.code == 2 and "deprecate needs a version" in done.err
+    yank = kiwi("yank", tool)
+    assert yank.code == 2 and "yank needs a version" in yank.err and f"kiwi yank {tool}@1.0.0" in yank.err
     refused = kiwi("deprecate", "hello_world@1.0.0", "--message", "no")
     assert refused.code == 4, refused.err
     assert 'you cannot change tool "hello_world"' in refused.err

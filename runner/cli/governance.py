@@ -76,11 +76,17 @@ async def cmd_decide(args: argparse.Namespace) -> int:
     return 0
 
 
+def _exact_version(ref: str, verb: str) -> tuple[str, str]:
+    """`tool@1.0.0`: a version's lifecycle changes one exact version, never "the latest"."""
+    tool, version = split_ref(ref, None)
+    if version is None:
+        raise UsageError(f"{verb} needs a version", hint=f"kiwi {verb} {tool}@1.0.0 (see kiwi show {tool})")
+    return tool, version
+
+
 async def cmd_yank(args: argparse.Namespace) -> int:
     """kiwi yank TOOL@VERSION: public.yank_tool_version, as the caller (members and admins)."""
-    tool, version = split_ref(args.tool, None)
-    if version is None:
-        raise UsageError("yank needs a version", hint=f"kiwi yank {tool}@1.0.0 (see kiwi show {tool})")
+    tool, version = _exact_version(args.tool, "yank")
     async with opened() as registry:
         answer = await registry.yank(tool, version, args.reason)
     if args.json:
@@ -94,9 +100,7 @@ async def cmd_yank(args: argparse.Namespace) -> int:
 
 async def cmd_deprecate(args: argparse.Namespace) -> int:
     """kiwi deprecate TOOL@VERSION: public.deprecate_tool_version, as the caller (members and admins)."""
-    tool, version = split_ref(args.tool, None)
-    if version is None:
-        raise UsageError("deprecate needs a version", hint=f"kiwi deprecate {tool}@1.0.0 (see kiwi show {tool})")
+    tool, version = _exact_version(args.tool, "deprecate")
     async with opened() as registry:
         answer = await registry.deprecate(tool, version, args.message)
     if args.json:

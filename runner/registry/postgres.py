@@ -423,7 +423,3 @@ class PostgresRegistry(Registry):
     @property
     def _plan_cache(self) -> PlanCache | None:  # what tests look into
         return self.backend.cache
-
-    async def _value(self, query: str, params: Any, *, read: bool = False) -> Any:
-        """One statement's first value (bench/gate_bench.py times a bare `select 1` with it)."""
-        return await self.backend._value(query, params, read=read)
