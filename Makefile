@@ -23,7 +23,7 @@ node_modules/.installed: package.json package-lock.json
 	@npm install --no-audit --no-fund --loglevel=error
 	@touch $@
 
-## db: PostgreSQL 15 on 127.0.0.1:54322 with migrations and seed applied
+## db: PostgreSQL 18 + pgvector on 127.0.0.1:54322 with migrations and seed applied
 db: deps
 	@scripts/stack up
 

@@ -663,6 +663,13 @@ ANON_SECURITY_DEFINER_ALLOWED = {
     "kiwi_internal.similar_search_words(p_word text)": (
         "search_tools calls it; it offers only words of tools the caller may list (caller_is_admin()/my_namespaces())"
     ),
+    "kiwi_internal.has_embeddings(p_model text)": (
+        "search_tools calls it; it tells only whether any vector of a model is stored, never whose or of what"
+    ),
+    "kiwi_internal.nearest_tools(p_model text, p_embedding extensions.vector, p_limit integer, "
+    "p_min_similarity real, p_type text, p_category text, p_mcp text, p_namespace text)": (
+        "search_tools calls it; it returns only tools the caller may list (caller_is_admin()/my_namespaces())"
+    ),
     "kiwi_internal.take_rate_limit(p_tool_id text, p_server text, p_session text)": (
         "take_rate_limit calls it; it counts only in the caller's own buckets (bucket_owner(), from the session)"
     ),
@@ -684,6 +691,14 @@ AUTHENTICATED_SECURITY_DEFINER_ALLOWED = {
         "yank/unyank/deprecate call it; writable_tool() refuses non-members and the command rule non-admins"
     ),
     "kiwi_internal.delete_tool(p_tool_id text)": "delete_tool calls it; writable_tool() decides, as for yanking",
+    "kiwi_internal.pending_search_texts(p_model text, p_limit integer)": (
+        "pending_search_texts calls it; only texts of tools the caller may embed (may_embed: its namespaces, "
+        "all for admins)"
+    ),
+    "kiwi_internal.store_search_embeddings(p_model text, p_items jsonb)": (
+        "store_search_embeddings calls it; only for texts of tools the caller may embed (may_embed), and only "
+        "admins replace a stored vector"
+    ),
     "kiwi_internal.record_audit(p_entry jsonb)": (
         "record_audit calls it; the row's caller is caller_identity(), never taken from the entry"
     ),

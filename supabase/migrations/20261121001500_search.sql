@@ -62,20 +62,55 @@ $$;
 revoke execute on function kiwi_internal.tool_search_document(text, text, text[], text, text, text, jsonb) from public;
 grant execute on function kiwi_internal.tool_search_document(text, text, text[], text, text, text, jsonb) to service_role;
 
+-- The text a tool's embedding is computed from (semantic search: 20261121001510): its id
+-- and name as words, description, tags, category, and its latest version's parameter
+-- names and descriptions. Kept beside its sha256, which keys the embedding, so a text
+-- that did not change is never embedded again.
+alter table public.tools add column search_text text not null default '';
+alter table public.tools add column search_text_hash text;
+comment on column public.tools.search_text is
+  'What the tool''s embedding is computed from: id and name as words, description, tags, category, parameters.';
+comment on column public.tools.search_text_hash is
+  'sha256 (hex) of search_text: the key of its embeddings (kiwi_internal.search_embeddings).';
+create index tools_search_text_hash_idx on public.tools (search_text_hash);
+
+create function kiwi_internal.tool_search_text(
+  p_tool_id text, p_name text, p_tags text[], p_description text, p_category text, p_subcategory text,
+  p_parameters jsonb) returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select btrim(regexp_replace(concat_ws('. ',
+           nullif(btrim(kiwi_internal.search_words_of(p_tool_id)
+                        || case when lower(coalesce(p_name, '')) = lower(p_tool_id) then ''
+                                else ' ' || kiwi_internal.search_words_of(p_name) end), ''),
+           nullif(rtrim(btrim(coalesce(p_description, '')), '.'), ''),
+           nullif(kiwi_internal.search_words_of(array_to_string(coalesce(p_tags, '{}'), ' ')), ''),
+           nullif(btrim(kiwi_internal.search_words_of(concat_ws(' ', p_category, p_subcategory))), ''),
+           nullif(btrim(kiwi_internal.parameters_search_text(p_parameters)), '')), '\s+', ' ', 'g'))
+$$;
+revoke execute on function kiwi_internal.tool_search_text(text, text, text[], text, text, text, jsonb) from public;
+grant execute on function kiwi_internal.tool_search_text(text, text, text[], text, text, text, jsonb) to service_role;
+
 -- Security definer to read the latest version's manifest whoever writes the tool; it
 -- only sets the row's own document.
 create function kiwi_internal.tools_search_document() returns trigger
   language plpgsql security definer
   set search_path = ''
 as $$
+declare
+  v_parameters jsonb;
 begin
   if tg_op = 'INSERT'
      or (new.name, new.description, new.tags, new.category, new.subcategory, new.latest_version)
         is distinct from (old.name, old.description, old.tags, old.category, old.subcategory, old.latest_version) then
+    v_parameters := (select v.manifest -> 'parameters' from public.tool_versions v
+                      where v.tool_uuid = new.id and v.version = new.latest_version);
     new.search_document := kiwi_internal.tool_search_document(
-      new.tool_id, new.name, new.tags, new.description, new.category, new.subcategory,
-      (select v.manifest -> 'parameters' from public.tool_versions v
-        where v.tool_uuid = new.id and v.version = new.latest_version));
+      new.tool_id, new.name, new.tags, new.description, new.category, new.subcategory, v_parameters);
+    new.search_text := kiwi_internal.tool_search_text(
+      new.tool_id, new.name, new.tags, new.description, new.category, new.subcategory, v_parameters);
+    new.search_text_hash := kiwi_internal.sha256_hex(new.search_text);
   end if;
   return new;
 end
@@ -128,10 +163,33 @@ revoke execute on function kiwi_internal.similar_search_words(text) from public;
 -- search_tools (security invoker) calls it for every caller; it checks the caller itself.
 grant execute on function kiwi_internal.similar_search_words(text) to anon, authenticated, service_role;
 
+-- The modifiers' filter, shared by search_tools and semantic search's nearest_tools
+-- (20261121001510): a WHERE fragment over tools t, with $2 type, $3 category, $4 MCP
+-- server, $5 namespace.
+create function kiwi_internal.search_filter_sql() returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select $f$
+     and t.visibility <> 'unlisted'
+     and t.latest_version is not null
+     and ($2 is null or t.tool_type = $2 or t.executor_id in ($2, $2 || '_runtime'))
+     and ($3 is null or lower(t.category) = $3 or lower(t.subcategory) = $3)
+     and ($4 is null
+          or (t.tool_type = 'mcp_tool'
+              and ($4 = '*' or t.executor_id in ($4, $4 || '_mcp')
+                   or (strpos($4, '/') = 0 and split_part(t.executor_id, '/', 2) in ($4, $4 || '_mcp')))))
+     and ($5 is null or t.namespace = $5)$f$
+$$;
+revoke execute on function kiwi_internal.search_filter_sql() from public;
+grant execute on function kiwi_internal.search_filter_sql() to anon, authenticated, service_role;
+
 create function public.search_tools(p_query text, p_tool_type text default null,
-                                    p_category text default null, p_limit int default 20)
+                                    p_category text default null, p_limit int default 20,
+                                    p_embedding real[] default null, p_model text default null)
   returns table (tool_id text, namespace text, name text, tool_type text, category text,
-                 description text, executor_id text, latest_version text, rank real)
+                 description text, executor_id text, latest_version text, rank real,
+                 matched_by text, search_mode text)
   language plpgsql stable
   set search_path = ''
   set plan_cache_mode = force_custom_plan
@@ -152,16 +210,10 @@ declare
   v_name_q     tsquery[];
   v_match      tsquery;         -- what a tool must match: any term, or all of them when enough tools do
   v_n          int;
-  v_filter     constant text := $f$
-     and t.visibility <> 'unlisted'
-     and t.latest_version is not null
-     and ($2 is null or t.tool_type = $2 or t.executor_id in ($2, $2 || '_runtime'))
-     and ($3 is null or lower(t.category) = $3 or lower(t.subcategory) = $3)
-     and ($4 is null
-          or (t.tool_type = 'mcp_tool'
-              and ($4 = '*' or t.executor_id in ($4, $4 || '_mcp')
-                   or (strpos($4, '/') = 0 and split_part(t.executor_id, '/', 2) in ($4, $4 || '_mcp')))))
-     and ($5 is null or t.namespace = $5)$f$;
+  v_filter     constant text := kiwi_internal.search_filter_sql();
+  v_vector     extensions.vector(256);
+  v_mode       text := 'lexical: no query embedding given';
+  v_rank       text;
 begin
   foreach v_word in array regexp_split_to_array(btrim(coalesce(p_query, '')), '\s+') loop
     if v_word ~* '^type:.' then
@@ -180,11 +232,29 @@ begin
   if v_text = '' then   -- a listing: most used first, along the popularity index
     return query execute
       'select t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
-              (t.run_count + t.download_count)::real
+              (t.run_count + t.download_count)::real, null::text, ''listing: most used first''::text
          from public.tools t where true' || v_filter || '
         order by t.run_count + t.download_count desc, t.ref limit $6'
       using v_text, v_type, v_category, v_mcp, v_namespace, v_limit;
     return;
+  end if;
+
+  -- The query's vector, when its caller computed one: semantic ranking joins in.
+  if p_embedding is not null then
+    if coalesce(btrim(p_model), '') = '' then
+      raise exception 'search_tools: p_model must name the model p_embedding was computed with'
+        using errcode = '22023';
+    end if;
+    if array_ndims(p_embedding) <> 1 or cardinality(p_embedding) <> 256 or array_position(p_embedding, null) is not null then
+      raise exception 'search_tools: p_embedding must be 256 numbers (got %)', coalesce(cardinality(p_embedding), 0)
+        using errcode = '22023';
+    end if;
+    if kiwi_internal.has_embeddings(p_model) then
+      v_vector := p_embedding::extensions.vector(256);
+      v_mode := 'hybrid';
+    else
+      v_mode := format('lexical: no tool embeddings stored for model %s (kiwi embed stores them)', p_model);
+    end if;
   end if;
 
   -- Each distinct word that is not an English stop word is one term: its stem as a
@@ -233,31 +303,64 @@ begin
     v_n := cardinality(v_doc_q);
   end if;
 
-  -- rank: the exact id (100), then 3 for each word the tool has, then how much of its
-  -- id and name the words cover (0..1), weighted full text (0..1), popularity (0..0.01).
-  return query execute format($f$
-    select t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
-           ((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
+  -- lexical rank: the exact id (100), then 3 for each word the tool has, then how much of
+  -- its id and name the words cover (0..1), weighted full text (0..1), popularity (0..0.01).
+  v_rank := format($f$((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
             + 3 * (%s)
             + (%s)::real / greatest(length(t.name_vector), 1)
             + coalesce(ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', t.search_document, $6, 32), 0)
-            + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01))::real
-      from public.tools t
-     where (t.ref = $1 or t.tool_id = $1 or t.search_document @@ $6) %s
-     order by 9 desc, t.ref
-     limit $7$f$,
+            + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01))::real$f$,
     coalesce((select string_agg(format('(t.search_document @@ $8[%s])::int', i), ' + ')
                 from generate_series(1, v_n) i), '0'),
     coalesce((select string_agg(format('(t.name_vector @@ $9[%s])::int', i), ' + ')
-                from generate_series(1, v_n) i), '0'),
-    v_filter)
-    using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q;
+                from generate_series(1, v_n) i), '0'));
+
+  if v_vector is null then
+    return query execute format($f$
+      select t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
+             %s, case when t.ref = $1 or t.tool_id = $1 then 'id' else 'words' end, $10
+        from public.tools t
+       where (t.ref = $1 or t.tool_id = $1 or t.search_document @@ $6) %s
+       order by 9 desc, t.ref
+       limit $7$f$, v_rank, v_filter)
+      using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q, v_mode;
+    return;
+  end if;
+
+  -- Hybrid: reciprocal rank fusion of the lexical ranking and the nearest vectors (each
+  -- list up to $10 deep); a tool in both lists outranks one in either; the exact id first.
+  return query execute format($f$
+    with lex as (
+      select x.id, x.exact, row_number() over (order by x.rank desc, x.ref) as r
+        from (select t.id, t.ref, (t.ref = $1 or t.tool_id = $1) as exact, %s as rank
+                from public.tools t
+               where (t.ref = $1 or t.tool_id = $1 or t.search_document @@ $6) %s
+               order by 4 desc, t.ref
+               limit $10) x),
+    sem as (
+      select n.id, row_number() over (order by n.similarity desc, n.id) as r
+        from kiwi_internal.nearest_tools($11, $12, $10, $13, $2, $3, $4, $5) n),
+    fused as (
+      select coalesce(l.id, s.id) as id, coalesce(l.exact, false) as exact, l.r as lr, s.r as sr
+        from lex l full join sem s on s.id = l.id)
+    select t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
+           ((case when f.exact then 100 else 0 end)
+            + coalesce($14 / ($16 + f.lr), 0) + coalesce($15 / ($16 + f.sr), 0))::real,
+           case when f.exact then 'id' when f.lr is not null and f.sr is not null then 'words+meaning'
+                when f.lr is not null then 'words' else 'meaning' end,
+           'hybrid'::text
+      from fused f join public.tools t on t.id = f.id
+     where true %s
+     order by 9 desc, t.ref
+     limit $7$f$, v_rank, v_filter, v_filter)
+    using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q,
+          greatest(v_limit, 50), p_model, v_vector, 0.2::real, 1.0::float8, 1.0::float8, 60::float8;
 end
 $$;
-comment on function public.search_tools(text, text, text, int) is
-  'Ranked search: any of the query''s words (English stop words dropped, stemmed, as prefixes; a word no tool has is replaced by its closest known spellings), ranked by the exact id, then how many words match, how much of the name they cover, and weighted full text (name and id, tags, description, parameters); most used breaks ties. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first.';
-revoke execute on function public.search_tools(text, text, text, int) from public;
-grant execute on function public.search_tools(text, text, text, int) to anon, authenticated, service_role;
+comment on function public.search_tools(text, text, text, int, real[], text) is
+  'Ranked search. Lexical: any of the query''s words (English stop words dropped, stemmed, as prefixes; a word no tool has is replaced by its closest known spellings), ranked by the exact id, then how many words match, how much of the name they cover, and weighted full text (name and id, tags, description, parameters); most used breaks ties. With p_embedding (the query''s 256-number vector) and p_model (the model that made it), the lexical ranking is fused with the tools nearest in meaning (reciprocal rank fusion); without, the answer is lexical and search_mode says why. matched_by: id, words, meaning or words+meaning. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first.';
+revoke execute on function public.search_tools(text, text, text, int, real[], text) from public;
+grant execute on function public.search_tools(text, text, text, int, real[], text) to anon, authenticated, service_role;
 
 -- After a bulk load that bypassed triggers: recompute every tool's search document and
 -- the vocabulary. Returns the number of tools indexed.
@@ -272,9 +375,15 @@ begin
     search_vector = kiwi_internal.tool_search_vector(t.tool_id, t.name, t.tags, t.description, t.category, t.subcategory),
     name_vector   = kiwi_internal.tool_name_vector(t.tool_id, t.name),
     search_document = kiwi_internal.tool_search_document(
-      t.tool_id, t.name, t.tags, t.description, t.category, t.subcategory,
-      (select v.manifest -> 'parameters' from public.tool_versions v
-        where v.tool_uuid = t.id and v.version = t.latest_version));
+      t.tool_id, t.name, t.tags, t.description, t.category, t.subcategory, p.parameters),
+    search_text = kiwi_internal.tool_search_text(
+      t.tool_id, t.name, t.tags, t.description, t.category, t.subcategory, p.parameters),
+    search_text_hash = kiwi_internal.sha256_hex(kiwi_internal.tool_search_text(
+      t.tool_id, t.name, t.tags, t.description, t.category, t.subcategory, p.parameters))
+    from (select t2.id, (select v.manifest -> 'parameters' from public.tool_versions v
+                          where v.tool_uuid = t2.id and v.version = t2.latest_version) as parameters
+            from public.tools t2) p
+   where p.id = t.id;
   get diagnostics v_count = row_count;
   perform kiwi_internal.remember_search_words(
     string_agg(kiwi_internal.tool_vocabulary(t.tool_id, t.name, t.tags, t.category, t.subcategory), ' '))

