@@ -249,6 +249,11 @@ begin
       raise exception 'search_tools: p_embedding must be 256 numbers (got %)', coalesce(cardinality(p_embedding), 0)
         using errcode = '22023';
     end if;
+    if not exists (select 1 from unnest(p_embedding) x where x <> 0) then
+      -- (a zero vector has no direction: cosine similarity with it is NaN, which sorts above all)
+      raise exception 'search_tools: p_embedding is all zeros, which has no direction to search in'
+        using errcode = '22023';
+    end if;
     if kiwi_internal.has_embeddings(p_model) then
       v_vector := p_embedding::extensions.vector(256);
       v_mode := 'hybrid';

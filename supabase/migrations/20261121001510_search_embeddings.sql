@@ -123,6 +123,10 @@ begin
       raise exception 'store_search_embeddings: the embedding of % must be 256 numbers', v_hash
         using errcode = '22023';
     end if;
+    if not exists (select 1 from jsonb_array_elements(v_vector) x where (x #>> '{}')::float8 <> 0) then
+      raise exception 'store_search_embeddings: the embedding of % is all zeros (it has no direction)', v_hash
+        using errcode = '22023';
+    end if;
     if not exists (select 1 from public.tools t
                     where t.search_text_hash = v_hash
                       and (v_admin or kiwi_internal.may_embed(t.namespace))) then

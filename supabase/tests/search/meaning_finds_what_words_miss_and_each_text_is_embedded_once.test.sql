@@ -6,7 +6,7 @@
 begin;
 \ir ../_setup.sql
 \ir ../rls/_helpers.sql
-select plan(22);
+select plan(24);
 select tests.make_acme();
 
 -- a 256-number vector pointing mostly along axis i (and a little along j)
@@ -54,6 +54,9 @@ select throws_ok(format($$select store_search_embeddings('m1', %L)$$,
                         jsonb_build_array(jsonb_build_object('text_hash', tests.hash_of('acme/secret_sky_oracle'),
                                                              'embedding', to_jsonb((tests.vec(1))[1:255])))),
   '22023', null, 'a vector of 255 numbers is refused');
+select throws_ok(format($$select store_search_embeddings('m1', %L)$$,
+                        tests.items(tests.hash_of('acme/secret_sky_oracle'), array_fill(0::real, array[256]))),
+  '22023', null, 'an all-zero vector is refused: its cosine similarity to anything is NaN');
 select is(store_search_embeddings('m1', tests.items(tests.hash_of('acme/secret_sky_oracle'), tests.vec(3))), 0,
   'a member''s stored vector is kept: a second one replaces nothing');
 
@@ -78,6 +81,10 @@ select is((select matched_by from search_tools('umbrella', null, null, 5, tests.
   'a tool found both ways says so');
 select throws_ok($$select * from search_tools('umbrella', null, null, 5, array[1, 2]::real[], 'm1')$$, '22023',
   'search_tools: p_embedding must be 256 numbers (got 2)', 'a query vector of the wrong size is refused, saying its size');
+
+select throws_ok($$select * from search_tools('umbrella', null, null, 5, array_fill(0::real, array[256]), 'm1')$$, '22023',
+  'search_tools: p_embedding is all zeros, which has no direction to search in',
+  'an all-zero query vector is refused (it would find every tool)');
 
 select tests.act_as_user('member');
 select is((select array_agg(tool_id order by tool_id) from search_tools('will it rain', null, null, 5, tests.vec(1), 'm1')),
