@@ -19,6 +19,13 @@ Environment variables:
                            tokens; default: the local stack's, when the database is local
   KIWI_JWKS_URL            the project's JWKS, to verify asymmetric tokens (default with
                            SUPABASE_URL: <SUPABASE_URL>/auth/v1/.well-known/jwks.json)
+  KIWI_EMBEDDINGS          the model that embeds tools and queries for search: local (default:
+                           the bundled wordllama model, no download) | openai (an
+                           OpenAI-compatible embeddings API) | off (search by words only)
+  KIWI_EMBEDDINGS_URL      openai: the API's base URL (default https://api.openai.com/v1)
+  KIWI_EMBEDDINGS_MODEL    openai: the model (default text-embedding-3-small; asked for 256 dimensions)
+  KIWI_EMBEDDINGS_KEY      openai: the API key, written as ${VAR} (e.g. ${OPENAI_API_KEY}) and read
+                           from that variable; never logged
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ LOCAL_AUTH_ISSUER = "http://127.0.0.1:54321/auth/v1"
 
 DEFAULT_DATABASE_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
 TRUST_POLICIES = ("off", "warn", "require")
+EMBEDDINGS = ("local", "off", "openai")  # KIWI_EMBEDDINGS: the models of runner/search/embedders.py
+DEFAULT_EMBEDDINGS_URL = "https://api.openai.com/v1"
+DEFAULT_EMBEDDINGS_MODEL = "text-embedding-3-small"
 LOCKFILE_NAME = "kiwi.lock"
 
 
@@ -78,6 +88,12 @@ class Settings:
     # `kiwi serve` runs a local space's tools only when asked ([serve] local_spaces = true,
     # or --local-spaces): a server's callers did not choose the directory it runs in
     serve_local_spaces: bool = False
+    # search's embedding model (runner/search/embedders.py): local | openai | off; for openai the
+    # API's base URL, its model, and its key as written (a ${VAR}, expanded by the embedder)
+    embeddings: str = "local"
+    embeddings_url: str = DEFAULT_EMBEDDINGS_URL
+    embeddings_model: str = DEFAULT_EMBEDDINGS_MODEL
+    embeddings_key: str | None = field(default=None, repr=False)
 
     @property
     def project_space(self) -> Path:
@@ -117,6 +133,11 @@ class Settings:
             )
         cache_dir = Path(env.get("KIWI_CACHE_DIR") or cache.get("dir") or _default_cache(env)).expanduser()
         home = Path(env.get("HOME") or Path.home())
+        embeddings = (env.get("KIWI_EMBEDDINGS") or "local").strip().lower()
+        if embeddings not in EMBEDDINGS:
+            raise UsageError(
+                f"unknown KIWI_EMBEDDINGS {embeddings!r}", hint="KIWI_EMBEDDINGS is one of: " + ", ".join(EMBEDDINGS)
+            )
         return cls(
             backend=backend,
             database_url=explicit_db or DEFAULT_DATABASE_URL,
@@ -137,6 +158,10 @@ class Settings:
             or auth.get("jwks_url")
             or (f"{supabase_url.rstrip('/')}/auth/v1/.well-known/jwks.json" if supabase_url else None),
             serve_local_spaces=serve.get("local_spaces") is True,
+            embeddings=embeddings,
+            embeddings_url=env.get("KIWI_EMBEDDINGS_URL") or DEFAULT_EMBEDDINGS_URL,
+            embeddings_model=env.get("KIWI_EMBEDDINGS_MODEL") or DEFAULT_EMBEDDINGS_MODEL,
+            embeddings_key=env.get("KIWI_EMBEDDINGS_KEY") or None,
         )
 
     def principal(self) -> Principal:

@@ -166,6 +166,9 @@ async def test_search_finds_hello_world_and_honours_its_filters(edge_url: str) -
         too_many = await error_text(s, "search", query="hello", limit=1000)
     hello = next(i for i in found["items"] if i["tool_id"] == "hello_world")
     assert (hello["tool_type"], hello["executor_id"], hello["latest_version"]) == ("script", "bash_runtime", "1.0.0")
+    # no query embedding at the edge: search_tools answers by words, and says so once
+    assert hello["matched_by"] == "words" and "search_mode" not in hello
+    assert found["search_mode"] == "lexical: no query embedding given"
     assert runtimes["count"] == 1 and runtimes["items"][0]["tool_type"] == "runtime"
     assert "limit" in too_many
 

@@ -22,6 +22,7 @@ LAYERS = [
     "config",
     "core",
     "registry",
+    "search",
     "trust",
     "primitives",
     "policy",

@@ -1,5 +1,5 @@
 """The kiwi command line: run, search, show, publish, pull, runs, and (from their own modules)
-yank, deprecate, delete, approve, deny, approvals, whoami, serve, token, mcp, keys, sign, verify, lock.
+yank, deprecate, delete, approve, deny, approvals, whoami, serve, token, mcp, keys, sign, verify, lock, embed.
 
 Every command takes --json for machines; without it, output is for people. Exit codes:
 0 success, 1 the tool ran and failed, 2 bad usage or parameters, 3 not found,
@@ -10,6 +10,12 @@ blocked by validation, bad config),
 Where the registry is: KIWI_DATABASE_URL (Postgres; the default is the local stack), or
 SUPABASE_URL with SUPABASE_KEY or SUPABASE_ANON_KEY (the REST API); then config.toml.
 Materialised tools: KIWI_CACHE_DIR.
+
+Search by meaning: KIWI_EMBEDDINGS is the model that embeds tools and queries, local (the
+default: the bundled wordllama model, no download), openai (an OpenAI-compatible API:
+KIWI_EMBEDDINGS_URL, default https://api.openai.com/v1; KIWI_EMBEDDINGS_MODEL, default
+text-embedding-3-small; KIWI_EMBEDDINGS_KEY written as ${VAR}, e.g. ${OPENAI_API_KEY}) or
+off (words only). Publishing embeds what it published; `kiwi embed` embeds the rest.
 
 Who you act as (`kiwi whoami`): KIWI_ACCESS_TOKEN's user (a Supabase Auth JWT), else on
 Postgres the local stack's owner (a user owning namespace `local`), over REST anon.
@@ -44,11 +50,29 @@ from ..handlers import standard_dispatcher
 from ..harness.run import RESULT_KEYS, Runner, RunResult
 from ..policy import Call
 from ..registry import connect, opened
+from ..search import embed_published
 from .governance import add_governance_commands
 
 EXIT_TIMEOUT = 124
 EXIT_BROKEN_PIPE = 141
 MAX_LIMIT = 1000
+SEARCH_HELP = """\
+Find tools from a sentence: by its words and, with an embedding model (KIWI_EMBEDDINGS:
+local, the default, openai or off), by meaning. The tools of the local spaces (.ai/tools,
+~/.ai/tools) are listed among the registry's; a local tool with a registry tool's id shows
+once, as the local tool (the one `kiwi run` runs).
+
+modifiers, written in the query:
+  type:T        a tool type, or tools running on runtime T (type:python)
+  category:C    a category or subcategory
+  mcp:SERVER    tools of an MCP server (mcp:* any MCP tool)
+  namespace:N   tools of namespace N
+  local:        only the local spaces' tools, the registry is not asked (local:project, local:user)
+
+columns: tool_id, tool type, version, signature state (local: a local space's tool), how it
+matched (id, words, meaning, words+meaning), description. When the answer is by words only,
+stderr says why; --json rows carry matched_by, search_mode and source (registry, local:project,
+local:user)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -146,8 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.set_defaults(handler=cmd_run)
 
-    search = sub.add_parser("search", help="search the registry (modifiers: type:, category:, mcp:, namespace:)")
-    search.add_argument("query", nargs="*", help="words; empty lists by popularity")
+    search = sub.add_parser(
+        "search",
+        help="search the registry and the local spaces (modifiers: type:, category:, mcp:, namespace:, local:)",
+        description=SEARCH_HELP.split("\n\n", 1)[0],
+        epilog=SEARCH_HELP.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    search.add_argument("query", nargs="*", help="words and modifiers; no words lists by popularity")
     search.add_argument("--type", dest="tool_type", metavar="TYPE", help="only this tool type")
     search.add_argument("--category", metavar="C", help="only this category")
     search.add_argument("--limit", type=limit, default=20, metavar="N", help=limit_help)
@@ -200,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="print a JSON array")
     runs.set_defaults(handler=cmd_runs)
 
+    from .embed import add_embed_command
     from .mcp import add_mcp_commands  # the MCP SDK itself loads only when used
     from .serve import add_serve_command
     from .token import add_token_command
@@ -210,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_token_command(sub)
     add_mcp_commands(sub)
     add_trust_commands(sub)
+    add_embed_command(sub)
     return parser
 
 
@@ -305,16 +337,32 @@ def print_run(result: RunResult, dry_run: bool) -> None:
 
 
 async def cmd_search(args: argparse.Namespace) -> int:
+    from ..registry.spaces import spaces
+    from ..search.combined import LOCAL_SIGNATURE, search, search_embedder
+    from ..search.query import parse
     from ..trust.states import signature_labels  # cryptography only for commands that show signatures
 
     settings = Settings.load()
-    async with open_registry() as registry:
-        rows = await registry.search(
-            " ".join(args.query), tool_type=args.tool_type, category=args.category, limit=args.limit
-        )
-        signed = await signature_labels(registry, rows, settings.trust)
-    for r in rows:
-        r["signature"] = signed[r["tool_id"]]
+    query = parse(" ".join(args.query), tool_type=args.tool_type, category=args.category)
+    embedder = search_embedder(settings) if query.text.strip() else None
+    local = spaces(settings)
+    if query.local_only:  # the registry is not asked
+        found = await search(None, query, limit=args.limit, embedder=embedder, spaces=local)
+        signed: dict[str, dict[str, Any]] = {}
+    else:
+        async with open_registry() as registry:
+            found = await search(registry, query, limit=args.limit, embedder=embedder, spaces=local)
+            published = [r for r in found.rows if r["source"] == "registry"]
+            signed = await signature_labels(registry, published, settings.trust)
+    rows = [
+        {**r, "signature": signed[r["tool_id"]] if r["source"] == "registry" else LOCAL_SIGNATURE} for r in found.rows
+    ]
+    for warning in found.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if found.embedding_failed:
+        print(f"warning: searching by words only: {found.embedding_failed}", file=sys.stderr)
+    elif found.lexical_because and query.text.strip():
+        print(f"note: matched by words only: {found.lexical_because}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, default=str))
         return 0
@@ -322,11 +370,14 @@ async def cmd_search(args: argparse.Namespace) -> int:
         print("no tools found", file=sys.stderr)
         return 0
     width = max(len(r["tool_id"]) for r in rows)
+    matched = max((len(r.get("matched_by") or "") for r in rows), default=0)
     for r in rows:
         desc = first_line(r.get("description"))
         state = r["signature"]["state"]
+        how = f"{r.get('matched_by') or '':<{matched}}  " if matched else ""
         print(
-            f"{r['tool_id']:<{width}}  {r['tool_type']:<10} {r.get('latest_version') or '-':<8} {state:<9}  {desc[:80]}"
+            f"{r['tool_id']:<{width}}  {r['tool_type'] or '-':<10} {r.get('latest_version') or '-':<8} {state:<9}  "
+            f"{how}{desc[:80]}"
         )
     return 0
 
@@ -424,6 +475,7 @@ async def cmd_publish(args: argparse.Namespace) -> int:
             answer = await registry.publish(
                 tool_dir.manifest, tool_dir.files, tool_dir.manifest_yaml, signature, approval_id=args.approval
             )
+            _, unembedded = await embed_published(registry, Settings.load())  # never fails the publish
     except Refused as e:
         if args.approval is None and "--request-approval" in (e.hint or ""):  # the command rule (publish.sql)
             e.hint = (
@@ -449,6 +501,8 @@ async def cmd_publish(args: argparse.Namespace) -> int:
             print(dependents_line(answer))
         if answer.get("approval_id"):
             print(f"with approval {answer['approval_id']} (now used)")
+    if unembedded:
+        print(f"warning: {unembedded}", file=sys.stderr)
     return 0
 
 

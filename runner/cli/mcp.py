@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Settings
 from ..harness.run import runner_environ
 from ..registry import connect
+from ..search import embed_published
 
 if TYPE_CHECKING:
     from ..mcp.importer import ImportReport
@@ -39,10 +40,13 @@ async def cmd_mcp_import(args: argparse.Namespace) -> int:
     from ..mcp.importer import import_server
     from ..mcp.pool import McpPool
 
-    registry = connect(Settings.load())
+    settings = Settings.load()
+    registry = connect(settings)
     pool = McpPool()
     try:
         report = await import_server(registry, pool, args.server, runner_environ())
+        # what it published, embedded for search by meaning (a bar on a terminal); never fails the import
+        _, unembedded = await embed_published(registry, settings, progress=None)
     finally:
         await pool.aclose()
         await registry.aclose()
@@ -50,6 +54,8 @@ async def cmd_mcp_import(args: argparse.Namespace) -> int:
         print(json.dumps(report.as_json(), ensure_ascii=False))
     else:
         print_report(report)
+    if unembedded:
+        print(f"warning: {unembedded}", file=sys.stderr)
     return 0 if report.ok else 1
 
 

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
+from types import EllipsisType
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 
 from ..harness.run import Runner
 from ..registry.base import Registry
+from ..search.embedders import Embedder
 from .meta.args import ACTIONS, ITEM_TYPES, item_type_of
 from .meta.audit import audited_action
 from .meta.execute import execute
@@ -78,6 +80,7 @@ def build_server(
     allow_command_writes: bool = False,
     local_spaces: bool = False,
     mcp_pool: McpPool | None = None,
+    embedder: Embedder | EllipsisType | None = ...,
 ) -> MCPServer:
     """Kiwi's MCP server over `runner` (and `registry`, by default the runner's).
 
@@ -97,7 +100,12 @@ def build_server(
     connection's own); by default a new one per server instance.
 
     Local spaces (.ai/tools of the directory the server runs in, ~/.ai/tools) are ignored
-    unless `local_spaces`: the runner's plans then all come from the registry.
+    unless `local_spaces`: the runner's plans then all come from the registry, and `search`
+    finds the registry's tools only.
+
+    `embedder` embeds `search` queries here, in the server's process (default: the one the
+    runner's settings name, KIWI_EMBEDDINGS; made once, its model loaded at the first search;
+    None: search by words only).
 
     `mcp_pool` is what `execute import` reaches MCP servers through: the pool the runner's
     mcp_tool handler runs on (runner.handlers.standard_handlers(mcp_pool=...)), so imported
@@ -112,6 +120,7 @@ def build_server(
         session_id=session_id,
         allow_command_writes=allow_command_writes,
         mcp_pool=mcp_pool,
+        embedder=embedder,
     )
     server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING")
     for fn, title, hints in META_TOOLS:

@@ -27,7 +27,7 @@ approval ids checked before they are sent, batches of records answered as lists 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, Protocol, Self, TypeAlias
@@ -148,12 +148,36 @@ class Registry:
         )
 
     async def search(
-        self, query: str, *, tool_type: str | None = None, category: str | None = None, limit: int = 20
+        self,
+        query: str,
+        *,
+        tool_type: str | None = None,
+        category: str | None = None,
+        limit: int = 20,
+        embedding: Sequence[float] | None = None,
+        model: str | None = None,
     ) -> list[dict[str, Any]]:
-        """public.search_tools(p_query, p_tool_type, p_category, p_limit)."""
+        """public.search_tools(p_query, p_tool_type, p_category, p_limit, p_embedding, p_model):
+        with the query's embedding and its model (runner/search/embedders.py) lexical and semantic
+        ranks fused, else words only; each row says how it matched (matched_by, search_mode)."""
         args = {"p_query": query, "p_limit": limit}
-        kinds = {"p_tool_type": tool_type, "p_category": category}
-        return await self._call("search_tools", args, returns="rows", read=True, **kinds)
+        kinds = {"p_tool_type": tool_type, "p_category": category, "p_model": model}
+        vector = None if embedding is None else [float(x) for x in embedding]
+        return await self._call("search_tools", args, returns="rows", read=True, p_embedding=vector, **kinds)
+
+    async def pending_search_texts(self, model: str, limit: int = 256) -> list[dict[str, Any]]:
+        """public.pending_search_texts(p_model, p_limit): searchable texts of the tools the caller
+        may embed that have no embedding for `model` yet -> [{text_hash, search_text}] (distinct
+        by hash; once stored, a text is no longer pending)."""
+        args = {"p_model": model, "p_limit": limit}
+        return list(await self._call("pending_search_texts", args, returns="rows", read=True) or [])
+
+    async def store_search_embeddings(self, model: str, items: list[dict[str, Any]]) -> int:
+        """public.store_search_embeddings(p_model, p_items): [{text_hash, embedding}] stored for
+        `model` -> how many were stored (an existing vector is kept, except that service_role
+        replaces it); Refused for a hash of no tool the caller may embed or a vector that
+        is not 256 numbers."""
+        return int(await self._call("store_search_embeddings", {"p_model": model, "p_items": list(items)}) or 0)
 
     async def publish(
         self,

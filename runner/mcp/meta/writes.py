@@ -17,6 +17,7 @@ from ...core.text import dependents_line
 from ...errors import NotFound, Refused, UsageError
 from ...principal import requested
 from ...registry.base import Registry
+from ...search import embed_published
 from .args import ExecuteRequest, same_tool, split_ref
 from .results import fail, ok
 from .state import ServerState
@@ -64,8 +65,11 @@ async def publish(state: ServerState, req: ExecuteRequest) -> CallToolResult:
         text += "\nchain: " + " -> ".join(map(str, answer["executor_chain"]))
     if answer.get("dependents"):
         text += "\n" + dependents_line(answer)
+    _, unembedded = await embed_published(reg, state.embedder)  # never fails the publish
+    if unembedded:
+        text += f"\nwarning: {unembedded}"
     text += f"\nnext: execute(action='dry_run', item_id='{answer.get('tool_id', ref)}') to check it"
-    return ok(text, {"action": action, **answer})
+    return ok(text, {"action": action, **answer, **({"warnings": [unembedded]} if unembedded else {})})
 
 
 async def _hold_for_approval(

@@ -87,12 +87,22 @@ export function signatureState(signatures: Signature[]) {
 
 export async function search(args: { query: string; tool_type?: string; category?: string; limit?: number }) {
   const limit = args.limit ?? 20;
+  // No query embedding here (the model runs in Kiwi's runner): search_tools answers by words.
   const rows = await asAnon((tx) =>
-    tx`select tool_id, namespace, name, tool_type, category, description, executor_id, latest_version, rank
+    tx`select tool_id, namespace, name, tool_type, category, description, executor_id, latest_version, rank,
+              matched_by, search_mode
          from public.search_tools(${args.query}, ${args.tool_type ?? null}, ${args.category ?? null}, ${limit}::int)`
   );
-  const items = rows.map((r) => ({ ...r, rank: r.rank === null ? null : Number(r.rank) }));
-  return { query: args.query, count: items.length, items };
+  return searchAnswer(args.query, rows);
+}
+
+/** search_tools' rows as the answer: each item says how it matched (matched_by: id or words;
+ * null in a listing), and the answer once how it was ranked (search_mode, the same on every
+ * row: "lexical: <why>" or "listing: ..."; null when nothing matched). */
+export function searchAnswer(query: string, rows: Record<string, unknown>[]) {
+  const items = rows.map(({ search_mode: _, ...r }) => ({ ...r, rank: r.rank === null ? null : Number(r.rank) }));
+  const mode = rows.length > 0 ? (rows[0].search_mode as string | null) ?? null : null;
+  return { query, count: items.length, search_mode: mode, items };
 }
 
 export async function load(args: { tool_id: string; version?: string }) {
@@ -179,8 +189,9 @@ export function buildServer(): McpServer {
 
   server.registerTool("search", {
     title: "Search the registry",
-    description: "Search public tools by words (ids, names, tags, description). Ranked; returns tool_id, " +
-      "tool_type, latest_version and description of each. Next: load(tool_id).",
+    description: "Search public tools by words (ids, names, tags, description, parameters; any of the words, " +
+      "typos tolerated; by words only here: search_mode says so). Ranked; returns tool_id, tool_type, " +
+      "latest_version, description and matched_by of each. Next: load(tool_id).",
     inputSchema: {
       query: z.string().describe("Words to look for, e.g. 'hello' or 'read file'."),
       tool_type: z.string().optional().describe("Only this tool_type (e.g. script, runtime, mcp_server)."),

@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { handle } from "./index.ts";
-import { databaseUrl, DEFAULT_DATABASE_URL, signatureState, splitRef, ToolError } from "./registry.ts";
+import { databaseUrl, DEFAULT_DATABASE_URL, searchAnswer, signatureState, splitRef, ToolError } from "./registry.ts";
 
 Deno.test("a reference may carry a version and the public namespace", () => {
   assert.deepEqual(splitRef(" hello_world "), { ref: "hello_world", version: null });
@@ -19,6 +19,21 @@ Deno.test("the signature state is signed exactly when there are signatures", () 
   const sig = { key_fingerprint: "ab", public_key: "k", signature: "s", content_hash: "h", signed_at: "t" };
   assert.deepEqual(signatureState([sig]).key_fingerprints, ["ab"]);
   assert.equal(signatureState([sig]).state, "signed");
+});
+
+Deno.test("a search answer says once how it was ranked, and each item how it matched", () => {
+  const row = {
+    tool_id: "hello_world",
+    rank: "3.5",
+    matched_by: "words",
+    search_mode: "lexical: no query embedding given",
+  };
+  const answer = searchAnswer("hello", [row, { ...row, tool_id: "hello_again", rank: null }]);
+  assert.equal(answer.search_mode, "lexical: no query embedding given");
+  assert.equal(answer.count, 2);
+  assert.deepEqual(answer.items[0], { tool_id: "hello_world", rank: 3.5, matched_by: "words" });
+  assert.equal(answer.items[1].rank, null);
+  assert.deepEqual(searchAnswer("zzqx", []), { query: "zzqx", count: 0, search_mode: null, items: [] });
 });
 
 Deno.test("the database is SUPABASE_DB_URL, else KIWI_DATABASE_URL, else the local default", () => {
