@@ -11,7 +11,7 @@
 --
 -- Who writes: the members of a tool's namespace (what they publish), service_role for
 -- any tool. A member's vector for a text is kept once stored (the first one stays);
--- service_role replaces (`kiwi --admin embed --refresh`). The table is private: callers
+-- service_role's replaces it. The table is private: callers
 -- reach it only through these functions, which read the caller from the session.
 
 create table kiwi_internal.search_embeddings (
@@ -31,16 +31,6 @@ create policy "service_role manages embeddings; others reach them through functi
 
 create index search_embeddings_hnsw_idx on kiwi_internal.search_embeddings
   using hnsw (embedding extensions.vector_cosine_ops);
-
--- Whether the caller may store a vector for a tool of this namespace.
-create function kiwi_internal.may_embed(p_namespace text) returns boolean
-  language sql stable
-  set search_path = ''
-as $$
-  select kiwi_internal.caller_is_admin() or p_namespace = any (kiwi_internal.my_namespaces())
-$$;
-revoke execute on function kiwi_internal.may_embed(text) from public;
-grant execute on function kiwi_internal.may_embed(text) to authenticated, service_role;
 
 -- Texts that have no vector for the model yet, among the tools the caller may embed;
 -- each text once. Call until it returns nothing.
@@ -94,9 +84,9 @@ create function kiwi_internal.store_search_embeddings(p_model text, p_items json
 as $$
 declare
   v_admin  boolean := kiwi_internal.caller_is_admin();
+  v_ns     text[] := case when v_admin then '{}'::text[] else kiwi_internal.my_namespaces() end;
   v_item   jsonb;
   v_hash   text;
-  v_vector jsonb;
   v_count  int;
 begin
   if coalesce(btrim(p_model), '') = '' or length(p_model) > 200 then
@@ -111,29 +101,35 @@ begin
     raise exception 'store_search_embeddings: at most 1000 items a call (got %)', jsonb_array_length(p_items)
       using errcode = '22023';
   end if;
-  for v_item in select * from jsonb_array_elements(p_items) loop
-    v_hash := v_item ->> 'text_hash';
-    v_vector := v_item -> 'embedding';
-    if jsonb_typeof(v_item) <> 'object' or v_hash is null or v_hash !~ '^[0-9a-f]{64}$' then
-      raise exception 'store_search_embeddings: each item needs text_hash, a sha256 in lowercase hex'
-        using errcode = '22023';
-    end if;
-    if jsonb_typeof(v_vector) is distinct from 'array' or jsonb_array_length(v_vector) <> 256
-       or exists (select 1 from jsonb_array_elements(v_vector) x where jsonb_typeof(x) <> 'number') then
-      raise exception 'store_search_embeddings: the embedding of % must be 256 numbers', v_hash
-        using errcode = '22023';
-    end if;
-    if not exists (select 1 from jsonb_array_elements(v_vector) x where (x #>> '{}')::float8 <> 0) then
-      raise exception 'store_search_embeddings: the embedding of % is all zeros (it has no direction)', v_hash
-        using errcode = '22023';
-    end if;
-    if not exists (select 1 from public.tools t
-                    where t.search_text_hash = v_hash
-                      and (v_admin or kiwi_internal.may_embed(t.namespace))) then
-      raise exception 'store_search_embeddings: % is the text of no tool you may embed', v_hash
-        using errcode = '42501';
-    end if;
-  end loop;
+  -- every item checked before anything is stored, in one pass each (a batch is 1000 items)
+  select i into v_item from jsonb_array_elements(p_items) i
+   where jsonb_typeof(i) <> 'object' or coalesce(i ->> 'text_hash', '') !~ '^[0-9a-f]{64}$' limit 1;
+  if found then
+    raise exception 'store_search_embeddings: each item needs text_hash, a sha256 in lowercase hex (got %)',
+      left(v_item::text, 100) using errcode = '22023';
+  end if;
+  select i ->> 'text_hash' into v_hash from jsonb_array_elements(p_items) i
+   where jsonb_typeof(i -> 'embedding') is distinct from 'array' or jsonb_array_length(i -> 'embedding') <> 256
+      or exists (select 1 from jsonb_array_elements(i -> 'embedding') x where jsonb_typeof(x) <> 'number')
+   limit 1;
+  if found then
+    raise exception 'store_search_embeddings: the embedding of % must be 256 numbers', v_hash using errcode = '22023';
+  end if;
+  select i ->> 'text_hash' into v_hash from jsonb_array_elements(p_items) i
+   where not exists (select 1 from jsonb_array_elements(i -> 'embedding') x where (x #>> '{}')::float8 <> 0)
+   limit 1;
+  if found then
+    raise exception 'store_search_embeddings: the embedding of % is all zeros (it has no direction)', v_hash
+      using errcode = '22023';
+  end if;
+  select h into v_hash
+    from (select distinct i ->> 'text_hash' as h from jsonb_array_elements(p_items) i) d
+   where not exists (select 1 from public.tools t
+                      where t.search_text_hash = d.h and (v_admin or t.namespace = any (v_ns)))
+   limit 1;
+  if found then
+    raise exception 'store_search_embeddings: % is the text of no tool you may embed', v_hash using errcode = '42501';
+  end if;
 
   insert into kiwi_internal.search_embeddings as e (model, text_hash, embedding)
   select p_model, i ->> 'text_hash', (i ->> 'embedding')::extensions.vector(256)
