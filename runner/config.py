@@ -113,6 +113,7 @@ class Settings:
         runs = file.get("runs", {})
         auth = file.get("auth", {})
         serve = file.get("serve", {})
+        embed = file.get("embeddings", {})
         supabase_url = env.get("SUPABASE_URL") or rest.get("url")
         supabase_key = (
             env.get("SUPABASE_KEY")
@@ -133,7 +134,7 @@ class Settings:
             )
         cache_dir = Path(env.get("KIWI_CACHE_DIR") or cache.get("dir") or _default_cache(env)).expanduser()
         home = Path(env.get("HOME") or Path.home())
-        embeddings = (env.get("KIWI_EMBEDDINGS") or "local").strip().lower()
+        embeddings = str(env.get("KIWI_EMBEDDINGS") or embed.get("provider") or "local").strip().lower()
         if embeddings not in EMBEDDINGS:
             raise UsageError(
                 f"unknown KIWI_EMBEDDINGS {embeddings!r}", hint="KIWI_EMBEDDINGS is one of: " + ", ".join(EMBEDDINGS)
@@ -159,9 +160,10 @@ class Settings:
             or (f"{supabase_url.rstrip('/')}/auth/v1/.well-known/jwks.json" if supabase_url else None),
             serve_local_spaces=serve.get("local_spaces") is True,
             embeddings=embeddings,
-            embeddings_url=env.get("KIWI_EMBEDDINGS_URL") or DEFAULT_EMBEDDINGS_URL,
-            embeddings_model=env.get("KIWI_EMBEDDINGS_MODEL") or DEFAULT_EMBEDDINGS_MODEL,
-            embeddings_key=env.get("KIWI_EMBEDDINGS_KEY") or None,
+            embeddings_url=env.get("KIWI_EMBEDDINGS_URL") or embed.get("url") or DEFAULT_EMBEDDINGS_URL,
+            embeddings_model=env.get("KIWI_EMBEDDINGS_MODEL") or embed.get("model") or DEFAULT_EMBEDDINGS_MODEL,
+            # a ${VAR} reference, expanded when the embedder is made: the file names the key, never holds it
+            embeddings_key=env.get("KIWI_EMBEDDINGS_KEY") or embed.get("key") or None,
         )
 
     def principal(self) -> Principal:

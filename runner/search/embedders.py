@@ -243,6 +243,11 @@ def embedder_from_settings(settings: Settings, environ: Mapping[str, str] | None
         return None
     if settings.embeddings == "openai":
         written = settings.embeddings_key
+        if written and "${" not in written:  # secrets only as ${VAR}: never the key itself in a setting
+            raise EmbeddingError(
+                "KIWI_EMBEDDINGS_KEY (or [embeddings] key) holds a key itself",
+                hint="write the variable that holds it instead, e.g. KIWI_EMBEDDINGS_KEY='${OPENAI_API_KEY}'",
+            )
         key = expand_vars(written, os.environ if environ is None else environ) if written else None
         return OpenAICompatible(settings.embeddings_url, settings.embeddings_model, key or None)
     return LocalWordLlama()

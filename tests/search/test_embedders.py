@@ -137,6 +137,22 @@ def test_an_unset_key_variable_is_an_error_naming_it() -> None:
         embedder_from_settings(s, {})
 
 
+def test_a_key_written_as_itself_is_refused_naming_the_variable_form() -> None:
+    """Secrets only as ${VAR}: a literal key in a setting would end up in files and logs."""
+    s = settings(KIWI_EMBEDDINGS="openai", KIWI_EMBEDDINGS_KEY="sk-literal-key")
+    with pytest.raises(EmbeddingError, match="holds a key itself") as caught:
+        embedder_from_settings(s, {})
+    assert "sk-literal-key" not in str(caught.value) + (caught.value.hint or "")
+
+
+def test_config_toml_chooses_the_provider_and_environment_wins(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[embeddings]\nprovider = "openai"\nmodel = "m-1"\nurl = "http://127.0.0.1:9/v1"\nkey = "${K}"\n')
+    from_file = Settings.load({"HOME": str(tmp_path)}, config)
+    assert (from_file.embeddings, from_file.embeddings_model, from_file.embeddings_key) == ("openai", "m-1", "${K}")
+    assert Settings.load({"HOME": str(tmp_path), "KIWI_EMBEDDINGS": "off"}, config).embeddings == "off"
+
+
 def test_an_unknown_model_kind_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="unknown KIWI_EMBEDDINGS 'bert'"):
         settings(KIWI_EMBEDDINGS="bert")
