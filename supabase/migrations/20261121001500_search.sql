@@ -213,7 +213,7 @@ declare
   v_filter     constant text := kiwi_internal.search_filter_sql();
   v_vector     extensions.vector(256);
   v_mode       text := 'lexical: no query embedding given';
-  v_rank       text;
+  v_lex        text;   -- the lexical candidates, ranked: (id, ref, tool_id, search_document, cheap, rank)
 begin
   foreach v_word in array regexp_split_to_array(btrim(coalesce(p_query, '')), '\s+') loop
     if v_word ~* '^type:.' then
@@ -309,25 +309,34 @@ begin
   end if;
 
   -- lexical rank: the exact id (100), then 3 for each word the tool has, then how much of
-  -- its id and name the words cover (0..1), weighted full text (0..1), popularity (0..0.01).
-  v_rank := format($f$((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
-            + 3 * (%s)
-            + (%s)::real / greatest(length(t.name_vector), 1)
-            + coalesce(ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', t.search_document, $6, 32), 0)
-            + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01))::real$f$,
+  -- its id and name the words cover (0..1), popularity (0..0.01), and weighted full text
+  -- (0..1). ts_rank_cd costs as much as the scan (a sentence of common words matches a
+  -- third of a large registry), so it orders only the best candidates by the rest: ten
+  -- times the page, or 500 (within which it still reorders tools that have as many words).
+  v_lex := format($f$
+    select y.*, (y.cheap + coalesce(ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', y.search_document, $6, 32), 0))::real as rank
+      from (select t.id, t.ref, t.tool_id, t.search_document,
+                   ((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
+                    + 3 * (%s)
+                    + (%s)::real / greatest(length(t.name_vector), 1)
+                    + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01))::real as cheap
+              from public.tools t
+             where (t.ref = $1 or t.tool_id = $1 or t.search_document @@ $6) %s
+             order by 5 desc, t.ref
+             limit %s) y$f$,
     coalesce((select string_agg(format('(t.search_document @@ $8[%s])::int', i), ' + ')
                 from generate_series(1, v_n) i), '0'),
     coalesce((select string_agg(format('(t.name_vector @@ $9[%s])::int', i), ' + ')
-                from generate_series(1, v_n) i), '0'));
+                from generate_series(1, v_n) i), '0'),
+    v_filter, greatest(v_limit, 50) * 10);
 
   if v_vector is null then
     return query execute format($f$
       select t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
-             %s, case when t.ref = $1 or t.tool_id = $1 then 'id' else 'words' end, $10
-        from public.tools t
-       where (t.ref = $1 or t.tool_id = $1 or t.search_document @@ $6) %s
+             l.rank, case when l.ref = $1 or l.tool_id = $1 then 'id' else 'words' end, $10
+        from (%s) l join public.tools t on t.id = l.id
        order by 9 desc, t.ref
-       limit $7$f$, v_rank, v_filter)
+       limit $7$f$, v_lex)
       using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q, v_mode;
     return;
   end if;
@@ -337,10 +346,9 @@ begin
   return query execute format($f$
     with lex as (
       select x.id, x.exact, row_number() over (order by x.rank desc, x.ref) as r
-        from (select t.id, t.ref, (t.ref = $1 or t.tool_id = $1) as exact, %s as rank
-                from public.tools t
-               where (t.ref = $1 or t.tool_id = $1 or t.search_document @@ $6) %s
-               order by 4 desc, t.ref
+        from (select l.id, l.ref, (l.ref = $1 or l.tool_id = $1) as exact, l.rank
+                from (%s) l
+               order by 4 desc, l.ref
                limit $10) x),
     sem as (
       select n.id, row_number() over (order by n.similarity desc, n.id) as r
@@ -357,7 +365,7 @@ begin
       from fused f join public.tools t on t.id = f.id
      where true %s
      order by 9 desc, t.ref
-     limit $7$f$, v_rank, v_filter, v_filter)
+     limit $7$f$, v_lex, v_filter)
     using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q,
           greatest(v_limit, 50), p_model, v_vector, 0.2::real, 1.0::float8, 1.0::float8, 60::float8;
 end
