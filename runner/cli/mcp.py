@@ -66,6 +66,8 @@ def print_report(report: ImportReport) -> None:
             line += f"@{t.version}"
         if t.status == "changed":
             line += f" (was {t.previous_version}: {', '.join(t.changed)} changed upstream)"
+        for note in t.notes:  # e.g. a description cut to the registry's limit
+            line += f" ({note})"
         if t.error:
             line += f": {t.error}"
         print(line)

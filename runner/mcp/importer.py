@@ -12,6 +12,11 @@ description, its annotations config.annotations, the server its executor.
   say what changed (`description`, `inputSchema`, `outputSchema`, `annotations`), so a
   silent change upstream is visible. Earlier versions stay as they were: callers pinned to one keep it.
 * tools the latest listing no longer has are reported as `missing`; nothing is deleted.
+* a description longer than the registry allows (registry_limits.text_field_chars.description,
+  which publish enforces) is cut to it at a word, ending in "…": the tool is published all
+  the same, `metadata.mcp_import.description_cut` keeps the upstream length, the report's
+  entry says so in its notes. The cut text is what an import compares, so an unchanged
+  upstream tool stays `unchanged`.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from .servers import server_link, server_spec
 
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]")
 _SEMVER = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
+_LAST_WORD = re.compile(r"\s+\S*\Z")  # the whitespace before the last (maybe partial) word, and that word
 
 
 def _config_rest(manifest: Mapping[str, Any]) -> Any:
@@ -58,6 +64,7 @@ class ImportedTool:
     previous_version: str | None = None
     changed: list[str] = field(default_factory=list)
     error: str | None = None
+    notes: list[str] = field(default_factory=list)  # what was fitted to the registry (a cut description)
 
 
 @dataclass
@@ -90,11 +97,15 @@ async def import_server(registry: Registry, pool: McpPool, server: str, environ:
     server_manifest: dict[str, Any] = server_row.get("manifest") or {}
     wanted = {tool_id_for(ref, t.name): t for t in listed}
     latest = await _latest_manifests(registry, list(wanted))
+    limit = await description_limit(registry)
 
     report = ImportReport(server=ref)
     for tool_id, tool in wanted.items():
         manifest = tool_manifest(ref, tool, server_manifest)
-        report.tools.append(await _publish_one(registry, tool_id, tool.name, manifest, latest.get(tool_id)))
+        upstream = manifest["description"]
+        manifest["description"] = cut_description(upstream, limit)
+        cut = {"upstream_chars": len(upstream), "limit": limit} if manifest["description"] != upstream else None
+        report.tools.append(await _publish_one(registry, tool_id, tool.name, manifest, latest.get(tool_id), cut))
     for row in await registry.search(f"mcp:{ref}", tool_type="mcp_tool", limit=1000):
         if row["tool_id"] not in wanted and row.get("executor_id") == ref:
             report.tools.append(
@@ -132,6 +143,26 @@ def tool_manifest(server_ref: str, tool: types.Tool, server_manifest: Mapping[st
     return manifest
 
 
+async def description_limit(registry: Registry) -> int | None:
+    """registry_limits.text_field_chars.description: the most characters publish takes in a
+    description (None: no such row, no limit)."""
+    chars = (await registry.limits()).get("text_field_chars")
+    value = chars.get("description") if isinstance(chars, dict) else None
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def cut_description(text: str, limit: int | None) -> str:
+    """`text`, or if it has more than `limit` characters its start cut before the word the limit
+    falls in, ending in "…", `limit` characters at most (a first word longer than that is cut
+    inside)."""
+    if limit is None or limit < 1 or len(text) <= limit:
+        return text
+    head = text[: limit - 1]  # room for the "…"
+    if not text[limit - 1].isspace():  # the limit falls inside a word: that word goes
+        head = _LAST_WORD.sub("", head)
+    return (head.rstrip() or text[: limit - 1]) + "…"
+
+
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """What an upstream change touched, by the names MCP uses (description, inputSchema,
     outputSchema, annotations)."""
@@ -146,10 +177,21 @@ def next_version(version: str) -> str:
 
 
 async def _publish_one(
-    registry: Registry, tool_id: str, name: str, manifest: dict[str, Any], previous: dict[str, Any] | None
+    registry: Registry,
+    tool_id: str,
+    name: str,
+    manifest: dict[str, Any],
+    previous: dict[str, Any] | None,
+    cut: dict[str, Any] | None = None,
 ) -> ImportedTool:
     item = ImportedTool(tool_id=tool_id, tool=name, status="created", version="1.0.0")
     meta: dict[str, Any] = {"tool": name, "server": manifest["executor"], "upstream_changed": False}
+    if cut is not None:  # {upstream_chars, limit}: said on every import, kept with each version published
+        meta["description_cut"] = cut
+        item.notes.append(
+            f"description cut from {cut['upstream_chars']} to {len(manifest['description'])} characters "
+            f"(registry_limits.text_field_chars.description is {cut['limit']})"
+        )
     if previous is not None:
         old_manifest, old_version = previous["manifest"], previous["version"]
         item.changed = differences(old_manifest, manifest)

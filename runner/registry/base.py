@@ -283,6 +283,13 @@ class Registry:
         """public.whoami(): the caller as the database sees it {role, user_id, is_admin, identity, namespaces}."""
         return await self._call("whoami", {}, read=True)
 
+    async def limits(self) -> dict[str, Any]:
+        """public.registry_limits as {name: value} (text_field_chars -> {description: 4000, ...}):
+        what publish refuses beyond, so a writer can fit its content first; a row that is not
+        there sets no limit."""
+        rows = await self._call("registry_limits", {}, returns=Select(order=("name",)), read=True)
+        return {str(r["name"]): r["value"] for r in rows or []}
+
     async def record_audits(self, entries: list[dict[str, Any]]) -> list[str]:
         """public.record_audits(p_entries jsonb) -> their ids, in order (all or nothing)."""
         return [str(i) for i in await self._call("record_audits", {"p_entries": list(entries)}, returns="column") or []]

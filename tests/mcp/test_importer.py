@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -16,11 +17,12 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from runner import Runner, import_server
-from runner.cli.mcp import add_mcp_commands
+from runner.cli.mcp import add_mcp_commands, print_report
 from runner.handlers.mcp_tool import McpToolHandler
-from runner.mcp.importer import next_version, tool_id_for
+from runner.mcp.importer import cut_description, next_version, tool_id_for
 
 from . import EVERYTHING, NODE_MODULES, make_runner, stdio_server, unique
+from .long_description_server import description
 
 Publish = Callable[[dict[str, Any]], str]
 
@@ -236,3 +238,64 @@ async def test_a_changed_output_schema_is_an_upstream_change_and_a_stale_one_fai
         (ref, ["outputSchema"], "1.1.0")
     ]
     assert (await runner.run(ref, {"location": "New York"})).status == "success"
+
+
+LONG_SERVER = Path(__file__).with_name("long_description_server.py")
+
+
+@pytest.fixture
+def long_server(conn: psycopg.Connection) -> Iterator[str]:
+    """A Python MCP server whose one tool, lookup, describes itself in 5000 characters."""
+    ref = unique("long_description")
+    manifest = stdio_server(ref, [str(LONG_SERVER), "5000"], command=sys.executable)
+    conn.execute("select publish_tool_version(%s, '[]')", (Jsonb(manifest),))
+    yield ref
+    conn.execute("delete from tools where executor_id = %s", (ref,))
+    conn.execute("delete from tools where ref = %s", (ref,))
+
+
+async def test_a_description_over_the_registry_limit_is_cut_to_it_and_the_tool_published(
+    mcp: tuple[Runner, McpToolHandler], long_server: str, conn: psycopg.Connection
+) -> None:
+    """Real servers describe some tools in more than publish takes; the import keeps them,
+    cut at a word to registry_limits.text_field_chars.description, and says so."""
+    runner, handler = mcp
+    (limit,) = conn.execute(
+        "select (value ->> 'description')::int from registry_limits where name = 'text_field_chars'"
+    ).fetchone()
+    upstream = description(5000)
+    assert limit < len(upstream)
+    ref = f"{long_server}.lookup"
+    report = await import_server(runner.registry, handler.pool, long_server, runner.environ)
+    assert report.ok and [(t.tool_id, t.status) for t in report.tools] == [(ref, "created")], report.as_json()
+    stored = latest_manifest(conn, ref)
+    cut = stored["description"]
+    kept = cut.removesuffix("…")
+    assert cut.endswith("…") and len(cut) <= limit and upstream.startswith(kept)
+    assert upstream[len(kept)].isspace() and not kept[-1].isspace(), "cut between words"
+    assert len(cut) > limit - 20, "no more than the word the limit fell in is dropped"
+    assert stored["metadata"]["mcp_import"]["description_cut"] == {"upstream_chars": 5000, "limit": limit}
+    note = f"description cut from 5000 to {len(cut)} characters"
+    assert [n.startswith(note) for n in report.tools[0].notes] == [True]
+    out = io.StringIO()
+    with redirect_stdout(out):
+        print_report(report)
+    assert note in out.getvalue()
+    # published, so it runs and is found
+    assert (await runner.run(ref, {"word": "kiwi"})).output == {"result": "kiwi: a word"}
+    assert ref in [r["tool_id"] for r in await runner.registry.search("glossary definition lookup", limit=50)]
+    # the cut text is what the next import compares: nothing changed upstream, nothing is published
+    before = versions(conn, long_server)
+    again = await import_server(runner.registry, handler.pool, long_server, runner.environ)
+    assert [(t.status, t.version) for t in again.tools] == [("unchanged", "1.0.0")]
+    assert [n.startswith(note) for n in again.tools[0].notes] == [True], "each import says it is cut"
+    assert versions(conn, long_server) == before == [(ref, "1.0.0", True)]
+
+
+def test_cut_description_keeps_whole_words_and_ends_in_an_ellipsis() -> None:
+    assert cut_description("abc def ghi", 11) == "abc def ghi"
+    assert cut_description("abc def ghi", None) == "abc def ghi", "no limit row: no cut"
+    assert cut_description("abc def ghi", 6) == "abc…", "the limit falls inside def: def goes"
+    assert cut_description("abc def ghi", 8) == "abc def…", "def ends where the limit does: kept"
+    assert cut_description("abc   def ghi", 9) == "abc…", "no space before the ellipsis"
+    assert cut_description("abcdefghij", 5) == "abcd…", "one long word is cut inside"

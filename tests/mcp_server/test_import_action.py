@@ -5,6 +5,7 @@ runner's own MCP pool, which then runs them. Real database, real server processe
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from runner.handlers.mcp_tool import McpToolHandler
 from runner.mcp.servers import server_spec
 
 from ..mcp import EVERYTHING, make_runner, stdio_server, unique
+from ..mcp.test_importer import LONG_SERVER
 from .test_server import failed, ok, text
 
 
@@ -81,6 +83,19 @@ async def test_import_publishes_the_tools_and_the_same_pool_runs_them(
         assert f"unchanged {ref}.echo@1.0.0" in text(again)
         found = ok(await client.call_tool("search", {"query": f"mcp:{ref} echo", "limit": 50}))
         assert f"{ref}.echo" in {i["item_id"] for i in found["items"]}
+
+
+async def test_a_description_cut_to_the_registry_limit_is_said_in_the_answer(
+    mcp: tuple[Runner, McpToolHandler], servers: list[str], conn: psycopg.Connection
+) -> None:
+    runner, handler = mcp
+    ref = publish_server(conn, servers, [str(LONG_SERVER), "5000"], command=sys.executable)
+    async with Client(build_server(runner, mcp_pool=handler.pool)) as client:
+        result = await client.call_tool("execute", {"action": "import", "item_id": ref})
+        (tool,) = ok(result)["tools"]
+        assert (tool["tool_id"], tool["status"]) == (f"{ref}.lookup", "created")
+        assert [n.split(" characters")[0] for n in tool["notes"]] == ["description cut from 5000 to 3999"]
+        assert f"created   {ref}.lookup@1.0.0 (description cut from 5000 to 3999 characters" in text(result)
 
 
 async def test_import_failures_are_tool_errors_with_hints(

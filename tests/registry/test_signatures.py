@@ -63,6 +63,7 @@ CALLS: dict[str, tuple[tuple[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, 
     "take_rate_limit": ((("t", "srv", "s"), {}), (("t", None, None), {})),
     "decide_approval": (((ID, True, "ok", "s"), {}), ((ID, False), {})),
     "approvals": (((), {}), ((), {})),
+    "limits": (((), {}), ((), {})),
     "open_context": ((("s", "d", ID, {"tools": []}), {}), (("s",), {})),
     "get_context": (((ID,), {}), ((ID,), {})),
 }
@@ -159,7 +160,7 @@ async def test_the_postgres_statements_resolve_in_the_database(method: str, conn
         conn.execute(f"deallocate {name.decode()}")
 
 
-@pytest.mark.parametrize("method", ["runs", "approvals"])
+@pytest.mark.parametrize("method", ["runs", "approvals", "limits"])
 async def test_selects_name_real_columns(method: str, conn: psycopg.Connection) -> None:
     for call in CALLS[method]:
         one = await sent(method, *call)

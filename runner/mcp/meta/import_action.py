@@ -103,6 +103,8 @@ def _import_text(report: ImportReport) -> str:
             line += f" (was {t.previous_version}; upstream changed its {' and '.join(t.changed)})"
         elif t.status == "missing":
             line += " (no longer listed by the server; kept)"
+        for note in t.notes:  # e.g. a description cut to the registry's limit
+            line += f" ({note})"
         if t.error:
             line += f": {t.error}"
         lines.append(line)
