@@ -1,0 +1,82 @@
+"""Search relevance on the relevance set (issue 16): a regression test of ranking, not timing.
+
+The set (bench/relevance: the tools/list of 43 real MCP servers, the seed, and queries written
+the way people ask, each with its expected tools) is loaded by bench/relevance/load.py into a
+database of its own, kiwi_test_relevance (beside the registry under test, which is never
+touched), built from the migrations and the seed and reused while they, the catalog and the
+loader are unchanged. Each query is embedded with the local model and searched as the CLI
+searches (search_tools with the query's embedding); bench/search_bench.py prints the same
+figures with lexical and semantic beside them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.append(str(ROOT / "bench"))  # the relevance set's loader and measures live with the bench
+
+from relevance.load import RelevanceDb, ensure_relevance_db, load_queries, missing_expected
+from relevance.measure import ModeFigures, evaluate
+
+from runner.search import LocalWordLlama
+from runner.search.query import parse
+
+DBNAME = "kiwi_test_relevance"
+# Floors under what hybrid search reaches today with the bundled model (recall@5 0.873, MRR
+# 0.725 on 2026-11-25), so that a change that makes search worse fails here. They are NOT
+# issue 16's targets (recall@5 >= 0.95, MRR >= 0.8), which this model does not reach:
+# bench/search_bench.py prints the figures against those targets, and the queries missed.
+RECALL_AT_5 = 0.86
+MRR = 0.71
+
+
+@pytest.fixture(scope="module")
+def relevance_db(database_url: str) -> RelevanceDb:
+    """Built (or reused) from the cluster of the registry under test; its own database."""
+    return ensure_relevance_db(DBNAME, database_url, log=lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def hybrid(relevance_db: RelevanceDb) -> ModeFigures:
+    """Every query searched as the CLI searches: with its embedding (evaluate() fails unless
+    search_tools answers in hybrid mode)."""
+    db = relevance_db
+    queries = load_queries()
+    assert not missing_expected(db.url, queries), "queries.yaml names tools the catalog does not hold"
+    embedder = LocalWordLlama()
+    vectors = embedder.embed([parse(q.text).text for q in queries])
+    return evaluate(db.url, queries, vectors, embedder.model)["hybrid"]
+
+
+def _misses(figures: ModeFigures) -> str:
+    rows = [
+        f"  {a.query.text!r}: rank {a.rank or '-'}, expected {', '.join(a.query.written)}; "
+        f"first {a.ranked[0] if a.ranked else '(nothing)'}"
+        for a in figures.misses(5)
+    ]
+    return "\n".join(rows)
+
+
+def test_the_relevance_set_is_as_large_as_the_issue_asks(relevance_db: RelevanceDb, hybrid: ModeFigures) -> None:
+    """At least 300 tools from real MCP servers beside the seed, and at least 60 queries."""
+    assert relevance_db.tools >= 300 + 19
+    assert len(hybrid.answers) >= 60
+
+
+def test_no_query_with_a_relevant_tool_returns_nothing(hybrid: ModeFigures) -> None:
+    empty = [a.query.text for a in hybrid.answers if not a.ranked]
+    assert not empty, f"hybrid search returned nothing for {empty}"
+
+
+def test_hybrid_search_finds_the_expected_tool_in_the_first_five(hybrid: ModeFigures) -> None:
+    recall = hybrid.recall(5)
+    assert recall >= RECALL_AT_5, f"hybrid recall@5 {recall:.3f} < {RECALL_AT_5}; past the 5th:\n{_misses(hybrid)}"
+
+
+def test_hybrid_search_ranks_the_expected_tool_near_the_top(hybrid: ModeFigures) -> None:
+    mrr = hybrid.mrr
+    assert mrr >= MRR, f"hybrid MRR {mrr:.3f} < {MRR} (recall@1 {hybrid.recall(1):.3f})"
