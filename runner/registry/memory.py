@@ -161,7 +161,7 @@ class MemoryBackend:
         p_model: str | None = None,
     ) -> list[dict[str, Any]]:
         """Rows with every word of the query; with an embedding of a model that has vectors,
-        also the rows nearest in meaning, the two rankings fused (reciprocal rank fusion)."""
+        also the rows nearest in meaning, the two fused as search_tools fuses them."""
         words = p_query.lower().split()
         rows = [r for r in self._searchable() if p_tool_type in (None, r.get("tool_type"))]
         rows = [r for r in rows if p_category in (None, r.get("category"))]
@@ -172,9 +172,11 @@ class MemoryBackend:
             if all(w in text for w in words):
                 lexical[row["tool_id"]] = float(sum(text.count(w) for w in words))
         near, mode = self._nearest(rows, p_embedding, p_model) if words else ({}, "lexical: no query words")
-        ranks = {tid: 1 / (60 + n) for n, tid in enumerate(sorted(lexical, key=lambda t: (-lexical[t], t)), 1)}
-        for n, tid in enumerate(sorted(near, key=lambda t: (-near[t], t)), 1):
-            ranks[tid] = ranks.get(tid, 0.0) + 1 / (60 + n)
+        # as search_tools fuses: each list's scores scaled to its best, 0.4 words + 0.6 meaning
+        best_words, best_meaning = max(lexical.values(), default=1.0), max(near.values(), default=1.0) or 1.0
+        ranks = {tid: 0.4 * score / best_words for tid, score in lexical.items()}
+        for tid, similarity in near.items():
+            ranks[tid] = ranks.get(tid, 0.0) + 0.6 * similarity / best_meaning
         found = []
         for row in rows:
             tid = row["tool_id"]

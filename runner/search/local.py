@@ -8,8 +8,9 @@ similarity >= 0.3), ranked by the exact id (100), 3 per word it has, how much of
 name the words cover (0..1), and weighted fields (id and name 1, tags 0.4, description and
 category 0.2, parameters 0.1; 0..1). With the query's embedding, the tools' texts are
 embedded too (by the same embedder, remembered by text) and a tool whose cosine similarity
-reaches MIN_SIMILARITY is found by meaning; the two lists are then fused by reciprocal rank
-(RRF_K), as the registry fuses its own, so local rows can be listed among the registry's.
+reaches MIN_SIMILARITY is found by meaning; the two lists are then fused as the registry
+fuses its own (each scaled to its best, 0.4 words + 0.6 meaning), so local rows can be listed
+among the registry's.
 
 The project space shadows the user space (as `kiwi run` resolves). A tool.yaml that cannot
 be read is skipped with a warning, never an exception.
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 # 0.15. A little above search_tools' 0.2: a space's few tools each take a top place in their own
 # lists, so a weak match would otherwise sit among the registry's best.
 MIN_SIMILARITY = 0.25
-RRF_K = 60  # reciprocal rank fusion: 1 / (RRF_K + position) per list a tool is in
+WORDS_WEIGHT, MEANING_WEIGHT = 0.4, 0.6  # search_tools' fusion: each list's scores scaled to its best
 EXACT_ID = 100.0
 WEIGHTS = (1.0, 0.4, 0.2, 0.1)  # id and name, tags, description and category, parameters
 TYPO_SIMILARITY = 0.3
@@ -84,17 +85,15 @@ class LocalEntry:
 
     def search_text(self) -> str:
         """What is embedded, as kiwi_internal.tool_search_text writes a registry tool's: its id
-        and name as words, description, tags, category, parameter names and descriptions."""
+        and name as words, description, tags, parameter names."""
         m = self.manifest
         name, tool_id = str(m.get("name") or ""), tool_name(self.ref)
         tags = " ".join(str(t) for t in m["tags"]) if isinstance(m.get("tags"), list) else ""
-        category = " ".join(str(m[k]) for k in ("category", "subcategory") if m.get(k) is not None)
         parts = (
             search_words_of(tool_id) + ("" if name.lower() in ("", tool_id.lower()) else " " + search_words_of(name)),
             (_text(m.get("description")) or "").strip().rstrip("."),
             search_words_of(tags),
-            search_words_of(category),
-            " ".join(f"{search_words_of(n)} {d}" for n, d in _parameters(m.get("parameters"))),
+            search_words_of(" ".join(n for n, _ in _parameters(m.get("parameters")))),
         )
         return " ".join(". ".join(p.strip() for p in parts if p.strip()).split())
 
@@ -356,7 +355,7 @@ def rank(
     """The entries the query finds, best first, as search_tools rows (rank, matched_by,
     search_mode) marked local. With `query_vector` and the entries' `vectors`, meaning counts
     too. `fused` (default: whether there are vectors) puts rank on the registry's hybrid
-    scale (reciprocal rank fusion); else on its lexical scale, where a tool found by meaning
+    scale (score fusion); else on its lexical scale, where a tool found by meaning
     alone counts as 3 x its similarity (less than one word)."""
     semantic = query_vector is not None and vectors is not None
     fused = semantic if fused is None else fused
@@ -388,19 +387,20 @@ def rank(
 
 
 def _score(found: list[dict[str, Any]], fused: bool) -> None:
-    """Set each row's rank: fused by reciprocal rank over the lexical and semantic lists, or
-    the lexical rank plus 3 x similarity for a match by meaning."""
+    """Set each row's rank: fused as search_tools fuses (each list's scores scaled to its best,
+    0.4 words + 0.6 meaning, the exact id first), or the lexical rank plus 3 x similarity for a
+    match by meaning."""
     if not fused:
         for r in found:
             r["rank"] = (r["_lex"] or 0.0) + 3 * (r["_sim"] or 0.0)
         return
-    by_words = sorted((r for r in found if r["_lex"] is not None), key=lambda r: (-r["_lex"], r["tool_id"]))
-    by_meaning = sorted((r for r in found if r["_sim"] is not None), key=lambda r: (-r["_sim"], r["tool_id"]))
+    words = [r["_lex"] - EXACT_ID * r["_exact"] for r in found if r["_lex"] is not None]
+    meaning = [r["_sim"] for r in found if r["_sim"] is not None]
+    best_words, best_meaning = max(words, default=0.0) or 1.0, max(meaning, default=0.0) or 1.0
     for r in found:
-        r["rank"] = EXACT_ID * r["_exact"]
-    for ordered in (by_words, by_meaning):
-        for position, r in enumerate(ordered, start=1):
-            r["rank"] += 1.0 / (RRF_K + position)
+        lex = r["_lex"] - EXACT_ID * r["_exact"] if r["_lex"] is not None else 0.0
+        r["rank"] = EXACT_ID * r["_exact"] + WORDS_WEIGHT * lex / best_words
+        r["rank"] += MEANING_WEIGHT * (r["_sim"] or 0.0) / best_meaning
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -409,13 +409,14 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def _parameters(parameters: object) -> list[tuple[str, str]]:
-    """(name, description) of each parameter, in either form a manifest writes them."""
+    """(name, description) of each parameter, in either form a manifest writes them: a list in
+    its order, a JSON Schema's properties by name (as kiwi_internal.tool_search_text orders them)."""
     if isinstance(parameters, list):
         return [(str(p.get("name") or ""), str(p.get("description") or "")) for p in parameters if isinstance(p, dict)]
     if isinstance(parameters, dict) and isinstance(parameters.get("properties"), dict):
         return [
             (str(k), str(v.get("description") or "") if isinstance(v, dict) else "")
-            for k, v in parameters["properties"].items()
+            for k, v in sorted(parameters["properties"].items())
         ]
     return []
 

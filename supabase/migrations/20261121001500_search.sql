@@ -88,12 +88,13 @@ as $$
            nullif(rtrim(btrim(coalesce(p_description, '')), '.'), ''),
            nullif(btrim(kiwi_internal.search_words_of(array_to_string(coalesce(p_tags, '{}'), ' '))), ''),
            nullif(btrim(kiwi_internal.search_words_of(
-             (select string_agg(k, ' ')
-                from (select p ->> 'name' as k
-                        from jsonb_array_elements(case jsonb_typeof(p_parameters) when 'array' then p_parameters else '[]' end) p
+             (select string_agg(k, ' ' order by n.i, k collate "C")  -- a list in its order; properties by name
+                from (select p ->> 'name' as k, i
+                        from jsonb_array_elements(case jsonb_typeof(p_parameters) when 'array' then p_parameters else '[]' end)
+                             with ordinality a(p, i)
                        where jsonb_typeof(p) = 'object'
                       union all
-                      select e.key
+                      select e.key, 0
                         from jsonb_each(case when jsonb_typeof(p_parameters -> 'properties') = 'object'
                                              then p_parameters -> 'properties' else '{}' end) e) n))), '')),
          '\s+', ' ', 'g'))

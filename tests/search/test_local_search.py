@@ -4,6 +4,7 @@ tmp_path, the bundled embedding model, and the real registry where the registry 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -253,3 +254,36 @@ async def test_a_local_tool_shadows_the_registry_tool_of_its_id(registry: Postgr
         "9.0.1",
         "words",
     )
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        {"tool_id": "resize_image", "description": "Resizes an image.", "tags": ["media", "imageTools"]},
+        {
+            "tool_id": "fetchWeather",
+            "name": "Weather forecast",
+            "description": "Gets the forecast for a city",
+            "parameters": {"type": "object", "properties": {"cityName": {"description": "where"}, "days": {}}},
+        },
+        {"tool_id": "x", "name": "x", "parameters": [{"name": "max_items", "description": "at most"}]},
+    ],
+)
+def test_a_local_tool_is_embedded_from_the_text_the_registry_embeds(
+    manifest: dict[str, Any], conn: Any, tmp_path: Path
+) -> None:
+    """The local spaces' vectors are compared with the registry's: both embed one text."""
+    from runner.search.local import LocalEntry
+
+    entry = LocalEntry(manifest["tool_id"], "project", tmp_path, manifest)
+    (registry_text,) = conn.execute(
+        "select kiwi_internal.tool_search_text(%s, %s, %s, %s, %s::jsonb)",
+        (
+            manifest["tool_id"],
+            manifest.get("name", manifest["tool_id"]),
+            manifest.get("tags", []),
+            manifest.get("description", ""),
+            json.dumps(manifest.get("parameters")),
+        ),
+    ).fetchone()
+    assert entry.search_text() == registry_text
