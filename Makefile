@@ -45,6 +45,7 @@ bench: db
 	@$(PY) bench/runner_bench.py
 	@$(PY) bench/mcp_bench.py
 	@$(PY) bench/mcp_server_bench.py
+	@$(PY) bench/search_bench.py
 
 ## lint: ruff, and the seed compiled from supabase/seed/ is current
 lint: deps

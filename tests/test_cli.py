@@ -306,7 +306,9 @@ def test_search_for_people_is_a_table(kiwi: Kiwi) -> None:
     assert done.code == 0, done.err
     line = next(line for line in done.out.splitlines() if line.startswith("hello_world "))
     assert "script" in line and "1.0.0" in line and "Greets" in line
-    nothing = kiwi("search", "zzqqxxnothingmatchesthis")
+    unknown = kiwi("search", "zzqqxxnothingmatchesthis", "--json").json()  # no tool has the words
+    assert {r["matched_by"] for r in unknown} <= {"meaning"}  # what is near in meaning, said so
+    nothing = kiwi("search", "zzqqxxnothingmatchesthis", env={"KIWI_EMBEDDINGS": "off"})
     assert nothing.code == 0 and "no tools found" in nothing.err
 
 

@@ -173,7 +173,7 @@ class MemoryBackend:
                 lexical[row["tool_id"]] = float(sum(text.count(w) for w in words))
         near, mode = self._nearest(rows, p_embedding, p_model) if words else ({}, "lexical: no query words")
         # as search_tools fuses: each list's scores scaled to its best, 0.4 words + 0.6 meaning
-        best_words, best_meaning = max(lexical.values(), default=1.0), max(near.values(), default=1.0) or 1.0
+        best_words, best_meaning = max(lexical.values(), default=0.0) or 1.0, max(near.values(), default=0.0) or 1.0
         ranks = {tid: 0.4 * score / best_words for tid, score in lexical.items()}
         for tid, similarity in near.items():
             ranks[tid] = ranks.get(tid, 0.0) + 0.6 * similarity / best_meaning

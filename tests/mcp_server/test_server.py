@@ -159,8 +159,15 @@ async def test_search_honours_type_modifiers_and_item_types(server: MCPServer) -
         assert knowledge and {i["item_type"] for i in knowledge} == {"knowledge"}
         tools = ok(await client.call_tool("search", {"query": "", "item_type": "tool", "limit": 5}))["items"]
         assert len(tools) == 5 and not {i["tool_type"] for i in tools} & {"directive", "knowledge"}
-        none = ok(await client.call_tool("search", {"query": "zzqxvw"}))
-        assert none["count"] == 0 and "no items found" in text(await client.call_tool("search", {"query": "zzqxvw"}))
+        unknown = ok(await client.call_tool("search", {"query": "zzqxvw"}))  # no tool has the word
+        assert {i["matched_by"] for i in unknown["items"]} <= {"meaning"}
+
+
+async def test_a_search_by_words_only_that_finds_nothing_says_so(runner: Runner) -> None:
+    async with Client(build_server(runner, embedder=None)) as client:  # embeddings off
+        none = await client.call_tool("search", {"query": "zzqxvw"})
+        assert ok(none)["count"] == 0 and "no items found" in text(none)
+        assert ok(none)["search_mode"].startswith("lexical")
 
 
 async def test_load_returns_the_chain_parameters_and_files(server: MCPServer) -> None:

@@ -108,8 +108,14 @@ async def test_over_mcp_http_a_tenant_reaches_only_its_own_tools(
         assert "not found" in failed(
             await as_b.call_tool("execute", {"action": "run", "item_id": ref, "parameters": {"v": "b"}})
         )
+        # search by words and by meaning (the vectors' side reads past RLS: nearest_tools)
         found = ok(await as_b.call_tool("search", {"query": tool}))
-        assert found["count"] == 0, "search lists nothing of another tenant's private tools"
+        assert found["search_mode"] == "hybrid", found["search_mode"]
+        assert not [i for i in found["items"] if i["item_id"] == ref or i["item_id"].startswith(a["ns"] + "/")], (
+            "search lists nothing of another tenant's private tools"
+        )
+        mine = ok(await as_a.call_tool("search", {"query": tool}))
+        assert ref in [i["item_id"] for i in mine["items"]]
         # yank and delete: B cannot, A can
         assert "not found" in failed(await as_b.call_tool("execute", {"action": "yank", "item_id": f"{ref}@1.1.0"}))
         yanked = ok(await as_a.call_tool("execute", {"action": "yank", "item_id": f"{ref}@1.1.0"}))
@@ -202,7 +208,9 @@ def test_through_the_cli_a_tenant_reaches_only_its_own_tools(
     assert cli(b["token"], "show", ref).code == 3
     assert cli(a["token"], "run", ref, "-p", "v=a", "--json").json()["output"] == {"v": "a"}
     assert cli(b["token"], "run", ref, "-p", "v=b").code == 3
-    assert cli(b["token"], "search", tool, "--json").json() == []
+    theirs = cli(b["token"], "search", tool, "--json").json()  # by words and by meaning
+    assert not [r for r in theirs if r["tool_id"] == ref or r["namespace"] == a["ns"]], theirs
+    assert ref in [r["tool_id"] for r in cli(a["token"], "search", tool, "--json").json()]
 
     assert cli(b["token"], "yank", f"{ref}@1.1.0").code == 3
     assert cli(a["token"], "yank", f"{ref}@1.1.0", "--json").json()["latest_version"] == "1.0.0"
