@@ -217,7 +217,9 @@ declare
   v_name_terms text[] := '{}';  -- the same word as written, for name_vector
   v_doc_q      tsquery[];
   v_name_q     tsquery[];
-  v_match      tsquery;         -- what a tool must match: any term, or all of them when enough tools do
+  v_match      tsquery;         -- what a tool must match: all terms, all but one, or any (see below)
+  v_try        tsquery;
+  v_count      int;
   v_n          int;
   v_filter     constant text := kiwi_internal.search_filter_sql();
   v_vector     extensions.vector(256);
@@ -302,19 +304,30 @@ begin
   if v_n = 0 then   -- only stop words, or words nothing resembles: the exact id at most
     v_match := null;
   else
-    v_match := (select string_agg(q::text, ' & ')::tsquery from unnest(v_doc_q) q);
-    -- Tools with every word outrank those with fewer (see rank); when a page of them
-    -- exists, only they are ranked, so a common word among rare ones costs nothing.
+    -- Tools with more of the words always outrank those with fewer (see rank): when a
+    -- page of tools has every word, only they are ranked; else, for three to eight words,
+    -- when a page has all but one, only they are; else any word counts. A sentence of
+    -- common words then ranks hundreds of tools, not a third of the registry.
     -- (materialized: under LIMIT the planner would scan every tool when few match)
-    if v_n > 1 then
+    v_match := null;
+    foreach v_try in array array[
+        (select string_agg('(' || q::text || ')', ' & ')::tsquery from unnest(v_doc_q) q),
+        case when v_n between 3 and 8 then
+          (select string_agg('(' || (select string_agg('(' || q::text || ')', ' & ')
+                                       from unnest(v_doc_q) with ordinality u(q, j) where j <> i) || ')', ' | ')::tsquery
+             from generate_series(1, v_n) i) end] loop
+      continue when v_try is null or v_n = 1;
       execute 'with m as materialized (select 1 from public.tools t where t.search_document @@ $6' || v_filter || ')
                select count(*) from (select 1 from m limit $7) x'
-        into v_n using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit;
-    end if;
-    if v_n < v_limit then
+        into v_count using v_text, v_type, v_category, v_mcp, v_namespace, v_try, v_limit;
+      if v_count >= v_limit then
+        v_match := v_try;
+        exit;
+      end if;
+    end loop;
+    if v_match is null then
       v_match := (select string_agg('(' || q::text || ')', ' | ')::tsquery from unnest(v_doc_q) q);
     end if;
-    v_n := cardinality(v_doc_q);
   end if;
 
   -- lexical rank: the exact id (100), then 3 for each word the tool has, then how much of
