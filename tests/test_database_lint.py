@@ -691,8 +691,9 @@ AUTHENTICATED_SECURITY_DEFINER_ALLOWED = {
         "yank/unyank/deprecate call it; writable_tool() refuses non-members and the command rule non-admins"
     ),
     "kiwi_internal.delete_tool(p_tool_id text)": "delete_tool calls it; writable_tool() decides, as for yanking",
-    "kiwi_internal.pending_search_texts(p_model text, p_limit integer)": (
-        "pending_search_texts calls it; only texts of tools the caller may embed (my_namespaces(), all for admins)"
+    "kiwi_internal.pending_search_texts(p_model text, p_limit integer, p_after text, p_all boolean)": (
+        "pending_search_texts calls it; only texts of tools the caller may embed (my_namespaces(), all for admins); "
+        "p_all only for admins"
     ),
     "kiwi_internal.store_search_embeddings(p_model text, p_items jsonb)": (
         "store_search_embeddings calls it; only for texts of tools the caller may embed (my_namespaces()), and only "

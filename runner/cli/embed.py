@@ -47,6 +47,11 @@ def add_embed_command(sub: Any) -> None:
         action="store_true",
         help="show the progress bar even when stderr is not a terminal (one line per batch)",
     )
+    embed.add_argument(
+        "--refresh",
+        action="store_true",
+        help="embed every text again, replacing the stored vectors (admins only: kiwi --admin embed --refresh)",
+    )
     embed.add_argument("--json", action="store_true", help="print one JSON object {model, embedded, seconds}")
     embed.set_defaults(handler=cmd_embed)
 
@@ -64,7 +69,8 @@ async def cmd_embed(args: argparse.Namespace) -> int:
         return 0
     started = time.monotonic()
     async with opened(settings) as registry:
-        count = await embed_pending(registry, embedder, batch=args.batch, progress=True if args.progress else None)
+        progress = True if args.progress else None
+        count = await embed_pending(registry, embedder, batch=args.batch, progress=progress, refresh=args.refresh)
     seconds = time.monotonic() - started
     if args.json:
         print(json.dumps({"model": embedder.model, "embedded": count, "seconds": round(seconds, 3)}))

@@ -165,12 +165,16 @@ class Registry:
         vector = None if embedding is None else [float(x) for x in embedding]
         return await self._call("search_tools", args, returns="rows", read=True, p_embedding=vector, **kinds)
 
-    async def pending_search_texts(self, model: str, limit: int = 256) -> list[dict[str, Any]]:
-        """public.pending_search_texts(p_model, p_limit): searchable texts of the tools the caller
-        may embed that have no embedding for `model` yet -> [{text_hash, search_text}] (distinct
-        by hash; once stored, a text is no longer pending)."""
+    async def pending_search_texts(
+        self, model: str, limit: int = 256, *, after: str | None = None, every: bool = False
+    ) -> list[dict[str, Any]]:
+        """public.pending_search_texts(p_model, p_limit, p_after, p_all): searchable texts of the
+        tools the caller may embed that have no embedding for `model` yet -> [{text_hash,
+        search_text}] (distinct, in hash order after `after`; once stored, a text is no longer
+        pending). `every` (service_role only; Refused for others): embedded or not, to refresh."""
         args = {"p_model": model, "p_limit": limit}
-        return list(await self._call("pending_search_texts", args, returns="rows", read=True) or [])
+        call = self._call("pending_search_texts", args, returns="rows", read=True, p_after=after, p_all=every or None)
+        return list(await call or [])
 
     async def store_search_embeddings(self, model: str, items: list[dict[str, Any]]) -> int:
         """public.store_search_embeddings(p_model, p_items): [{text_hash, embedding}] stored for

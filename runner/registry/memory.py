@@ -205,9 +205,17 @@ class MemoryBackend:
         best = sorted(near, key=lambda t: -near[t])[:50]
         return {t: near[t] for t in best}, "hybrid"
 
-    def _pending_search_texts(self, p_model: str, p_limit: int = 256) -> list[dict[str, Any]]:
+    def _pending_search_texts(
+        self, p_model: str, p_limit: int = 256, p_after: str | None = None, p_all: bool = False
+    ) -> list[dict[str, Any]]:
+        if p_all and self.who.get("role") != "service_role":
+            raise from_sqlstate("42501", "pending_search_texts: p_all (every text) is for service_role")
         texts = {_hash(t): t for t in map(self._text_of, self._searchable())}
-        pending = [{"text_hash": h, "search_text": t} for h, t in texts.items() if (p_model, h) not in self.embeddings]
+        pending = [
+            {"text_hash": h, "search_text": t}
+            for h, t in sorted(texts.items())
+            if (p_all or (p_model, h) not in self.embeddings) and (p_after is None or h > p_after)
+        ]
         return pending[:p_limit]
 
     def _store_search_embeddings(self, p_model: str, p_items: list[Mapping[str, Any]]) -> int:

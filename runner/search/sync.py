@@ -75,19 +75,24 @@ async def embed_pending(
     *,
     batch: int = 256,
     progress: bool | Progress | None = None,
+    refresh: bool = False,
 ) -> int:
     """Embed every text pending for `embedder.model` that the caller may embed, `batch` texts per
     store -> how many vectors were stored. `progress`: None, a bar on stderr when it is a
-    terminal; True, a bar on stderr anyway; False, none; or a function told (done, total, more)."""
+    terminal; True, a bar on stderr anyway; False, none; or a function told (done, total, more).
+    `refresh` (service_role only: the registry refuses others): every text, embedded or not,
+    in hash order, each vector replaced."""
     if not 1 <= batch <= ROUND:
         raise ValueError(f"batch is from 1 to {ROUND}, not {batch}")
     bar = ProgressBar() if progress is True or (progress is None and _isatty(sys.stderr)) else None
     report: Progress | None = bar if bar is not None else progress if callable(progress) else None
     seen: set[str] = set()
     stored = 0
+    after: str | None = None  # refreshing pages on by hash: no text stops being listed
     try:
         while True:
-            rows = await registry.pending_search_texts(embedder.model, limit=ROUND)
+            rows = await registry.pending_search_texts(embedder.model, limit=ROUND, after=after, every=refresh)
+            after = rows[-1]["text_hash"] if refresh and rows else None
             fresh = [r for r in rows if r["text_hash"] not in seen]
             if not fresh:
                 return stored

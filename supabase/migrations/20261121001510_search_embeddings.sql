@@ -33,8 +33,10 @@ create index search_embeddings_hnsw_idx on kiwi_internal.search_embeddings
   using hnsw (embedding extensions.vector_cosine_ops);
 
 -- Texts that have no vector for the model yet, among the tools the caller may embed;
--- each text once. Call until it returns nothing.
-create function kiwi_internal.pending_search_texts(p_model text, p_limit int)
+-- each text once, in hash order after p_after. Call until it returns nothing. With p_all
+-- (service_role only), every text whether embedded or not: `kiwi --admin embed --refresh`
+-- pages through them and replaces each vector.
+create function kiwi_internal.pending_search_texts(p_model text, p_limit int, p_after text, p_all boolean)
   returns table (text_hash text, search_text text)
   language plpgsql stable security definer
   set search_path = ''
@@ -47,6 +49,11 @@ begin
     raise exception 'pending_search_texts: p_model names the embedding model, and is required'
       using errcode = '22023';
   end if;
+  if coalesce(p_all, false) and not v_admin then
+    raise exception 'pending_search_texts: p_all (every text, embedded or not) is for service_role'
+      using errcode = '42501',
+            hint = 'a namespace''s members keep the first vector they stored; an admin refreshes (kiwi --admin embed --refresh)';
+  end if;
   return query
     select distinct on (t.search_text_hash) t.search_text_hash, t.search_text
       from public.tools t
@@ -54,26 +61,29 @@ begin
        and t.latest_version is not null
        and t.visibility <> 'unlisted'
        and (v_admin or t.namespace = any (v_ns))
-       and not exists (select 1 from kiwi_internal.search_embeddings e
-                        where e.model = p_model and e.text_hash = t.search_text_hash)
+       and (p_after is null or t.search_text_hash > p_after)
+       and (coalesce(p_all, false)
+            or not exists (select 1 from kiwi_internal.search_embeddings e
+                            where e.model = p_model and e.text_hash = t.search_text_hash))
      order by t.search_text_hash
      limit least(greatest(coalesce(p_limit, 256), 1), 1000);
 end
 $$;
-revoke execute on function kiwi_internal.pending_search_texts(text, int) from public;
-grant execute on function kiwi_internal.pending_search_texts(text, int) to authenticated, service_role;
+revoke execute on function kiwi_internal.pending_search_texts(text, int, text, boolean) from public;
+grant execute on function kiwi_internal.pending_search_texts(text, int, text, boolean) to authenticated, service_role;
 
-create function public.pending_search_texts(p_model text, p_limit int default 256)
+create function public.pending_search_texts(p_model text, p_limit int default 256, p_after text default null,
+                                            p_all boolean default false)
   returns table (text_hash text, search_text text)
   language sql stable
   set search_path = ''
 as $$
-  select * from kiwi_internal.pending_search_texts(p_model, p_limit)
+  select * from kiwi_internal.pending_search_texts(p_model, p_limit, p_after, p_all)
 $$;
-comment on function public.pending_search_texts(text, int) is
-  'Searchable texts of the tools the caller may embed (its namespaces; all for service_role) that have no vector for p_model yet, each once (by sha256). Embed them and store_search_embeddings; repeat until none.';
-revoke execute on function public.pending_search_texts(text, int) from public;
-grant execute on function public.pending_search_texts(text, int) to authenticated, service_role;
+comment on function public.pending_search_texts(text, int, text, boolean) is
+  'Searchable texts of the tools the caller may embed (its namespaces; all for service_role) that have no vector for p_model yet, each once (by sha256), in hash order after p_after. Embed them and store_search_embeddings; repeat until none. p_all (service_role): every text, to refresh the vectors.';
+revoke execute on function public.pending_search_texts(text, int, text, boolean) from public;
+grant execute on function public.pending_search_texts(text, int, text, boolean) to authenticated, service_role;
 
 -- Stores vectors: p_items is [{"text_hash": hex, "embedding": [256 numbers]}, ...].
 -- A hash of no tool the caller may embed, or a vector of another size, refuses the

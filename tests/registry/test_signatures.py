@@ -38,7 +38,7 @@ CALLS: dict[str, tuple[tuple[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, 
         (("q",), {"tool_type": "script", "category": "c", "limit": 5, "embedding": [0.0625] * 256, "model": "m"}),
         (("q",), {}),
     ),
-    "pending_search_texts": ((("m", 5), {}), (("m",), {})),
+    "pending_search_texts": ((("m", 5), {"after": "0" * 64, "every": True}), (("m",), {})),
     "store_search_embeddings": (
         (("m", [{"text_hash": "0" * 64, "embedding": [0.0625] * 256}]), {}),
         (("m", []), {}),

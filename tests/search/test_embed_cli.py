@@ -114,3 +114,27 @@ def test_embed_with_a_hosted_model_shows_progress_and_stores_its_vectors(kiwi: K
         assert len(fake.requests) == len(bars) == -(-count // 5)  # one request and one line per batch of 5
     finally:
         conn.execute("delete from kiwi_internal.search_embeddings where model = %s", (f"openai/{name}",))
+
+
+def test_an_admin_refreshes_every_vector_and_nobody_else_may(kiwi: Kiwi, conn: psycopg.Connection) -> None:
+    """`--refresh` re-embeds every text, replacing each stored vector, whatever stored it."""
+    assert kiwi("--admin", "embed").code == 0
+    (texts,) = conn.execute(
+        "select count(distinct search_text_hash) from tools"
+        " where latest_version is not null and visibility <> 'unlisted'"
+    ).fetchone()
+    flat_vector = "array_fill(0.5::real, array[256])::extensions.vector"
+    conn.execute(f"update kiwi_internal.search_embeddings set embedding = {flat_vector} where model = %s", (LOCAL,))
+    refreshed = kiwi("--admin", "embed", "--refresh", "--batch", "7", "--json")
+    assert refreshed.code == 0, refreshed.err
+    assert refreshed.json()["embedded"] == texts > 7  # every text, over several batches and pages
+    (flat,) = conn.execute(
+        "select count(*) from kiwi_internal.search_embeddings e where model = %s"
+        " and embedding::text = array_fill(0.5::real, array[256])::extensions.vector::text"
+        " and exists (select 1 from tools t where t.search_text_hash = e.text_hash and t.latest_version is not null"
+        "             and t.visibility <> 'unlisted')",
+        (LOCAL,),
+    ).fetchone()
+    assert flat == 0, "every vector of a text some tool has was replaced"
+    refused = kiwi("embed", "--refresh")
+    assert refused.code == 4 and "is for service_role" in refused.err and "Traceback" not in refused.err

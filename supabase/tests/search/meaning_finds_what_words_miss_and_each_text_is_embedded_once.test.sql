@@ -6,7 +6,7 @@
 begin;
 \ir ../_setup.sql
 \ir ../rls/_helpers.sql
-select plan(24);
+select plan(27);
 select tests.make_acme();
 
 -- a 256-number vector pointing mostly along axis i (and a little along j)
@@ -106,6 +106,15 @@ select ok(exists (select 1 from pending_search_texts('m1', 1000) where text_hash
   'a version whose text changed is pending again');
 select is(store_search_embeddings('m1', tests.items(tests.hash_of('acme/secret_sky_oracle'), tests.vec(4))), 1,
   'service_role replaces a stored vector');
+select ok(exists (select 1 from pending_search_texts('m1', 1000, null, true) where text_hash = tests.hash_of('acme/secret_sky_oracle')),
+  'service_role lists every text with p_all, embedded or not (to refresh the vectors)');
+select is((select count(*)::int from pending_search_texts('m1', 1000, tests.hash_of('acme/secret_sky_oracle'), true)
+            where text_hash <= tests.hash_of('acme/secret_sky_oracle')), 0,
+  'p_after pages on in hash order');
+
+select tests.act_as_user('member');
+select throws_ok($$select * from pending_search_texts('m1', 10, null, true)$$, '42501', null,
+  'a member may not list every text: its first stored vector stays');
 
 select * from finish();
 rollback;
