@@ -219,6 +219,7 @@ declare
   v_name_q     tsquery[];
   v_match      tsquery;         -- what a tool must match: all terms, all but one, or any (see below)
   v_try        tsquery;
+  v_words      text[];
   v_count      int;
   v_n          int;
   v_filter     constant text := kiwi_internal.search_filter_sql();
@@ -260,6 +261,10 @@ begin
       raise exception 'search_tools: p_embedding must be 256 numbers (got %)', coalesce(cardinality(p_embedding), 0)
         using errcode = '22023';
     end if;
+    if exists (select 1 from unnest(p_embedding) x where x in ('NaN', 'Infinity', '-Infinity')) then
+      raise exception 'search_tools: p_embedding must be finite numbers (it holds NaN or infinity)'
+        using errcode = '22023';
+    end if;
     if not exists (select 1 from unnest(p_embedding) x where x <> 0) then
       -- (a zero vector has no direction: cosine similarity with it is NaN, which sorts above all)
       raise exception 'search_tools: p_embedding is all zeros, which has no direction to search in'
@@ -275,9 +280,16 @@ begin
 
   -- Each distinct word that is not an English stop word is one term: its stem as a
   -- prefix, or, when no tool the caller sees has it, its closest known spellings
-  -- (similarity >= 0.3: `forcast` is read as forecast, never as format).
-  foreach v_word in array array(select distinct w from unnest(string_to_array(kiwi_internal.search_words_of(v_text), ' ')) w
-                                 where w <> '') loop
+  -- (similarity >= 0.3: `forcast` is read as forecast, never as format). Every term
+  -- costs index probes, so a query is a sentence or two, not a document.
+  v_words := array(select distinct w from unnest(string_to_array(kiwi_internal.search_words_of(v_text), ' ')) w
+                    where w <> '');
+  if cardinality(v_words) > 64 or length(v_text) > 2000 then
+    raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % words, % characters)',
+      cardinality(v_words), length(v_text)
+      using errcode = '22023', hint = 'describe the tool you want in a sentence or two';
+  end if;
+  foreach v_word in array v_words loop
     v_stem := (select s.lexeme from unnest(to_tsvector('english', v_word)) s limit 1);
     continue when v_stem is null;
     -- (materialized: under exists' LIMIT 1 the planner would scan every tool for a word none has)

@@ -6,7 +6,7 @@
 begin;
 \ir ../_setup.sql
 \ir ../rls/_helpers.sql
-select plan(27);
+select plan(29);
 select tests.make_acme();
 
 -- a 256-number vector pointing mostly along axis i (and a little along j)
@@ -85,6 +85,12 @@ select throws_ok($$select * from search_tools('umbrella', null, null, 5, array[1
 select throws_ok($$select * from search_tools('umbrella', null, null, 5, array_fill(0::real, array[256]), 'm1')$$, '22023',
   'search_tools: p_embedding is all zeros, which has no direction to search in',
   'an all-zero query vector is refused (it would find every tool)');
+
+select throws_ok($$select * from search_tools('umbrella', null, null, 5, array_fill('NaN'::real, array[256]), 'm1')$$, '22023',
+  'search_tools: p_embedding must be finite numbers (it holds NaN or infinity)', 'a query vector holding NaN is refused');
+select throws_like($$select * from search_tools((select string_agg('word' || i, ' ') from generate_series(1, 65) i))$$,
+  'search_tools: a query has at most 64 different words and 2000 characters (this one: 65 words%',
+  'a query of a document''s length is refused, naming the limits (each word costs index probes)');
 
 select tests.act_as_user('member');
 select is((select array_agg(tool_id order by tool_id) from search_tools('will it rain', null, null, 5, tests.vec(1), 'm1')),
