@@ -41,11 +41,7 @@ test: db
 
 ## bench: performance figures (see README); not part of the test suite
 bench: db
-	@$(PY) bench/registry_bench.py
-	@$(PY) bench/runner_bench.py
-	@$(PY) bench/mcp_bench.py
-	@$(PY) bench/mcp_server_bench.py
-	@$(PY) bench/search_bench.py
+	@$(PY) bench/all.py $(BENCH_ARGS)
 
 ## lint: ruff, and the seed compiled from supabase/seed/ is current
 lint: deps

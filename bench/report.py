@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+VERDICTS_ENV = "KIWI_BENCH_VERDICTS"  # a file bench/all.py reads the verdicts back from
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,16 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)])
 
 
+def record(results: list[Verdict]) -> None:
+    """Append the verdicts as JSON lines to $KIWI_BENCH_VERDICTS, when set: bench/all.py's one table."""
+    if path := os.environ.get(VERDICTS_ENV):
+        with open(path, "a", encoding="utf-8") as out:
+            out.writelines(json.dumps(asdict(v)) + "\n" for v in results)
+
+
 def summary(results: list[Verdict]) -> list[str]:
     """The report's closing section: every target with its figure, ratio and verdict."""
+    record(results)
     return [
         "## Summary",
         "",
