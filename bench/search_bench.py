@@ -44,8 +44,7 @@ from relevance.measure import DEPTH, MODES, ModeFigures, evaluate
 from report import Verdict, git_commit, summary, table
 from synthetic import DEFAULT_ADMIN_URL, ROOT, Registry, ensure_registry, parse_sizes
 
-from runner import PostgresRegistry, admin
-from runner.search import LocalWordLlama, embed_pending
+from runner import LocalWordLlama, PostgresRegistry, admin, embed_pending
 from runner.search.query import parse
 
 RESULTS_FILE = ROOT / "bench" / "results" / "search.md"

@@ -63,6 +63,13 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "MemoryBackend": ("registry.memory", "MemoryBackend"),
     "connect": ("registry", "connect"),
     "opened": ("registry", "opened"),
+    # search: the embedding model seam, and storing what is pending
+    "Embedder": ("search.embedders", "Embedder"),
+    "EmbeddingError": ("search.embedders", "EmbeddingError"),
+    "LocalWordLlama": ("search.embedders", "LocalWordLlama"),
+    "OpenAICompatible": ("search.embedders", "OpenAICompatible"),
+    "embedder_from_settings": ("search.embedders", "embedder_from_settings"),
+    "embed_pending": ("search.sync", "embed_pending"),
     # running
     "Runner": ("harness.run", "Runner"),
     "RunResult": ("harness.run", "RunResult"),
@@ -91,14 +98,18 @@ __all__ = [
     "ConfigError",
     "Denied",
     "Dispatcher",
+    "Embedder",
+    "EmbeddingError",
     "Handler",
     "IntegrityError",
     "InvalidParameters",
     "Invocation",
     "KiwiError",
+    "LocalWordLlama",
     "McpPool",
     "MemoryBackend",
     "NotFound",
+    "OpenAICompatible",
     "Outcome",
     "Plan",
     "PlanFile",
@@ -123,6 +134,8 @@ __all__ = [
     "anon",
     "build_server",
     "connect",
+    "embed_pending",
+    "embedder_from_settings",
     "from_claims",
     "from_token",
     "import_server",
@@ -187,3 +200,5 @@ if TYPE_CHECKING:  # what type checkers and editors see; nothing here runs
     from .principal import sign as sign_token
     from .registry import PostgresRegistry, Registry, RestRegistry, connect, opened
     from .registry.memory import MemoryBackend
+    from .search.embedders import Embedder, EmbeddingError, LocalWordLlama, OpenAICompatible, embedder_from_settings
+    from .search.sync import embed_pending

@@ -41,10 +41,9 @@ if str(ROOT) not in sys.path:  # run as a bench script: the runner package is th
 
 import mcp_types as types  # noqa: E402
 
-from runner import PostgresRegistry, admin  # noqa: E402
+from runner import LocalWordLlama, PostgresRegistry, admin, embed_pending  # noqa: E402  # noqa: E402
 from runner.mcp.importer import cut_description as importer_cut  # noqa: E402
 from runner.mcp.importer import tool_id_for, tool_manifest  # noqa: E402
-from runner.search import LocalWordLlama, embed_pending  # noqa: E402
 
 CATALOG = HERE / "catalog.json"
 QUERIES = HERE / "queries.yaml"

@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from runner.search import LocalWordLlama
+from runner import LocalWordLlama
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 from tests.search.fake_embeddings import fake_embeddings_server
 

@@ -16,8 +16,7 @@ import pytest
 from mcp import Client
 from psycopg.types.json import Jsonb
 
-from runner import McpPool, PostgresRegistry, Runner, Settings, admin, build_server, standard_dispatcher
-from runner.search import LocalWordLlama
+from runner import LocalWordLlama, McpPool, PostgresRegistry, Runner, Settings, admin, build_server, standard_dispatcher
 from tests.kiwi_cli import kiwi_env, run_kiwi
 from tests.mcp import EVERYTHING, NODE_MODULES, stdio_server, unique
 from tests.search.fake_embeddings import fake_embeddings_server

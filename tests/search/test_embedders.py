@@ -12,14 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from runner import ConfigError, Settings, UsageError
-from runner.search import (
-    DIMENSIONS,
+from runner import (
+    ConfigError,
     EmbeddingError,
     LocalWordLlama,
     OpenAICompatible,
+    Settings,
+    UsageError,
     embedder_from_settings,
 )
+from runner.search import DIMENSIONS
 from tests.conftest import ROOT
 from tests.search.fake_embeddings import fake_embeddings_server
 

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from runner import PostgresRegistry, RegistryUnavailable, UsageError, local_owner
-from runner.search import LocalWordLlama
+from runner import LocalWordLlama, PostgresRegistry, RegistryUnavailable, UsageError, local_owner
 from runner.search.combined import search
 from runner.search.local import list_tools
 from runner.search.query import parse

@@ -22,7 +22,7 @@ sys.path.append(str(ROOT / "bench"))  # the relevance set's loader and measures 
 from relevance.load import RelevanceDb, ensure_relevance_db, load_queries, missing_expected
 from relevance.measure import ModeFigures, evaluate
 
-from runner.search import LocalWordLlama
+from runner import LocalWordLlama
 from runner.search.query import parse
 
 DBNAME = "kiwi_test_relevance"

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from runner import PostgresRegistry, admin
-from runner.search import LocalWordLlama, embed_pending
+from runner import LocalWordLlama, PostgresRegistry, admin, embed_pending
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 Kiwi = Callable[..., Done]

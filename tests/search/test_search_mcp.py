@@ -15,8 +15,7 @@ import yaml
 from mcp import Client
 from mcp_types import CallToolResult
 
-from runner import PostgresRegistry, Runner, Settings, admin, build_server, local_owner
-from runner.search import LocalWordLlama, embed_pending
+from runner import LocalWordLlama, PostgresRegistry, Runner, Settings, admin, build_server, embed_pending, local_owner
 
 
 def text(result: CallToolResult) -> str:

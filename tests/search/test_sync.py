@@ -16,8 +16,18 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner import MemoryBackend, PostgresRegistry, Refused, Registry, Settings, admin, local_owner
-from runner.search import LocalWordLlama, ProgressBar, embed_pending, embed_published
+from runner import (
+    LocalWordLlama,
+    MemoryBackend,
+    PostgresRegistry,
+    Refused,
+    Registry,
+    Settings,
+    admin,
+    embed_pending,
+    local_owner,
+)
+from runner.search import ProgressBar, embed_published
 from runner.search.sync import ROUND
 
 
