@@ -330,6 +330,9 @@ def test_limit_must_be_a_positive_number(kiwi: Kiwi) -> None:
             assert done.code == 2, (args, bad, done.err)
             assert "--limit" in done.err
     assert kiwi("search", "hello", "--limit", "1", "--json").json().__len__() == 1
+    # search serves at most 200 a page: more is refused rather than silently cut
+    over = kiwi("search", "hello", "--limit", "201")
+    assert over.code == 2 and "must be from 1 to 200, got 201" in over.err
 
 
 def test_show_for_people_lists_the_chain_parameters_and_files(kiwi: Kiwi, conn: psycopg.Connection) -> None:

@@ -56,6 +56,7 @@ from .governance import add_governance_commands
 EXIT_TIMEOUT = 124
 EXIT_BROKEN_PIPE = 141
 MAX_LIMIT = 1000
+MAX_SEARCH_LIMIT = 200  # search_tools' own cap on a page
 SEARCH_HELP = """\
 Find tools from a sentence: by its words and, with an embedding model (KIWI_EMBEDDINGS:
 local, the default, openai or off), by meaning. The tools of the local spaces (.ai/tools,
@@ -180,7 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("query", nargs="*", help="words and modifiers; no words lists by popularity")
     search.add_argument("--type", dest="tool_type", metavar="TYPE", help="only this tool type")
     search.add_argument("--category", metavar="C", help="only this category")
-    search.add_argument("--limit", type=limit, default=20, metavar="N", help=limit_help)
+    search.add_argument(
+        "--limit",
+        type=search_limit,
+        default=20,
+        metavar="N",
+        help=f"at most N results (default 20, at most {MAX_SEARCH_LIMIT})",
+    )
     search.add_argument("--json", action="store_true", help="print a JSON array")
     search.set_defaults(handler=cmd_search)
 
@@ -245,15 +252,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def limit(text: str) -> int:
-    """--limit N: a whole number from 1 to MAX_LIMIT (the registry's int, never negative)."""
+def limit(text: str, most: int = MAX_LIMIT) -> int:
+    """--limit N: a whole number from 1 to `most` (the registry's int, never negative)."""
     try:
         n = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= n <= MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_LIMIT}, got {n}")
+    if not 1 <= n <= most:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {most}, got {n}")
     return n
+
+
+def search_limit(text: str) -> int:
+    """search's --limit: search_tools serves at most MAX_SEARCH_LIMIT rows a query."""
+    return limit(text, MAX_SEARCH_LIMIT)
 
 
 open_registry = opened  # the configured registry, closed after the command's calls
