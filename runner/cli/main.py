@@ -366,8 +366,10 @@ async def cmd_search(args: argparse.Namespace) -> int:
             found = await search(registry, query, limit=args.limit, embedder=embedder, spaces=local)
             published = [r for r in found.rows if r["source"] == "registry"]
             signed = await signature_labels(registry, published, settings.trust)
-    rows = [
-        {**r, "signature": signed[r["tool_id"]] if r["source"] == "registry" else LOCAL_SIGNATURE} for r in found.rows
+    rows = [  # the signature's state for people, not the raw signatures it was judged from
+        {k: v for k, v in r.items() if k != "signatures"}
+        | {"signature": signed[r["tool_id"]] if r["source"] == "registry" else LOCAL_SIGNATURE}
+        for r in found.rows
     ]
     for warning in found.warnings:
         print(f"warning: {warning}", file=sys.stderr)

@@ -25,11 +25,15 @@ async def signature_labels(
     registry: Registry, rows: Sequence[dict[str, Any]], trust: TrustSettings
 ) -> dict[str, dict[str, Any]]:
     """tool_id -> {state, detail, key_fingerprints} for every search result (its latest
-    version; UNSIGNED when it has none), in one call to public.signature_states."""
+    version; UNSIGNED when it has none): from the rows themselves when search_tools gave
+    their content_hash and signatures (one query), else in one call to public.signature_states."""
     if not rows:
         return {}
     namespaces = {r["tool_id"]: r.get("namespace") or "public" for r in rows}
-    states = await registry.signature_states(list(namespaces))
+    if all("signatures" in r for r in rows):
+        states: list[dict[str, Any]] = [r for r in rows if r.get("content_hash")]
+    else:
+        states = await registry.signature_states(list(namespaces))
     labels = {
         s["tool_id"]: _state(namespaces.get(s["tool_id"], "public"), s["content_hash"], s["signatures"] or [], trust)
         for s in states

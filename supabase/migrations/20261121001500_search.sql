@@ -193,12 +193,30 @@ $$;
 revoke execute on function kiwi_internal.search_filter_sql() from public;
 grant execute on function kiwi_internal.search_filter_sql() to anon, authenticated, service_role;
 
+-- Search's rows with their latest version's content hash and signatures, so that a
+-- search and the signature states it shows are one query (the caller judges them against
+-- its own trusted keys). %s: a query of (id, ref, namespace, name, tool_type, category,
+-- description, executor_id, latest_version, rank, matched_by, search_mode), a page at most.
+create function kiwi_internal.search_signed_sql() returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select $f$
+    select x.ref, x.namespace, x.name, x.tool_type, x.category, x.description, x.executor_id, x.latest_version,
+           x.rank, x.matched_by, x.search_mode, v.content_hash, kiwi_internal.signatures_of(v.id)
+      from (%s) x
+      left join public.tool_versions v on v.tool_uuid = x.id and v.is_latest
+     order by x.rank desc, x.ref$f$
+$$;
+revoke execute on function kiwi_internal.search_signed_sql() from public;
+grant execute on function kiwi_internal.search_signed_sql() to anon, authenticated, service_role;
+
 create function public.search_tools(p_query text, p_tool_type text default null,
                                     p_category text default null, p_limit int default 20,
                                     p_embedding real[] default null, p_model text default null)
   returns table (tool_id text, namespace text, name text, tool_type text, category text,
                  description text, executor_id text, latest_version text, rank real,
-                 matched_by text, search_mode text)
+                 matched_by text, search_mode text, content_hash text, signatures jsonb)
   language plpgsql stable
   set search_path = ''
   set plan_cache_mode = force_custom_plan
@@ -242,11 +260,12 @@ begin
   end loop;
 
   if v_text = '' then   -- a listing: most used first, along the popularity index
-    return query execute
-      'select t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
-              (t.run_count + t.download_count)::real, null::text, ''listing: most used first''::text
+    return query execute format(kiwi_internal.search_signed_sql(),
+      'select t.id, t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
+              (t.run_count + t.download_count)::real as rank, null::text as matched_by,
+              ''listing: most used first''::text as search_mode
          from public.tools t where true' || v_filter || '
-        order by t.run_count + t.download_count desc, t.ref limit $6'
+        order by t.run_count + t.download_count desc, t.ref limit $6')
       using v_text, v_type, v_category, v_mcp, v_namespace, v_limit;
     return;
   end if;
@@ -365,12 +384,12 @@ begin
     v_filter, greatest(v_limit, 50) * 10);
 
   if v_vector is null then
-    return query execute format($f$
-      select t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
-             l.rank, case when l.ref = $1 or l.tool_id = $1 then 'id' else 'words' end, $10
+    return query execute format(kiwi_internal.search_signed_sql(), format($f$
+      select t.id, t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
+             l.rank, case when l.ref = $1 or l.tool_id = $1 then 'id' else 'words' end as matched_by, $10 as search_mode
         from (%s) l join public.tools t on t.id = l.id
-       order by 9 desc, t.ref
-       limit $7$f$, v_lex)
+       order by l.rank desc, t.ref
+       limit $7$f$, v_lex))
       using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q, v_mode;
     return;
   end if;
@@ -381,7 +400,7 @@ begin
   -- relevance set (bench/search_bench.py) it finds more in the first five than reciprocal
   -- rank fusion did (0.87 against 0.80), and tools at least 0.1 similar to the query count,
   -- so a misspelt sentence still finds by meaning what its words miss.
-  return query execute format($f$
+  return query execute format(kiwi_internal.search_signed_sql(), format($f$
     with lex as (
       select l.id, (l.ref = $1 or l.tool_id = $1) as exact,
              l.rank - case when l.ref = $1 or l.tool_id = $1 then 100 else 0 end as score
@@ -396,15 +415,15 @@ begin
              l.score / nullif((select max(score) from lex), 0) as lw,
              s.score / nullif((select max(score) from sem), 0) as sw
         from lex l full join sem s on s.id = l.id)
-    select t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
-           ((case when f.exact then 100 else 0 end) + $14 * coalesce(f.lw, 0) + $15 * coalesce(f.sw, 0))::real,
+    select t.id, t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
+           ((case when f.exact then 100 else 0 end) + $14 * coalesce(f.lw, 0) + $15 * coalesce(f.sw, 0))::real as rank,
            case when f.exact then 'id' when f.lw is not null and f.sw is not null then 'words+meaning'
-                when f.lw is not null then 'words' else 'meaning' end,
-           'hybrid'::text
+                when f.lw is not null then 'words' else 'meaning' end as matched_by,
+           'hybrid'::text as search_mode
       from fused f join public.tools t on t.id = f.id
      where true %s
-     order by 9 desc, t.ref
-     limit $7$f$, v_lex, v_filter)
+     order by 10 desc, t.ref
+     limit $7$f$, v_lex, v_filter))
     using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q,
           greatest(v_limit, 50), p_model, v_vector, 0.1::real, 0.4::float8, 0.6::float8;
 end

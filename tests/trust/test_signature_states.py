@@ -63,3 +63,28 @@ async def test_mcp_search_and_load_show_signature_states(
             assert f"signatures: {chain.tool} trusted, {chain.runtime} unsigned" in loaded.content[0].text
     finally:
         await runner.aclose()
+
+
+class _NoSecondQuery:
+    """A fake registry for signature_labels: search's rows must already carry what it needs."""
+
+    async def signature_states(self, tool_ids: list[str]) -> list[dict[str, object]]:
+        raise AssertionError("signature_states was asked: search did not carry the signatures")
+
+
+async def test_search_carries_each_tools_signatures_so_its_labels_take_no_second_query(
+    database_url: str, project: Project, chain: Chain, make_key: Callable, forget_signatures: list[str]
+) -> None:
+    from runner.trust.states import signature_labels
+
+    key = make_key("publisher")
+    forget_signatures.append(key["fingerprint"])
+    assert project.kiwi("sign", chain.tool, "--key", "publisher").code == 0
+    trust = TrustSettings(keys={"public": (key["public_key"],)})
+    async with PostgresRegistry(database_url, principal=local_owner()) as registry:
+        rows = await registry.search(chain.tool)
+        assert rows and all(r["content_hash"] and "signatures" in r for r in rows)
+        from_rows = await signature_labels(_NoSecondQuery(), rows, trust)  # type: ignore[arg-type]
+        bare = [{k: v for k, v in r.items() if k not in ("signatures", "content_hash")} for r in rows]
+        asked = await signature_labels(registry, bare, trust)  # the old way: one more query
+    assert from_rows == asked and from_rows[chain.tool]["state"] == "trusted"
