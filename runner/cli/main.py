@@ -171,25 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.set_defaults(handler=cmd_run)
 
-    search = sub.add_parser(
-        "search",
-        help="search the registry and the local spaces (modifiers: type:, category:, mcp:, namespace:, local:)",
-        description=SEARCH_HELP.split("\n\n", 1)[0],
-        epilog=SEARCH_HELP.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    search.add_argument("query", nargs="*", help="words and modifiers; no words lists by popularity")
-    search.add_argument("--type", dest="tool_type", metavar="TYPE", help="only this tool type")
-    search.add_argument("--category", metavar="C", help="only this category")
-    search.add_argument(
-        "--limit",
-        type=search_limit,
-        default=20,
-        metavar="N",
-        help=f"at most N results (default 20, at most {MAX_SEARCH_LIMIT})",
-    )
-    search.add_argument("--json", action="store_true", help="print a JSON array")
-    search.set_defaults(handler=cmd_search)
+    add_search_command(sub)
 
     show = sub.add_parser("show", help="a tool's manifest, executor chain and files")
     show.add_argument("tool", metavar="TOOL")
@@ -250,6 +232,29 @@ def build_parser() -> argparse.ArgumentParser:
     add_trust_commands(sub)
     add_embed_command(sub)
     return parser
+
+
+def add_search_command(sub: Any) -> None:
+    """Define `kiwi search` on the `kiwi` parser's subparsers."""
+    search = sub.add_parser(
+        "search",
+        help="search the registry and the local spaces (modifiers: type:, category:, mcp:, namespace:, local:)",
+        description=SEARCH_HELP.split("\n\n", 1)[0],
+        epilog=SEARCH_HELP.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    search.add_argument("query", nargs="*", help="words and modifiers; no words lists by popularity")
+    search.add_argument("--type", dest="tool_type", metavar="TYPE", help="only this tool type")
+    search.add_argument("--category", metavar="C", help="only this category")
+    search.add_argument(
+        "--limit",
+        type=search_limit,
+        default=20,
+        metavar="N",
+        help=f"at most N results (default 20, at most {MAX_SEARCH_LIMIT})",
+    )
+    search.add_argument("--json", action="store_true", help="print a JSON array")
+    search.set_defaults(handler=cmd_search)
 
 
 def limit(text: str, most: int = MAX_LIMIT) -> int:
