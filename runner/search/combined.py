@@ -72,11 +72,16 @@ class _Unusable:
         raise self.error
 
 
+QUERY_EMBEDDING_TIMEOUT = 5.0  # s: a provider that does not answer delays a search by this, then words answer
+
+
 def search_embedder(settings: Settings) -> Embedder | None:
     """The embedder for queries: the one the settings name (None: off), or, when it cannot be
-    made, one whose every embed fails saying why (search never fails for its embedder)."""
+    made, one whose every embed fails saying why (search never fails for its embedder). A
+    hosted provider gets QUERY_EMBEDDING_TIMEOUT, not the bulk embedder's 30 s: a search
+    waits that long at most before it answers by words."""
     try:
-        return embedder_from_settings(settings)
+        return embedder_from_settings(settings, timeout=QUERY_EMBEDDING_TIMEOUT)
     except KiwiError as e:
         return _Unusable(settings.embeddings, e)
 

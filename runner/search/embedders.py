@@ -236,7 +236,9 @@ class OpenAICompatible:
         return text.replace(self._key, "***") if self._key else text
 
 
-def embedder_from_settings(settings: Settings, environ: Mapping[str, str] | None = None) -> Embedder | None:
+def embedder_from_settings(
+    settings: Settings, environ: Mapping[str, str] | None = None, *, timeout: float = 30.0
+) -> Embedder | None:
     """The embedder KIWI_EMBEDDINGS names (None for off); an openai key's ${VAR} is read from
     `environ` (default: this process's environment) now, once."""
     if settings.embeddings == "off":
@@ -249,5 +251,5 @@ def embedder_from_settings(settings: Settings, environ: Mapping[str, str] | None
                 hint="write the variable that holds it instead, e.g. KIWI_EMBEDDINGS_KEY='${OPENAI_API_KEY}'",
             )
         key = expand_vars(written, os.environ if environ is None else environ) if written else None
-        return OpenAICompatible(settings.embeddings_url, settings.embeddings_model, key or None)
+        return OpenAICompatible(settings.embeddings_url, settings.embeddings_model, key or None, timeout=timeout)
     return LocalWordLlama()

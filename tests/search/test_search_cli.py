@@ -5,6 +5,7 @@ by meaning when it was."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,16 @@ def test_search_help_names_every_modifier(kiwi: Kiwi) -> None:
     assert done.code == 0
     for word in ("type:", "category:", "mcp:", "namespace:", "local:", "matched_by", "search_mode", "KIWI_EMBEDDINGS"):
         assert word in done.out, word
+
+
+def test_a_provider_that_does_not_answer_delays_a_search_by_five_seconds_at_most(kiwi: Kiwi, weather: str) -> None:
+    """Regression: a hosted provider that hung held every search for the bulk timeout (30 s)."""
+    from tests.search.fake_embeddings import fake_embeddings_server
+
+    with fake_embeddings_server(delay_s=20.0) as fake:  # a FAKE provider that answers too late
+        slow = {"KIWI_EMBEDDINGS": "openai", "KIWI_EMBEDDINGS_URL": fake.url}
+        started = time.monotonic()
+        done = kiwi("search", "weather", "forecast", env=slow)  # run_kiwi gives up after 60 s
+        waited = time.monotonic() - started
+    assert done.code == 0 and done.out.startswith(weather), done.err
+    assert "did not answer within 5 s" in done.err and waited < 20
