@@ -105,6 +105,7 @@ end $$;
 
 HYBRID_Q = "select * from public.search_tools(%s, null, null, 20, %s::real[], %s)"
 LEXICAL_Q = "select * from public.search_tools(%s, null, null, 20)"
+SEARCH_MODE = 10  # search_tools' columns: ..., rank, matched_by, search_mode, content_hash, signatures
 
 # nearest_tools' query as it runs it (20261121001510, filters all null, an admin caller),
 # prepared so that EXPLAIN shows the plan the function gets.
@@ -301,9 +302,9 @@ def measure_latency(registry: Registry, role: str | None, figures: Latency) -> N
         for query in QUERY_MIX:
             vec = vectors[query]
             rows = conn.execute(HYBRID_Q, (query, vec, model), prepare=True).fetchall()
-            if rows and rows[0][-1] != "hybrid":
-                raise SystemExit(f"{registry.dbname}: search_tools answered {rows[0][-1]!r}, not hybrid")
-            figures.first[query] = f"{rows[0][0]} ({rows[0][-2]})" if rows else "(none)"
+            if rows and rows[0][SEARCH_MODE] != "hybrid":
+                raise SystemExit(f"{registry.dbname}: search_tools answered {rows[0][SEARCH_MODE]!r}, not hybrid")
+            figures.first[query] = f"{rows[0][0]} ({rows[0][SEARCH_MODE - 1]})" if rows else "(none)"
             for _ in range(4):
                 conn.execute(HYBRID_Q, (query, vec, model), prepare=True).fetchall()
                 conn.execute(LEXICAL_Q, (query,), prepare=True).fetchall()
