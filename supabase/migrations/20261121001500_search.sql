@@ -245,6 +245,11 @@ declare
   v_mode       text := 'lexical: no query embedding given';
   v_lex        text;   -- the lexical candidates, ranked: (id, ref, tool_id, search_document, cheap, rank)
 begin
+  if length(p_query) > 2000 then  -- before any work on it
+    raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % characters)',
+      length(p_query)
+      using errcode = '22023', hint = 'describe the tool you want in a sentence or two';
+  end if;
   foreach v_word in array regexp_split_to_array(btrim(coalesce(p_query, '')), '\s+') loop
     if v_word ~* '^type:.' then
       v_type := substr(v_word, 6);
@@ -303,9 +308,9 @@ begin
   -- costs index probes, so a query is a sentence or two, not a document.
   v_words := array(select distinct w from unnest(string_to_array(kiwi_internal.search_words_of(v_text), ' ')) w
                     where w <> '');
-  if cardinality(v_words) > 64 or length(v_text) > 2000 then
-    raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % words, % characters)',
-      cardinality(v_words), length(v_text)
+  if cardinality(v_words) > 64 then
+    raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % words)',
+      cardinality(v_words)
       using errcode = '22023', hint = 'describe the tool you want in a sentence or two';
   end if;
   foreach v_word in array v_words loop

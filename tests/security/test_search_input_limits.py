@@ -29,6 +29,13 @@ def test_anon_cannot_send_search_a_document(conn: psycopg.Connection) -> None:
             conn.execute("select * from public.search_tools(%s)", (LONG,))
 
 
+def test_a_megabyte_query_is_refused_before_any_work_on_it(conn: psycopg.Connection) -> None:
+    with conn.transaction(force_rollback=True):
+        conn.execute("set local role anon")
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="this one: 1000000 characters"):
+            conn.execute("select * from public.search_tools(%s)", ("word " * 200_000,))
+
+
 def test_a_query_vector_must_be_finite(conn: psycopg.Connection) -> None:
     nan = [float("nan")] * 256
     with conn.transaction(force_rollback=True), pytest.raises(psycopg.errors.InvalidParameterValue, match="finite"):
