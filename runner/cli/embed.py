@@ -19,18 +19,13 @@ from typing import Any
 from ..config import Settings
 from ..registry import opened
 from ..search import embed_pending, embedder_from_settings
+from .args import whole_number
 
 __all__ = ["add_embed_command"]
 
 
 def _batch(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= n <= 1000:
-        raise argparse.ArgumentTypeError(f"must be from 1 to 1000, got {n}")
-    return n
+    return whole_number(text, 1000)  # what store_search_embeddings takes a call
 
 
 def add_embed_command(sub: Any) -> None:

@@ -51,6 +51,7 @@ from ..harness.run import RESULT_KEYS, Runner, RunResult
 from ..policy import Call
 from ..registry import connect, opened
 from ..search import embed_published
+from .args import whole_number
 from .governance import add_governance_commands
 
 EXIT_TIMEOUT = 124
@@ -257,20 +258,14 @@ def add_search_command(sub: Any) -> None:
     search.set_defaults(handler=cmd_search)
 
 
-def limit(text: str, most: int = MAX_LIMIT) -> int:
-    """--limit N: a whole number from 1 to `most` (the registry's int, never negative)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= n <= most:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {most}, got {n}")
-    return n
+def limit(text: str) -> int:
+    """--limit N: a whole number from 1 to MAX_LIMIT (the registry's int, never negative)."""
+    return whole_number(text, MAX_LIMIT)
 
 
 def search_limit(text: str) -> int:
     """search's --limit: search_tools serves at most MAX_SEARCH_LIMIT rows a query."""
-    return limit(text, MAX_SEARCH_LIMIT)
+    return whole_number(text, MAX_SEARCH_LIMIT)
 
 
 open_registry = opened  # the configured registry, closed after the command's calls

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import KiwiError
-from .embedders import Embedder, embedder_from_settings
+from .embedders import DIMENSIONS, Embedder, embedder_from_settings
 from .local import LISTING, list_tools, rank, tool_vectors
 from .query import Query
 
@@ -62,7 +62,7 @@ class _Unusable:
     """The embedder the settings name, when it cannot be made (its key's ${VAR} is unset):
     each embed fails saying why, so a search goes by words and says so, and keeps working."""
 
-    dimensions = 256
+    dimensions = DIMENSIONS
 
     def __init__(self, model: str, error: KiwiError) -> None:
         self.model = model
