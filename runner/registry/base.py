@@ -147,6 +147,12 @@ class Registry:
             "resolve_executor_chains_batch", {"p_tool_ids": list(tool_ids)}, returns="rows", read=True
         )
 
+    async def chains_compact(self, tool_ids: list[str]) -> dict[str, Any]:
+        """public.resolve_executor_chains_compact(p_tool_ids): the same chains as chains_batch,
+        each element once: {"tools": [{"requested", "chain": [ref@version, ...]} or
+        {"requested", "error", "error_code"}], "elements": {ref@version: {...}}}."""
+        return await self._call("resolve_executor_chains_compact", {"p_tool_ids": list(tool_ids)}, read=True)
+
     async def search(
         self,
         query: str,

@@ -151,6 +151,21 @@ class MemoryBackend:
                 rows.append({"requested_tool_id": ref, **empty, "manifest": None, "error": exc.message})
         return rows
 
+    def _resolve_executor_chains_compact(self, p_tool_ids: list[str]) -> dict[str, Any]:
+        tools: list[dict[str, Any]] = []
+        elements: dict[str, dict[str, Any]] = {}
+        for ref in p_tool_ids:
+            try:
+                chain = self._resolve_executor_chain(ref)
+            except KiwiError as exc:
+                tools.append({"requested": ref, "error": exc.message, "error_code": exc.sqlstate})
+                continue
+            keys = [f"{row['tool_id']}@{row['version']}" for row in chain]
+            for key, row in zip(keys, chain, strict=True):
+                elements[key] = {k: v for k, v in row.items() if k != "depth"}
+            tools.append({"requested": ref, "chain": keys})
+        return {"tools": tools, "elements": elements}
+
     def _search_tools(
         self,
         p_query: str,

@@ -108,6 +108,10 @@ async def test_chain_rows_and_a_batch_with_an_error_row(registry: Registry) -> N
     bad = [r for r in batch if r["requested_tool_id"] == "no_such_tool_zz"]
     assert len(bad) == 1 and bad[0]["depth"] is None and "no_such_tool_zz" in bad[0]["error"]
     assert [r["tool_id"] for r in batch if r["requested_tool_id"] == "hello_world"][-1] == "subprocess"
+    compact = await registry.chains_compact(["hello_world", "no_such_tool_zz"])
+    assert compact["tools"][0]["chain"] == ["hello_world@1.1.0", "bash_runtime@1.0.0", "subprocess@1.0.0"]
+    assert compact["tools"][1]["error_code"] == "PT404" and "no_such_tool_zz" in compact["tools"][1]["error"]
+    assert compact["elements"]["hello_world@1.1.0"]["executor_id"] == "bash_runtime"
 
 
 async def test_search_over_the_rows_given(backend: MemoryBackend, registry: Registry) -> None:

@@ -82,6 +82,23 @@ async def test_batch_gives_an_error_row_for_a_bad_id_and_resolves_the_others(reg
         assert chain and chain[-1]["tool_type"] == "primitive" and all(r["error"] is None for r in chain)
 
 
+async def test_the_compact_batch_names_each_element_once_and_agrees_with_the_row_batch(
+    reg: PostgresRegistry,
+) -> None:
+    ids = ["hello_world", "no_such_tool_zz", "format_bytes", "hello_world"]
+    compact, rows = await reg.chains_compact(ids), await reg.chains_batch(ids)
+    assert [t["requested"] for t in compact["tools"]] == ids
+    bad = compact["tools"][1]
+    assert "chain" not in bad and "no_such_tool_zz" in bad["error"] and bad["error_code"] == "PT404"
+    for entry in compact["tools"]:
+        if "chain" in entry:
+            elements = [compact["elements"][key] for key in entry["chain"]]
+            wanted = [r for r in rows if r["requested_tool_id"] == entry["requested"]][: len(elements)]
+            assert [e["tool_id"] for e in elements] == [r["tool_id"] for r in wanted]
+            assert elements[0]["manifest"] == wanted[0]["manifest"]
+    assert sorted(compact["elements"]) == sorted({f"{r['tool_id']}@{r['version']}" for r in rows if not r["error"]})
+
+
 async def test_search_finds_hello_world_first(reg: PostgresRegistry) -> None:
     rows = await reg.search("hello world")
     assert rows[0]["tool_id"] == "hello_world"

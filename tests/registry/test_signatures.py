@@ -34,6 +34,7 @@ CALLS: dict[str, tuple[tuple[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, 
     "execution_plan": ((("t", "1.0.0"), {}), (("t",), {})),
     "chain": ((("t", "1.0.0"), {}), (("t",), {})),
     "chains_batch": (((["t"],), {}), (([],), {})),
+    "chains_compact": (((["t"],), {}), (([],), {})),
     "search": (
         (("q",), {"tool_type": "script", "category": "c", "limit": 5, "embedding": [0.0625] * 256, "model": "m"}),
         (("q",), {}),
