@@ -3,7 +3,7 @@
 begin;
 \ir ../_setup.sql
 \ir ../rls/_helpers.sql
-select plan(8);
+select plan(9);
 select tests.force_tool('loop_a', 'runtime', 'loop_b');
 select tests.force_tool('loop_b', 'runtime', 'loop_a');
 
@@ -39,6 +39,38 @@ select is(public.resolve_executor_chains_compact('{}'), '{"tools": [], "elements
   'an empty batch answers empty lists');
 select lives_ok($$ select public.resolve_executor_chains_compact(array[null, '', '   ']) $$,
   'nulls and blanks are reported, not raised');
+
+-- every tool of the seed and every kind of broken chain: the compact answer says what the
+-- row batch says (its chains element by element, its errors word for word)
+select tests.force_tool('orphan', 'script', 'ghost_runtime');
+select tests.force_tool('on_loop', 'script', 'loop_a');
+select tests.publish('r1', 'runtime', 'subprocess');
+select tests.publish('r' || i, 'runtime', 'r' || (i - 1)) from generate_series(2, 10) i;
+select tests.force_tool('too_deep', 'script', 'r10');
+select tests.force_tool('dead_end', 'script', 'r_alone');
+select tests.force_tool('r_alone', 'runtime', null);
+create temporary table every_id on commit drop as
+select array_agg(ref order by ref) || array['no_such_tool'] as ids from public.tools;
+create temporary table rows_said on commit drop as
+select * from public.resolve_executor_chains_batch((select ids from every_id));
+select is(
+  (select jsonb_build_object(
+            'tools', (select jsonb_agg(t - 'error_code' order by t ->> 'requested')
+                        from jsonb_array_elements(public.resolve_executor_chains_compact((select ids from every_id)) -> 'tools') t),
+            'elements', public.resolve_executor_chains_compact((select ids from every_id)) -> 'elements')),
+  (select jsonb_build_object(
+            'tools', (select jsonb_agg(x.entry order by x.requested_tool_id) from (
+                        select r.requested_tool_id,
+                               case when bool_or(r.error is not null)
+                                    then jsonb_build_object('requested', r.requested_tool_id, 'error', max(r.error))
+                                    else jsonb_build_object('requested', r.requested_tool_id,
+                                           'chain', jsonb_agg(r.tool_id || '@' || r.version order by r.depth)) end as entry
+                          from rows_said r group by r.requested_tool_id) x),
+            'elements', (select jsonb_object_agg(e.tool_id || '@' || e.version, jsonb_build_object(
+                                  'tool_id', e.tool_id, 'tool_type', e.tool_type, 'executor_id', e.executor_id,
+                                  'version', e.version, 'content_hash', e.content_hash, 'manifest', e.manifest))
+                           from (select distinct on (tool_id, version) * from rows_said where error is null) e))),
+  'over the whole registry and every broken chain, the compact answer is the row batch''s, each element once');
 
 select tests.make_acme();
 select tests.act_as_user('stranger');
