@@ -16,13 +16,15 @@ from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from ..core.plan import Plan
 from ..errors import ConfigError
+from ..mcp.oauth.provider import OAuthSessions
 from ..mcp.pool import DEFAULT_CALL_TIMEOUT_S, DEFAULT_RETRIES, CallTimedOut, McpPool, ServerSpec
 from ..mcp.servers import server_link, server_spec
-from ..primitives.base import Invocation, Outcome
+from ..primitives.base import Invocation, Outcome, RunListener
 from ..primitives.subprocess import positive_number
 
 
@@ -39,6 +41,7 @@ class McpToolHandler:
         # the merged config, and the runner's environment does not change under it.
         # (The environment is held with its spec, so its id cannot be reused while cached.)
         self._specs: dict[tuple[Any, ...], tuple[Mapping[str, str], ServerSpec]] = {}
+        self.oauth = OAuthSessions()  # config.auth: the calling user's OAuth (runner/mcp/oauth/)
 
     def _spec(self, plan: Plan, environ: Mapping[str, str]) -> ServerSpec:
         key = (id(environ), *(link.content_hash for link in plan.chain))
@@ -56,7 +59,7 @@ class McpToolHandler:
 
     async def run(self, invocation: Invocation) -> Outcome:
         plan, config = invocation.plan, invocation.config
-        spec = self._spec(plan, invocation.environ)
+        spec = self.oauth.apply(self._spec(plan, invocation.environ), config, invocation.environ, invocation.registry)
         name = upstream_name(plan)
         timeout_s = positive_number(config, "timeout", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
         retries = config.get("retries", DEFAULT_RETRIES)
@@ -65,7 +68,13 @@ class McpToolHandler:
         detail: dict[str, Any] = {"server": spec.ref, "tool": name, "transport": spec.transport}
         try:
             result, facts = await self.pool.call_tool(
-                spec, name, dict(invocation.params), timeout_s=timeout_s, retries=retries, repeatable=repeatable(plan)
+                spec,
+                name,
+                dict(invocation.params),
+                timeout_s=timeout_s,
+                retries=retries,
+                repeatable=repeatable(plan),
+                on_progress=_forwarded(invocation.listener),
             )
         except CallTimedOut as exc:
             return Outcome(status="timeout", error=exc.message, detail=detail)
@@ -75,6 +84,18 @@ class McpToolHandler:
 
     async def aclose(self) -> None:
         await self.pool.aclose()
+
+
+def _forwarded(listener: RunListener | None) -> ProgressFnT | None:
+    """The server's progress notifications for the call, passed on to whoever follows the run."""
+    heard = listener.progress if listener is not None else None
+    if heard is None:
+        return None
+
+    async def forward(progress: float, total: float | None, message: str | None) -> None:
+        heard(message, progress, total)
+
+    return forward
 
 
 def to_outcome(result: types.CallToolResult, detail: dict[str, Any]) -> Outcome:

@@ -34,8 +34,8 @@ from ..core.params import coerce_strings, validate_params
 from ..core.plan import Plan
 from ..core.records import params_digest, params_snapshot, run_record, scrub, scrub_deep, scrub_error, secret_values
 from ..errors import KiwiError, NotFound, RegistryUnavailable
-from ..policy import Call, Denied, Gate
-from ..primitives.base import Invocation, Outcome
+from ..policy import Admission, Call, Denied, Gate
+from ..primitives.base import Invocation, Outcome, RunListener
 from ..registry.base import Registry
 from ..registry.spaces import find as find_local
 from ..registry.spaces import spaces as local_spaces_of
@@ -43,11 +43,13 @@ from ..trust.integrity import check_content
 from ..trust.lockfile import Lockfile
 from .dispatch import Dispatcher
 from .environment import prepare_environment
+from .listening import masked, reporting
 from .recorder import RunRecorder
 from .validation import validate
 
 logger = logging.getLogger("kiwi.runner")
 
+CANCELLED = "cancelled before it finished (by its caller, or a time limit of the server it ran for)"
 RESULT_KEYS = ("tool_id", "version", "status", "output", "error", "exit_code", "duration_ms", "executor_chain")
 
 
@@ -163,6 +165,7 @@ class Runner:
         dry_run: bool = False,
         plan: Plan | None = None,
         call: Call | None = None,
+        listener: RunListener | None = None,
     ) -> RunResult:
         """Run a tool, once the gate (runner/policy) admits the call: `call` names the session,
         execution context and approval (default: this runner's session, no context). Deliberate
@@ -171,7 +174,11 @@ class Runner:
         call, allowed or refused, is audited.
 
         plan: the plan already fetched for this tool and version (a caller that looked at it
-        first), so the run is the one that was looked at."""
+        first), so the run is the one that was looked at. listener: who follows the run as it
+        runs (its stderr lines, its environment being built), its secrets masked.
+
+        Cancelled from outside (its caller cancelled it, or a server's time limit), the run's
+        processes end with it (primitives/subprocess.py) and its record says it was cancelled."""
         started = time.perf_counter()
         started_at = time.time()
         given: Any = {} if params is None else params
@@ -184,12 +191,12 @@ class Runner:
                 given = {**given, **coerce_strings(plan.parameters, raw_params)}
             values = validate_params(plan.tool_id, plan.parameters, given)
             admission = await self.gate.admit(plan, values, call, dry_run)
-            result = await self._execute(plan, values, dry_run)
+            result = await self._execute(plan, values, dry_run, listener)
             result.warnings[:0] = [*_shadowing(plan), *lifecycle_warnings(plan), *trust_warnings]
             result.context = admission.child_context
-        except asyncio.CancelledError:  # stopped from outside (an MCP server's own time limit)
-            if admission is not None:
-                self.gate.finished(admission, status="timeout", run_id=None, version=None)
+        except asyncio.CancelledError:  # stopped from outside: its caller, or an MCP server's time limit
+            if admission is not None and plan is not None:
+                self._cancelled(admission, plan, given, dry_run, started, started_at)
             raise
         except KiwiError as e:
             scrub_error(e, self._secrets(plan) if plan else [])  # before it is audited, stored or shown
@@ -210,6 +217,22 @@ class Runner:
         if admission is not None:
             self.gate.finished(admission, status=result.status, run_id=result.run_id, version=result.version)
         return result
+
+    def _cancelled(
+        self, admission: Admission, plan: Plan, given: Any, dry_run: bool, started: float, started_at: float
+    ) -> None:
+        """Record and audit an admitted run that was cancelled before it finished."""
+        result = RunResult(
+            tool_id=plan.tool_id,
+            version=plan.version,
+            status="error",
+            error=CANCELLED,
+            executor_chain=plan.chain_ids,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        if not dry_run and self.settings.record_runs:
+            self._record(result, plan, given, started_at)
+        self.gate.finished(admission, status="error", run_id=result.run_id, version=plan.version)
 
     async def _hold_to_trust(self, plan: Plan, requested: str, version: str | None) -> tuple[Plan, list[str]]:
         """The project's lockfile and the trust policy, before anything runs: a locked tool
@@ -247,13 +270,15 @@ class Runner:
         approval_id: str | None = None,
         dry_run: bool = False,
         timeout_s: float | None = None,
+        listener: RunListener | None = None,
     ) -> RunResult:
         """One tool call as MCP `execute run`/`dry_run` and threads make it (primitives.base.CallTool):
         the version asked for, else the lockfile's; through the gate as `session`'s call; cancelled,
         raising TimeoutError, when it does not finish within `timeout_s`."""
         call = Call(session, context=context, approval_id=approval_id)
         # the lockfile's version, if it pins one; an explicit version always wins
-        work = self.run(ref, params, version=version or self.locked_version(ref), dry_run=dry_run, call=call)
+        version = version or self.locked_version(ref)
+        work = self.run(ref, params, version=version, dry_run=dry_run, call=call, listener=listener)
         return await asyncio.wait_for(work, timeout=timeout_s)
 
     async def verify(self, plan: Plan) -> list[Any]:
@@ -287,7 +312,9 @@ class Runner:
                 return rows
         return await self.registry.attestations(plan.executor_id) if plan.executor_id else []
 
-    async def _execute(self, plan: Plan, params: dict[str, Any], dry_run: bool) -> RunResult:
+    async def _execute(
+        self, plan: Plan, params: dict[str, Any], dry_run: bool, listener: RunListener | None = None
+    ) -> RunResult:
         root = self.settings.cache_dir
         workdir = materialise(plan, root) if plan.files else None
         entry = entrypoint_file(plan)  # config.entrypoint, else the file marked is_entrypoint
@@ -301,7 +328,8 @@ class Runner:
             source = knowledge_source(plan)
             detail = {"source": source} if source else {}
             return self._result(plan, Outcome(status="success", output=_knowledge(plan), detail=detail))
-        progress = self._progress(plan)
+        listener = masked(listener, self._secrets(plan))
+        progress = reporting(self._progress(plan), listener)
         env_dir = await prepare_environment(plan.config, root, self.environ, progress)
         if env_dir is not None:
             placeholders["env_dir"] = str(env_dir)
@@ -327,6 +355,7 @@ class Runner:
                 on_progress=progress,
                 registry=self.registry,
                 call_tool=self.call_tool,
+                listener=listener,
             )
             outcome = await handler.run(invocation)
             result = self._result(plan, outcome)

@@ -47,6 +47,7 @@ from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from ..errors import PrimitiveError
@@ -89,6 +90,8 @@ class ServerSpec:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     idle_shutdown_s: float = DEFAULT_IDLE_SHUTDOWN_S
+    # remote: an httpx2.Auth for every request (OAuth, runner/mcp/oauth/); `key` names whose it is
+    auth: Any = field(default=None, compare=False, repr=False)
 
 
 # --------------------------------------------------------------------------- one session
@@ -131,12 +134,16 @@ class _Session:
             return _Lost(str(exc), sent=not unsent)
         return None
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], timeout_s: float) -> types.CallToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], timeout_s: float, on_progress: ProgressFnT | None = None
+    ) -> types.CallToolResult:
         if self.session is None or not self.usable:
             raise _Lost("the connection had already ended", sent=False)
         self.in_flight += 1
         try:
-            return await self.session.call_tool(name, arguments, read_timeout_seconds=timeout_s)
+            return await self.session.call_tool(
+                name, arguments, read_timeout_seconds=timeout_s, progress_callback=on_progress
+            )
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise _Lost(f"the connection closed: {type(exc).__name__}", sent=False) from exc
         except anyio.EndOfStream as exc:
@@ -251,12 +258,15 @@ class _Session:
                 headers=dict(spec.headers),
                 timeout=httpx2.Timeout(30.0, read=300.0),
                 transport=_RemoteAnswers(self._unreached),
+                auth=spec.auth,
             )
             async with client, streamable_http_client(spec.url, http_client=client) as (read, write):
                 yield _WatchedReceive(read, self._ended), write
         else:
             assert spec.url is not None
-            async with sse_client(spec.url, headers=dict(spec.headers), timeout=spec.startup_timeout_s) as (
+            async with sse_client(
+                spec.url, headers=dict(spec.headers), timeout=spec.startup_timeout_s, auth=spec.auth
+            ) as (
                 read,
                 write,
             ):
@@ -413,16 +423,17 @@ class McpPool:
         timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
         retries: int = DEFAULT_RETRIES,
         repeatable: bool = False,
+        on_progress: ProgressFnT | None = None,
     ) -> tuple[types.CallToolResult, dict[str, Any]]:
         """Call one tool; returns the result and facts about the call (attempts, connect_ms).
         `repeatable`: running the tool twice does no harm, so a call cut off after it was
         sent may be retried. Raises ConnectionFailed when no attempt got an answer (or one
         was cut off that may have run), CallTimedOut, or MCPError for a protocol error the
-        server answered with."""
+        server answered with. `on_progress` hears the server's progress notifications for the call."""
         for attempt in range(retries + 1):
             s, connected = await self._acquire(spec, attempt, retries)
             try:
-                result = await s.call_tool(name, arguments, timeout_s)
+                result = await s.call_tool(name, arguments, timeout_s, on_progress)
             except _Lost as exc:
                 self._discard(s)
                 if exc.sent and not repeatable:

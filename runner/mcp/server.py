@@ -29,6 +29,9 @@ from mcp_types import CallToolResult, ToolAnnotations
 from ..harness.run import Runner
 from ..registry.base import Registry
 from ..search.embedders import Embedder
+from .agent_notifications import attach_notifications
+from .catalog import register_catalog
+from .log_level import install as install_logging
 from .meta.args import ACTIONS, ITEM_TYPES, item_type_of
 from .meta.audit import audited_action
 from .meta.execute import execute
@@ -126,6 +129,9 @@ def build_server(
     for fn, title, hints in META_TOOLS:
         doc = inspect.cleandoc(fn.__doc__ or "")
         server.add_tool(bound(fn, state), name=fn.__name__, title=title, description=doc, annotations=hints)
+    install_logging(server)  # logging/setLevel; execute's runs stream their stderr (notify_run.py)
+    register_catalog(server, state)  # directives as prompts, knowledge as resources
+    attach_notifications(server, state.registry)  # list_changed and subscriptions, from the registry's NOTIFY
     return server
 
 

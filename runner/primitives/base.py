@@ -21,7 +21,8 @@ class CallTool(Protocol):
     permissions, rate limits, approvals, an audit row; the version is `version`, else the
     project's lockfile's, else the latest. Returns the run's result (runner.harness.run.RunResult;
     a refusal is a result whose `failure` says why). Raises TimeoutError, the run cancelled,
-    when it does not finish within `timeout_s` (None: no limit)."""
+    when it does not finish within `timeout_s` (None: no limit). `listener` follows the run as it
+    runs (RunListener)."""
 
     def __call__(
         self,
@@ -34,7 +35,21 @@ class CallTool(Protocol):
         approval_id: str | None = None,
         dry_run: bool = False,
         timeout_s: float | None = None,
+        listener: RunListener | None = None,
     ) -> Awaitable[Any]: ...
+
+
+@dataclass(frozen=True)
+class RunListener:
+    """Who follows one run while it runs (Kiwi's MCP server: the request that asked for it), an
+    optional seam that knows nothing of who listens. `line` gets each line the tool writes to
+    stderr, as it is written; `progress` what the runner reports about preparing the run (an
+    environment being built) and what a tool's server reports (a message, and numbers when the
+    source has them). Plain callbacks on the event loop: they must return at once. The runner
+    masks the run's secrets before either is called (runner/harness/listening.py)."""
+
+    line: Callable[[str], None] | None = None
+    progress: Callable[[str | None, float | None, float | None], None] | None = None
 
 
 @dataclass
@@ -47,6 +62,7 @@ class Invocation:
     what the config declares reaches the tool.
     registry: the runner's registry, for handlers that look other tools up (directives).
     call_tool: how handlers that run other tools (threads) run them: the runner's gated call.
+    listener: who follows the run as it runs (stderr lines, progress), if anyone.
     """
 
     plan: Plan
@@ -57,6 +73,7 @@ class Invocation:
     on_progress: Callable[[str], None] | None = None
     registry: Registry | None = None
     call_tool: CallTool | None = None
+    listener: RunListener | None = None
 
     @property
     def config(self) -> dict[str, Any]:

@@ -30,7 +30,7 @@ import shutil
 import signal
 import time
 from asyncio.subprocess import DEVNULL, PIPE
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from ..core.plan import Plan
 from ..errors import ConfigError, PrimitiveError, Refused
 from . import procfs, reaper
 from .base import Invocation, Outcome
+from .pipes import Collector
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_TIMEOUT_S = 300.0
@@ -64,6 +65,7 @@ class ProcessSpec:
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES  # per stream
     notes: tuple[str, ...] = ()  # said in the outcome's warnings (a parameter left out of argv)
+    on_stderr_line: Callable[[str], None] | None = None  # each stderr line as it comes (lines.py)
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
     started = time.perf_counter()
     start = asyncio.ensure_future(
         loop.subprocess_exec(
-            lambda: _Collector(spec.max_output_bytes, loop),
+            lambda: Collector(spec.max_output_bytes, loop, spec.on_stderr_line),
             program,
             *spec.argv[1:],
             stdin=DEVNULL if spec.stdin is None else PIPE,
@@ -167,56 +169,6 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
     )
 
 
-class _Collector(asyncio.SubprocessProtocol):
-    """Keeps the first `limit` bytes of stdout (fd 1) and stderr (fd 2) and discards the rest
-    as it arrives, so the child never blocks on a full pipe and memory stays bounded."""
-
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
-        self.limit = limit
-        self.data = {1: bytearray(), 2: bytearray()}
-        self.truncated = {1: False, 2: False}
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.pipes_done: asyncio.Future[None] = loop.create_future()
-        self._transport: asyncio.SubprocessTransport | None = None
-        self._open: set[int] = set()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.SubprocessTransport)
-        self._transport = transport
-        self._open = {fd for fd in (1, 2) if transport.get_pipe_transport(fd) is not None}
-
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
-        buf = self.data[fd]
-        room = self.limit - len(buf)
-        if room > 0:
-            buf += data[:room]
-        if len(data) > room:
-            self.truncated[fd] = True
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self._open.discard(fd)
-        if not self._open and not self.pipes_done.done():
-            self.pipes_done.set_result(None)
-
-    def process_exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        # The process has exited and every pipe is closed: release the transport.
-        if self._transport is not None:
-            self._transport.close()
-
-    def close_pipes(self) -> None:
-        """Stop reading (and writing): pipes an escaped process keeps open must not leak."""
-        if self._transport is None:
-            return
-        for fd in (0, 1, 2):
-            pipe = self._transport.get_pipe_transport(fd)
-            if pipe is not None:
-                pipe.close()
-
-
 def _pipe_inodes(transport: asyncio.SubprocessTransport) -> set[int]:
     """The inodes of the child's stdout and stderr pipes: a descendant still holding one is the run's."""
     inodes = set()
@@ -229,7 +181,7 @@ def _pipe_inodes(transport: asyncio.SubprocessTransport) -> set[int]:
     return inodes
 
 
-def _kill_if_started(start: asyncio.Future[tuple[asyncio.SubprocessTransport, _Collector]]) -> None:
+def _kill_if_started(start: asyncio.Future[tuple[asyncio.SubprocessTransport, Collector]]) -> None:
     if start.cancelled() or start.exception() is not None:
         return
     transport, proto = start.result()
@@ -367,6 +319,7 @@ def build_spec(invocation: Invocation) -> ProcessSpec:
         timeout_s=seconds(config, "timeout", DEFAULT_TIMEOUT_S, tool),
         max_output_bytes=int(positive_number(config, "max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES, tool)),
         notes=(note,) if note else (),
+        on_stderr_line=invocation.listener.line if invocation.listener else None,
     )
 
 

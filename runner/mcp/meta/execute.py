@@ -13,7 +13,9 @@ from pydantic import Field
 
 from ...errors import UsageError
 from ...policy import permissions as access
+from ...primitives.base import RunListener
 from .. import approvals
+from ..notify_run import following
 from .args import ACTIONS, ExecuteRequest, FileInput, split_ref
 from .audit import audited_action, manifest_tool_id
 from .import_action import import_tools
@@ -133,16 +135,17 @@ async def execute(
         context=context,
         permissions=permissions,
     )
-    return await guarded("execute", lambda: _execute(state, req))
+    async with following(ctx if action == "run" else None, item_id) as listener:  # stderr, progress: notify_run.py
+        return await guarded("execute", lambda: _execute(state, req, listener))
 
 
-async def _execute(state: ServerState, req: ExecuteRequest) -> CallToolResult:
+async def _execute(state: ServerState, req: ExecuteRequest, listener: RunListener | None = None) -> CallToolResult:
     """run/dry_run through the gate, which audits them; any other action with its audit row."""
     action = req.action
     if action not in ACTIONS:
         raise UsageError(f"unknown action {action!r}", hint="action is one of " + ", ".join(ACTIONS))
     if action in ("run", "dry_run"):
-        return await _run(state, req)
+        return await _run(state, req, listener)
     inputs = {
         "item_id": req.item_id,
         "version": req.version,
@@ -163,7 +166,7 @@ async def _execute(state: ServerState, req: ExecuteRequest) -> CallToolResult:
     )
 
 
-async def _run(state: ServerState, req: ExecuteRequest) -> CallToolResult:
+async def _run(state: ServerState, req: ExecuteRequest, listener: RunListener | None = None) -> CallToolResult:
     ref, ver = split_ref(req.item_id, req.version)
     return await guarded_run(
         state.runner,
@@ -176,6 +179,7 @@ async def _run(state: ServerState, req: ExecuteRequest) -> CallToolResult:
         approval_id=req.approval_id,
         dry_run=req.action == "dry_run",
         run_timeout_s=state.run_timeout_s,
+        listener=listener,
     )
 
 

@@ -11,7 +11,7 @@ from mcp_types import CallToolResult, TextContent
 from ...errors import InvalidParameters
 from ...harness.run import Runner, RunResult
 from ...policy import Denied
-from ...primitives.base import CallTool
+from ...primitives.base import CallTool, RunListener
 from ...registry.base import Registry
 from .results import default_hint, fail, jsonable, ok
 
@@ -30,11 +30,13 @@ async def guarded_run(
     approval_id: str | None = None,
     dry_run: bool = False,
     run_timeout_s: float | None = 900.0,
+    listener: RunListener | None = None,
 ) -> CallToolResult:
     """One tool call as `execute run`/`dry_run` makes it, rendered for MCP: the Runner's gate
     (runner/policy) decides permissions, rate limits and approvals and audits the call; a
     refusal is a tool error of its kind. `reg` is kept for the callers' sake: the runner's
-    registry is the one used."""
+    registry is the one used. `listener` follows the run as it runs (runner/mcp/notify_run.py
+    turns it into the request's notifications)."""
     del reg
     return await rendered_call(
         runner.call_tool,
@@ -46,6 +48,7 @@ async def guarded_run(
         approval_id=approval_id,
         dry_run=dry_run,
         run_timeout_s=run_timeout_s,
+        listener=listener,
     )
 
 
@@ -60,6 +63,7 @@ async def rendered_call(
     approval_id: str | None = None,
     dry_run: bool = False,
     run_timeout_s: float | None = 900.0,
+    listener: RunListener | None = None,
 ) -> CallToolResult:
     """guarded_run over a runner's `call_tool` alone (primitives.base.CallTool): what Kiwi's
     MCP server and threads (runner/handlers/thread.py) share, so a thread's model sees each
@@ -78,6 +82,7 @@ async def rendered_call(
             approval_id=approval_id,
             dry_run=dry_run,
             timeout_s=run_timeout_s,
+            **({"listener": listener} if listener is not None else {}),
         )
     except TimeoutError:
         return fail(
