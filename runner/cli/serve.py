@@ -2,6 +2,7 @@
 
     kiwi serve                                   # stdio, for an MCP client that spawns it
     kiwi serve --transport http --port 8765      # streamable HTTP at http://127.0.0.1:8765/mcp
+    kiwi serve --directive create_script_tool    # direct mode: that directive's tools, not the meta-tools
 
 Who the calls act as:
 
@@ -93,6 +94,13 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
         help="run tools of the local spaces (.ai/tools here, ~/.ai/tools) before the registry's, as "
         "`kiwi run` does (default: registry only; config.toml [serve] local_spaces = true)",
     )
+    serve_parser.add_argument(
+        "--directive",
+        default=None,
+        metavar="REF",
+        help="direct mode: serve the tool context of this directive (ref or ref@version) as ordinary MCP "
+        "tools instead of the meta-tools, every call through the same gate (runner/mcp/direct.py)",
+    )
     serve_parser.set_defaults(handler=cmd_serve)
     return serve_parser
 
@@ -109,6 +117,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         insecure_no_auth=args.insecure_no_auth,
         allow_command_writes=args.allow_command_writes,
         local_spaces=args.local_spaces,
+        directive=getattr(args, "directive", None),
     )
     return 0
 
@@ -123,6 +132,7 @@ async def serve(
     insecure_no_auth: bool = False,
     allow_command_writes: bool = False,
     local_spaces: bool = False,
+    directive: str | None = None,
 ) -> None:
     _log_to_stderr()
     settings = Settings.load()
@@ -134,8 +144,8 @@ async def serve(
             raise UsageError("--insecure-no-auth is for --transport http", hint="stdio needs no tokens: drop it")
         settings = dataclasses.replace(settings, admin=admin)
         principal = settings.principal()
-        _say(f"serving MCP over stdio as {principal.describe()}")
-        async with _served(settings, allow_command_writes) as server:
+        async with _served(settings, allow_command_writes, directive) as server:
+            _say(f"serving MCP over stdio as {principal.describe()}")
             with acting_as(principal):
                 await server.run_stdio_async()
     elif transport == "http":
@@ -147,6 +157,7 @@ async def serve(
             admin=admin,
             insecure_no_auth=insecure_no_auth,
             allow_command_writes=allow_command_writes,
+            directive=directive,
         )
     else:
         raise UsageError(f"unknown transport {transport!r}", hint="--transport is stdio or http")
@@ -161,6 +172,7 @@ async def _serve_http(
     admin: bool,
     insecure_no_auth: bool,
     allow_command_writes: bool,
+    directive: str | None = None,
 ) -> None:
     import uvicorn  # the MCP SDK's own server, loaded only when serving
 
@@ -185,7 +197,7 @@ async def _serve_http(
             settings = dataclasses.replace(settings, admin=False)
             principal = anon()
             auth = http_auth(settings, resource, allow_admin=admin)
-        async with _served(settings, allow_command_writes) as server:
+        async with _served(settings, allow_command_writes, directive) as server:
             app = http_app(server, host=host, resource_url=resource, auth=auth)
             config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
             if auth is None:
@@ -208,7 +220,7 @@ async def _serve_http(
 
 
 @contextlib.asynccontextmanager
-async def _served(settings: Settings, allow_command_writes: bool) -> Any:
+async def _served(settings: Settings, allow_command_writes: bool, directive: str | None = None) -> Any:
     from ..mcp.pool import McpPool
     from ..mcp.server import build_server  # the MCP SDK only when serving: `kiwi run` must not pay its import
 
@@ -216,6 +228,13 @@ async def _served(settings: Settings, allow_command_writes: bool) -> Any:
     dispatcher = standard_dispatcher(mcp_pool=pool)
     runner = Runner(connect(settings), settings, dispatcher=dispatcher, on_progress=partial(logger.info, "%s"))
     try:
+        if directive is not None:  # direct mode: the directive's tools, read now (an error stops start-up)
+            from ..mcp.direct import build_direct_server
+
+            direct = await build_direct_server(runner, directive, local_spaces=settings.serve_local_spaces)
+            _say(direct.summary())
+            yield direct
+            return
         yield build_server(
             runner,
             allow_command_writes=allow_command_writes,

@@ -50,6 +50,7 @@ from starlette.routing import Mount, Route
 from ..config import Settings
 from ..errors import KiwiError, Refused, UsageError
 from ..principal import Principal, acting_as, from_token
+from .http_protocol import ProtocolChecks
 
 __all__ = [
     "METADATA_PATH",
@@ -284,8 +285,9 @@ def http_app(server: MCPServer, *, host: str, resource_url: str, auth: HttpAuth 
     inner = server.streamable_http_app(
         streamable_http_path=MCP_PATH, host=host, transport_security=_transport_security(host, resource_url)
     )
+    checked = ProtocolChecks(inner, path=MCP_PATH)  # the protocol errors the SDK answers otherwise
     if auth is None:
-        return inner
+        return Starlette(routes=[Mount("/", app=checked)], lifespan=lambda app: inner.router.lifespan_context(inner))
     assert auth.settings.resource_server_url is not None
     metadata_routes = create_protected_resource_routes(
         resource_url=auth.settings.resource_server_url,
@@ -296,7 +298,7 @@ def http_app(server: MCPServer, *, host: str, resource_url: str, auth: HttpAuth 
     if metadata_routes[0].path != METADATA_PATH:
         # clients that do not insert the resource's path look here (RFC 9728 §3 without a path)
         routes.append(Route(METADATA_PATH, endpoint=metadata_routes[0].endpoint, methods=["GET", "OPTIONS"]))
-    required = RequireAuthMiddleware(inner, [], build_resource_metadata_url(auth.settings.resource_server_url))
+    required = RequireAuthMiddleware(checked, [], build_resource_metadata_url(auth.settings.resource_server_url))
     routes.append(Mount("/", app=required))
     return Starlette(
         routes=routes,

@@ -1,0 +1,172 @@
+"""What the MCP transport specification and JSON-RPC 2.0 ask of the HTTP endpoint, checked
+before the SDK's streamable HTTP app sees a request, where the SDK answers otherwise.
+
+    app = ProtocolChecks(sdk_app)        # an ASGI app: the checks at /mcp, then the SDK
+
+* An `MCP-Protocol-Version` header naming a version this server does not speak is 400, with
+  a message naming the versions it does (the SDK sends any unknown version to its 2026
+  single-exchange path, which complains about missing "params._meta envelope keys").
+* A POST whose Content-Type is not `application/json` is 415 Unsupported Media Type (the
+  SDK's DNS-rebinding guard answers 400 "Invalid Content-Type header", in plain text).
+* A POST body that is JSON but not a JSON-RPC message (no `method`, and not a response; a
+  batch; `jsonrpc` other than "2.0"; a request id that is null or not a string or integer)
+  is -32600 Invalid Request (the SDK answers -32602 Invalid params with pydantic's text).
+
+An error answer to a request that named no session names none either (the SDK names the
+session it opened for the request and at once discarded, which a client could adopt).
+
+Every refusal is a JSON-RPC error object with `id` null unless the request's id could be
+read. Anything these checks do not refuse goes to the SDK untouched, its body replayed:
+parse errors (-32700), the Accept header (406), sessions (400/404) stay the SDK's. The body
+is read only up to the SDK's own size limit; a larger one is passed on unread, for the
+SDK's 413.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import INVALID_REQUEST
+from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["SUPPORTED_VERSIONS", "ProtocolChecks", "invalid_request"]
+
+SUPPORTED_VERSIONS: tuple[str, ...] = tuple(SUPPORTED_PROTOCOL_VERSIONS)
+"""The protocol versions the SDK serves, and so this endpoint."""
+
+JSON = "application/json"
+
+
+class ProtocolChecks:
+    """An ASGI wrapper answering, at `path`, the protocol errors the SDK gets wrong."""
+
+    def __init__(self, app: ASGIApp, *, path: str = "/mcp", max_body: int = DEFAULT_MAX_REQUEST_BODY_SIZE) -> None:
+        self.app = app
+        self.path = path
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != self.path:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if MCP_SESSION_ID_HEADER not in headers:
+            send = _without_stray_session(send)
+        version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+        if version is not None and version.strip() not in SUPPORTED_VERSIONS:
+            message = (
+                f"Bad Request: unsupported MCP-Protocol-Version {version!r}; "
+                f"this server supports {', '.join(SUPPORTED_VERSIONS)}"
+            )
+            data = {"supported": list(SUPPORTED_VERSIONS), "requested": version}
+            await _error(400, message, data=data)(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        if not is_json(headers.get("content-type")):
+            message = f"Unsupported Media Type: a POST to {self.path} is one JSON-RPC message, Content-Type: {JSON}"
+            await _error(415, message)(scope, receive, send)
+            return
+        body, complete, rest = await _read(receive, self.max_body)
+        if complete and (problem := invalid_request(body)) is not None:
+            message, request_id = problem
+            await _error(400, f"Invalid Request: {message}", request_id=request_id)(scope, receive, send)
+            return
+        await self.app(scope, _replaying(body, complete, rest, receive), send)
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether a Content-Type names application/json (parameters such as charset allowed)."""
+    return (content_type or "").split(";", 1)[0].strip().lower() == JSON
+
+
+def invalid_request(body: bytes) -> tuple[str, Any] | None:
+    """Why `body`, valid JSON, is not one JSON-RPC message (and the request id to answer with),
+    or None: a message, or not JSON at all (the SDK's parse error answers that)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(message, list):
+        return "a batch (JSON array) is not accepted: send one JSON-RPC message per POST", None
+    if not isinstance(message, dict):
+        return "the body is not a JSON-RPC message (a JSON object)", None
+    request_id = message.get("id")
+    known_id = request_id if _is_id(request_id) else None
+    if message.get("jsonrpc") != "2.0":
+        return 'a JSON-RPC message has "jsonrpc": "2.0"', known_id
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return '"method" is a string', known_id
+        if "id" in message and not _is_id(request_id):
+            return "a request's id is a string or an integer, never null", None
+        if "params" in message and not isinstance(message["params"], dict | list):
+            return '"params", when given, is a structured value (MCP: an object)', known_id
+        return None
+    if "id" in message and ("result" in message) != ("error" in message):
+        return None  # a response to a request this server sent
+    return (
+        'the message has no "method": a request or notification names its method, and a response '
+        'carries the "id" it answers with either "result" or "error"',
+        None,
+    )
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _error(status: int, message: str, *, request_id: Any = None, data: Any = None) -> JSONResponse:
+    error: dict[str, Any] = {"code": INVALID_REQUEST, "message": message}
+    if data is not None:
+        error["data"] = data
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, status_code=status)
+
+
+def _without_stray_session(send: Send) -> Send:
+    """`send` minus the Mcp-Session-Id header of an error response: the SDK opens a session for
+    every request that names none, and on an error it discards it but still names it."""
+    session = MCP_SESSION_ID_HEADER.lower().encode()
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] >= 400:
+            kept = [(k, v) for k, v in message.get("headers", []) if k.lower() != session]
+            message = {**message, "headers": kept}
+        await send(message)
+
+    return sending
+
+
+async def _read(receive: Receive, limit: int) -> tuple[bytes, bool, list[Message]]:
+    """The body, up to just past `limit` bytes: (what was read, whether that is all of it,
+    any other message received meanwhile, such as a disconnect, to pass on after it)."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return bytes(body), False, [message]
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            return bytes(body), True, []
+        if len(body) > limit:
+            return bytes(body), False, []
+
+
+def _replaying(body: bytes, complete: bool, rest: list[Message], receive: Receive) -> Receive:
+    """A `receive` that gives what was read first, then the rest of the request's messages."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": not complete or bool(rest)}, *rest]
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay

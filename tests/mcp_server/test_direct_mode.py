@@ -1,0 +1,332 @@
+"""Direct mode (`kiwi serve --directive REF`, runner/mcp/direct.py): a directive's tool context as
+ordinary MCP tools, every call through the same gate as `execute run`.
+
+Real parts only: the real database, real bash tools, the SDK's own client in memory, over
+stdio and over streamable HTTP (a real `kiwi serve` process with a real token).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult
+
+from runner import (
+    LOCAL_JWT_SECRET,
+    NotFound,
+    PostgresRegistry,
+    Runner,
+    Settings,
+    UsageError,
+    from_token,
+    local_owner,
+    standard_dispatcher,
+)
+from runner.mcp.direct import DirectServer, build_direct_server, mcp_name
+from tests.mcp_server.http_serving import ROOT, kiwi_http_server, mcp_client, serve_env, user_token
+
+GREET = 'printf \'{"greeting": "Hi, %s!"}\\n\' "$KIWI_PARAM_NAME"'
+READ = 'printf \'{"read": "%s"}\\n\' "$KIWI_PARAM_PATH"'
+
+
+@pytest.fixture
+async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
+    settings = Settings(
+        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
+    )
+    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, dispatcher=standard_dispatcher())
+    yield r
+    await r.aclose()
+
+
+@pytest.fixture
+def context(publish_tool: Callable[..., str], conn: psycopg.Connection) -> Iterator[dict[str, str]]:
+    """Two bash tools (`greet`: a required name; `read`: a path it reads, declared as config.fs)
+    and a directive using both (plus an optional tool that does not exist), whose permissions
+    let it read docs/** only."""
+    greet = publish_tool(
+        "direct_greet",
+        {
+            "tool_type": "script",
+            "executor": "bash_runtime",
+            "name": "Greeter",
+            "description": "Greets someone by name.",
+            "parameters": [{"name": "name", "type": "string", "required": True, "description": "Who to greet."}],
+        },
+        {"greet.sh": GREET},
+        entrypoint="greet.sh",
+    )
+    read = publish_tool(
+        "direct_read",
+        {
+            "tool_type": "script",
+            "executor": "bash_runtime",
+            "description": "Reads a file.",
+            "config": {"fs": {"read": ["path"]}},
+            "parameters": [{"name": "path", "type": "string", "required": True}],
+        },
+        {"read.sh": READ},
+        entrypoint="read.sh",
+    )
+    directive = publish_tool(
+        "direct_directive",
+        {
+            "tool_type": "directive",
+            "executor": "directive_runtime",
+            "description": "Greets and reads.",
+            "requires": {"tools": [{"id": greet}, {"id": read}, {"id": "no_such_tool_xyz", "required": False}]},
+            "permissions": {"tools": [greet, read, "no_such_tool_xyz"], "fs_read": ["docs/**"]},
+        },
+        {"directive.md": "# Greet, then read\n\nGreet the user, then read docs/intro.md.\n"},
+        entrypoint="directive.md",
+    )
+    yield {"greet": greet, "read": read, "directive": directive}
+    conn.execute("delete from audit_log where tool_id = any(%s)", ([greet, read, directive],))
+
+
+@pytest.fixture
+def cleanup(conn: psycopg.Connection) -> Iterator[list[str]]:
+    """Sessions whose audit rows and rate limits to remove afterwards."""
+    sessions: list[str] = []
+    yield sessions
+    for session in sessions:
+        conn.execute("delete from audit_log where session_id = %s", (session,))
+
+
+async def direct(runner: Runner, directive: str, cleanup: list[str]) -> DirectServer:
+    server = await build_direct_server(runner, directive)
+    cleanup.append(server.server_session)
+    return server
+
+
+def text(result: CallToolResult) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+def audit(conn: psycopg.Connection, session: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "select to_jsonb(a) from audit_log a where session_id = %s order by at, id", (session,)
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+async def test_the_directives_tools_are_listed_with_their_schemas(
+    runner: Runner, context: dict[str, str], cleanup: list[str]
+) -> None:
+    server = await direct(runner, context["directive"], cleanup)
+    async with Client(server) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(listed) == {context["greet"], context["read"]}  # no meta-tools, no missing optional tool
+        greet = listed[context["greet"]]
+        assert greet.description == "Greets someone by name." and greet.title == "Greeter"
+        schema = greet.input_schema
+        assert schema["type"] == "object" and schema["required"] == ["name"]
+        assert schema["properties"]["name"]["type"] == "string"
+        assert listed[context["read"]].input_schema["required"] == ["path"]
+        assert context["directive"] in (client.instructions or "")
+        assert "Greet the user, then read docs/intro.md." in (client.instructions or "")
+    assert "no_such_tool_xyz" in server.summary()
+
+
+async def test_a_call_runs_the_real_tool_in_the_directives_context(
+    runner: Runner, context: dict[str, str], cleanup: list[str], conn: psycopg.Connection
+) -> None:
+    server = await direct(runner, context["directive"], cleanup)
+    async with Client(server) as client:
+        result = await client.call_tool(context["greet"], {"name": "Ada"})
+        again = await client.call_tool(context["greet"], {"name": "Lin"})
+    assert not result.is_error, text(result)
+    assert result.structured_content is not None
+    assert result.structured_content["output"] == {"greeting": "Hi, Ada!"}
+    assert result.structured_content["status"] == "success"
+    assert again.structured_content is not None and again.structured_content["output"] == {"greeting": "Hi, Lin!"}
+    await runner.flush_records()
+    rows = audit(conn, server.server_session)
+    # one context for the session (opened once, audited), then each run, allowed, in it
+    assert [(r["action"], r["decision"]) for r in rows] == [
+        ("open_context", "allowed"),
+        ("run", "allowed"),
+        ("run", "allowed"),
+    ]
+    directive = f"{context['directive']}@1.0.0"
+    assert (rows[0]["tool_id"], rows[0]["version"]) == (context["directive"], "1.0.0")
+    assert all(r["directive"] == directive and r["outcome"] == "success" for r in rows[1:])
+    assert {r["tool_id"] for r in rows[1:]} == {context["greet"]}
+
+
+async def test_the_gate_refuses_what_the_directive_does_not_permit(
+    runner: Runner, context: dict[str, str], cleanup: list[str], conn: psycopg.Connection
+) -> None:
+    server = await direct(runner, context["directive"], cleanup)
+    async with Client(server) as client:
+        allowed = await client.call_tool(context["read"], {"path": "docs/intro.md"})
+        refused = await client.call_tool(context["read"], {"path": "/etc/passwd"})
+    assert not allowed.is_error and allowed.structured_content is not None
+    assert allowed.structured_content["output"] == {"read": "docs/intro.md"}
+    assert refused.is_error
+    assert refused.structured_content is not None
+    assert refused.structured_content["error"]["kind"] == "permission_denied"
+    assert "fs_read" in text(refused) and "/etc/passwd" in text(refused)
+    await runner.flush_records()
+    runs = [r for r in audit(conn, server.server_session) if r["action"] == "run"]
+    assert [(r["decision"], r["outcome"]) for r in runs] == [("allowed", "success"), ("refused", None)]
+    assert "fs_read" in runs[1]["reason"]
+
+
+async def test_the_gate_applies_rate_limits(
+    runner: Runner, context: dict[str, str], cleanup: list[str], conn: psycopg.Connection
+) -> None:
+    limit = conn.execute(
+        "insert into rate_limits (scope, key, max_calls, per_seconds) values ('tool', %s, 1, 3600) returning id",
+        (context["greet"],),
+    ).fetchone()
+    try:
+        server = await direct(runner, context["directive"], cleanup)
+        async with Client(server) as client:
+            first = await client.call_tool(context["greet"], {"name": "Ada"})
+            second = await client.call_tool(context["greet"], {"name": "Ada"})
+    finally:
+        assert limit is not None
+        conn.execute("delete from rate_limits where id = %s", (limit[0],))
+    assert not first.is_error, text(first)
+    assert second.is_error and second.structured_content is not None
+    assert second.structured_content["error"]["kind"] == "rate_limited"
+
+
+async def test_invalid_arguments_are_a_clear_tool_error(
+    runner: Runner, context: dict[str, str], cleanup: list[str], conn: psycopg.Connection
+) -> None:
+    server = await direct(runner, context["directive"], cleanup)
+    async with Client(server) as client:
+        missing = await client.call_tool(context["greet"], {})
+        wrong = await client.call_tool(context["greet"], {"name": 5})
+    for result in (missing, wrong):
+        assert result.is_error
+        assert f"invalid parameters for {context['greet']}" in text(result)
+        assert "tools/list" in text(result) and "load(" not in text(result)
+        assert result.structured_content is not None and "tools/list" in result.structured_content["hint"]
+    assert "name" in text(missing)
+    await runner.flush_records()
+    runs = [r for r in audit(conn, server.server_session) if r["action"] == "run"]
+    assert [r["decision"] for r in runs] == ["refused", "refused"]  # nothing ran
+
+
+async def test_a_tool_outside_the_context_is_an_unknown_tool(
+    runner: Runner, context: dict[str, str], cleanup: list[str]
+) -> None:
+    server = await direct(runner, context["directive"], cleanup)
+    async with Client(server) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("hello_world", {"name": "x"})
+    assert raised.value.code == -32602
+    assert "Unknown tool: hello_world" in raised.value.message and context["directive"] in raised.value.message
+
+
+async def test_start_up_refuses_what_is_not_a_usable_directive(
+    runner: Runner, context: dict[str, str], publish_tool: Callable[..., str]
+) -> None:
+    with pytest.raises(NotFound):
+        await build_direct_server(runner, f"no_such_directive_{uuid.uuid4().hex[:8]}")
+    with pytest.raises(UsageError, match="is a script, not a directive"):
+        await build_direct_server(runner, context["greet"])
+    needy = publish_tool(
+        "direct_needy",
+        {
+            "tool_type": "directive",
+            "executor": "directive_runtime",
+            "requires": {"tools": [{"id": "no_such_tool_xyz"}]},
+            "permissions": {"tools": ["no_such_tool_xyz"]},
+        },
+        {"d.md": "x"},
+        entrypoint="d.md",
+    )
+    with pytest.raises(UsageError, match="requires no_such_tool_xyz, which is not available"):
+        await build_direct_server(runner, needy)
+
+
+async def test_an_invisible_directive_is_refused_at_start_up(
+    runner: Runner, database_url: str, conn: psycopg.Connection
+) -> None:
+    """Another tenant's private directive does not exist for the server's principal."""
+    owner, namespace = str(uuid.uuid4()), f"direct_{uuid.uuid4().hex[:10]}"
+    conn.execute("insert into namespaces (namespace, owner_id) values (%s, %s)", (namespace, owner))
+    tenant = PostgresRegistry(database_url, principal=from_token(user_token(owner), secret=LOCAL_JWT_SECRET))
+    try:
+        manifest = {
+            "tool_id": "secret_directive",
+            "namespace": namespace,
+            "tool_type": "directive",
+            "executor": "directive_runtime",
+            "version": "1.0.0",
+            "visibility": "private",
+            "entrypoint": "d.md",
+        }
+        await tenant.publish(manifest, [{"path": "d.md", "content_text": "secret", "is_entrypoint": True}])
+        assert (await tenant.plan(f"{namespace}/secret_directive")).tool_type == "directive"  # its owner sees it
+        with pytest.raises(NotFound):
+            await build_direct_server(runner, f"{namespace}/secret_directive")
+    finally:
+        await tenant.aclose()
+        conn.execute("delete from tools where namespace = %s", (namespace,))
+        conn.execute("delete from namespaces where namespace = %s", (namespace,))
+
+
+def test_mcp_names_are_valid_tool_names() -> None:
+    assert mcp_name("public/greet") == "greet"
+    assert mcp_name("acme/greet") == "acme_greet"
+    assert mcp_name("github_mcp.create_issue") == "github_mcp.create_issue"
+
+
+async def test_over_stdio(database_url: str, tmp_path: Path, context: dict[str, str]) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "runner.cli.serve", "--transport", "stdio", "--directive", context["directive"]],
+        env=serve_env(database_url, tmp_path / "cache"),
+        cwd=str(ROOT),
+    )
+    async with Client(params) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == {context["greet"], context["read"]}
+        result = await client.call_tool(context["greet"], {"name": "Stdio"})
+    assert not result.is_error and result.structured_content is not None
+    assert result.structured_content["output"] == {"greeting": "Hi, Stdio!"}
+
+
+async def test_over_http_as_the_caller(database_url: str, tmp_path: Path, context: dict[str, str]) -> None:
+    with kiwi_http_server(database_url, tmp_path, "--directive", context["directive"]) as served:
+        assert "direct mode: the tool context of" in served.stderr()
+        async with mcp_client(served.url, user_token()) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == {context["greet"], context["read"]}
+            result = await client.call_tool(context["greet"], {"name": "Http"})
+            refused = await client.call_tool(context["read"], {"path": "/etc/shadow"})
+    assert not result.is_error and result.structured_content is not None
+    assert result.structured_content["output"] == {"greeting": "Hi, Http!"}
+    assert refused.is_error and refused.structured_content is not None
+    assert refused.structured_content["error"]["kind"] == "permission_denied"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_an_unknown_directive_stops_start_up_with_an_exit_status(
+    database_url: str, tmp_path: Path, transport: str
+) -> None:
+    name = f"no_such_directive_{uuid.uuid4().hex[:8]}"
+    done = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "serve", "--transport", transport, "--port", "0", "--directive", name],
+        cwd=ROOT,
+        env=serve_env(database_url, tmp_path / "cache"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0, done.stderr
+    assert name in done.stderr and "serving" not in done.stderr
