@@ -32,17 +32,29 @@ def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
     imp.add_argument("server", metavar="SERVER", help="the mcp_server's tool id (or namespace/tool)")
     imp.add_argument("--json", action="store_true", help="print the report as one JSON object")
     imp.set_defaults(handler=cmd_mcp_import)
+    login = sub.add_parser("login", help="sign in to a remote MCP server that asks for OAuth, and keep the tokens")
+    login.add_argument("server", metavar="SERVER", help="the mcp_server's tool id (or namespace/tool)")
+    login.add_argument("--no-browser", action="store_true", help="only print the sign-in URL")
+    login.add_argument("--force", action="store_true", help="sign in again even if a stored token is still good")
+    login.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the sign-in (default 300)")
+    login.set_defaults(handler=cmd_mcp_login)
     return mcp
+
+
+async def cmd_mcp_login(args: argparse.Namespace) -> int:
+    from ..mcp.oauth.login import login_command  # the MCP SDK: only this command pays for it
+
+    return await login_command(args.server, open_browser=not args.no_browser, force=args.force, timeout_s=args.timeout)
 
 
 async def cmd_mcp_import(args: argparse.Namespace) -> int:
     # The MCP SDK takes most of a second to import: only this command pays for it.
     from ..mcp.importer import import_server
-    from ..mcp.pool import McpPool
+    from ..mcp.oauth.provider import OAuthPool
 
     settings = Settings.load()
     registry = connect(settings)
-    pool = McpPool()
+    pool = OAuthPool(registry, runner_environ())  # signs in where the server's config asks (config.auth)
     try:
         report = await import_server(registry, pool, args.server, runner_environ())
         # what it published, embedded for search by meaning (a bar on a terminal); never fails the import
