@@ -322,17 +322,29 @@ def database_url_of(registry: Registry) -> str | None:
     return getattr(backend, "_url", None) if isinstance(backend, PostgresBackend) else None
 
 
-def attach_notifications(server: MCPServer, registry: Registry) -> Notifier:
+def attach_notifications(
+    server: MCPServer,
+    registry: Registry,
+    notifier: Notifier | None = None,
+    *,
+    lists: NotificationOptions | None = None,
+) -> Notifier:
     """Serve subscriptions on `server` and, when `registry` is over Postgres, tell its agents
-    of the registry's changes: listChanged declared, one listener per process."""
+    of the registry's changes: listChanged declared, one listener per process.
+
+    `notifier` decides what a batch tells whom (default: `Notifier`, every list and
+    subscription); `lists` which listChanged are declared (default: all three; without
+    resources, resources/subscribe is not served). Direct mode passes its own (direct.py)."""
     database_url = database_url_of(registry)
     low = server._lowlevel_server  # the SDK's MCPServer offers no public seam for these
-    notifier = Notifier(registry)
+    notifier = notifier if notifier is not None else Notifier(registry)
+    lists = lists if lists is not None else NotificationOptions(True, True, True)
     track = _TrackConnections(notifier)
     server.middleware.append(track)
-    subscribe, unsubscribe = _subscription_handlers(notifier, track)
-    low.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
-    low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+    if lists.resources_changed:
+        subscribe, unsubscribe = _subscription_handlers(notifier, track)
+        low.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
+        low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
     low.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, _listen_handler(notifier))
     if database_url is None:
         return notifier
@@ -341,7 +353,7 @@ def attach_notifications(server: MCPServer, registry: Registry) -> Notifier:
     original_options = low.create_initialization_options
 
     def initialization_options(notification_options: NotificationOptions | None = None, *a: Any, **kw: Any) -> Any:
-        changes = notification_options or NotificationOptions(True, True, True)
+        changes = notification_options or lists
         return original_options(changes, *a, **kw)
 
     low.create_initialization_options = initialization_options  # type: ignore[method-assign]

@@ -6,143 +6,97 @@ use meta-tools.
 
 Each declared tool is listed under an MCP tool name made of its reference (`ns/x` is `ns_x`;
 an imported MCP tool keeps `server.tool`), with the description and input schema of its
-manifest. A call runs exactly as `execute run` does (meta/run.py `guarded_run`): the Runner's
-gate checks the permissions of the directive's execution context, `check_call`'s rate limits
-and approvals, and audits it. That context is opened once per client session, as the
-caller (over HTTP, the request's verified principal), with its own audit row, like
-`execute open_context`. Nothing but the listed tools can be called: any other name is
--32602 "Unknown tool", and nothing runs.
+manifest (direct_context.py reads them). A call runs exactly as `execute run` does
+(meta/run.py `guarded_run`): the Runner's gate checks the permissions of the directive's
+execution context, `check_call`'s rate limits and approvals, and audits it. That context is
+opened once per client session, as the caller (over HTTP, the request's verified
+principal), with its own audit row, like `execute open_context`. Nothing but the listed
+tools can be called: any other name is -32602 "Unknown tool", and nothing runs.
 
-The directive and its tools are read once, at start-up, as the server's own principal: an
+The directive and its tools are read at start-up, as the server's own principal: an
 unknown or invisible directive, or a required tool that is not available, is an error
 then. An optional tool that is not available is left out (said in `skipped`). Tools run at
 the version the directive pins, else the latest.
+
+The list stays current: when the registry says a tool or directive changed (its NOTIFY,
+registry_events.py), the context is read again as that same principal, and if the listed
+tools changed, every connected client gets `notifications/tools/list_changed`
+(`tools.listChanged` is declared). A tool that has left the context is an unknown tool from
+then on; a directive that is gone leaves none.
+
+As `execute run` does, a call streams its tool's stderr lines as log notifications (the
+`logging` capability, logging/setLevel) and progress (notify_run.py).
+
+Approvals: a tool under an approval policy answers its first call with a tool error of kind
+`approval_pending` and the approval's id (runner/mcp/approvals.py). A client without
+meta-tools has no `approval_id` argument to give back, so a direct call carries it in the
+request's `_meta`, under APPROVAL_META_KEY:
+
+    {"method": "tools/call", "params": {"name": "deploy", "arguments": {...},
+                                        "_meta": {"kiwi/approval_id": "<id>"}}}
+
+Once a person approved it, that call (the same arguments) runs once; the pending answer
+says so.
 """
 
 from __future__ import annotations
 
-import asyncio
-import re
+import logging
 import time
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+import anyio
+from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, TextContent
+from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types import INVALID_PARAMS, CallToolResult
 from mcp_types import Tool as MCPTool
 
 from ..core.plan import Plan
-from ..core.refs import ToolRef, normalize_ref
-from ..errors import KiwiError, UsageError
 from ..harness.run import Runner
+from ..primitives.base import RunListener
+from ..principal import acting_as, requested
+from .agent_notifications import SEND_TIMEOUT_S, Notifier, Watcher, attach_notifications
 from .auth import request_principal
+from .direct_answers import APPROVAL_META_KEY, approval_of, direct_answer
+from .direct_context import DirectTool, ToolContext, mcp_name, read_context
+from .log_level import install as install_logging
 from .meta.audit import audited_action
-from .meta.results import guarded, jsonable, ok
+from .meta.results import guarded, ok
 from .meta.run import guarded_run
 from .meta.state import session_of
+from .notify_run import following
+from .registry_events import Change
 
-__all__ = ["DirectServer", "DirectTool", "build_direct_server", "mcp_name"]
+__all__ = ["APPROVAL_META_KEY", "DirectServer", "DirectTool", "build_direct_server", "mcp_name"]
 
-_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_.-]")  # MCP tool names: 1-128 of these (2025-11-25)
+logger = logging.getLogger("kiwi.mcp.direct")
 CONTEXT_TTL_S = 12 * 3600.0
 """How long one session's execution context is used before a new one is opened (the
 database expires contexts after a day)."""
 INSTRUCTIONS_LIMIT = 8000
 
 
-@dataclass(frozen=True)
-class DirectTool:
-    """One tool of the directive's context, as this server lists and runs it."""
-
-    name: str  # the MCP tool name
-    ref: str  # the registry reference it runs
-    version: str | None  # the version the directive pins; None: the latest at each call
-    title: str | None
-    description: str
-    input_schema: dict[str, Any]
-
-    def listed(self) -> MCPTool:
-        return MCPTool(name=self.name, title=self.title, description=self.description, input_schema=self.input_schema)
-
-
-@dataclass(frozen=True)
-class _Wanted:
-    ref: str
-    version: str | None
-    required: bool
-
-
-def mcp_name(ref: str) -> str:
-    """The MCP tool name of a registry reference: `ns/x` is `ns_x`, `server.tool` stays."""
-    return _NOT_IN_NAME.sub("_", normalize_ref(ref))[:128]
-
-
-def declared(requires: Any) -> list[_Wanted]:
-    """The tools a directive's `requires` names, in its order (format: runner/handlers/directive.py)."""
-    requires = requires if isinstance(requires, Mapping) else {}
-    wanted: list[_Wanted] = []
-    for item in requires.get("tools") or []:
-        item = {"id": item} if isinstance(item, str) else item
-        wanted.append(_Wanted(normalize_ref(item["id"]), item.get("version"), item.get("required", True)))
-    for item in requires.get("mcp") or []:
-        server = normalize_ref(item["server"])
-        for name in item.get("tools") or []:
-            wanted.append(_Wanted(f"{server}.{_NOT_IN_NAME.sub('_', name)}", None, item.get("required", True)))
-    return wanted
-
-
-def _input_schema(parameters: dict[str, Any] | None) -> dict[str, Any]:
-    schema = dict(parameters or {})
-    schema.setdefault("type", "object")
-    if schema["type"] == "object":
-        schema.setdefault("properties", {})
-    return schema
-
-
-def _tool(want: _Wanted, plan: Plan) -> DirectTool:
-    manifest = plan.manifest or {}
-    description = str(manifest.get("description") or f"{plan.tool_type} {plan.tool_id}")
-    title = manifest.get("name") if isinstance(manifest.get("name"), str) else None
-    return DirectTool(mcp_name(want.ref), want.ref, want.version, title, description, _input_schema(plan.parameters))
-
-
-async def _resolve(runner: Runner, directive: str, want: _Wanted) -> DirectTool | str:
-    """The tool, or (an optional one that is not available) why it is left out."""
-    try:
-        return _tool(want, await runner.plan(want.ref, want.version))
-    except KiwiError as e:
-        if want.required:
-            raise UsageError(
-                f"directive {directive} requires {want.ref}, which is not available: {e.message}",
-                hint=e.hint or f"publish {want.ref} (or import it: kiwi mcp import SERVER), then start again",
-            ) from None
-        return f"{want.ref}: {e.message}"
-
-
 class DirectServer(MCPServer):
     """An MCP server whose tools are one directive's tool context, each call through the gate."""
 
     def __init__(
-        self,
-        runner: Runner,
-        directive: Plan,
-        tools: list[DirectTool],
-        *,
-        skipped: list[str],
-        run_timeout_s: float | None,
-        name: str,
+        self, runner: Runner, asked: str, found: ToolContext, *, run_timeout_s: float | None, name: str
     ) -> None:
-        super().__init__(name, instructions=_instructions(directive, tools), log_level="WARNING")
+        assert found.directive is not None and found.shown is not None  # read strictly, at start-up
+        super().__init__(name, instructions=_instructions(found.directive, found.tools), log_level="WARNING")
         self.runner = runner
-        self.directive = f"{directive.tool_id}@{directive.version}"
-        self.tools = {t.name: t for t in tools}
-        self.skipped = skipped
+        self.asked = asked  # the directive as started (ref or ref@version): what is read again
+        self.directive = found.shown
+        self.tools = {t.name: t for t in found.tools}
+        self.skipped = found.skipped
         self.run_timeout_s = run_timeout_s
         self.server_session = f"mcp-direct-{uuid.uuid4()}"
-        self._contexts: dict[tuple[str, str | None, str | None], tuple[str, float]] = {}
+        self.reader = requested()  # whom the context is read as: the server's principal at start-up
+        self._contexts: dict[tuple[str, str, str | None, str | None], tuple[str, float]] = {}
+        """(directive@version, session, role, user) -> the execution context opened, and when."""
 
     def summary(self) -> str:
         names = ", ".join(self.tools) or "none"
@@ -151,6 +105,22 @@ class DirectServer(MCPServer):
 
     async def list_tools(self) -> list[MCPTool]:
         return [tool.listed() for tool in self.tools.values()]
+
+    async def refresh(self) -> bool:
+        """Read the directive's tool context again (the registry changed); whether the listed
+        tools changed. A new version of the directive gets execution contexts of its own (its
+        permissions may differ)."""
+        with acting_as(self.reader):
+            found = await read_context(self.runner, self.asked, strict=False)
+        before = [t.listed() for t in self.tools.values()]
+        if found.shown is not None and found.shown != self.directive:
+            self.directive = found.shown  # later calls open contexts of the new version
+        self.tools = {t.name: t for t in found.tools}
+        self.skipped = found.skipped
+        changed = [t.listed() for t in found.tools] != before
+        if changed:
+            logger.info("%s", self.summary() if found.directive else f"{self.asked} is gone: no tools")
+        return changed
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -163,9 +133,18 @@ class DirectServer(MCPServer):
                 data={"tools": sorted(self.tools)},
             )
         session = session_of(context, self.server_session)
-        return await guarded(name, lambda: self._run(tool, session, dict(arguments or {})))
+        approval_id = approval_of(context)
+        async with following(context, tool.ref) as listener:  # stderr and progress, as execute run streams them
+            return await guarded(name, lambda: self._run(tool, session, dict(arguments or {}), approval_id, listener))
 
-    async def _run(self, tool: DirectTool, session: str, arguments: dict[str, Any]) -> CallToolResult:
+    async def _run(
+        self,
+        tool: DirectTool,
+        session: str,
+        arguments: dict[str, Any],
+        approval_id: str | None,
+        listener: RunListener | None,
+    ) -> CallToolResult:
         context_id = await self._context(session)
         result = await guarded_run(
             self.runner,
@@ -175,15 +154,18 @@ class DirectServer(MCPServer):
             ver=tool.version,
             params=arguments,
             context=context_id,
+            approval_id=approval_id,
             run_timeout_s=self.run_timeout_s,
+            listener=listener,
         )
-        return _direct_hint(result, tool)
+        return direct_answer(result, tool.name)
 
     async def _context(self, session: str) -> str:
         """The directive's execution context for this session and caller, opened (and audited,
         as `execute open_context` is) at its first call."""
         principal = request_principal()
-        key = (session, principal.role if principal else None, principal.user_id if principal else None)
+        directive = self.directive  # a refresh may name a newer version meanwhile: this call's stays
+        key = (directive, session, principal.role if principal else None, principal.user_id if principal else None)
         known = self._contexts.get(key)
         if known is not None and time.monotonic() - known[1] < CONTEXT_TTL_S:
             return known[0]
@@ -191,12 +173,12 @@ class DirectServer(MCPServer):
         opened: dict[str, Any] = {}
 
         async def work() -> CallToolResult:
-            opened.update(await registry.open_context(session, self.directive, None, None))
+            opened.update(await registry.open_context(session, directive, None, None))
             return ok(f"opened context {opened.get('id')}", {"action": "open_context", "context": opened})
 
-        inputs = {"item_id": self.directive, "mode": "direct"}
+        inputs = {"item_id": directive, "mode": "direct"}
         await audited_action(
-            registry, session=session, action="open_context", subject=self.directive, inputs=inputs, work=work
+            registry, session=session, action="open_context", subject=directive, inputs=inputs, work=work
         )
         context_id = str(opened["id"])
         if len(self._contexts) >= 4096:
@@ -211,28 +193,14 @@ def _instructions(directive: Plan, tools: list[DirectTool]) -> str:
         f"Kiwi, serving the tools of directive {directive.tool_id}@{directive.version}"
         + (f": {manifest['description']}" if manifest.get("description") else "."),
         "Every call runs through Kiwi's gate (the directive's permissions, rate limits, approvals) and is audited.",
+        f"A call that needs approval answers with an approval id; once a person approved it, make the same call "
+        f'with "_meta": {{"{APPROVAL_META_KEY}": "<id>"}} in its params.',
         "Tools: " + (", ".join(t.name for t in tools) or "none"),
     ]
     text = directive.entrypoint.content_text if directive.entrypoint else None
     if text:
         lines += ["", text.strip()[:INSTRUCTIONS_LIMIT]]
     return "\n".join(lines)
-
-
-def _direct_hint(result: CallToolResult, tool: DirectTool) -> CallToolResult:
-    """execute's answer, with a hint this client can follow: its tools have no `load`."""
-    structured = result.structured_content or {}
-    failure = structured.get("failure") if isinstance(structured, dict) else None
-    if not result.is_error or not isinstance(failure, dict) or failure.get("kind") != "invalid_parameters":
-        return result
-    hint = f"the input schema of {tool.name} is in tools/list; pass the arguments as one object that satisfies it"
-    old = structured.get("hint")
-    text = "".join(c.text for c in result.content if isinstance(c, TextContent))
-    text = text.replace(f"hint: {old}", f"hint: {hint}") if old else f"{text}\nhint: {hint}"
-    fixed = {**structured, "hint": hint, "failure": {**failure, "hint": hint}}
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=jsonable(fixed), is_error=True
-    )
 
 
 async def build_direct_server(
@@ -247,22 +215,35 @@ async def build_direct_server(
     acts now; raises a KiwiError for a directive that is unknown, invisible, not a directive,
     or whose required tools are not available."""
     runner.local_spaces = local_spaces
-    named = ToolRef.parse(directive)
-    plan = await runner.plan(named.ref, named.version)
-    if plan.tool_type != "directive":
-        raise UsageError(
-            f"{plan.tool_id} is a {plan.tool_type}, not a directive: --directive names a directive",
-            hint="find directives with: kiwi search type:directive",
-        )
-    shown = f"{plan.tool_id}@{plan.version}"
-    found = await asyncio.gather(*(_resolve(runner, shown, w) for w in declared(plan.manifest.get("requires"))))
-    tools = [t for t in found if isinstance(t, DirectTool)]
-    names = [t.name for t in tools]
-    if len(set(names)) != len(names):
-        clashing = sorted({n for n in names if names.count(n) > 1})
-        raise UsageError(
-            f"directive {shown} declares tools whose MCP names clash: {', '.join(clashing)}",
-            hint="declare each tool once; `ns/x` and `ns_x` share the MCP name ns_x",
-        )
-    skipped = [s for s in found if isinstance(s, str)]
-    return DirectServer(runner, plan, tools, skipped=skipped, run_timeout_s=run_timeout_s, name=name)
+    found = await read_context(runner, directive, strict=True)
+    server = DirectServer(runner, directive, found, run_timeout_s=run_timeout_s, name=name)
+    install_logging(server)  # logging/setLevel; the calls stream their stderr (notify_run.py)
+    watch = _ContextWatch(server)
+    attach_notifications(server, runner.registry, watch, lists=NotificationOptions(tools_changed=True))
+    return server
+
+
+class _ContextWatch(Notifier):
+    """Registry changes as direct mode hears them: a change to any tool or directive reads the
+    context again, and only a changed tool list is told, to every connected agent (the list
+    is the same for all of them, read as the server's principal)."""
+
+    def __init__(self, server: DirectServer) -> None:
+        super().__init__(server.runner.registry)
+        self.server = server
+
+    async def deliver(self, batch: frozenset[Change]) -> None:
+        if not any(change.kind in ("tool", "directive", "*") for change in batch):
+            return  # knowledge: not in a tool context
+        if not await self.server.refresh():
+            return
+        async with anyio.create_task_group() as tg:
+            for watcher in list(self.watchers.values()):
+                tg.start_soon(self._tell_changed, watcher)
+
+    async def _tell_changed(self, watcher: Watcher) -> None:
+        try:
+            with anyio.move_on_after(SEND_TIMEOUT_S):
+                await watcher.send(ToolsListChanged())
+        except Exception:  # one agent's failure is not another's
+            logger.exception("telling an agent that the tool list changed failed")

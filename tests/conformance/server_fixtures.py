@@ -82,7 +82,7 @@ TOOLS: tuple[Fixture, ...] = (
     ),
     _script(
         "test_tool_with_progress",
-        "Reports progress 0, 50 and 100 of 100 on stderr 50 ms apart, then answers.",
+        "Writes three stderr lines 50 ms apart (each one a progress notification, counting up), then answers.",
         'echo "progress 0/100" >&2\nsleep 0.05\necho "progress 50/100" >&2\nsleep 0.05\n'
         'echo "progress 100/100" >&2\necho "Tool with progress executed successfully"',
     ),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, LoggingMessageNotificationParams
+from psycopg.types.json import Jsonb
 
 from runner import (
     LOCAL_JWT_SECRET,
@@ -28,12 +30,14 @@ from runner import (
     Runner,
     Settings,
     UsageError,
+    admin,
     from_token,
     local_owner,
     standard_dispatcher,
 )
-from runner.mcp.direct import DirectServer, build_direct_server, mcp_name
+from runner.mcp.direct import APPROVAL_META_KEY, DirectServer, build_direct_server, mcp_name
 from tests.mcp_server.http_serving import ROOT, kiwi_http_server, mcp_client, serve_env, user_token
+from tests.mcp_server.registry_changes import Inbox, listening, publish, unique
 
 GREET = 'printf \'{"greeting": "Hi, %s!"}\\n\' "$KIWI_PARAM_NAME"'
 READ = 'printf \'{"read": "%s"}\\n\' "$KIWI_PARAM_PATH"'
@@ -330,3 +334,184 @@ def test_an_unknown_directive_stops_start_up_with_an_exit_status(
     )
     assert done.returncode != 0, done.stderr
     assert name in done.stderr and "serving" not in done.stderr
+
+
+# --- the list stays current (registry NOTIFY), logging, approvals through _meta --------------
+
+TOOLS_CHANGED = "notifications/tools/list_changed"
+
+
+def republish_directive(conn: psycopg.Connection, directive: str, version: str, tools: list[str]) -> None:
+    """A new version of the fixture's directive that requires only `tools` (as an admin, the way
+    its owner's `kiwi publish` elsewhere would)."""
+    manifest = {
+        "tool_id": directive,
+        "version": version,
+        "tool_type": "directive",
+        "executor": "directive_runtime",
+        "description": "Greets and reads.",
+        "requires": {"tools": [{"id": t} for t in tools]},
+        "permissions": {"tools": tools, "fs_read": ["docs/**"]},
+        "entrypoint": "directive.md",
+    }
+    files = [{"path": "directive.md", "content_text": "# Fewer tools\n", "is_entrypoint": True}]
+    conn.execute("select publish_tool_version(%s, %s)", (Jsonb(manifest), Jsonb(files)))
+
+
+@pytest.fixture
+def cleanup_refs(conn: psycopg.Connection) -> Iterator[list[str]]:
+    """Registry items a test published itself, deleted afterwards."""
+    refs: list[str] = []
+    yield refs
+    for ref in refs:
+        conn.execute("delete from tools where ref = %s", (ref,))
+
+
+async def test_the_list_follows_the_registry_and_a_tool_that_left_is_unknown(
+    runner: Runner,
+    context: dict[str, str],
+    cleanup: list[str],
+    cleanup_refs: list[str],
+    conn: psycopg.Connection,
+    database_url: str,
+) -> None:
+    server = await direct(runner, context["directive"], cleanup)
+    inbox = Inbox()
+    async with Client(server, mode="legacy", message_handler=inbox) as client:
+        caps = client.server_capabilities
+        assert caps.tools and caps.tools.list_changed, "tools.listChanged is declared"
+        assert caps.logging is not None, "the logging capability is declared"
+        assert not (caps.resources and caps.resources.subscribe), "no resources to subscribe to here"
+        assert {t.name for t in (await client.list_tools()).tools} == {context["greet"], context["read"]}
+        assert not (await client.call_tool(context["read"], {"path": "docs/a.md"})).is_error
+        assert await listening(database_url) >= 1
+
+        unrelated = publish(conn, unique("unrelated"))  # a change outside the context: re-read, not told
+        cleanup_refs.append(unrelated)
+        republish_directive(conn, context["directive"], "1.1.0", [context["greet"]])
+        await inbox.wait_for(TOOLS_CHANGED)
+        assert inbox.count(TOOLS_CHANGED) == 1, inbox.got
+        assert {t.name for t in (await client.list_tools()).tools} == {context["greet"]}
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool(context["read"], {"path": "docs/a.md"})
+        assert raised.value.code == -32602 and f"Unknown tool: {context['read']}" in raised.value.message
+        greeted = await client.call_tool(context["greet"], {"name": "Ada"})
+        assert not greeted.is_error, text(greeted)
+
+        conn.execute("select delete_tool(%s)", (context["greet"],))  # its last tool is deleted
+        await inbox.wait_for(TOOLS_CHANGED, after=1)
+        assert (await client.list_tools()).tools == []
+    await runner.flush_records()
+    opened = [r for r in audit(conn, server.server_session) if r["action"] == "open_context"]
+    assert [r["version"] for r in opened] == ["1.0.0", "1.1.0"], "the new version gets a context of its own"
+
+
+async def test_a_tools_stderr_streams_as_log_notifications(
+    runner: Runner, publish_tool: Callable[..., str], cleanup: list[str]
+) -> None:
+    talker = publish_tool(
+        "direct_talker",
+        {"tool_type": "script", "executor": "bash_runtime", "description": "Talks on stderr."},
+        {"t.sh": 'echo "first line" >&2\nsleep 0.1\necho "WARNING: second line" >&2\necho \'{"ok": true}\''},
+        entrypoint="t.sh",
+    )
+    directive = publish_tool(
+        "direct_talking",
+        {
+            "tool_type": "directive",
+            "executor": "directive_runtime",
+            "requires": {"tools": [{"id": talker}]},
+            "permissions": {"tools": [talker]},
+        },
+        {"d.md": "Talk."},
+        entrypoint="d.md",
+    )
+    server = await direct(runner, directive, cleanup)
+    logs: list[LoggingMessageNotificationParams] = []
+    progress: list[float] = []
+
+    async def heard(params: LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    async def moved(done: float, total: float | None, message: str | None) -> None:
+        progress.append(done)
+
+    with warnings.catch_warnings():  # MCP logging is deprecated from 2026-07-28; 2025 has it
+        warnings.simplefilter("ignore")
+        async with Client(server, mode="legacy", logging_callback=heard) as client:
+            await client.set_logging_level("warning")
+            result = await client.call_tool(talker, {}, progress_callback=moved)
+    assert not result.is_error, text(result)
+    assert [(p.level, p.data, p.logger) for p in logs] == [("warning", "WARNING: second line", talker)]
+    assert len(progress) >= 2 and progress == sorted(progress), progress
+
+
+@pytest.fixture
+def guarded(publish_tool: Callable[..., str], conn: psycopg.Connection) -> Iterator[dict[str, str]]:
+    """A tool under an approval policy (it appends to its marker file when it runs) and a
+    directive requiring it; the policy, approvals and audit rows are removed afterwards."""
+    tool = publish_tool(
+        "direct_guarded",
+        {
+            "tool_type": "script",
+            "executor": "bash_runtime",
+            "parameters": [{"name": "marker", "type": "string", "required": True}],
+        },
+        {"g.sh": 'echo ran >> "$KIWI_PARAM_MARKER"; echo \'{"ran": true}\''},
+        entrypoint="g.sh",
+    )
+    directive = publish_tool(
+        "direct_guarding",
+        {
+            "tool_type": "directive",
+            "executor": "directive_runtime",
+            "requires": {"tools": [{"id": tool}]},
+            "permissions": {"tools": [tool]},
+        },
+        {"d.md": "Run the guarded tool."},
+        entrypoint="d.md",
+    )
+    conn.execute("insert into approval_policies (pattern, ttl_seconds) values (%s, 3600)", (tool,))
+    yield {"tool": tool, "directive": directive}
+    conn.execute("delete from approval_policies where pattern = %s", (tool,))
+    conn.execute("delete from approvals where tool_id = %s", (tool,))
+    conn.execute("delete from audit_log where tool_id = any(%s)", ([tool, directive],))
+
+
+async def test_an_approval_travels_in_meta_and_runs_once(
+    runner: Runner, guarded: dict[str, str], cleanup: list[str], database_url: str, tmp_path: Path
+) -> None:
+    tool, marker = guarded["tool"], tmp_path / "marker.txt"
+    arguments = {"marker": str(marker)}
+    server = await direct(runner, guarded["directive"], cleanup)
+    person = PostgresRegistry(database_url, principal=admin())
+    try:
+        async with Client(server) as client:
+            pending = await client.call_tool(tool, arguments)
+            assert pending.is_error and pending.structured_content is not None, text(pending)
+            assert pending.structured_content["error"]["kind"] == "approval_pending"
+            aid = pending.structured_content["approval"]["id"]
+            assert f'{{"_meta": {{"{APPROVAL_META_KEY}": "{aid}"}}}}' in text(pending), text(pending)
+            assert f"kiwi approve {aid}" in text(pending) and "execute(" not in text(pending)
+            assert pending.structured_content["retry"] == {"_meta": {APPROVAL_META_KEY: aid}}
+            assert not marker.exists(), "nothing ran"
+
+            early = await client.call_tool(tool, arguments, meta={APPROVAL_META_KEY: aid})
+            assert early.structured_content is not None and "pending" in text(early)
+            assert early.structured_content["error"]["kind"] == "approval_refused"
+            await person.decide_approval(aid, True, "fine", f"person-{uuid.uuid4()}")
+
+            first = await client.call_tool(tool, arguments, meta={APPROVAL_META_KEY: aid})
+            assert not first.is_error, text(first)
+            assert marker.read_text().splitlines() == ["ran"]
+            again = await client.call_tool(tool, arguments, meta={APPROVAL_META_KEY: aid})
+            assert again.is_error and again.structured_content is not None
+            assert again.structured_content["error"]["kind"] == "approval_refused" and "already used" in text(again)
+            assert APPROVAL_META_KEY in again.structured_content["error"]["hint"]
+            assert marker.read_text().splitlines() == ["ran"], "an approval runs its call once"
+
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool(tool, arguments, meta={APPROVAL_META_KEY: 5})
+            assert raised.value.code == -32602
+    finally:
+        await person.aclose()
