@@ -1,4 +1,5 @@
-"""`kiwi mcp import SERVER [--json]`: publish an MCP server's tools as mcp_tool rows.
+"""`kiwi mcp import SERVER [--json]`: publish an MCP server's tools as mcp_tool rows;
+`kiwi mcp login SERVER` / `kiwi mcp logout SERVER`: keep or forget the caller's OAuth tokens.
 
 Wired into runner/cli/main.py with `add_mcp_commands(sub)` (which imports nothing of the
 MCP SDK: `kiwi run` must not pay for it); each parser sets `handler`, an
@@ -22,8 +23,8 @@ if TYPE_CHECKING:
 
 
 def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
-    """Add `mcp` (with `import`) to the `kiwi` subparsers; returns the `mcp` parser."""
-    mcp = subparsers.add_parser("mcp", help="MCP servers: import their tools")
+    """Add `mcp` (with `import`, `login`, `logout`) to the `kiwi` subparsers; returns the `mcp` parser."""
+    mcp = subparsers.add_parser("mcp", help="MCP servers: import their tools, sign in and out")
     sub = mcp.add_subparsers(dest="mcp_command", required=True, metavar="MCP_COMMAND")
     imp = sub.add_parser(
         "import",
@@ -38,6 +39,9 @@ def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
     login.add_argument("--force", action="store_true", help="sign in again even if a stored token is still good")
     login.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the sign-in (default 300)")
     login.set_defaults(handler=cmd_mcp_login)
+    logout = sub.add_parser("logout", help="forget your stored sign-in (tokens) for a remote MCP server")
+    logout.add_argument("server", metavar="SERVER", help="the mcp_server's tool id (or namespace/tool)")
+    logout.set_defaults(handler=cmd_mcp_logout)
     return mcp
 
 
@@ -47,14 +51,20 @@ async def cmd_mcp_login(args: argparse.Namespace) -> int:
     return await login_command(args.server, open_browser=not args.no_browser, force=args.force, timeout_s=args.timeout)
 
 
+async def cmd_mcp_logout(args: argparse.Namespace) -> int:
+    from ..mcp.oauth.logout import logout_command
+
+    return await logout_command(args.server)
+
+
 async def cmd_mcp_import(args: argparse.Namespace) -> int:
     # The MCP SDK takes most of a second to import: only this command pays for it.
     from ..mcp.importer import import_server
-    from ..mcp.oauth.provider import OAuthPool
+    from ..mcp.pool import McpPool
 
     settings = Settings.load()
     registry = connect(settings)
-    pool = OAuthPool(registry, runner_environ())  # signs in where the server's config asks (config.auth)
+    pool = McpPool()  # import_server signs in where the server's config asks (config.auth)
     try:
         report = await import_server(registry, pool, args.server, runner_environ())
         # what it published, embedded for search by meaning (a bar on a terminal); never fails the import

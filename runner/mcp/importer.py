@@ -31,6 +31,7 @@ import mcp_types as types
 from ..core.refs import tool_name
 from ..errors import KiwiError, Refused
 from ..registry.base import Registry
+from .oauth.provider import OAuthSessions
 from .pool import McpPool
 from .servers import server_link, server_spec
 
@@ -92,7 +93,8 @@ async def import_server(registry: Registry, pool: McpPool, server: str, environ:
     if plan.tool_type != "mcp_server":
         raise Refused(f"{plan.tool_id} is a {plan.tool_type}, not an mcp_server", hint="kiwi search type:mcp_server")
     ref = server_link(plan).tool_id
-    listed = await pool.list_tools(server_spec(plan, environ))
+    # signs in as the registry's caller where config.auth asks, as the mcp_tool handler does
+    listed = await pool.list_tools(OAuthSessions().apply(server_spec(plan, environ), plan.config, environ, registry))
     server_row = (await registry.chain(ref))[0]
     server_manifest: dict[str, Any] = server_row.get("manifest") or {}
     wanted = {tool_id_for(ref, t.name): t for t in listed}

@@ -57,7 +57,9 @@ INSTRUCTIONS = """\
 Kiwi is a registry of versioned tools, directives and knowledge. Use `search` to find an
 item, `load` to read it (parameters, files, executor chain), and `execute` to run it
 (action=run, or dry_run to validate first) or to create/update/publish/delete items.
-Call `help` for the full guide."""
+Directives are also prompts, knowledge entries resources (kiwi://knowledge/<ref>[@<version>]);
+a run's stderr comes as log notifications (logging/setLevel), registry changes as list_changed.
+Call `help` for the full guide (help(topic="protocol") for prompts, resources and notifications)."""
 
 MetaTool = Callable[..., Awaitable[CallToolResult]]
 

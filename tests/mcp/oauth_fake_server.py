@@ -6,9 +6,10 @@ One local HTTP server (uvicorn, in a thread, on a port of 18500-18599) that is b
   /authorize that approves at once and redirects with a code (PKCE S256 checked), and /token
   for authorization_code, refresh_token and client_credentials (client_secret_basic), with
   short-lived access tokens so refresh can be seen;
-* a protected MCP resource: the official SDK's MCP server (streamable HTTP, /mcp) behind a
-  bearer check that answers 401 with WWW-Authenticate naming its protected resource
-  metadata (RFC 9728), as hosted MCP servers do.
+* a protected MCP resource: the official SDK's MCP server (streamable HTTP at /mcp, and the
+  older SSE transport at /sse with its messages at /messages/) behind a bearer check that
+  answers 401 with WWW-Authenticate naming its protected resource metadata (RFC 9728), as
+  hosted MCP servers do.
 
 Its tool `whoami` answers the subject of the token it was called with, and `echo` echoes.
 `FakeAuthServer.log` keeps every grant, and `tokens` every token issued, for assertions.
@@ -53,6 +54,10 @@ class FakeAuthServer:
     @property
     def mcp_url(self) -> str:
         return f"{self.base}/mcp"
+
+    @property
+    def sse_url(self) -> str:
+        return f"{self.base}/sse"
 
     def add_client(self, client_id: str, secret: str) -> None:
         self.clients[client_id] = {"client_id": client_id, "client_secret": secret}
@@ -138,8 +143,12 @@ class FakeAuthServer:
 
     # -- protected resource --------------------------------------------------------------
 
-    def prm(self) -> dict[str, Any]:
-        return {"resource": self.mcp_url, "authorization_servers": [self.base], "scopes_supported": ["tools"]}
+    def prm(self, resource: str | None = None) -> dict[str, Any]:
+        return {
+            "resource": resource or self.mcp_url,
+            "authorization_servers": [self.base],
+            "scopes_supported": ["tools"],
+        }
 
     def bearer(self, headers: dict[str, str]) -> str | None:
         """The subject of a live bearer token, else None."""
@@ -156,7 +165,8 @@ def _basic(request: Request) -> tuple[str, str]:
     return client_id, secret
 
 
-def _mcp_app() -> Any:
+def _mcp_apps() -> tuple[Any, Any]:
+    """The same server over streamable HTTP (/mcp) and over SSE (/sse, /messages/)."""
     server = MCPServer("oauth-fake-protected")
 
     @server.tool()
@@ -169,14 +179,15 @@ def _mcp_app() -> Any:
         """Echo."""
         return f"Echo: {message}"
 
-    return server.streamable_http_app(stateless_http=True, json_response=True)
+    return server.streamable_http_app(stateless_http=True, json_response=True), server.sse_app()
 
 
 def _asgi(fake: FakeAuthServer) -> Any:
-    mcp = _mcp_app()
+    mcp, sse = _mcp_apps()
     routes = {
         ("GET", "/.well-known/oauth-authorization-server"): lambda r: JSONResponse(fake.metadata()),
         ("GET", "/.well-known/oauth-protected-resource/mcp"): lambda r: JSONResponse(fake.prm()),
+        ("GET", "/.well-known/oauth-protected-resource/sse"): lambda r: JSONResponse(fake.prm(fake.sse_url)),
         ("GET", "/.well-known/oauth-protected-resource"): lambda r: JSONResponse(fake.prm()),
     }
     handlers = {
@@ -194,14 +205,16 @@ def _asgi(fake: FakeAuthServer) -> Any:
             return await routes[key](request)(scope, receive, send)
         if key in handlers:
             return await (await handlers[key](request))(scope, receive, send)
+        over_sse = scope["path"].startswith(("/sse", "/messages/"))
         subject = fake.bearer({k.decode().lower(): v.decode() for k, v in scope["headers"]})
         if subject is None:
-            challenge = f'Bearer resource_metadata="{fake.base}/.well-known/oauth-protected-resource/mcp"'
+            metadata = f"{fake.base}/.well-known/oauth-protected-resource/{'sse' if over_sse else 'mcp'}"
+            challenge = f'Bearer resource_metadata="{metadata}"'
             return await JSONResponse({"error": "invalid_token"}, 401, {"WWW-Authenticate": challenge})(
                 scope, receive, send
             )
-        _subject.set(subject)
-        return await mcp(scope, receive, send)
+        _subject.set(subject)  # over SSE, the tools run in the GET /sse stream's context: its token
+        return await (sse if over_sse else mcp)(scope, receive, send)
 
     return app
 

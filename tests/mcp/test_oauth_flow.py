@@ -32,11 +32,13 @@ from runner import (
     UsageError,
     admin,
     from_claims,
+    import_server,
+    local_owner,
     standard_dispatcher,
 )
 from runner.mcp.oauth.login import login
-from runner.mcp.oauth.provider import OAuthPool
-from runner.mcp.servers import server_spec
+from runner.mcp.oauth.logout import logout
+from runner.mcp.pool import ConnectionFailed
 from tests.conftest import ROOT
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
@@ -75,14 +77,14 @@ def users(conn: psycopg.Connection) -> Iterator[tuple[Principal, Principal]]:
     conn.execute("delete from kiwi_internal.mcp_oauth_tokens where user_id = any(%s::uuid[])", (ids,))
 
 
-def oauth_server(publish: Publish, url: str, **auth: Any) -> str:
+def oauth_server(publish: Publish, url: str, transport: str = "streamable_http", **auth: Any) -> str:
     server = publish(
         {
             "tool_id": unique("oauth_mcp"),
             "tool_type": "mcp_server",
             "executor": "http_client",
             "version": "1.0.0",
-            "config": {"transport": "streamable_http", "url": url, "auth": {"type": "oauth", **auth}},
+            "config": {"transport": transport, "url": url, "auth": {"type": "oauth", **auth}},
         }
     )
     for name in ("whoami", "echo"):
@@ -157,6 +159,23 @@ async def test_login_stores_the_users_token_and_runs_use_it(
     assert not again.signed_in and fake.log.count("authorize") == 1
 
 
+async def test_login_and_runs_over_sse(
+    fake: FakeAuthServer, publish: Publish, users: tuple[Principal, Principal], runner_as: Callable[..., Runner]
+) -> None:
+    """The older SSE transport signs in the same way: its GET stream and its POSTed messages
+    carry the user's token, from discovery (the 401 on GET /sse) to the tool's answer."""
+    alice, bob = users
+    server = oauth_server(publish, fake.sse_url, transport="sse")
+    fake.next_subject = "alice@sse"
+    result, _ = await signed_in(runner_as(alice).registry, server)  # type: ignore[arg-type]
+    assert result.signed_in and result.tools == 2 and result.resource == fake.sse_url
+    assert fake.log[:3] == ["register", "authorize", "authorization_code"]
+    run = await runner_as(alice).run(f"{server}.whoami", {})
+    assert (run.status, answer(run)) == ("success", "alice@sse"), run.error
+    refused = await runner_as(bob).run(f"{server}.whoami", {})
+    assert refused.status == "error" and "kiwi mcp login" in (refused.error or "")
+
+
 async def test_an_expired_token_is_refreshed_by_a_later_process(
     publish: Publish, users: tuple[Principal, Principal], runner_as: Callable[..., Runner]
 ) -> None:
@@ -225,10 +244,12 @@ async def test_import_signs_in_as_its_caller(
     runner = runner_as(users[0])
     server = oauth_server(publish, fake.mcp_url)
     await signed_in(runner.registry, server)  # type: ignore[arg-type]
-    pool = OAuthPool(runner.registry, environ())
+    pool = McpPool()
     try:
-        spec = server_spec(await runner.registry.plan(server), environ())
-        assert sorted(t.name for t in await pool.list_tools(spec)) == ["echo", "whoami"]
+        report = await import_server(runner.registry, pool, server, environ())
+        assert sorted(t.tool for t in report.tools if t.tool) == ["echo", "whoami"], "listed with her token"
+        with pytest.raises(ConnectionFailed, match="wants you to sign in"):  # Bob never signed in
+            await import_server(runner_as(users[1]).registry, pool, server, environ())
     finally:
         await pool.aclose()
 
@@ -250,6 +271,57 @@ async def test_login_refuses_bad_servers(
     )
     with pytest.raises(UsageError, match="does not ask for OAuth"):
         await login(registry, plain, environ(), open_browser=False)
+
+
+async def test_logout_forgets_only_the_callers_tokens(
+    fake: FakeAuthServer, publish: Publish, users: tuple[Principal, Principal], runner_as: Callable[..., Runner]
+) -> None:
+    alice, bob = users
+    server = oauth_server(publish, fake.mcp_url)
+    for who in (alice, bob):
+        await signed_in(runner_as(who).registry, server)  # type: ignore[arg-type]
+    gone = await logout(runner_as(alice).registry, server, environ())
+    assert (gone.server, gone.resource, gone.forgotten) == (server, fake.mcp_url, True)
+    again = await logout(runner_as(alice).registry, server, environ(KIWI_TOKEN_KEY=""))
+    assert not again.forgotten, "nothing left to forget (and forgetting needs no key)"
+    run = await runner_as(alice).run(f"{server}.whoami", {})
+    assert run.status == "error" and "kiwi mcp login" in (run.error or ""), "Alice must sign in again"
+    assert (await runner_as(bob).run(f"{server}.whoami", {})).status == "success", "Bob is still signed in"
+    with pytest.raises(UsageError, match="does not ask for OAuth"):
+        plain = {"transport": "streamable_http", "url": fake.mcp_url}
+        manifest = {"tool_type": "mcp_server", "executor": "http_client", "version": "1.0.0", "config": plain}
+        await logout(runner_as(alice).registry, publish({"tool_id": unique("plain_mcp"), **manifest}), environ())
+
+
+def test_kiwi_mcp_logout_as_a_process(
+    fake: FakeAuthServer, publish: Publish, database_url: str, tmp_path: Path, conn: psycopg.Connection
+) -> None:
+    """The command, as the local owner: it forgets what login stored, then says there is nothing
+    to forget; a bad server name is an error without a traceback."""
+    server = oauth_server(publish, fake.mcp_url)
+    env = kiwi_env(database_url, tmp_path / "cache", KIWI_TOKEN_KEY=KEY)
+    try:
+        asyncio.run(_local_owner_signs_in(database_url, server))
+        stored = "select count(*) from kiwi_internal.mcp_oauth_tokens where resource like %s"
+        assert conn.execute(stored, (fake.mcp_url + "#%",)).fetchone() == (1,)
+        out = run_kiwi(["mcp", "logout", server], cwd=tmp_path, env=env)
+        assert out.code == 0 and f"signed out of {server} ({fake.mcp_url})" in out.err, out.err
+        assert conn.execute(stored, (fake.mcp_url + "#%",)).fetchone() == (0,)
+        twice = run_kiwi(["mcp", "logout", server], cwd=tmp_path, env=env)
+        assert twice.code == 0 and f"not signed in to {server}" in twice.err and "nothing to forget" in twice.err
+        bad = run_kiwi(["mcp", "logout", "no_such_server_x"], cwd=tmp_path, env=env)
+        assert bad.code == 3 and "no_such_server_x" in bad.err and "Traceback" not in bad.err
+    finally:
+        conn.execute("delete from kiwi_internal.mcp_oauth_tokens where resource like %s", (fake.mcp_url + "#%",))
+
+
+async def _local_owner_signs_in(database_url: str, server: str) -> None:
+    registry = PostgresRegistry(database_url, principal=local_owner())
+    try:
+        result, _ = await signed_in(registry, server)
+        assert result.signed_in
+    finally:
+        await registry.aclose()
 
 
 def test_kiwi_mcp_login_with_a_bad_server_name(database_url: str, tmp_path: Path) -> None:

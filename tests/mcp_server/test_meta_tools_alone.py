@@ -85,6 +85,16 @@ async def test_help_alone_gives_the_guide_and_refuses_unknown_topics(state: Serv
     assert unknown["kind"] == "usage" and unknown["hint"] == "topics: " + ", ".join(HELP_TOPICS)
 
 
+async def test_help_names_what_the_server_offers_beyond_the_four_tools(state: ServerState) -> None:
+    guide = ok(await help(state))["text"]
+    assert "topic protocol" in guide, "the overview points to it"
+    protocol = ok(await help(state, "protocol"))["text"]
+    for offered in ("prompts/get", "kiwi://knowledge/<ref>@<version>", "completion/complete", "logging/setLevel"):
+        assert offered in protocol, offered
+    for offered in ("stderr", "list_changed", "resources/subscribe", "kiwi serve --directive REF"):
+        assert offered in protocol, offered
+
+
 async def test_execute_alone_dry_runs_hello_world(state: ServerState) -> None:
     dry = ok(await execute(state, "dry_run", item_id="hello_world", parameters={"name": "Ada"}))
     assert dry["dry_run"] is True and dry["status"] == "success" and dry["validation"]["passed"] is True

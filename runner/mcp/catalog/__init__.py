@@ -3,14 +3,16 @@ server: `register_catalog(server, state)` is the one call build_server makes.
 
     prompts.py     prompts/list, prompts/get (a directive rendered with its arguments)
     resources.py   resources/list, resources/read, resources/templates/list (kiwi://knowledge/...)
+    completions.py completion/complete: a prompt's argument values, the templates' {ref}
     listing.py     the page of entries the caller can see (public.list_items), cursors, errors
 
 The SDK's MCPServer serves prompts and resources from its own in-process managers, which hold
 nothing here, answers an unknown prompt with error code 0 (and logs a traceback), and has no
 pagination; so this replaces those methods' handlers on its low-level server. Capabilities
-follow from the handlers the low-level server holds: `prompts` and `resources` are declared;
-their `listChanged` and `resources.subscribe` are what the registry's notifications
-(runner/mcp/agent_notifications.py, which reads these URIs with resources.parse_uri) declare.
+follow from the handlers the low-level server holds: `prompts`, `resources` and `completions`
+are declared; their `listChanged` and `resources.subscribe` are what the registry's
+notifications (runner/mcp/agent_notifications.py, which reads these URIs with
+resources.parse_uri) declare.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from __future__ import annotations
 from functools import partial
 
 from mcp.server.mcpserver import MCPServer
-from mcp_types import GetPromptRequestParams, PaginatedRequestParams, ReadResourceRequestParams
+from mcp_types import CompleteRequestParams, GetPromptRequestParams, PaginatedRequestParams, ReadResourceRequestParams
 
 from ..meta.state import ServerState
+from .completions import complete
 from .prompts import get_prompt, list_prompts
 from .resources import list_resource_templates, list_resources, read_resource
 
@@ -37,3 +40,4 @@ def register_catalog(server: MCPServer, state: ServerState) -> None:
         "resources/templates/list", PaginatedRequestParams, partial(list_resource_templates, state)
     )
     lowlevel.add_request_handler("resources/read", ReadResourceRequestParams, partial(read_resource, state))
+    lowlevel.add_request_handler("completion/complete", CompleteRequestParams, partial(complete, state))

@@ -14,7 +14,7 @@ from .state import ServerState
 
 __all__ = ["HELP", "HELP_TOPICS", "help"]
 
-HELP_TOPICS = ("overview", "item_types", "search", "load", "execute", "errors", "examples")
+HELP_TOPICS = ("overview", "item_types", "search", "load", "execute", "errors", "examples", "protocol")
 
 Topic = Annotated[
     str | None,
@@ -53,8 +53,9 @@ Kiwi is a registry of versioned items. Four tools:
                                                     run | dry_run | create | update | publish | delete
                                                     | import (an MCP server's tools)
   help(topic?)                                      this guide; topics: overview, item_types, search,
-                                                    load, execute, errors, examples
-Usual flow: search -> load (read the parameters) -> execute action=dry_run (optional) -> action=run.""",
+                                                    load, execute, errors, examples, protocol
+Usual flow: search -> load (read the parameters) -> execute action=dry_run (optional) -> action=run.
+Directives are also MCP prompts and knowledge entries MCP resources (topic protocol).""",
     "item_types": """\
 ## Item types (item_type)
   directive  instructions for an agent (tool_type directive); load gives their text, run renders them
@@ -161,4 +162,17 @@ The server keeps answering after any error.""",
   execute(action="delete", item_id="shout", confirm=true)  -> deleted
   execute(action="import", item_id="github")               -> github.create_issue, ... published
   execute(action="run", item_id="github.create_issue", parameters={...})""",
+    "protocol": """\
+## Beyond the four tools (MCP), all as the caller: you see what you may read
+  prompts      each directive is a prompt named by its ref (ref@version pins one); prompts/get
+               fills its declared inputs (required, enum, default) and embeds the knowledge it cites
+  resources    each knowledge entry is kiwi://knowledge/<ref>@<version> (that version for ever) or
+               kiwi://knowledge/<ref> (the latest); resources/list, read, templates/list
+  completion   completion/complete: a prompt argument's enum (or examples, default); a template's {ref}
+  logging      logging/setLevel (default info): while execute runs a tool, its stderr lines come as
+               log notifications for that call; with a progressToken, as progress too
+  changes      tools/, prompts/, resources/list_changed when the registry changes; resources/subscribe
+               to an entry's URI for resources/updated
+A server started as `kiwi serve --directive REF` offers that directive's tools as ordinary MCP tools
+instead of these four (direct mode), each call checked as execute run in its context.""",
 }

@@ -10,5 +10,6 @@ this package gives it what is Kiwi's:
     storage.py   the SDK's TokenStorage over Postgres (per user, under RLS), or in memory
     provider.py  the SDK's provider for a config, and per-caller providers for the pool's sessions
     login.py     `kiwi mcp login SERVER`: a loopback redirect listener and the browser step
+    logout.py    `kiwi mcp logout SERVER`: the caller's stored tokens for a server, forgotten
     conformance_client.py  the client command the MCP conformance suite drives
 """

@@ -5,11 +5,11 @@ code with PKCE; dynamic registration, a client ID metadata document, or a pre-re
 client; refresh) or `ClientCredentialsOAuthProvider` (machine use). The protocol is all the
 SDK's; Kiwi supplies the storage and what happens at the browser step.
 
-`OAuthSessions.apply` is what the mcp_tool handler calls: for a server whose config asks for
-OAuth it gives the pool's ServerSpec an httpx2 auth of the calling user, and a session key of
-its own (one user's session never carries another user's token). A run has nobody at a
-browser: when the server wants a person to sign in, the call fails with LoginRequired,
-naming `kiwi mcp login SERVER`.
+`OAuthSessions.apply` is what the mcp_tool handler and the importer call: for a server whose
+config asks for OAuth it gives the pool's ServerSpec an httpx2 auth of the calling user, and a
+session key of its own (one user's session never carries another user's token). A run has
+nobody at a browser: when the server wants a person to sign in, the call fails with
+LoginRequired, naming `kiwi mcp login SERVER`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 
 from ...errors import ConfigError, Refused
 from ...principal import requested
-from ..pool import DEFAULT_CALL_TIMEOUT_S, McpPool, ServerSpec
+from ..pool import ServerSpec
 from .config import OAuthConfig, oauth_config
 from .crypto import cipher_from
 from .storage import DatabaseTokenStorage, MemoryTokenStorage
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 __all__ = [
     "NO_BROWSER_REDIRECT",
     "LoginRequired",
-    "OAuthPool",
     "OAuthSessions",
     "make_provider",
     "preregistered_client",
@@ -248,20 +247,3 @@ def storage_key(cfg: OAuthConfig, url: str) -> str:
     issued to (two mcp_server rows of one URL signing in differently keep apart; rows that
     sign in alike share one login)."""
     return f"{url}#{cfg.grant}:{cfg.client_id or 'registered'}"
-
-
-class OAuthPool(McpPool):
-    """A pool for callers that hand it bare server specs (`kiwi mcp import`): it signs in,
-    as the registry's caller, where the server's config asks for OAuth."""
-
-    def __init__(self, registry: Registry, environ: Mapping[str, str]) -> None:
-        super().__init__()
-        self._registry = registry
-        self._environ = environ
-        self._oauth = OAuthSessions()
-
-    async def list_tools(self, spec: ServerSpec, *, timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> list[Any]:
-        if spec.transport != "stdio":
-            plan = await self._registry.plan(spec.ref)
-            spec = self._oauth.apply(spec, plan.config, self._environ, self._registry)
-        return await super().list_tools(spec, timeout_s=timeout_s)
