@@ -2,8 +2,10 @@
 
 For each case, warm, interleaved, the median [p95] latency in ms of:
 
-  SQL        the registry's SQL on one prepared autocommit psycopg connection:
-             search -> `select * from public.search_tools(...)`;
+  SQL        the registry's SQL on one prepared autocommit psycopg connection, as the server
+             calls it: search -> `select * from public.search_tools(...)` with the query's
+             vector (embedded before timing, by the model the server uses), so by words and
+             meaning as the server searches; a modifier alone or an empty query goes by words;
              load   -> `resolve_executor_chain(...)` then `resolve_execution_plan(...)`
   registry   the same through runner.registry (PostgresRegistry: pool, dict rows)
   MCP mem    call_tool through the SDK's Client on the server in process (no transport)
@@ -38,7 +40,7 @@ from mcp.client.stdio import StdioServerParameters
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner  # noqa: E402
+from runner import PostgresRegistry, Runner, Settings, build_server, embedder_from_settings, local_owner  # noqa: E402
 from runner.config import DEFAULT_DATABASE_URL  # noqa: E402
 
 WARMUP = 30
@@ -97,11 +99,22 @@ async def run(reps: int, url: str) -> str:
     conn = await psycopg.AsyncConnection.connect(url, autocommit=True, prepare_threshold=0)
     try:
         async with Client(build_server(runner)) as mem, Client(stdio) as remote:
+            embedder = embedder_from_settings(settings)
+            vectors = {q: _vector(embedder, q) for q in SEARCHES}
+            model = embedder.model if embedder else None
 
             async def sql_search(q: str) -> None:
+                vector = vectors[q]
                 await (
-                    await conn.execute("select * from public.search_tools(%s, %s, %s, %s::int)", (q, None, None, 20))
+                    await conn.execute(
+                        "select * from public.search_tools(%s, %s, %s, %s::int, %s::real[], %s)",
+                        (q, None, None, 20, vector, model if vector else None),
+                    )
                 ).fetchall()
+
+            async def reg_search(q: str) -> None:
+                vector = vectors[q]
+                await registry.search(q, embedding=vector, model=model if vector else None)
 
             async def sql_load(ref: str) -> None:
                 await (await conn.execute("select * from public.resolve_executor_chain(%s)", (ref,))).fetchall()
@@ -115,7 +128,7 @@ async def run(reps: int, url: str) -> str:
                 times = await measure(
                     {
                         "sql": lambda q=q: sql_search(q),
-                        "registry": lambda q=q: registry.search(q),
+                        "registry": lambda q=q: reg_search(q),
                         "mem": lambda a=args: mem.call_tool("search", a),
                         "stdio": lambda a=args: remote.call_tool("search", a),
                     },
@@ -156,6 +169,13 @@ async def run(reps: int, url: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _vector(embedder: Any, query: str) -> list[float] | None:
+    """The query's vector as the server makes it: its words without modifiers (type:, mcp:, …);
+    None when there are none (the server then searches by words)."""
+    words = " ".join(w for w in query.split() if ":" not in w)
+    return [float(x) for x in embedder.embed([words])[0]] if embedder and words.strip() else None
 
 
 def _cells(times: dict[str, list[float]]) -> list[str]:

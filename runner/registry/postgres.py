@@ -136,7 +136,9 @@ def _bind(name: str, value: Any) -> tuple[str, Any]:
         return "%s::jsonb", None if value is None else Jsonb(value, _dumps)
     if isinstance(value, list | tuple):
         if value and all(isinstance(x, float) for x in value):
-            return "%s::real[]", list(value)
+            # an array literal: psycopg's list dumper checks every number's text for quoting,
+            # about 0.5 ms for a query's 256-number vector; repr() gives Postgres' float syntax
+            return "%s::real[]", "{" + ",".join(map(repr, value)) + "}"
         return "%s::text[]", list(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return "%s::int", value

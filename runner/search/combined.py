@@ -103,7 +103,10 @@ async def embed_query(embedder: Embedder | None, text: str) -> QueryVector:
     if embedder is None:
         return QueryVector(None, "embeddings are off (KIWI_EMBEDDINGS=off)")
     try:
-        vectors = await asyncio.to_thread(embedder.embed, [text])
+        if getattr(embedder, "inline", False):  # a loaded local model: no thread hop
+            vectors = embedder.embed([text])
+        else:  # a model still to load, or a hosted one (its own timeout bounds the wait)
+            vectors = await asyncio.to_thread(embedder.embed, [text])
         vector = [float(x) for x in vectors[0]]
     except Exception as e:  # a model that would not load, an API down: words still answer
         said = getattr(e, "message", None) or str(e) or type(e).__name__

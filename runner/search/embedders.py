@@ -126,6 +126,12 @@ class LocalWordLlama:
     def __repr__(self) -> str:
         return f"LocalWordLlama({self.model})"
 
+    @property
+    def inline(self) -> bool:
+        """True once the model is loaded: embedding a query is then a few microseconds of
+        CPU, cheaper on the caller's event loop than a hop to a worker thread."""
+        return _loaded is not None
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []

@@ -26,6 +26,7 @@ from runner import (
     local_owner,
 )
 from runner.registry.errors import redact, scrub
+from runner.registry.postgres import statement
 
 
 @pytest.fixture
@@ -105,6 +106,21 @@ async def test_search_finds_hello_world_first(reg: PostgresRegistry) -> None:
     typed = await reg.search("", tool_type="primitive", limit=50)
     assert typed and {r["tool_type"] for r in typed} == {"primitive"}
     assert len(await reg.search("", limit=2)) == 2
+
+
+async def test_a_query_vector_travels_as_an_array_literal_that_keeps_every_number(
+    reg: PostgresRegistry, database_url: str
+) -> None:
+    """The vector is sent as a `{...}` literal (psycopg's list dumper cost 0.5 ms a search):
+    tiny, negative-zero and exponent-form numbers arrive as the same float4 values."""
+    vector = [1e-08, -0.0, 2.5e-05, 0.1, -0.33333334] + [0.0625] * 251
+    sent, params = statement("search_tools", {"p_query": "x", "p_embedding": vector}, "rows")
+    assert params[1].startswith("{1e-08,-0.0,2.5e-05,0.1,") and "p_embedding => %s::real[]" in sent
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        got = await (await conn.execute("select %s::real[]", (params[1],))).fetchone()
+    assert got and [float(f"{x:.8g}") for x in got[0][:5]] == [1e-08, 0.0, 2.5e-05, 0.1, -0.33333334]
+    rows = await reg.search("hello world", embedding=vector, model="wordllama/l2_supercat_256")
+    assert rows and rows[0]["tool_id"] == "hello_world" and rows[0]["search_mode"] == "hybrid"
 
 
 async def test_unknown_tool_is_not_found_and_names_the_tool(reg: PostgresRegistry) -> None:
