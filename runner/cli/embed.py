@@ -17,8 +17,6 @@ import time
 from typing import Any
 
 from ..config import Settings
-from ..registry import opened
-from ..search import embed_pending, embedder_from_settings
 from .args import whole_number
 
 __all__ = ["add_embed_command"]
@@ -52,6 +50,9 @@ def add_embed_command(sub: Any) -> None:
 
 
 async def cmd_embed(args: argparse.Namespace) -> int:
+    from ..registry import opened
+    from ..search import embed_pending, embedder_from_settings
+
     settings = Settings.load()
     embedder = embedder_from_settings(settings)
     if embedder is None:  # a choice, not a failure (scripts/stack runs this after every reset)

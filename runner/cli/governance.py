@@ -15,11 +15,17 @@ from typing import Any
 from ..config import Settings
 from ..core.refs import split_ref
 from ..errors import UsageError
-from ..registry import opened
 
 __all__ = ["COMMAND_WRITE", "add_governance_commands"]
 
 COMMAND_WRITE = "command write"  # the policy of an approval to publish what only an admin may (approvals.sql)
+
+
+def opened() -> Any:
+    """The configured registry, closed after the command's calls (registry.opened, imported when a command runs)."""
+    from ..registry import opened as registry_opened
+
+    return registry_opened()
 
 
 def add_governance_commands(sub: Any) -> None:

@@ -29,59 +29,36 @@ then `kiwi publish DIR --approval ID` publishes it, once.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import atexit
 import contextlib
 import json
 import os
 import sys
 import threading
-import uuid
-from collections.abc import Sequence
-from dataclasses import asdict
-from pathlib import Path
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..config import Settings
-from ..core.refs import ToolRef, split_ref
-from ..core.text import dependents_line, first_line
-from ..errors import KiwiError, Refused, UsageError
-from ..handlers import standard_dispatcher
-from ..harness.run import RESULT_KEYS, Runner, RunResult
-from ..policy import Call
-from ..registry import connect, opened
-from ..search import embed_published
-from .args import whole_number
-from .governance import add_governance_commands
+from ..errors import KiwiError, UsageError
+
+if TYPE_CHECKING:
+    from ..harness.run import RunResult
+
+# What each command's handler needs (the runner, the registry's driver, search, the MCP SDK) is
+# imported inside the handler, and only the named command's parser is defined (build_parser):
+# a fresh `kiwi run` pays for nothing another command uses (bench/runner_bench.py, d).
 
 EXIT_TIMEOUT = 124
 EXIT_BROKEN_PIPE = 141
-MAX_LIMIT = 1000
-MAX_SEARCH_LIMIT = 200  # search_tools' own cap on a page
-SEARCH_HELP = """\
-Find tools from a sentence: by its words and, with an embedding model (KIWI_EMBEDDINGS:
-local, the default, openai or off), by meaning. The tools of the local spaces (.ai/tools,
-~/.ai/tools) are listed among the registry's; a local tool with a registry tool's id shows
-once, as the local tool (the one `kiwi run` runs).
-
-modifiers, written in the query:
-  type:T        a tool type, or tools running on runtime T (type:python)
-  category:C    a category or subcategory
-  mcp:SERVER    tools of an MCP server (mcp:* any MCP tool)
-  namespace:N   tools of namespace N
-  local:        only the local spaces' tools, the registry is not asked (local:project, local:user)
-
-columns: tool_id, tool type, version, signature state (local: a local space's tool), how it
-matched (id, words, meaning, words+meaning), description. When the answer is by words only,
-stderr says why; --json rows carry matched_by, search_mode and source (registry, local:project,
-local:user)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     if getattr(args, "admin", False):  # every Settings.load() of this process sees the choice
         os.environ["KIWI_ADMIN"] = "1"
+    import asyncio  # not for `kiwi --help` nor a usage error
+
     try:
         return asyncio.run(args.handler(args))
     except KiwiError as e:
@@ -127,7 +104,20 @@ def _flushed() -> bool:
     return ok
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command the arguments name, when one of COMMANDS does and no help for `kiwi` itself
+    is asked before it; else None (every command's parser is then defined, to be listed)."""
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            return None
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `kiwi` parser; with `command` (a key of COMMANDS), only that command's parser is defined,
+    from its module, which is imported only then: what a command sees and says is the same either way."""
     parser = argparse.ArgumentParser(
         prog="kiwi",
         description="Run, find and publish tools from the Kiwi registry.",
@@ -138,8 +128,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--admin", action="store_true", help="act as service_role (admin), like KIWI_ADMIN=1; never a default"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    limit_help = f"at most N results (default 20, at most {MAX_LIMIT})"
+    defined: set[Callable[[Any], object]] = set()
+    for name, define in COMMANDS.items():  # in the order `kiwi --help` lists them
+        if (command is None or name == command) and define not in defined:
+            defined.add(define)
+            define(sub)
+    return parser
 
+
+def add_run_command(sub: Any) -> None:
+    """Define `kiwi run` on the `kiwi` parser's subparsers."""
     run = sub.add_parser("run", help="run a tool through its executor chain")
     run.add_argument("tool", metavar="TOOL", help="tool id, namespace/tool or tool@version")
     run.add_argument(
@@ -172,108 +170,75 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.set_defaults(handler=cmd_run)
 
+
+def _search(sub: Any) -> None:
+    from .search import add_search_command
+
     add_search_command(sub)
 
-    show = sub.add_parser("show", help="a tool's manifest, executor chain and files")
-    show.add_argument("tool", metavar="TOOL")
-    show.add_argument("--version", metavar="V", help="show this version's files and plan")
-    show.add_argument("--json", action="store_true", help="print one JSON object")
-    show.set_defaults(handler=cmd_show)
 
-    publish = sub.add_parser(
-        "publish", help="publish a directory holding tool.yaml and its files, or a tool of a local space"
-    )
-    publish.add_argument(
-        "directory",
-        metavar="DIR|TOOL",
-        help="a directory holding tool.yaml; else a tool id found in the project, then the user space",
-    )
-    publish.add_argument(
-        "--sign", action="store_true", help="sign it with your key in the same transaction (see `kiwi keys`)"
-    )
-    publish.add_argument("--key", default="default", metavar="NAME", help="the signing key (default: default)")
-    approval = publish.add_mutually_exclusive_group()
-    approval.add_argument(
-        "--request-approval",
-        action="store_true",
-        help="publish nothing: ask an admin to approve this exact content (for what only an admin may publish: "
-        "runtimes, primitives, MCP servers, builtin or official tools, the public namespace); prints the id",
-    )
-    approval.add_argument(
-        "--approval", metavar="ID", help="publish with this approval (approved by an admin, for exactly this content)"
-    )
-    publish.add_argument("--json", action="store_true", help="print the registry's answer as JSON")
-    publish.set_defaults(handler=cmd_publish)
+def _tools(sub: Any) -> None:
+    from .tools import add_registry_commands
 
-    pull = sub.add_parser("pull", help="write a registry tool into a local space, tool.yaml as it was published")
-    pull.add_argument("tool", metavar="TOOL", help="tool id, namespace/tool or tool@version (default: the latest)")
-    pull.add_argument(
-        "--user", action="store_true", help="into the user space (~/.ai/tools) instead of the project's .ai/tools"
-    )
-    pull.add_argument("--force", action="store_true", help="replace a local copy that differs from the version")
-    pull.add_argument("--json", action="store_true", help="print where it wrote as JSON")
-    pull.set_defaults(handler=cmd_pull)
+    add_registry_commands(sub)
 
-    runs = sub.add_parser("runs", help="your recent runs, newest first")
-    runs.add_argument("--tool", metavar="TOOL", help="only runs of this tool")
-    runs.add_argument("--limit", type=limit, default=20, metavar="N", help=limit_help.replace("results", "runs"))
-    runs.add_argument("--json", action="store_true", help="print a JSON array")
-    runs.set_defaults(handler=cmd_runs)
 
-    from .embed import add_embed_command
-    from .mcp import add_mcp_commands  # the MCP SDK itself loads only when used
-    from .serve import add_serve_command
-    from .token import add_token_command
-    from .trust import add_trust_commands
+def _governance(sub: Any) -> None:
+    from .governance import add_governance_commands
 
     add_governance_commands(sub)
+
+
+def _serve(sub: Any) -> None:
+    from .serve import add_serve_command
+
     add_serve_command(sub)
+
+
+def _token(sub: Any) -> None:
+    from .token import add_token_command
+
     add_token_command(sub)
+
+
+def _mcp(sub: Any) -> None:
+    from .mcp import add_mcp_commands  # the MCP SDK itself loads only when used
+
     add_mcp_commands(sub)
+
+
+def _trust(sub: Any) -> None:
+    from .trust import add_trust_commands
+
     add_trust_commands(sub)
+
+
+def _embed(sub: Any) -> None:
+    from .embed import add_embed_command
+
     add_embed_command(sub)
-    return parser
 
 
-def add_search_command(sub: Any) -> None:
-    """Define `kiwi search` on the `kiwi` parser's subparsers."""
-    search = sub.add_parser(
-        "search",
-        help="search the registry and the local spaces (modifiers: type:, category:, mcp:, namespace:, local:)",
-        description=SEARCH_HELP.split("\n\n", 1)[0],
-        epilog=SEARCH_HELP.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    search.add_argument("query", nargs="*", help="words and modifiers; no words lists by popularity")
-    search.add_argument("--type", dest="tool_type", metavar="TYPE", help="only this tool type")
-    search.add_argument("--category", metavar="C", help="only this category")
-    search.add_argument(
-        "--limit",
-        type=search_limit,
-        default=20,
-        metavar="N",
-        help=f"at most N results (default 20, at most {MAX_SEARCH_LIMIT})",
-    )
-    search.add_argument("--json", action="store_true", help="print a JSON array")
-    search.set_defaults(handler=cmd_search)
-
-
-def limit(text: str) -> int:
-    """--limit N: a whole number from 1 to MAX_LIMIT (the registry's int, never negative)."""
-    return whole_number(text, MAX_LIMIT)
-
-
-def search_limit(text: str) -> int:
-    """search's --limit: search_tools serves at most MAX_SEARCH_LIMIT rows a query."""
-    return whole_number(text, MAX_SEARCH_LIMIT)
-
-
-open_registry = opened  # the configured registry, closed after the command's calls
+# Each command and what defines it (a definer may define several), in the order `kiwi --help` lists them.
+COMMANDS: dict[str, Callable[[Any], object]] = {
+    "run": add_run_command,
+    "search": _search,
+    **dict.fromkeys(("show", "publish", "pull", "runs"), _tools),
+    **dict.fromkeys(("approve", "deny", "yank", "deprecate", "delete", "whoami", "approvals"), _governance),
+    "serve": _serve,
+    "token": _token,
+    "mcp": _mcp,
+    **dict.fromkeys(("keys", "sign", "verify", "lock"), _trust),
+    "embed": _embed,
+}
 
 
 def fail(e: KiwiError, args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         if args.command == "run":  # the run contract: one result object, whatever went wrong
+            from ..core.refs import ToolRef
+            from ..harness.run import RunResult
+
             named = ToolRef.parse(args.tool, args.version, strict=False)  # never refuses: it only reports
             failed = RunResult(tool_id=named.ref, version=named.version, status="error", error=str(e))
             print(json.dumps(run_json(failed), ensure_ascii=False, default=str))
@@ -306,6 +271,15 @@ def parse_params(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, st
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
+    import uuid
+
+    from ..config import Settings
+    from ..core.refs import split_ref
+    from ..handlers import standard_dispatcher
+    from ..harness.run import Runner
+    from ..policy import Call
+    from ..registry import connect
+
     tool, version = split_ref(args.tool, args.version)
     params, raw = parse_params(args)
     settings = Settings.load()
@@ -331,6 +305,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
 def run_json(result: RunResult) -> dict[str, Any]:
     """The contract's object, read field by field: `failure` holds an exception, which
     dataclasses.asdict would try (and, for some, fail) to deep-copy."""
+    from ..harness.run import RESULT_KEYS
+
     return {key: getattr(result, key) for key in RESULT_KEYS}
 
 
@@ -346,235 +322,6 @@ def print_run(result: RunResult, dry_run: bool) -> None:
         print("source: " + ", ".join(source.values()), file=sys.stderr)
     if result.error:
         print(f"kiwi: {result.error}", file=sys.stderr)
-
-
-async def cmd_search(args: argparse.Namespace) -> int:
-    from ..registry.spaces import spaces
-    from ..search.combined import LOCAL_SIGNATURE, search, search_embedder
-    from ..search.query import parse
-    from ..trust.states import signature_labels  # cryptography only for commands that show signatures
-
-    settings = Settings.load()
-    query = parse(" ".join(args.query), tool_type=args.tool_type, category=args.category)
-    embedder = search_embedder(settings) if query.text.strip() else None
-    local = spaces(settings)
-    if query.local_only:  # the registry is not asked
-        found = await search(None, query, limit=args.limit, embedder=embedder, spaces=local)
-        signed: dict[str, dict[str, Any]] = {}
-    else:
-        async with open_registry() as registry:
-            found = await search(registry, query, limit=args.limit, embedder=embedder, spaces=local)
-            published = [r for r in found.rows if r["source"] == "registry"]
-            signed = await signature_labels(registry, published, settings.trust)
-    rows = [  # the signature's state for people, not the raw signatures it was judged from
-        {k: v for k, v in r.items() if k != "signatures"}
-        | {"signature": signed[r["tool_id"]] if r["source"] == "registry" else LOCAL_SIGNATURE}
-        for r in found.rows
-    ]
-    for warning in found.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    if found.embedding_failed:
-        print(f"warning: searching by words only: {found.embedding_failed}", file=sys.stderr)
-    elif found.lexical_because and query.text.strip():
-        print(f"note: matched by words only: {found.lexical_because}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(rows, ensure_ascii=False, default=str))
-        return 0
-    if not rows:
-        print("no tools found", file=sys.stderr)
-        return 0
-    width = max(len(r["tool_id"]) for r in rows)
-    matched = max((len(r.get("matched_by") or "") for r in rows), default=0)
-    for r in rows:
-        desc = first_line(r.get("description"))
-        state = r["signature"]["state"]
-        how = f"{r.get('matched_by') or '':<{matched}}  " if matched else ""
-        print(
-            f"{r['tool_id']:<{width}}  {r['tool_type'] or '-':<10} {r.get('latest_version') or '-':<8} {state:<9}  "
-            f"{how}{desc[:80]}"
-        )
-    return 0
-
-
-async def cmd_show(args: argparse.Namespace) -> int:
-    tool, version = split_ref(args.tool, args.version)
-    settings = Settings.load()
-    runner = Runner(connect(settings), settings, dispatcher=standard_dispatcher())
-    try:
-        plan = await runner.registry.plan(tool, version)
-        verdicts = {v.tool_id: v for v in await runner.verify(plan)}
-    finally:
-        await runner.aclose()
-    manifest = plan.manifest or None  # the shown version's own
-    # the shown version's chain as it runs (its plan's), never the latest version's
-    chain = [{"depth": depth, **asdict(link)} for depth, link in enumerate(plan.chain)]
-    files = [{k: getattr(f, k) for k in ("path", "size_bytes", "sha256", "is_entrypoint")} for f in plan.files]
-    shown = {
-        "tool_id": plan.tool_id,
-        "version": plan.version,
-        "tool_type": plan.tool_type,
-        "content_hash": plan.content_hash,
-        "manifest": manifest,
-        "chain": [
-            {**row, "signature": verdicts[row["tool_id"]].as_dict() if row["tool_id"] in verdicts else None}
-            for row in chain
-        ],
-        "parameters": plan.parameters,
-        "files": files,
-        **{k: getattr(plan, k) for k in ("deprecated", "deprecation_message", "yanked", "yanked_reason")},
-    }
-    if args.json:
-        print(json.dumps(shown, ensure_ascii=False, default=str))
-        return 0
-    m = manifest or {}
-    print(f"{plan.tool_id}@{plan.version}  ({plan.tool_type})  {m.get('name', '')}")
-    if m.get("description"):
-        print(f"  {m['description'].strip()}")
-    if plan.yanked:
-        print(f"  yanked{': ' + plan.yanked_reason if plan.yanked_reason else ''} (runs only when pinned to it)")
-    if plan.deprecated:
-        print(f"  deprecated: {plan.deprecation_message or 'no reason given'}")
-    print("\nchain:")
-    for row in chain:
-        verdict = verdicts.get(row["tool_id"])
-        print(
-            f"  {row['depth']}  {row['tool_id']:<20} {row['tool_type']:<10} {row['version']:<8} "
-            f"{row['content_hash'][:12]}  {verdict.state if verdict else '-'}"
-        )
-    props = (plan.parameters or {}).get("properties") or {}
-    required = set((plan.parameters or {}).get("required") or [])
-    print("\nparameters:" + ("" if props else " none"))
-    for name, prop in props.items():
-        flag = "required" if name in required else f"default {json.dumps(prop['default'])}" if "default" in prop else ""
-        print(f"  {name:<16} {prop.get('type', 'any'):<8} {flag:<16} {prop.get('description', '')}")
-    print("\nfiles:" + ("" if files else " none"))
-    for f in files:
-        star = "*" if f["is_entrypoint"] else " "
-        print(f" {star}{f['path']:<30} {f['size_bytes']:>8} B  sha256 {f['sha256'][:16]}")
-    return 0
-
-
-async def cmd_publish(args: argparse.Namespace) -> int:
-    from ..core.tool_dir import ToolDirError, load_tool_dir
-    from ..registry.spaces import find  # PyYAML only when publishing
-
-    directory = Path(args.directory)
-    if not directory.is_dir():
-        local = find(args.directory, Settings.load())
-        if local is None:
-            raise UsageError(
-                f"{args.directory}: not a directory, nor a tool of a local space",
-                hint="give a directory holding tool.yaml, or the tool_id of a tool in .ai/tools or ~/.ai/tools",
-            )
-        directory = local.path
-    try:
-        tool_dir = load_tool_dir(directory)  # manifest_yaml: tool.yaml as written, kept by the registry
-    except ToolDirError as e:
-        raise UsageError(str(e), hint="a tool directory holds tool.yaml beside its files") from e
-    if args.request_approval:
-        if args.sign:
-            raise UsageError(
-                "nothing is signed when asking for an approval", hint="sign when you publish: --approval ID --sign"
-            )
-        return await request_publish_approval(args, tool_dir.manifest, tool_dir.files)
-    signature = None
-    if args.sign:
-        from ..trust.keys import load
-        from ..trust.signing import sign_publication
-
-        key = load(Settings.load().keys_dir, args.key)
-        signature = sign_publication(key, tool_dir.manifest, tool_dir.files)
-    try:
-        async with open_registry() as registry:
-            answer = await registry.publish(
-                tool_dir.manifest, tool_dir.files, tool_dir.manifest_yaml, signature, approval_id=args.approval
-            )
-            _, unembedded = await embed_published(registry, Settings.load())  # never fails the publish
-    except Refused as e:
-        if args.approval is None and "--request-approval" in (e.hint or ""):  # the command rule (publish.sql)
-            e.hint = (
-                f"an admin publishes it: kiwi --admin publish {args.directory}; or ask an admin to approve exactly "
-                f"this content: kiwi publish {args.directory} --request-approval"
-            )
-        raise
-    if args.json:
-        print(json.dumps(answer, ensure_ascii=False, default=str))
-    else:
-        what = "unchanged" if answer.get("unchanged") else "published"
-        print(
-            f"{what}: {answer.get('tool_id', tool_dir.tool_id)}@{answer.get('version')} "
-            f"content_hash {str(answer.get('content_hash', ''))[:16]}"
-        )
-        if answer.get("executor_chain"):
-            print("chain: " + " -> ".join(answer["executor_chain"]))
-        if answer.get("normalised"):  # old spellings of config keys the registry rewrote
-            print("normalised: " + "; ".join(answer["normalised"]))
-        if answer.get("signature"):
-            print(f"signed with key {answer['signature']['key_fingerprint'][:16]}")
-        if answer.get("dependents"):
-            print(dependents_line(answer))
-        if answer.get("approval_id"):
-            print(f"with approval {answer['approval_id']} (now used)")
-    if unembedded:
-        print(f"warning: {unembedded}", file=sys.stderr)
-    return 0
-
-
-async def request_publish_approval(args: argparse.Namespace, manifest: dict[str, Any], files: list[Any]) -> int:
-    """kiwi publish DIR --request-approval: a pending approval of publishing exactly this content
-    (public.request_publish_approval). Nothing is published; exit 0 once the request is filed."""
-    async with open_registry() as registry:
-        approval = await registry.request_publish_approval(manifest, files, session=f"cli-{uuid.uuid4()}")
-    if args.json:
-        print(json.dumps(approval, ensure_ascii=False, default=str))
-        return 0
-    print(f"approval requested: {approval['id']}")
-    print(f"  to publish {approval['tool_id']}@{approval.get('version')} content_hash {approval['content_hash'][:16]}")
-    if approval.get("why"):
-        print(f"  needed because {approval['why']}")
-    print(f"an admin approves it (before {approval['expires_at']}): kiwi --admin approve {approval['id']}")
-    print(f"then publish it, unchanged: kiwi publish {args.directory} --approval {approval['id']}")
-    return 0
-
-
-async def cmd_pull(args: argparse.Namespace) -> int:
-    """kiwi pull TOOL[@V]: the version's tool.yaml (byte for byte as published) and files, into a space."""
-    from ..registry.spaces import PROJECT, USER, pull
-
-    tool, version = split_ref(args.tool, None)
-    async with open_registry() as registry:
-        pulled = await pull(registry, tool, version, Settings.load(), USER if args.user else PROJECT, force=args.force)
-    if args.json:
-        print(json.dumps(pulled.as_json(), ensure_ascii=False))
-    else:
-        what = "pulled" if pulled.changed else "unchanged"
-        print(f"{what}: {pulled.ref}@{pulled.version} -> {pulled.path} ({pulled.space} space)")
-    return 0
-
-
-async def cmd_runs(args: argparse.Namespace) -> int:
-    async with open_registry() as registry:
-        rows = await registry.runs(tool_id=args.tool, limit=args.limit)
-    if args.json:
-        print(json.dumps(rows, ensure_ascii=False, default=str))
-        return 0
-    if not rows:
-        print("no runs yet", file=sys.stderr)
-    tools = [f"{r['tool_id']}@{r.get('version') or '-'}" for r in rows]
-    width = max(map(len, tools), default=0)
-    for r, tool in zip(rows, tools, strict=True):
-        ms = f"{r['duration_ms']:.0f} ms" if r.get("duration_ms") is not None else "-"
-        error = _one_line(r.get("error_summary"))
-        print(f"{str(r['started_at'])[:19]}  {r['status']:<8} {tool:<{width}} {ms:>8}{error}")
-    return 0
-
-
-def _one_line(error: str | None, limit: int = 100) -> str:
-    """A run's error for a table row: its lines joined, cut loudly at `limit`."""
-    if not error:
-        return ""
-    text = " ".join(part.strip() for part in error.splitlines() if part.strip())
-    return "  " + (text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 if __name__ == "__main__":

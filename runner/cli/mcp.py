@@ -14,9 +14,6 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
-from ..harness.run import runner_environ
-from ..registry import connect
-from ..search import embed_published
 
 if TYPE_CHECKING:
     from ..mcp.importer import ImportReport
@@ -59,8 +56,11 @@ async def cmd_mcp_logout(args: argparse.Namespace) -> int:
 
 async def cmd_mcp_import(args: argparse.Namespace) -> int:
     # The MCP SDK takes most of a second to import: only this command pays for it.
+    from ..harness.run import runner_environ
     from ..mcp.importer import import_server
     from ..mcp.pool import McpPool
+    from ..registry import connect
+    from ..search import embed_published
 
     settings = Settings.load()
     registry = connect(settings)

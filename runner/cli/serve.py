@@ -36,10 +36,7 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import KiwiError, UsageError
-from ..handlers import standard_dispatcher
-from ..harness.run import Runner
 from ..principal import acting_as, anon
-from ..registry import connect
 
 __all__ = ["add_serve_command", "cmd_serve", "main", "serve"]
 
@@ -221,8 +218,11 @@ async def _serve_http(
 
 @contextlib.asynccontextmanager
 async def _served(settings: Settings, allow_command_writes: bool, directive: str | None = None) -> Any:
+    from ..handlers import standard_dispatcher
+    from ..harness.run import Runner
     from ..mcp.pool import McpPool
     from ..mcp.server import build_server  # the MCP SDK only when serving: `kiwi run` must not pay its import
+    from ..registry import connect
 
     pool = McpPool()  # the runs' and the imports' (closed with the runner's dispatcher)
     dispatcher = standard_dispatcher(mcp_pool=pool)

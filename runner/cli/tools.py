@@ -1,0 +1,279 @@
+"""`kiwi show`, `publish`, `pull` and `runs`: a tool's plan and files, publishing a directory or
+a local space's tool, writing a registry tool into a space, your recent runs.
+
+Their parsers are defined by `add_registry_commands`; what each command needs (the runner, the
+registry's driver, PyYAML, search) is imported when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..errors import Refused, UsageError
+from .args import whole_number
+
+MAX_LIMIT = 1000
+
+
+def open_registry() -> Any:
+    """The configured registry, closed after the command's calls (registry.opened)."""
+    from ..registry import opened
+
+    return opened()
+
+
+def add_registry_commands(sub: Any) -> None:
+    """Define `kiwi show`, `publish`, `pull` and `runs` on the `kiwi` parser's subparsers."""
+    show = sub.add_parser("show", help="a tool's manifest, executor chain and files")
+    show.add_argument("tool", metavar="TOOL")
+    show.add_argument("--version", metavar="V", help="show this version's files and plan")
+    show.add_argument("--json", action="store_true", help="print one JSON object")
+    show.set_defaults(handler=cmd_show)
+
+    publish = sub.add_parser(
+        "publish", help="publish a directory holding tool.yaml and its files, or a tool of a local space"
+    )
+    publish.add_argument(
+        "directory",
+        metavar="DIR|TOOL",
+        help="a directory holding tool.yaml; else a tool id found in the project, then the user space",
+    )
+    publish.add_argument(
+        "--sign", action="store_true", help="sign it with your key in the same transaction (see `kiwi keys`)"
+    )
+    publish.add_argument("--key", default="default", metavar="NAME", help="the signing key (default: default)")
+    approval = publish.add_mutually_exclusive_group()
+    approval.add_argument(
+        "--request-approval",
+        action="store_true",
+        help="publish nothing: ask an admin to approve this exact content (for what only an admin may publish: "
+        "runtimes, primitives, MCP servers, builtin or official tools, the public namespace); prints the id",
+    )
+    approval.add_argument(
+        "--approval", metavar="ID", help="publish with this approval (approved by an admin, for exactly this content)"
+    )
+    publish.add_argument("--json", action="store_true", help="print the registry's answer as JSON")
+    publish.set_defaults(handler=cmd_publish)
+
+    pull = sub.add_parser("pull", help="write a registry tool into a local space, tool.yaml as it was published")
+    pull.add_argument("tool", metavar="TOOL", help="tool id, namespace/tool or tool@version (default: the latest)")
+    pull.add_argument(
+        "--user", action="store_true", help="into the user space (~/.ai/tools) instead of the project's .ai/tools"
+    )
+    pull.add_argument("--force", action="store_true", help="replace a local copy that differs from the version")
+    pull.add_argument("--json", action="store_true", help="print where it wrote as JSON")
+    pull.set_defaults(handler=cmd_pull)
+
+    runs = sub.add_parser("runs", help="your recent runs, newest first")
+    runs.add_argument("--tool", metavar="TOOL", help="only runs of this tool")
+    runs.add_argument(
+        "--limit", type=limit, default=20, metavar="N", help=f"at most N runs (default 20, at most {MAX_LIMIT})"
+    )
+    runs.add_argument("--json", action="store_true", help="print a JSON array")
+    runs.set_defaults(handler=cmd_runs)
+
+
+def limit(text: str) -> int:
+    """--limit N: a whole number from 1 to MAX_LIMIT (the registry's int, never negative)."""
+    return whole_number(text, MAX_LIMIT)
+
+
+async def cmd_show(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from ..config import Settings
+    from ..core.refs import split_ref
+    from ..handlers import standard_dispatcher
+    from ..harness.run import Runner
+    from ..registry import connect
+
+    tool, version = split_ref(args.tool, args.version)
+    settings = Settings.load()
+    runner = Runner(connect(settings), settings, dispatcher=standard_dispatcher())
+    try:
+        plan = await runner.registry.plan(tool, version)
+        verdicts = {v.tool_id: v for v in await runner.verify(plan)}
+    finally:
+        await runner.aclose()
+    manifest = plan.manifest or None  # the shown version's own
+    # the shown version's chain as it runs (its plan's), never the latest version's
+    chain = [{"depth": depth, **asdict(link)} for depth, link in enumerate(plan.chain)]
+    files = [{k: getattr(f, k) for k in ("path", "size_bytes", "sha256", "is_entrypoint")} for f in plan.files]
+    shown = {
+        "tool_id": plan.tool_id,
+        "version": plan.version,
+        "tool_type": plan.tool_type,
+        "content_hash": plan.content_hash,
+        "manifest": manifest,
+        "chain": [
+            {**row, "signature": verdicts[row["tool_id"]].as_dict() if row["tool_id"] in verdicts else None}
+            for row in chain
+        ],
+        "parameters": plan.parameters,
+        "files": files,
+        **{k: getattr(plan, k) for k in ("deprecated", "deprecation_message", "yanked", "yanked_reason")},
+    }
+    if args.json:
+        print(json.dumps(shown, ensure_ascii=False, default=str))
+        return 0
+    m = manifest or {}
+    print(f"{plan.tool_id}@{plan.version}  ({plan.tool_type})  {m.get('name', '')}")
+    if m.get("description"):
+        print(f"  {m['description'].strip()}")
+    if plan.yanked:
+        print(f"  yanked{': ' + plan.yanked_reason if plan.yanked_reason else ''} (runs only when pinned to it)")
+    if plan.deprecated:
+        print(f"  deprecated: {plan.deprecation_message or 'no reason given'}")
+    print("\nchain:")
+    for row in chain:
+        verdict = verdicts.get(row["tool_id"])
+        print(
+            f"  {row['depth']}  {row['tool_id']:<20} {row['tool_type']:<10} {row['version']:<8} "
+            f"{row['content_hash'][:12]}  {verdict.state if verdict else '-'}"
+        )
+    props = (plan.parameters or {}).get("properties") or {}
+    required = set((plan.parameters or {}).get("required") or [])
+    print("\nparameters:" + ("" if props else " none"))
+    for name, prop in props.items():
+        flag = "required" if name in required else f"default {json.dumps(prop['default'])}" if "default" in prop else ""
+        print(f"  {name:<16} {prop.get('type', 'any'):<8} {flag:<16} {prop.get('description', '')}")
+    print("\nfiles:" + ("" if files else " none"))
+    for f in files:
+        star = "*" if f["is_entrypoint"] else " "
+        print(f" {star}{f['path']:<30} {f['size_bytes']:>8} B  sha256 {f['sha256'][:16]}")
+    return 0
+
+
+async def cmd_publish(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..config import Settings
+    from ..core.text import dependents_line
+    from ..core.tool_dir import ToolDirError, load_tool_dir
+    from ..registry.spaces import find  # PyYAML only when publishing
+    from ..search import embed_published
+
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        local = find(args.directory, Settings.load())
+        if local is None:
+            raise UsageError(
+                f"{args.directory}: not a directory, nor a tool of a local space",
+                hint="give a directory holding tool.yaml, or the tool_id of a tool in .ai/tools or ~/.ai/tools",
+            )
+        directory = local.path
+    try:
+        tool_dir = load_tool_dir(directory)  # manifest_yaml: tool.yaml as written, kept by the registry
+    except ToolDirError as e:
+        raise UsageError(str(e), hint="a tool directory holds tool.yaml beside its files") from e
+    if args.request_approval:
+        if args.sign:
+            raise UsageError(
+                "nothing is signed when asking for an approval", hint="sign when you publish: --approval ID --sign"
+            )
+        return await request_publish_approval(args, tool_dir.manifest, tool_dir.files)
+    signature = None
+    if args.sign:
+        from ..trust.keys import load
+        from ..trust.signing import sign_publication
+
+        key = load(Settings.load().keys_dir, args.key)
+        signature = sign_publication(key, tool_dir.manifest, tool_dir.files)
+    try:
+        async with open_registry() as registry:
+            answer = await registry.publish(
+                tool_dir.manifest, tool_dir.files, tool_dir.manifest_yaml, signature, approval_id=args.approval
+            )
+            _, unembedded = await embed_published(registry, Settings.load())  # never fails the publish
+    except Refused as e:
+        if args.approval is None and "--request-approval" in (e.hint or ""):  # the command rule (publish.sql)
+            e.hint = (
+                f"an admin publishes it: kiwi --admin publish {args.directory}; or ask an admin to approve exactly "
+                f"this content: kiwi publish {args.directory} --request-approval"
+            )
+        raise
+    if args.json:
+        print(json.dumps(answer, ensure_ascii=False, default=str))
+    else:
+        what = "unchanged" if answer.get("unchanged") else "published"
+        print(
+            f"{what}: {answer.get('tool_id', tool_dir.tool_id)}@{answer.get('version')} "
+            f"content_hash {str(answer.get('content_hash', ''))[:16]}"
+        )
+        if answer.get("executor_chain"):
+            print("chain: " + " -> ".join(answer["executor_chain"]))
+        if answer.get("normalised"):  # old spellings of config keys the registry rewrote
+            print("normalised: " + "; ".join(answer["normalised"]))
+        if answer.get("signature"):
+            print(f"signed with key {answer['signature']['key_fingerprint'][:16]}")
+        if answer.get("dependents"):
+            print(dependents_line(answer))
+        if answer.get("approval_id"):
+            print(f"with approval {answer['approval_id']} (now used)")
+    if unembedded:
+        print(f"warning: {unembedded}", file=sys.stderr)
+    return 0
+
+
+async def request_publish_approval(args: argparse.Namespace, manifest: dict[str, Any], files: list[Any]) -> int:
+    """kiwi publish DIR --request-approval: a pending approval of publishing exactly this content
+    (public.request_publish_approval). Nothing is published; exit 0 once the request is filed."""
+    import uuid
+
+    async with open_registry() as registry:
+        approval = await registry.request_publish_approval(manifest, files, session=f"cli-{uuid.uuid4()}")
+    if args.json:
+        print(json.dumps(approval, ensure_ascii=False, default=str))
+        return 0
+    print(f"approval requested: {approval['id']}")
+    print(f"  to publish {approval['tool_id']}@{approval.get('version')} content_hash {approval['content_hash'][:16]}")
+    if approval.get("why"):
+        print(f"  needed because {approval['why']}")
+    print(f"an admin approves it (before {approval['expires_at']}): kiwi --admin approve {approval['id']}")
+    print(f"then publish it, unchanged: kiwi publish {args.directory} --approval {approval['id']}")
+    return 0
+
+
+async def cmd_pull(args: argparse.Namespace) -> int:
+    """kiwi pull TOOL[@V]: the version's tool.yaml (byte for byte as published) and files, into a space."""
+    from ..config import Settings
+    from ..core.refs import split_ref
+    from ..registry.spaces import PROJECT, USER, pull
+
+    tool, version = split_ref(args.tool, None)
+    async with open_registry() as registry:
+        pulled = await pull(registry, tool, version, Settings.load(), USER if args.user else PROJECT, force=args.force)
+    if args.json:
+        print(json.dumps(pulled.as_json(), ensure_ascii=False))
+    else:
+        what = "pulled" if pulled.changed else "unchanged"
+        print(f"{what}: {pulled.ref}@{pulled.version} -> {pulled.path} ({pulled.space} space)")
+    return 0
+
+
+async def cmd_runs(args: argparse.Namespace) -> int:
+    async with open_registry() as registry:
+        rows = await registry.runs(tool_id=args.tool, limit=args.limit)
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, default=str))
+        return 0
+    if not rows:
+        print("no runs yet", file=sys.stderr)
+    tools = [f"{r['tool_id']}@{r.get('version') or '-'}" for r in rows]
+    width = max(map(len, tools), default=0)
+    for r, tool in zip(rows, tools, strict=True):
+        ms = f"{r['duration_ms']:.0f} ms" if r.get("duration_ms") is not None else "-"
+        error = _one_line(r.get("error_summary"))
+        print(f"{str(r['started_at'])[:19]}  {r['status']:<8} {tool:<{width}} {ms:>8}{error}")
+    return 0
+
+
+def _one_line(error: str | None, limit: int = 100) -> str:
+    """A run's error for a table row: its lines joined, cut loudly at `limit`."""
+    if not error:
+        return ""
+    text = " ".join(part.strip() for part in error.splitlines() if part.strip())
+    return "  " + (text if len(text) <= limit else text[: limit - 1] + "…")
