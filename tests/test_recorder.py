@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -115,3 +116,20 @@ async def test_a_record_that_cannot_be_made_is_reported_and_the_others_written(
         assert recorder.lost == 1 and len(reported) == 1 and "could not be made" in reported[0]
     finally:
         conn.execute("delete from tool_runs where tool_id = %s", (tool,))
+
+
+async def test_only_a_postgres_registry_keeps_a_journal(tmp_path: Path, database_url: str) -> None:
+    """A journal keeps a record's role and claims, never its token. Postgres acts on claims, so
+    its replayed records are written as their caller; the REST backend would need the token, and
+    would write a replayed record as somebody else, so it keeps none (its records stay in memory)."""
+    from runner import RestRegistry
+    from runner.harness.journal import journal_for
+
+    postgres = PostgresRegistry(database_url, principal=local_owner())
+    rest = RestRegistry("http://127.0.0.1:9", "anon-key-for-a-test")
+    try:
+        assert journal_for(tmp_path, postgres.backend) is not None
+        assert journal_for(tmp_path, rest.backend) is None
+    finally:
+        await postgres.aclose()
+        await rest.aclose()

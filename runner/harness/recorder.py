@@ -19,6 +19,13 @@ died after the commit), so every record and audit row carries an id chosen here:
 later write of a record that meets its own id (23505) counts it as written, and
 nothing is stored twice. An audit row that has to wait is given the time it was
 queued (`at`), which the database would otherwise set when it is written.
+
+With a journal (journal.py), every record is also on local disk before the call that
+made it returns, until the registry has it: a process killed right after its reply, or
+one that stopped while the registry was unreachable, leaves its records there, and the
+next recorder of the same registry writes them (at its start, when it is made inside a
+running event loop, else at its first record). A record is then made when it is
+submitted, not in the writer.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from typing import Any, TypeAlias
 from ..errors import KiwiError, RegistryUnavailable, UsageError
 from ..principal import Principal, acting_as, requested
 from ..registry.base import Registry
+from .journal import Journal
 
 # A record, or the function that makes it (called by the writer, off the run's path).
 Record: TypeAlias = dict[str, Any] | Callable[[], dict[str, Any]]
@@ -62,6 +70,7 @@ class _Queued:
     kind: str  # "run" | "audit"
     queued_at: float = field(default_factory=time.time)
     failed_at: float | None = None  # when a write first failed for want of the registry (it may have landed)
+    segment: int | None = None  # the journal segment holding it (journal.py), if journaled
 
 
 def _dict(queued: _Queued) -> dict[str, Any]:
@@ -96,8 +105,12 @@ class RunIds:
 
 
 class RunRecorder:
-    def __init__(self, registry: Registry, on_error: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, registry: Registry, on_error: Callable[[str], None] | None = None, journal: Journal | None = None
+    ) -> None:
         self._registry = registry
+        self._journal = journal
+        self._adopted = journal is None
         self._on_error = on_error
         self._pending: list[_Queued] = []
         self._writer: asyncio.Task[None] | None = None
@@ -108,6 +121,9 @@ class RunRecorder:
         self._retry_s = RETRY_S
         self._retry_at = 0.0  # loop time before which nothing is written (the registry was unreachable)
         self._unreachable = ""  # why, the last time
+        with contextlib.suppress(RuntimeError):  # made inside a running loop: replay the journal now
+            asyncio.get_running_loop()
+            self._adopt()
 
     @property
     def waiting(self) -> int:
@@ -122,9 +138,45 @@ class RunRecorder:
 
     def submit_audit(self, entry: dict[str, Any]) -> None:
         """Queue an audit row (public.audit_log), written like the run records, as its caller."""
+        if self._journal is not None and "at" not in entry:  # journaled: it may be written much later
+            entry = {**entry, "at": datetime.now(UTC).isoformat()}
         self._queue(_Queued(entry.get("id") or self._new_id(), entry, requested(), "audit"))
 
+    def close(self) -> None:
+        """Close the journal (after a flush): what the registry has not stored stays on disk."""
+        if self._journal is not None:
+            self._journal.close()
+
+    def _journaled(self, item: _Queued) -> _Queued | None:
+        """The record made and on disk (None: making it failed, and that is reported)."""
+        assert self._journal is not None
+        made = self._made(item)
+        if made is None:
+            return None
+        segment = self._journal.append(made.record_id, made.kind, made.principal, _dict(made))
+        return replace(made, segment=segment)
+
+    def _adopt(self) -> None:
+        """Queue the records a process of this registry left in the journal (once)."""
+        if self._adopted or self._journal is None:
+            return
+        self._adopted = True
+        now = time.monotonic()
+        for found in self._journal.adopt():
+            # it may have been stored before its process ended: its id will say (23505)
+            item = _Queued(found.record_id, found.record, found.principal, found.kind, failed_at=now)
+            self._pending.append(replace(item, segment=found.segment))
+        if self._pending and (self._writer is None or self._writer.done()):
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+
     def _queue(self, item: _Queued) -> None:
+        if self._journal is not None:
+            self._adopt()
+            if self._journal.enabled:
+                made = self._journaled(item)
+                if made is None:
+                    return
+                item = made
         self._pending.append(item)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write())
@@ -174,7 +226,7 @@ class RunRecorder:
         write = self._registry.record_runs if kind == "run" else self._registry.record_audits
         try:
             await write([_dict(q) for q in batch])
-        except RegistryUnavailable as e:
+        except RegistryUnavailable as e:  # kept, in memory and in the journal
             self._unreachable = e.message
             return batch
         except KiwiError as e:
@@ -189,9 +241,16 @@ class RunRecorder:
                 self.written += len(batch)  # stored by an earlier write whose answer was lost
             else:
                 self._report(kind, [_dict(q) for q in batch], e.message)
+            self._stored(batch)  # stored, or refused for good: the journal need not keep it
             return []
         self.written += len(batch)
+        self._stored(batch)
         return []
+
+    def _stored(self, batch: list[_Queued]) -> None:
+        if self._journal is not None:
+            for item in batch:
+                self._journal.stored(item.segment)
 
     def _keep(self, unreachable: list[_Queued]) -> None:
         """Queue again, before newer records, what the registry could not be reached for, and
@@ -216,7 +275,9 @@ class RunRecorder:
         self._retry_s = min(self._retry_s * 2, RETRY_MAX_S)
 
     def _report_all(self, items: list[_Queued], why: str) -> None:
-        """Report `items` lost, one message per kind."""
+        """Report `items` lost, one message per kind (journaled, they stay on disk for the next start)."""
+        if self._journal is not None and self._journal.enabled and items:
+            why += f"; kept in the journal {self._journal.directory} for the next start"
         for kind in ("run", "audit"):
             theirs = [_dict(q) for q in items if q.kind == kind]
             if theirs:
@@ -230,6 +291,7 @@ class RunRecorder:
             return replace(queued, record={**made, "id": queued.record_id})
         except Exception as e:  # a bug in what makes the record: say so, keep writing the others
             self._report(queued.kind, [{"id": queued.record_id}], f"the record could not be made: {e!r}")
+            self._stored([queued])
             return None
 
     def _report(self, kind: str, batch: list[dict[str, Any]], why: str) -> None:

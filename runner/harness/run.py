@@ -43,6 +43,7 @@ from ..trust.integrity import check_content
 from ..trust.lockfile import Lockfile
 from .dispatch import Dispatcher
 from .environment import prepare_environment
+from .journal import journal_for
 from .listening import masked, reporting
 from .recorder import RunRecorder
 from .validation import validate
@@ -107,7 +108,8 @@ class Runner:
         self.dispatcher = dispatcher or Dispatcher()
         self.environ = runner_environ(environ)
         self.on_progress = on_progress
-        self.recorder = RunRecorder(registry, on_error=self._warn)
+        journal = journal_for(settings.cache_dir, registry.backend)  # records survive a crash (journal.py)
+        self.recorder = RunRecorder(registry, on_error=self._warn, journal=journal)
         self.gate = Gate(registry, self.recorder.submit_audit)
         self._secret_names: dict[tuple[str, ...], frozenset[str]] = {}
         self.lockfile = Lockfile(settings.lockfile)
@@ -140,6 +142,7 @@ class Runner:
         try:
             await self.recorder.flush()
         finally:
+            self.recorder.close()
             await self.dispatcher.aclose()
             await self.registry.aclose()
 

@@ -1,0 +1,349 @@
+"""Kiwi's MCP `execute`: what an agent's tool call costs beside a bare spawn of the same script.
+
+  stdio   `execute run hello_world` through the official SDK client over stdio to
+          `python -m runner.cli.serve --transport stdio`, warm, one call at a time,
+          interleaved (alternating which goes first) with
+  bare    spawning hello_world's script directly (bash, the same stdin JSON, argv,
+          environment and working directory the runner gives it): what a call costs
+          without Kiwi.
+          Target: median(stdio) / median(bare) <= 1.5.
+
+  http    `kiwi serve --transport http` with a user's bearer token, --sessions concurrent
+          SDK sessions (each its own HTTP client) calling `execute run hello_world` in a
+          loop: calls/s, median and p99 latency. Beside it, in the same run: the same
+          number of concurrent bare spawns (the machine's ceiling for the script itself),
+          and `search` through the same server. Target: >= 400 calls/s.
+
+The audit row and the run record of every call are written behind the reply; each block
+ends by waiting until the server has written them (their rows are counted in Postgres), so
+one block's writes are not charged to the next. Needs the local stack (or KIWI_DATABASE_URL).
+
+Run:  .venv/bin/python bench/mcp_execute_bench.py [--reps 300] [--sessions 20] [--calls 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import psycopg
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from report import Verdict, git_commit, summary, table  # noqa: E402
+from runner_bench import direct_spec, spawn_direct  # noqa: E402
+
+from runner import LOCAL_JWT_SECRET, LOCAL_OWNER_ID, PostgresRegistry, Runner, Settings, local_owner  # noqa: E402
+from runner import sign_token as sign  # noqa: E402
+from runner.config import DEFAULT_DATABASE_URL  # noqa: E402
+
+HELLO = {"action": "run", "item_id": "hello_world", "parameters": {"name": "Ada"}}
+EXPECTED = {"greeting": "Hello, Ada!"}
+WARMUP = 30
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def fmt(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} [{pct(values, 0.95):.2f}]"
+
+
+def checked(result: Any) -> Any:
+    if result.is_error or (result.structured_content or {}).get("output") != EXPECTED:
+        raise SystemExit(f"execute failed during the bench: {result.content}")
+    return result
+
+
+def server_env(url: str, cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
+    return {**env, "KIWI_DATABASE_URL": url, "KIWI_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+
+
+class RowCount:
+    """Counts the rows the server wrote (audit rows of this bench's sessions), to wait for them."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any], started: str) -> None:
+        self._conn, self._started = conn, started
+
+    async def audits(self) -> int:
+        cur = await self._conn.execute(
+            "select count(*) from public.audit_log where tool_id = 'hello_world' and at >= %s::timestamptz",
+            (self._started,),
+        )
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def settle(self, expected: int, timeout_s: float = 60.0) -> float:
+        """Wait until `expected` audit rows are written; return the seconds it took."""
+        t0 = time.perf_counter()
+        while await self.audits() < expected:
+            if time.perf_counter() - t0 > timeout_s:
+                raise SystemExit(f"the server wrote {await self.audits()} of {expected} audit rows in {timeout_s} s")
+            await asyncio.sleep(0.01)
+        return time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------------------
+# stdio: one call at a time against a bare spawn
+# --------------------------------------------------------------------------------------
+
+
+async def measure_stdio(url: str, cache: Path, spec: Any, reps: int, rows: RowCount) -> dict[str, list[float]]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "runner.cli.serve", "--transport", "stdio"],
+        env=server_env(url, cache),
+        cwd=str(ROOT),
+    )
+    times: dict[str, list[float]] = {"stdio": [], "bare": []}
+    async with Client(params) as client:
+
+        async def execute() -> float:
+            t0 = time.perf_counter_ns()
+            checked(await client.call_tool("execute", HELLO))
+            return (time.perf_counter_ns() - t0) / 1e6
+
+        async def bare() -> float:
+            t0 = time.perf_counter_ns()
+            await spawn_direct(spec)
+            return (time.perf_counter_ns() - t0) / 1e6
+
+        for _ in range(WARMUP):
+            await execute()
+            await bare()
+        done = await rows.audits()
+        for block in range(0, reps, 50):  # blocks of 50 pairs; the server's writes settle between blocks
+            for i in range(block, min(block + 50, reps)):
+                first, second = (execute, bare) if i % 2 == 0 else (bare, execute)
+                a, b = await first(), await second()
+                times["stdio" if first is execute else "bare"].append(a)
+                times["bare" if first is execute else "stdio"].append(b)
+            done += min(block + 50, reps) - block
+            await rows.settle(done)
+    return times
+
+
+# --------------------------------------------------------------------------------------
+# http: concurrent sessions
+# --------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def http_server(url: str, cache: Path, log: Path) -> Any:
+    port = free_port()
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runner.cli.serve", "--transport", "http", "--port", str(port)],
+            cwd=ROOT,
+            env=server_env(url, cache),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "serving MCP at" not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"kiwi serve --transport http did not start:\n{log.read_text(errors='replace')}")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def sessions(endpoint: str, token: str, n: int) -> AsyncIterator[list[Client]]:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = []
+        for _ in range(n):
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(60, read=120))
+            )
+            clients.append(await stack.enter_async_context(Client(streamable_http_client(endpoint, http_client=http))))
+        yield clients
+
+
+async def saturate(workers: list[Callable[[], Awaitable[Any]]], total: int) -> tuple[float, list[float]]:
+    """`total` calls spread over the workers, each calling in a loop: calls/s and latencies (ms)."""
+    left = total
+    latencies: list[float] = []
+
+    async def loop(call: Callable[[], Awaitable[Any]]) -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            t0 = time.perf_counter_ns()
+            await call()
+            latencies.append((time.perf_counter_ns() - t0) / 1e6)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(loop(w) for w in workers))
+    return total / (time.perf_counter() - t0), latencies
+
+
+async def measure_http(
+    endpoint: str, spec: Any, n: int, calls: int, rounds: int, rows: RowCount
+) -> dict[str, list[tuple[float, list[float]]]]:
+    claims = {"sub": LOCAL_OWNER_ID, "role": "authenticated", "aud": "authenticated"}
+    token = sign(claims, LOCAL_JWT_SECRET, expires_in_s=3600)
+    out: dict[str, list[tuple[float, list[float]]]] = {"execute": [], "bare": [], "search": []}
+    async with sessions(endpoint, token, n) as clients:
+
+        def execute(c: Client) -> Callable[[], Awaitable[Any]]:
+            return lambda: c.call_tool("execute", HELLO)
+
+        def search(c: Client) -> Callable[[], Awaitable[Any]]:
+            return lambda: c.call_tool("search", {"query": "hello"})
+
+        kinds: dict[str, list[Callable[[], Awaitable[Any]]]] = {
+            "execute": [execute(c) for c in clients],
+            "bare": [lambda: spawn_direct(spec) for _ in clients],
+            "search": [search(c) for c in clients],
+        }
+        for c in clients:
+            checked(await c.call_tool("execute", HELLO))
+        await saturate(kinds["execute"], max(calls // 4, n))
+        await saturate(kinds["search"], max(calls // 4, n))
+        done = await rows.audits()
+        await rows.settle(done)
+        for r in range(rounds):
+            for name, workers in kinds.items():
+                rate, lat = await saturate(workers, calls)
+                settle_s = 0.0
+                if name == "execute":
+                    done += calls
+                    settle_s = await rows.settle(done)
+                _log(f"[bench] http round {r + 1}/{rounds} {name}: {rate:,.0f} calls/s (writes: {settle_s:.2f} s)")
+                out[name].append((rate, lat))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------
+
+
+def median_round(rounds: list[tuple[float, list[float]]]) -> tuple[float, list[float]]:
+    ordered = sorted(rounds, key=lambda r: r[0])
+    return ordered[len(ordered) // 2]
+
+
+async def run(args: argparse.Namespace) -> int:
+    cache = Path(tempfile.mkdtemp(prefix="kiwi-mcp-execute-bench-"))
+    try:
+        settings = Settings(
+            backend="postgres", database_url=args.url, supabase_url=None, supabase_key=None, cache_dir=cache
+        )
+        runner = Runner(PostgresRegistry(args.url, principal=local_owner()), settings)
+        try:
+            first = await runner.run("hello_world", {"name": "Ada"})  # materialises its files in the cache
+            if first.output != EXPECTED:
+                raise SystemExit(f"hello_world did not run: {first.error}")
+            spec = await direct_spec(runner, "hello_world", {"name": "Ada"})
+        finally:
+            await runner.aclose()
+        conn = await psycopg.AsyncConnection.connect(args.url, autocommit=True)
+        started = (await (await conn.execute("select now()::text")).fetchone())[0]
+        rows = RowCount(conn, started)
+        lines = [
+            "# Kiwi MCP execute: hello_world through the server beside a bare spawn",
+            "",
+            f"- commit {git_commit()}; python {platform.python_version()}, {os.cpu_count()} CPUs, "
+            f"load {os.getloadavg()[0]:.2f} at start",
+            "",
+        ]
+        verdicts: list[Verdict] = []
+        try:
+            if "stdio" in args.only:
+                _log(f"[bench] stdio: {args.reps} interleaved pairs")
+                t = await measure_stdio(args.url, cache, spec, args.reps, rows)
+                ratio = statistics.median(t["stdio"]) / statistics.median(t["bare"])
+                lines += [
+                    "## stdio, one call at a time (ms, median [p95])",
+                    "",
+                    table(["path", "latency"], [["bare spawn", fmt(t["bare"])], ["MCP execute", fmt(t["stdio"])]]),
+                    "",
+                    f"execute / bare spawn: {ratio:.2f}x",
+                    "",
+                ]
+                verdicts.append(Verdict("MCP execute over stdio / bare spawn, median", ratio, "x", "<=", 1.5))
+            if "http" in args.only:
+                _log(f"[bench] http: {args.sessions} sessions, {args.calls} calls x {args.rounds} rounds per kind")
+                with http_server(args.url, cache, cache / "serve.log") as endpoint:
+                    h = await measure_http(endpoint, spec, args.sessions, args.calls, args.rounds, rows)
+                table_rows = []
+                for name, label in (("bare", "bare spawns"), ("execute", "MCP execute"), ("search", "MCP search")):
+                    rate, lat = median_round(h[name])
+                    med, p99 = statistics.median(lat), pct(lat, 0.99)
+                    table_rows.append([label, f"{rate:,.0f}", f"{med:.1f}", f"{p99:.1f}"])
+                ex, bare = median_round(h["execute"])[0], median_round(h["bare"])[0]
+                lines += [
+                    f"## http, {args.sessions} concurrent sessions, median of {args.rounds} rounds of {args.calls}",
+                    "",
+                    table(["path", "calls/s", "median ms", "p99 ms"], table_rows),
+                    "",
+                    f"execute / bare spawns (calls/s): {ex / bare:.2f}x",
+                    "",
+                ]
+                verdicts.append(Verdict(f"MCP execute over http, {args.sessions} sessions", ex, "calls/s", ">=", 400))
+                verdicts.append(Verdict("  bare spawns at the same concurrency", bare, "calls/s", ">=", 400, False))
+        finally:
+            await conn.close()
+        lines += summary(verdicts)
+        print("\n".join(lines))
+        return 0 if all(v.passed for v in verdicts if v.judged) else 1
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="stdio,http", help="stdio, http or both (default %(default)s)")
+    parser.add_argument("--reps", type=int, default=300, help="stdio: interleaved pairs (default %(default)s)")
+    parser.add_argument("--sessions", type=int, default=20, help="http: concurrent sessions (default %(default)s)")
+    parser.add_argument("--calls", type=int, default=2000, help="http: calls per round and kind (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=3, help="http: rounds of each kind (default %(default)s)")
+    parser.add_argument("--url", default=os.environ.get("KIWI_DATABASE_URL", DEFAULT_DATABASE_URL))
+    args = parser.parse_args()
+    args.only = {p.strip() for p in args.only.split(",") if p.strip()}
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
