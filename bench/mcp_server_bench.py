@@ -2,10 +2,11 @@
 
 For each case, warm, interleaved, the median [p95] latency in ms of:
 
-  SQL        the registry's SQL on one prepared autocommit psycopg connection, as the server
-             calls it: search -> `select * from public.search_tools(...)` with the query's
-             vector (embedded before timing, by the model the server uses), so by words and
-             meaning as the server searches; a modifier alone or an empty query goes by words;
+  SQL        the registry's SQL on one prepared autocommit psycopg connection acting as the
+             server's caller (the local owner: RLS applies), as the server calls it:
+             search -> `select * from public.search_tools(...)` with the query's vector
+             (embedded before timing, by the model the server uses), so by words and meaning
+             as the server searches; a modifier alone or an empty query goes by words;
              load   -> `resolve_executor_chain(...)` then `resolve_execution_plan(...)`
   registry   the same through runner.registry (PostgresRegistry: pool, dict rows)
   MCP mem    call_tool through the SDK's Client on the server in process (no transport)
@@ -39,6 +40,8 @@ from mcp.client.stdio import StdioServerParameters
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from report import Verdict, summary  # noqa: E402
 
 from runner import PostgresRegistry, Runner, Settings, build_server, embedder_from_settings, local_owner  # noqa: E402
 from runner.config import DEFAULT_DATABASE_URL  # noqa: E402
@@ -96,7 +99,14 @@ async def run(reps: int, url: str) -> str:
         cwd=str(ROOT),
     )
     rows: list[list[str]] = []
+    ratios: list[tuple[float, float]] = []  # each search case: (MCP mem / SQL, MCP stdio / SQL)
     conn = await psycopg.AsyncConnection.connect(url, autocommit=True, prepare_threshold=0)
+    # as the caller the server acts as (the local owner), so RLS filters both sides alike
+    owner = local_owner()
+    await conn.execute(
+        "select set_config('role', %s, false), set_config('request.jwt.claims', %s, false)",
+        (owner.role, owner.claims_json),
+    )
     try:
         async with Client(build_server(runner)) as mem, Client(stdio) as remote:
             embedder = embedder_from_settings(settings)
@@ -136,6 +146,9 @@ async def run(reps: int, url: str) -> str:
                 )
                 checked(await mem.call_tool("search", args))
                 rows.append([f"search `{q}`" if q else "search (empty)", *_cells(times)])
+                ratios.append(
+                    (median(times["mem"]) / median(times["sql"]), median(times["stdio"]) / median(times["sql"]))
+                )
             for ref in LOADS:
                 args = {"item_id": ref}
                 checked(await mem.call_tool("load", args))
@@ -167,8 +180,20 @@ async def run(reps: int, url: str) -> str:
         "| " + " | ".join("---" for _ in head) + " |",
         *("| " + " | ".join(r) + " |" for r in rows),
         "",
+        *summary(_verdicts(ratios)),
     ]
     return "\n".join(lines)
+
+
+def _verdicts(ratios: list[tuple[float, float]]) -> list[Verdict]:
+    """Issue 18's target for search through MCP against its SQL, judged in process (Kiwi's server
+    code, no transport); over stdio (the SDK's transport both ways) shown beside it."""
+    mem, stdio = [r[0] for r in ratios], [r[1] for r in ratios]
+    return [
+        Verdict("search through the MCP server in process / SQL, worst case", max(mem), "x", "<=", 1.3),
+        Verdict("   median of the cases", statistics.median(mem), "x", "<=", 1.3, judged=False),
+        Verdict("   over stdio, worst case", max(stdio), "x", "<=", 1.3, judged=False),
+    ]
 
 
 def _vector(embedder: Any, query: str) -> list[float] | None:
