@@ -5,15 +5,16 @@ real schema (every migration, then the seed) plus enough synthetic tools to make
 all. It is rebuilt only when `n`, the migrations, the seed or this generator change, so
 a benchmark run pays for a 100k registry once.
 
-Publishing 100k tools one by one through `publish_tool_version` would take many
-minutes, so the synthetic tools are bulk-inserted with triggers and foreign-key checks
-off (`session_replication_role = replica`). Every column the triggers would have
-derived is filled with the same SQL functions the triggers use
-(`kiwi_internal.content_hash`, `sha256_hex`, `tool_search_vector`, `normalize_ref`,
-`guess_media_type`), then the registry's own bulk-load repairs run (search vocabulary,
-precomputed plans: BULK_LOAD_REPAIRS). `verify()` checks a sample against
-`refresh_latest`, `manifest_problems`, the content-hash check and
-`resolve_executor_chains_batch`, and deletes and republishes some tools through
+Publishing tools one by one through `publish_tool_version` costs about a millisecond
+a tool, so the synthetic tools are loaded in bulk by bench/synthetic_load.py: `COPY`
+straight into the version tables and a stage for `tools`, triggers and foreign-key
+checks off (`session_replication_role = replica`), secondary indexes dropped and
+rebuilt, every derived column computed set-wise with the registry's own functions (or,
+for plain hashing and string work, in Python), and the plan cache filled level by
+level from each executor's cached plan. `verify()` checks a sample against
+`refresh_latest`, `manifest_problems`, the content-hash check,
+`resolve_executor_chains_batch`, the search functions, the vocabulary and
+`compute_plan` (the per-tool plan path), and deletes and republishes some tools through
 `publish_tool_version` to prove a bulk-loaded tool indistinguishable from a published one.
 
 The catalogue: a few synthetic runtimes chained so that most scripts resolve
@@ -22,8 +23,8 @@ api tools on http_client; MCP servers with their mcp_tools; knowledge. Ids, name
 and descriptions come from a vocabulary with Zipf-like word frequencies (a specific
 word such as "markdown" matches about 1% of tools, a common one a few percent).
 
-Run alone to build or check registries:
-    .venv/bin/python bench/synthetic.py --sizes 1000,10000,100000 [--rebuild]
+Run alone to build or check registries (1M tools take about 8 GB):
+    .venv/bin/python bench/synthetic.py --sizes 1000,10000,100000,1000000 [--rebuild]
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable
+from bisect import bisect
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
@@ -44,6 +46,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
+from synthetic_load import load
 
 ROOT = Path(__file__).resolve().parent.parent
 MIGRATIONS_DIR = ROOT / "supabase" / "migrations"
@@ -52,7 +55,7 @@ DEFAULT_ADMIN_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
 
 # Bump when the generated data changes shape: registries built by an older generator
 # are then rebuilt instead of reused.
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 DB_PREFIX = "kiwi_bench_"
 
 Log = Callable[[str], None]
@@ -839,14 +842,19 @@ class Generator:
         self.verb_weights = _zipf_weights(len(VERBS), 0.7)
 
     # -- vocabulary draws ---------------------------------------------------------------
+    def _pick(self, population: list[str], cum_weights: list[float]) -> str:
+        """rng.choices(population, cum_weights=cum_weights)[0], the same draw without its
+        per-call overhead (a 1M catalogue makes millions of them)."""
+        return population[bisect(cum_weights, self.rng.random() * cum_weights[-1], 0, len(population) - 1)]
+
     def _domain(self) -> str:
-        return self.rng.choices(self.domains, cum_weights=self.domain_weights)[0]
+        return self._pick(self.domains, self.domain_weights)
 
     def _noun(self, domain: str) -> str:
-        return self.rng.choices(DOMAINS[domain][1], cum_weights=self.noun_weights[domain])[0]
+        return self._pick(DOMAINS[domain][1], self.noun_weights[domain])
 
     def _verb(self) -> str:
-        return self.rng.choices(VERBS, cum_weights=self.verb_weights)[0]
+        return self._pick(VERBS, self.verb_weights)
 
     def _namespace(self) -> str:
         return "public" if self.rng.random() < 0.9 else self.rng.choice(NAMESPACES)
@@ -1095,21 +1103,25 @@ class Generator:
         )
         return self._tool(namespace, "knowledge", identity, None, {"entrypoint": "guide.md"}, "guide.md", text)
 
-    def catalogue(self, existing: int) -> list[SynthTool]:
-        """Runtimes first, then enough tools of each type to reach n_tools in all."""
-        tools = self.runtimes()
-        remaining = max(self.n_tools - existing - len(tools), 0)
+    def catalogue(self, existing: int) -> Iterator[SynthTool]:
+        """Runtimes first, then enough tools of each type to reach n_tools in all, drawn
+        as they are consumed (a 1M catalogue is never held in memory)."""
+        yield from self.runtimes()
+        remaining = max(self.n_tools - existing - len(LAYER1_RUNTIMES) - len(LAYER2_RUNTIMES), 0)
         counts = {t: int(remaining * share) for t, share in TYPE_MIX.items()}
         counts["script"] += remaining - sum(counts.values())
         if counts["mcp_tool"] and not counts["mcp_server"]:
             counts["mcp_server"], counts["mcp_tool"] = 1, counts["mcp_tool"] - 1
         servers = [self.mcp_server() for _ in range(counts["mcp_server"])]
-        tools += servers
-        tools += [self.mcp_tool(self.rng.choice(servers)) for _ in range(counts["mcp_tool"])]
-        tools += [self.script() for _ in range(counts["script"])]
-        tools += [self.api() for _ in range(counts["api"])]
-        tools += [self.knowledge() for _ in range(counts["knowledge"])]
-        return tools
+        yield from servers
+        for _ in range(counts["mcp_tool"]):
+            yield self.mcp_tool(self.rng.choice(servers))
+        for _ in range(counts["script"]):
+            yield self.script()
+        for _ in range(counts["api"]):
+            yield self.api()
+        for _ in range(counts["knowledge"]):
+            yield self.knowledge()
 
 
 # --------------------------------------------------------------------------------------
@@ -1166,128 +1178,6 @@ def _apply_sql_files(conn: psycopg.Connection, files: Iterable[Path]) -> None:
     for path in files:
         with conn.transaction():
             conn.execute(path.read_text())  # type: ignore[arg-type]  # plain SQL, no params
-
-
-_STAGE_DDL = """
-create temp table bench_stage (
-  ord            int primary key,
-  namespace      text not null,
-  tool_id        text not null,
-  manifest       jsonb not null,
-  file_path      text not null,
-  file_content   text not null,
-  run_count      bigint not null,
-  download_count bigint not null,
-  tool_uuid      uuid not null default gen_random_uuid(),
-  version_uuid   uuid not null default gen_random_uuid()
-) on commit drop
-"""
-
-# The derived columns, computed exactly as kiwi_internal.publish, refresh_latest and the
-# file and hash triggers compute them.
-_BULK_INSERT = [
-    """
-    insert into public.namespaces (namespace, display_name, description)
-    select distinct s.namespace, initcap(s.namespace), 'Synthetic benchmark namespace.'
-      from bench_stage s
-     where s.namespace <> 'public'
-    on conflict do nothing
-    """,
-    """
-    insert into public.tools (id, namespace, tool_id, tool_type, executor_id, name,
-                              description, category, subcategory, tags, visibility,
-                              is_official, is_builtin, latest_version, run_count,
-                              download_count, search_vector)
-    select s.tool_uuid, s.namespace, s.tool_id, s.manifest ->> 'tool_type',
-           kiwi_internal.normalize_ref(s.manifest ->> 'executor'),
-           coalesce(s.manifest ->> 'name', s.tool_id),
-           coalesce(s.manifest ->> 'description', ''),
-           s.manifest ->> 'category', s.manifest ->> 'subcategory', tg.tags,
-           coalesce(s.manifest ->> 'visibility', 'public'),
-           coalesce((s.manifest ->> 'is_official')::boolean, false),
-           coalesce((s.manifest ->> 'is_builtin')::boolean, false),
-           s.manifest ->> 'version', s.run_count, s.download_count,
-           kiwi_internal.tool_search_vector(
-             s.tool_id, coalesce(s.manifest ->> 'name', s.tool_id), tg.tags,
-             s.manifest ->> 'description', s.manifest ->> 'category',
-             s.manifest ->> 'subcategory')
-      from bench_stage s
-      cross join lateral (
-        select coalesce((select array_agg(x)
-                           from jsonb_array_elements_text(s.manifest -> 'tags') x), '{}') as tags
-      ) tg
-    """,
-    """
-    insert into public.tool_versions (id, tool_uuid, version, executor_id, manifest,
-                                      content_hash, changelog, is_latest)
-    select s.version_uuid, s.tool_uuid, s.manifest ->> 'version',
-           kiwi_internal.normalize_ref(s.manifest ->> 'executor'), s.manifest,
-           kiwi_internal.content_hash(s.manifest, jsonb_build_array(jsonb_build_object(
-             'path', s.file_path, 'sha256', kiwi_internal.sha256_hex(s.file_content)))),
-           s.manifest ->> 'changelog', true
-      from bench_stage s
-    """,
-    """
-    insert into public.tool_version_files (version_id, path, media_type, sha256, size_bytes,
-                                           is_entrypoint, content_text)
-    select s.version_uuid, s.file_path, kiwi_internal.guess_media_type(s.file_path),
-           kiwi_internal.sha256_hex(s.file_content), octet_length(s.file_content),
-           coalesce(s.manifest ->> 'entrypoint', s.file_path) = s.file_path,
-           s.file_content
-      from bench_stage s
-    """,
-]
-
-
-def bulk_insert(conn: psycopg.Connection, tools: list[SynthTool]) -> None:
-    """Stage the tools with COPY, then insert them with triggers and FK checks off."""
-    with conn.transaction():
-        conn.execute("set local session_replication_role = replica")
-        conn.execute(_STAGE_DDL)
-        with conn.cursor().copy(
-            "copy bench_stage (ord, namespace, tool_id, manifest, file_path, file_content,"
-            " run_count, download_count) from stdin"
-        ) as copy:
-            for i, t in enumerate(tools):
-                copy.write_row(
-                    (
-                        i,
-                        t.namespace,
-                        t.tool_id,
-                        json.dumps(t.manifest),
-                        t.file_path,
-                        t.file_content,
-                        t.run_count,
-                        t.download_count,
-                    )
-                )
-        for statement in _BULK_INSERT:
-            conn.execute(statement)  # type: ignore[arg-type]
-
-
-# The registry's own repairs for data loaded with triggers off, run when the migrations
-# define them, in this order: search documents and vocabulary, then the precomputed
-# execution plans (which read the tools as finally loaded). verify() then checks that a
-# bulk-loaded tool is indistinguishable from a published one, so a derived structure
-# added later without a repair function here fails the build loudly.
-BULK_LOAD_REPAIRS = (
-    ("kiwi_internal.rebuild_search()", "select kiwi_internal.rebuild_search()"),
-    ("kiwi_internal.rebuild_plans(uuid[])", "select kiwi_internal.rebuild_plans()"),
-)
-
-
-def repair_after_bulk_load(conn: psycopg.Connection) -> list[str]:
-    """Runs the repair functions that exist (triggers stay off: they would redo the work
-    row by row); returns the ones run."""
-    done = []
-    for signature, call in BULK_LOAD_REPAIRS:
-        row = conn.execute("select to_regprocedure(%s) is not null", (signature,)).fetchone()
-        if row and row[0]:
-            with conn.transaction():
-                conn.execute("set local session_replication_role = replica")
-                conn.execute(call)  # type: ignore[arg-type]
-            done.append(signature)
-    return done
 
 
 # --------------------------------------------------------------------------------------
@@ -1358,6 +1248,46 @@ def _republished_differences(conn: psycopg.Connection, k: int) -> int:
     return (different[0] if different else 0) + int(words_before != words_after)
 
 
+# What synthetic_load derives in bulk (in Python or set-wise SQL), each against the
+# function publishing uses, on the sample; plus what must hold for every tool.
+DERIVED_CHECKS = {
+    "search_columns_not_recomputed": """
+        select count(*) from public.tools t join bench_sample s using (id)
+          join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
+         where (t.search_vector, t.name_vector, t.search_document, t.search_text, t.search_text_hash)
+               is distinct from (
+                 kiwi_internal.tool_search_vector(t.tool_id, t.name, t.tags, t.description, t.category, t.subcategory),
+                 kiwi_internal.tool_name_vector(t.tool_id, t.name),
+                 kiwi_internal.tool_search_document(t.tool_id, t.name, t.tags, t.description, t.category,
+                                                    t.subcategory, v.manifest -> 'parameters'),
+                 kiwi_internal.tool_search_text(t.tool_id, t.name, t.tags, t.description, v.manifest -> 'parameters'),
+                 kiwi_internal.sha256_hex(kiwi_internal.tool_search_text(t.tool_id, t.name, t.tags, t.description,
+                                                                         v.manifest -> 'parameters')))""",
+    "vocabulary_missing": """
+        select count(*) from public.tools t join bench_sample s using (id)
+         cross join lateral regexp_split_to_table(kiwi_internal.search_words_of(kiwi_internal.tool_vocabulary(
+                 t.tool_id, t.name, t.tags, t.category, t.subcategory)), ' ') w
+         where length(w) >= 3 and not exists (select 1 from kiwi_internal.search_words x where x.word = w)""",
+    "cached_plan_not_computed": """
+        select count(*) from bench_sample s
+          join public.tool_versions v on v.tool_uuid = s.id and v.is_latest
+          left join kiwi_internal.plan_cache pc on pc.tool_uuid = s.id
+         cross join lateral kiwi_internal.compute_plan(v.id, true, '{}') b
+         where (pc.version_uuid, pc.chain_tools, pc.chain_versions, pc.restricted_ns, pc.plan)
+               is distinct from (v.id, b.chain_tools, b.chain_versions, b.restricted_ns, b.plan)""",
+    "tools_without_cached_plan": """
+        select count(*) from public.tools t
+         where not exists (select 1 from kiwi_internal.plan_cache pc where pc.tool_uuid = t.id)""",
+    "functions_not_pinned": """
+        select count(*) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+         where n.nspname = 'kiwi_internal' and not ('search_path=""' = any (coalesce(p.proconfig, '{}')))""",
+}
+
+
+def _derived_differences(conn: psycopg.Connection) -> dict[str, int]:
+    return {name: conn.execute(query).fetchone()[0] for name, query in DERIVED_CHECKS.items()}  # type: ignore[arg-type,index]
+
+
 class VerificationError(RuntimeError):
     """The synthetic data disagrees with what publishing would have produced."""
 
@@ -1426,7 +1356,9 @@ def verify(conn: psycopg.Connection, sample: int = 500) -> dict[str, int]:
              where (select count(*) from public.tool_versions v
                      where v.tool_uuid = t.id and v.is_latest) <> 1
         """).fetchone()[0]  # type: ignore[index]
-        # 7. a bulk-loaded tool is indistinguishable from a published one
+        # 7. what the loader derived in bulk equals the registry's own per-tool functions
+        checks.update(_derived_differences(conn))
+        # 8. a bulk-loaded tool is indistinguishable from a published one
         checks["differs_from_published"] = _republished_differences(conn, 40)
     problems = {
         k: v
@@ -1440,6 +1372,7 @@ def verify(conn: psycopg.Connection, sample: int = 500) -> dict[str, int]:
             "republish_not_unchanged",
             "tools_without_one_latest",
             "differs_from_published",
+            *DERIVED_CHECKS,
         )
         and v
     }
@@ -1454,12 +1387,18 @@ def verify(conn: psycopg.Connection, sample: int = 500) -> dict[str, int]:
 
 
 def ensure_registry(
-    n_tools: int, admin_url: str = DEFAULT_ADMIN_URL, *, rebuild: bool = False, log: Log = _stderr
+    n_tools: int,
+    admin_url: str = DEFAULT_ADMIN_URL,
+    *,
+    rebuild: bool = False,
+    log: Log = _stderr,
+    dbname: str | None = None,
 ) -> Registry:
-    """The registry `kiwi_bench_<n>`, reused when its marker matches, else built anew."""
+    """The registry `kiwi_bench_<n>` (or dbname), reused when its marker matches, else
+    built anew."""
     if n_tools < 100:
         raise ValueError("a synthetic registry needs at least 100 tools")
-    dbname = database_name(n_tools)
+    dbname = dbname or database_name(n_tools)
     url = database_url(admin_url, dbname)
     marker = _marker(n_tools)
     with psycopg.connect(admin_url, autocommit=True) as admin:
@@ -1488,19 +1427,9 @@ def ensure_registry(
         _apply_sql_files(conn, migration_files())
         _apply_sql_files(conn, [SEED_FILE])
         existing = conn.execute("select count(*) from public.tools").fetchone()[0]  # type: ignore[index]
-        t0 = time.perf_counter()
+        log(f"[synthetic] {dbname}: schema in {time.perf_counter() - started:.1f}s; loading")
         tools = Generator(n_tools, seed=20261121 + n_tools).catalogue(existing)
-        log(f"[synthetic] {dbname}: generated {len(tools)} tools in {time.perf_counter() - t0:.1f}s; inserting")
-        t0 = time.perf_counter()
-        bulk_insert(conn, tools)
-        log(f"[synthetic] {dbname}: inserted in {time.perf_counter() - t0:.1f}s")
-        t0 = time.perf_counter()
-        repaired = repair_after_bulk_load(conn)
-        log(
-            f"[synthetic] {dbname}: ran {', '.join(repaired) or 'no repair function'} in "
-            f"{time.perf_counter() - t0:.1f}s; vacuum analyze"
-        )
-        conn.execute("vacuum (analyze)")
+        load(url, tools, log)
         checks = verify(conn)
         count = conn.execute("select count(*) from public.tools").fetchone()[0]  # type: ignore[index]
         log(f"[synthetic] {dbname}: verified {checks}")

@@ -1,0 +1,477 @@
+"""Loads a synthetic catalogue into a registry database fast enough for 1M tools.
+
+Why not the triggers: publishing derives, row by row, the search columns, the
+vocabulary, the content hash and the precomputed plan of every tool, which takes about
+a millisecond a tool. Here the same values are derived in bulk, in this order:
+
+1. Python computes what is plain hashing and string work, exactly as the SQL functions
+   do (checked on a sample by `synthetic.verify`): uuids, `content_hash` (the canonical
+   JSON of `kiwi_internal.canonical_json`), file sha256, size and media type, the
+   embedding text `search_text` and its hash, and the vocabulary words.
+2. The rows stream by `COPY` straight into `tool_versions` and `tool_version_files`, and
+   into an unlogged stage for `tools`, on three connections at once with triggers and
+   foreign-key checks off (`session_replication_role = replica`), while the secondary
+   indexes are dropped (they are rebuilt at the end, two at a time).
+3. The tools are inserted from the stage with their tsvectors (`tool_search_vector`,
+   `tool_name_vector`, `tool_search_document`: the registry's own functions), in two
+   halves on two connections. Those functions are SQL functions pinned with
+   `set search_path = ''`, which PostgreSQL never inlines; for the load only, the pin
+   is lifted (their bodies name every object by schema, so the result is the same) and
+   put back afterwards: 2-3x less time.
+4. The plan cache is filled set-wise: a tool's plan is its executor's cached plan with
+   the tool put on top (its link first, its config deep-merged last with the append
+   marks of the chain below: `jsonb_deep_merge_all` folded one step further), level by
+   level from the seed's primitives up. `synthetic.verify` compares a sample with
+   `kiwi_internal.compute_plan`, the per-tool path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import psycopg
+from psycopg.copy import QueuedLibpqWriter
+
+Log = Callable[[str], None]
+
+CHUNK = 20_000  # tools per COPY write
+INDEXED_TABLES = ("public.tools", "public.tool_versions", "public.tool_version_files", "kiwi_internal.plan_cache")
+# SQL functions whose `set search_path = ''` is lifted during the load so they inline.
+INLINED_FUNCTIONS = (
+    "kiwi_internal.search_words_of(text)",
+    "kiwi_internal.tool_search_vector(text, text, text[], text, text, text)",
+    "kiwi_internal.tool_name_vector(text, text)",
+    "kiwi_internal.tool_search_document(text, text, text[], text, text, text, jsonb)",
+    "kiwi_internal.is_semver(text)",
+    "kiwi_internal.sha256_hex(text)",
+)
+
+# --------------------------------------------------------------------------------------
+# What the SQL functions compute, in Python (ASCII text, as the generator writes)
+# --------------------------------------------------------------------------------------
+
+_CAMEL = re.compile(r"([a-z])([A-Z])")
+_NON_ALNUM = re.compile(r"[^0-9A-Za-z]+")
+_SPACES = re.compile(r"[ \t\n\r\f\v]+")
+MEDIA_TYPES = {
+    "py": "text/x-python",
+    "sh": "text/x-shellscript",
+    "bash": "text/x-shellscript",
+    "js": "text/javascript",
+    "mjs": "text/javascript",
+    "cjs": "text/javascript",
+    "ts": "text/typescript",
+    "json": "application/json",
+    "yaml": "application/yaml",
+    "yml": "application/yaml",
+    "toml": "application/toml",
+    "md": "text/markdown",
+    "txt": "text/plain",
+    "sql": "application/sql",
+    "html": "text/html",
+    "xml": "application/xml",
+}
+
+
+def words_of(text: str | None) -> str:
+    """kiwi_internal.search_words_of."""
+    return _NON_ALNUM.sub(" ", _CAMEL.sub(r"\1 \2", text or "")).lower()
+
+
+def guess_media_type(path: str) -> str:
+    """kiwi_internal.guess_media_type."""
+    name = path.rsplit("/", 1)[-1]
+    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    return MEDIA_TYPES.get(ext, "text/plain")
+
+
+def canonical_json(value: Any) -> str:
+    """kiwi_internal.canonical_json: keys in code-point order, no spaces, integers bare."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def content_hash(canonical_manifest: str, files: list[tuple[str, str]]) -> str:
+    """kiwi_internal.content_hash of a manifest (its canonical JSON) and (path, sha256) pairs."""
+    listing = "".join(f"{p}\t{s}\n" for p, s in sorted(files))
+    text = f"kiwi-content-v1\n{canonical_manifest}\n{listing}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _parameter_names(parameters: Any) -> str | None:
+    names: list[str] = []
+    if isinstance(parameters, dict) and isinstance(parameters.get("properties"), dict):
+        names += sorted(parameters["properties"])  # i = 0: first, by name
+    if isinstance(parameters, list):
+        names += [p["name"] for p in parameters if isinstance(p, dict) and isinstance(p.get("name"), str)]
+    return " ".join(names) if names else None
+
+
+def search_text(tool_id: str, name: str, tags: list[str], description: str, parameters: Any) -> str:
+    """kiwi_internal.tool_search_text."""
+    ident = words_of(tool_id) + ("" if name.lower() == tool_id.lower() else " " + words_of(name))
+    parts = [
+        ident.strip(" "),
+        description.strip(" ").rstrip("."),
+        words_of(" ".join(tags)).strip(" "),
+        words_of(_parameter_names(parameters)).strip(" "),
+    ]
+    return _SPACES.sub(" ", ". ".join(p for p in parts if p)).strip(" ")
+
+
+def vocabulary(tool_id: str, name: str, tags: list[str], category: str | None, subcategory: str | None) -> list[str]:
+    """The words kiwi_internal.remember_search_words keeps of a tool's tool_vocabulary."""
+    text = " ".join(x for x in (tool_id, name, " ".join(tags), category, subcategory) if x is not None)
+    return [w for w in words_of(text).split(" ") if len(w) >= 3]
+
+
+# --------------------------------------------------------------------------------------
+# COPY text format
+# --------------------------------------------------------------------------------------
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _c(value: Any) -> str:
+    if value is None:
+        return "\\N"
+    if value is True:
+        return "t"
+    if value is False:
+        return "f"
+    return str(value).translate(_COPY_ESCAPES)
+
+
+def _array(items: list[str]) -> str:
+    return "{" + ",".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items) + "}"
+
+
+STAGE_DDL = """
+create schema if not exists kiwi_bench_load;
+create unlogged table kiwi_bench_load.tools_stage (
+  id uuid, namespace text, tool_id text, tool_type text, executor_id text, name text, description text,
+  category text, subcategory text, tags text[], visibility text, is_builtin boolean, latest_version text,
+  run_count bigint, download_count bigint, search_text text, search_text_hash text, parameters jsonb, half int)
+"""
+COPIES = {
+    "tools": "copy kiwi_bench_load.tools_stage from stdin",
+    "versions": "copy public.tool_versions (id, tool_uuid, version, executor_id, manifest, content_hash,"
+    " changelog, is_latest) from stdin",
+    "files": "copy public.tool_version_files (version_id, path, media_type, sha256, size_bytes, is_entrypoint,"
+    " content_text) from stdin",
+}
+
+
+class Rows:
+    """COPY lines of the three tables for a stream of SynthTools; gathers the namespaces
+    and vocabulary words met on the way."""
+
+    def __init__(self) -> None:
+        self.namespaces: set[str] = set()
+        self.words: set[str] = set()
+        self.count = 0
+
+    def lines(self, t: Any) -> tuple[str, str, str]:
+        m = t.manifest
+        tool_uuid, version_uuid = uuid.uuid4(), uuid.uuid4()
+        body = t.file_content.encode()
+        sha = hashlib.sha256(body).hexdigest()
+        executor = m.get("executor")
+        executor = executor.strip() if executor is not None else None
+        if executor is not None and executor.startswith("public/"):
+            executor = executor[7:]
+        name, description = m.get("name", t.tool_id), m.get("description", "")
+        tags = list(m.get("tags", []))
+        text = search_text(t.tool_id, name, tags, description, m.get("parameters"))
+        self.namespaces.add(t.namespace)
+        self.words.update(vocabulary(t.tool_id, name, tags, m.get("category"), m.get("subcategory")))
+        half = self.count % 2
+        self.count += 1
+        params = m.get("parameters")
+        manifest = canonical_json(m)
+        tool = "\t".join(
+            _c(v)
+            for v in (
+                tool_uuid,
+                t.namespace,
+                t.tool_id,
+                m["tool_type"],
+                executor,
+                name,
+                description,
+                m.get("category"),
+                m.get("subcategory"),
+                _array(tags),
+                m.get("visibility", "public"),
+                bool(m.get("is_builtin", False)),
+                m["version"],
+                t.run_count,
+                t.download_count,
+                text,
+                hashlib.sha256(text.encode()).hexdigest(),
+                None if params is None else json.dumps(params),
+                half,
+            )
+        )
+        version = "\t".join(
+            _c(v)
+            for v in (
+                version_uuid,
+                tool_uuid,
+                m["version"],
+                executor,
+                manifest,
+                content_hash(manifest, [(t.file_path, sha)]),
+                m.get("changelog"),
+                True,
+            )
+        )
+        file = "\t".join(
+            _c(v)
+            for v in (
+                version_uuid,
+                t.file_path,
+                guess_media_type(t.file_path),
+                sha,
+                len(body),
+                m.get("entrypoint", t.file_path) == t.file_path,
+                t.file_content,
+            )
+        )
+        return tool, version, file
+
+
+def _replica(conn: psycopg.Connection) -> None:
+    conn.execute("set session_replication_role = replica")
+    conn.execute("set maintenance_work_mem = '512MB'")
+    conn.execute("set max_parallel_maintenance_workers = 1")
+    conn.execute("set synchronous_commit = off")
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def copy_rows(url: str, tools: Iterable[Any]) -> Rows:
+    """Streams the tools into the stage and the two version tables, one connection each."""
+    rows = Rows()
+    with ExitStack() as stack:
+        conns = {k: stack.enter_context(psycopg.connect(url)) for k in COPIES}
+        for conn in conns.values():
+            _replica(conn)
+        # a writer thread per COPY, so the three backends parse while Python generates
+        copies = {
+            k: stack.enter_context(cur.copy(q, writer=QueuedLibpqWriter(cur)))  # type: ignore[arg-type]
+            for k, q in COPIES.items()
+            for cur in (conns[k].cursor(),)
+        }
+        for chunk in _chunks(tools, CHUNK):
+            out: tuple[list[str], list[str], list[str]] = ([], [], [])
+            for t in chunk:
+                for buf, line in zip(out, rows.lines(t), strict=True):
+                    buf.append(line)
+            for key, buf in zip(COPIES, out, strict=True):
+                copies[key].write(("\n".join(buf) + "\n").encode())
+    return rows
+
+
+# --------------------------------------------------------------------------------------
+# Set-wise SQL
+# --------------------------------------------------------------------------------------
+
+INSERT_TOOLS = """
+insert into public.tools (id, namespace, tool_id, tool_type, executor_id, name, description, category,
+                          subcategory, tags, visibility, is_builtin, latest_version, run_count,
+                          download_count, search_vector, name_vector, search_document, search_text,
+                          search_text_hash)
+select s.id, s.namespace, s.tool_id, s.tool_type, s.executor_id, s.name, s.description, s.category,
+       s.subcategory, s.tags, s.visibility, s.is_builtin, s.latest_version, s.run_count, s.download_count,
+       kiwi_internal.tool_search_vector(s.tool_id, s.name, s.tags, s.description, s.category, s.subcategory),
+       kiwi_internal.tool_name_vector(s.tool_id, s.name),
+       kiwi_internal.tool_search_document(s.tool_id, s.name, s.tags, s.description, s.category, s.subcategory,
+                                          s.parameters),
+       s.search_text, s.search_text_hash
+  from kiwi_bench_load.tools_stage s
+ where s.half = %s
+"""
+
+# The executors whose plans are cached, with the append marks their chain puts in force
+# (jsonb_deep_merge_all's fold of append_marks, primitive first, the executor last).
+EXECUTORS = """
+create unlogged table kiwi_bench_load.executors as
+select pc.tool_ref, pc.plan, pc.chain_tools, pc.chain_versions, pc.restricted_ns, pc.visibility, pc.namespace,
+       (with recursive f (i, marks) as (
+          select cardinality(pc.chain_versions) + 1, null::jsonb
+          union all
+          select f.i - 1, kiwi_internal.append_marks(
+                   (select v.manifest -> 'config_schema' from public.tool_versions v
+                     where v.id = pc.chain_versions[f.i - 1]), f.marks)
+            from f where f.i > 1)
+        select f.marks from f where f.i = 1) as marks
+  from kiwi_internal.plan_cache pc
+ where pc.tool_ref in (select distinct t.executor_id from public.tools t where t.executor_id is not null)
+"""
+
+# One level: every tool without a plan whose executor has one (or that has none).
+INSERT_PLANS = """
+insert into kiwi_internal.plan_cache (tool_uuid, tool_ref, version_uuid, version, visibility, namespace,
+                                      chain_tools, chain_versions, restricted_ns, plan)
+select t.id, t.ref, v.id, v.version, t.visibility, t.namespace,
+       t.id || coalesce(e.chain_tools, '{}'), v.id || coalesce(e.chain_versions, '{}'),
+       case when e.visibility = 'private' then array[e.namespace] else '{}'::text[] end
+         || coalesce(e.restricted_ns, '{}'),
+       jsonb_build_object(
+         'tool_id', t.ref, 'version', v.version, 'tool_type', t.tool_type, 'content_hash', v.content_hash,
+         'executor_id', v.executor_id,
+         'primitive', case when e.tool_ref is not null then e.plan -> 'primitive'
+                           when t.tool_type = 'primitive' then to_jsonb(t.ref) end,
+         'chain', jsonb_build_array(jsonb_build_object('tool_id', t.ref, 'tool_type', t.tool_type,
+                                                       'version', v.version, 'content_hash', v.content_hash))
+                  || coalesce(e.plan -> 'chain', '[]'),
+         'config', coalesce(kiwi_internal.jsonb_deep_merge(e.plan -> 'config', v.manifest -> 'config', e.marks),
+                            '{}'::jsonb),
+         'parameters', v.parameters_schema, 'outputs', v.manifest -> 'outputs', 'manifest', v.manifest,
+         'files', coalesce((select jsonb_agg(jsonb_build_object(
+                                     'path', f.path, 'sha256', f.sha256, 'size_bytes', f.size_bytes,
+                                     'is_entrypoint', f.is_entrypoint, 'media_type', f.media_type,
+                                     'content_text', f.content_text, 'storage_key', f.storage_key) order by f.path)
+                              from public.tool_version_files f where f.version_id = v.id), '[]'::jsonb),
+         'deprecated', v.is_deprecated, 'deprecation_message', v.deprecation_message,
+         'yanked', v.is_yanked, 'yanked_reason', v.yanked_reason)
+  from public.tools t
+  join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
+  left join kiwi_bench_load.executors e on e.tool_ref = t.executor_id
+ where (t.executor_id is null or e.tool_ref is not null)
+   and not exists (select 1 from kiwi_internal.plan_cache pc where pc.tool_uuid = t.id)
+   and t.id in (select s.id from kiwi_bench_load.tools_stage s where s.half = %s)
+"""
+
+
+def _in_parallel(url: str, work: list[Callable[[psycopg.Connection], Any]]) -> list[Any]:
+    """Runs each callable on its own connection (replica role, one transaction), at once."""
+    results: list[Any] = [None] * len(work)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            with psycopg.connect(url) as conn:
+                _replica(conn)
+                results[i] = work[i](conn)
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(work))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def drop_secondary_indexes(conn: psycopg.Connection) -> list[str]:
+    """Drops the indexes of the loaded tables that no constraint owns; returns their
+    definitions (largest tables first) to build them again."""
+    rows = conn.execute(
+        """
+        select i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)
+          from pg_index i
+         where i.indrelid = any (%s::regclass[])
+           and not exists (select 1 from pg_constraint c where c.conindid = i.indexrelid)
+         order by i.indrelid, i.indexrelid""",
+        (list(INDEXED_TABLES),),
+    ).fetchall()
+    for name, _ in rows:
+        conn.execute(f"drop index {name}")  # type: ignore[arg-type]
+    return [d for _, d in rows]
+
+
+def build_indexes(url: str, definitions: list[str]) -> None:
+    """Two builds at a time (one per core), GIN ones first (the slowest)."""
+    pending = sorted(definitions, key=lambda d: " using gin " not in d)
+    lock = threading.Lock()
+
+    def worker(conn: psycopg.Connection) -> None:
+        conn.commit()
+        conn.autocommit = True
+        while True:
+            with lock:
+                if not pending:
+                    return
+                definition = pending.pop(0)
+            conn.execute(definition)  # type: ignore[arg-type]
+
+    _in_parallel(url, [worker, worker])
+
+
+def set_function_pins(conn: psycopg.Connection, pinned: bool) -> None:
+    for signature in INLINED_FUNCTIONS:
+        action = "set search_path = ''" if pinned else "reset search_path"
+        conn.execute(f"alter function {signature} {action}")  # type: ignore[arg-type]
+
+
+def load(url: str, tools: Iterable[Any], log: Log) -> dict[str, float]:
+    """Loads the tools into the registry at url (migrated and seeded); returns seconds
+    per phase."""
+    phases: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def phase(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        phases[name] = now - clock
+        clock = now
+        log(f"[synthetic]   {name}: {phases[name]:.1f}s")
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(STAGE_DDL)  # type: ignore[arg-type]
+        indexes = drop_secondary_indexes(conn)
+        set_function_pins(conn, pinned=False)
+        try:
+            phase("prepare")
+            rows = copy_rows(url, tools)
+            phase(f"generate {rows.count} tools and COPY")
+            conn.execute(
+                "insert into public.namespaces (namespace, display_name, description)"
+                " select n, initcap(n), 'Synthetic benchmark namespace.' from unnest(%s::text[]) n"
+                " where n <> 'public' on conflict do nothing",
+                (sorted(rows.namespaces),),
+            )
+            conn.execute(
+                "insert into kiwi_internal.search_words (word) select unnest(%s::text[]) on conflict do nothing",
+                (sorted(rows.words),),
+            )
+            _in_parallel(url, [lambda c, h=h: c.execute(INSERT_TOOLS, (h,)) for h in (0, 1)])  # type: ignore[misc]
+            phase("tools with their search columns")
+            levels = 0
+            while True:
+                conn.execute("drop table if exists kiwi_bench_load.executors")
+                conn.execute(EXECUTORS)  # type: ignore[arg-type]
+                done = _in_parallel(url, [lambda c, h=h: c.execute(INSERT_PLANS, (h,)).rowcount for h in (0, 1)])  # type: ignore[misc]
+                levels += 1
+                if not sum(done):
+                    break
+            phase(f"plans ({levels} levels)")
+        finally:
+            set_function_pins(conn, pinned=True)
+        build_indexes(url, indexes)
+        phase(f"{len(indexes)} indexes")
+        conn.execute("drop schema kiwi_bench_load cascade")
+        conn.execute("analyze")
+        phase("analyze")
+    return phases
