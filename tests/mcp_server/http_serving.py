@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,26 @@ def kiwi_http_server(database_url: str, workdir: Path, *args: str, **env: str) -
 def user_token(user_id: str = LOCAL_OWNER_ID, *, secret: str = LOCAL_JWT_SECRET, expires_in_s: int = 600) -> str:
     claims = {"sub": user_id, "role": "authenticated", "aud": "authenticated"}
     return sign(claims, secret, expires_in_s=expires_in_s)
+
+
+@contextlib.contextmanager
+def two_tenants(conn: Any, prefix: str) -> Iterator[dict[str, dict[str, str]]]:
+    """Users `a` and `b`, each owning a fresh namespace `<prefix><a|b>_<hex>`, with a token each
+    ({"id", "ns", "token"}); what they left in the registry is deleted afterwards."""
+    made: dict[str, dict[str, str]] = {}
+    for name in ("a", "b"):
+        uid = str(uuid.uuid4())
+        ns = f"{prefix}{name}_{uuid.uuid4().hex[:10]}"
+        conn.execute("insert into namespaces (namespace, owner_id) values (%s, %s)", (ns, uid))
+        made[name] = {"id": uid, "ns": ns, "token": user_token(uid)}
+    try:
+        yield made
+    finally:
+        for t in made.values():
+            conn.execute("delete from approvals where namespace = %s", (t["ns"],))
+            conn.execute("delete from approval_policies where pattern like %s", (t["ns"] + "/%",))
+            conn.execute("delete from tools where namespace = %s", (t["ns"],))
+            conn.execute("delete from namespaces where namespace = %s", (t["ns"],))
 
 
 def service_role_token(*, secret: str = LOCAL_JWT_SECRET) -> str:

@@ -20,7 +20,7 @@ import pytest
 from mcp_types import CallToolResult
 
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
-from tests.mcp_server.http_serving import Served, kiwi_http_server, mcp_client, user_token
+from tests.mcp_server.http_serving import Served, kiwi_http_server, mcp_client, two_tenants, user_token
 
 
 @pytest.fixture(scope="module")
@@ -31,18 +31,8 @@ def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 @pytest.fixture
 def tenants(conn: psycopg.Connection) -> Iterator[dict[str, dict[str, str]]]:
-    made: dict[str, dict[str, str]] = {}
-    for name in ("a", "b"):
-        uid = str(uuid.uuid4())
-        ns = f"m{name}_{uuid.uuid4().hex[:10]}"
-        conn.execute("insert into namespaces (namespace, owner_id) values (%s, %s)", (ns, uid))
-        made[name] = {"id": uid, "ns": ns, "token": user_token(uid)}
-    yield made
-    for t in made.values():
-        conn.execute("delete from approvals where namespace = %s", (t["ns"],))
-        conn.execute("delete from approval_policies where pattern like %s", (t["ns"] + "/%",))
-        conn.execute("delete from tools where namespace = %s", (t["ns"],))
-        conn.execute("delete from namespaces where namespace = %s", (t["ns"],))
+    with two_tenants(conn, "m") as made:
+        yield made
 
 
 def manifest(ns: str, tool_id: str, version: str = "1.0.0") -> dict[str, Any]:

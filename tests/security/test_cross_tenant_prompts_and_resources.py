@@ -8,7 +8,6 @@ server's log (it was error code 0 and a traceback)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, TextContent
 from psycopg.types.json import Jsonb
 
-from tests.mcp_server.http_serving import Served, kiwi_http_server, mcp_client, user_token
+from tests.mcp_server.http_serving import Served, kiwi_http_server, mcp_client, two_tenants
 
 
 @pytest.fixture(scope="module")
@@ -30,16 +29,8 @@ def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 @pytest.fixture
 def tenants(conn: psycopg.Connection) -> Iterator[dict[str, dict[str, str]]]:
-    made: dict[str, dict[str, str]] = {}
-    for name in ("a", "b"):
-        uid = str(uuid.uuid4())
-        ns = f"c{name}_{uuid.uuid4().hex[:10]}"
-        conn.execute("insert into namespaces (namespace, owner_id) values (%s, %s)", (ns, uid))
-        made[name] = {"id": uid, "ns": ns, "token": user_token(uid)}
-    yield made
-    for t in made.values():
-        conn.execute("delete from tools where namespace = %s", (t["ns"],))
-        conn.execute("delete from namespaces where namespace = %s", (t["ns"],))
+    with two_tenants(conn, "c") as made:
+        yield made
 
 
 def publish(

@@ -24,7 +24,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.subscriptions import ToolsListChanged
 
-from tests.mcp_server.http_serving import Served, kiwi_http_server, user_token
+from tests.mcp_server.http_serving import Served, kiwi_http_server, two_tenants
 from tests.mcp_server.registry_changes import Inbox, listening, publish
 
 TOOLS = "notifications/tools/list_changed"
@@ -41,16 +41,8 @@ def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 @pytest.fixture
 def tenants(conn: psycopg.Connection) -> Iterator[dict[str, dict[str, str]]]:
-    made: dict[str, dict[str, str]] = {}
-    for name in ("a", "b"):
-        uid = str(uuid.uuid4())
-        ns = f"n{name}_{uuid.uuid4().hex[:10]}"
-        conn.execute("insert into namespaces (namespace, owner_id) values (%s, %s)", (ns, uid))
-        made[name] = {"id": uid, "ns": ns, "token": user_token(uid)}
-    yield made
-    for t in made.values():
-        conn.execute("delete from tools where namespace = %s", (t["ns"],))
-        conn.execute("delete from namespaces where namespace = %s", (t["ns"],))
+    with two_tenants(conn, "n") as made:
+        yield made
 
 
 @pytest.fixture
