@@ -28,27 +28,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCResponse, jsonrpc_message_adapter
 
-from runner import PostgresRegistry, Runner, build_server, local_owner
+from runner import Runner
 from runner.harness.run import CANCELLED
 from tests.mcp_server.http_serving import kiwi_http_server
-from tests.mcp_server.test_server import ok, settings
+from tests.mcp_server.test_server import ok
 from tests.security.test_no_orphans import kill_tagged, none_left, tagged
 
 # Says it started, then sleeps in a child of its own (a process tree: bash, and sleep).
 SLEEPER = 'echo "started" >&2\nsleep 300 &\nwait\n'
 STARTED_WITHIN_S = 20.0
-
-
-@pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings(database_url, tmp_path / "cache"))
-    yield r
-    await r.aclose()
-
-
-@pytest.fixture
-def server(runner: Runner) -> MCPServer:
-    return build_server(runner)
 
 
 @pytest.fixture

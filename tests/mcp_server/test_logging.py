@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -21,9 +19,8 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_types import LoggingMessageNotificationParams
 
-from runner import PostgresRegistry, Runner, build_server, local_owner
 from runner.mcp.notify_run import line_level
-from tests.mcp_server.test_server import bash_tool, mine, ok, settings
+from tests.mcp_server.test_server import bash_tool, mine, ok
 
 # Three lines, 0.4 s apart, then an answer on stdout.
 TALKER = """\
@@ -38,18 +35,6 @@ PARAMETERS = [{"name": "who", "type": "string", "required": False}]
 
 # the SDK marks MCP logging deprecated from 2026-07-28 on; the 2025 versions have it
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
-
-
-@pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings(database_url, tmp_path / "cache"))
-    yield r
-    await r.aclose()
-
-
-@pytest.fixture
-def server(runner: Runner) -> MCPServer:
-    return build_server(runner)
 
 
 @pytest.fixture

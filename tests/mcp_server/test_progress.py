@@ -11,24 +11,16 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from mcp import Client
 
-from runner import PostgresRegistry, Runner, build_server, local_owner
+from runner import Runner, build_server
 from tests.mcp import EVERYTHING, make_runner, stdio_server, unique
 from tests.mcp.test_handler import Publish, mcp_tool, publish  # noqa: F401  (publish: a fixture)
-from tests.mcp_server.test_server import ok, settings
-
-
-@pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings(database_url, tmp_path / "cache"))
-    yield r
-    await r.aclose()
+from tests.mcp_server.test_server import ok
 
 
 class Progress:

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,32 +23,12 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
+from runner import Runner, build_server
 from runner.cli.serve import add_serve_command
 from runner.mcp.server import ACTIONS, ITEM_TYPES
 from tests.mcp_server.http_serving import kiwi_http_server, mcp_client, user_token
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def settings(database_url: str, cache_dir: Path) -> Settings:
-    return Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
-    )
-
-
-@pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings(database_url, tmp_path / "cache"))
-    yield r
-    await r.aclose()
-
-
-@pytest.fixture
-def server(runner: Runner) -> MCPServer:
-    """The server under test; each test connects in its own task (anyio's cancel scopes must
-    be entered and left in one task, so the client cannot live in a fixture)."""
-    return build_server(runner)
 
 
 @pytest.fixture
