@@ -138,12 +138,41 @@ def from_token(
     leeway_s: float = 30.0,
 ) -> Principal:
     """Verify a Supabase Auth JWT (HS256 with the project's secret, or a key of the project's
-    JWKS) and return its principal. Expired, forged or malformed tokens are Refused."""
-    import jwt  # only when a token is given: `kiwi run` as the local owner never pays for it
+    JWKS) and return its principal. Expired, forged or malformed tokens are Refused.
 
+    An HTTP client sends the same bearer with every request, and verifying it (PyJWT checks
+    each base64 character in Python) cost about half a millisecond a request. So the claims of
+    a token verified once are kept, keyed by the exact token and the verifier's settings, and
+    reused until the token's exp (with the same leeway) has passed. A forged or altered token
+    is a different string and is verified afresh."""
     token = token.strip()
     if token.lower().startswith("bearer "):
         token = token[7:].strip()
+    key = (token, secret, jwks_url, audience, leeway_s)
+    claims = _verified.get(key)
+    if claims is not None:
+        if time.time() <= float(claims["exp"]) + leeway_s:
+            return from_claims(claims, token=token)
+        del _verified[key]
+        raise Refused("the access token has expired", hint="sign in again (or refresh) for a new token")
+    claims = _verify(token, secret=secret, jwks_url=jwks_url, audience=audience, leeway_s=leeway_s)
+    principal = from_claims(claims, token=token)
+    if len(_verified) >= _VERIFIED_MAX:
+        del _verified[next(iter(_verified))]  # the oldest
+    _verified[key] = claims
+    return principal
+
+
+_VERIFIED_MAX = 1024
+_verified: dict[tuple[str, str | None, str | None, str | None, float], dict[str, Any]] = {}
+
+
+def _verify(
+    token: str, *, secret: str | None, jwks_url: str | None, audience: str | None, leeway_s: float
+) -> dict[str, Any]:
+    """The claims of `token` once its signature, exp and audience check out (else Refused)."""
+    import jwt  # only when a token is given: `kiwi run` as the local owner never pays for it
+
     try:
         header = jwt.get_unverified_header(token)
     except jwt.PyJWTError as e:
@@ -172,7 +201,7 @@ def from_token(
         raise Refused("the access token has expired", hint="sign in again (or refresh) for a new token") from None
     except jwt.PyJWTError as e:
         raise Refused(f"the access token was refused: {e}", hint="use a token this project signed") from None
-    return from_claims(claims, token=token)
+    return dict(claims)
 
 
 _jwks_clients: dict[str, Any] = {}
