@@ -12,9 +12,8 @@ import uuid
 
 import pytest
 
-from runner import LOCAL_JWT_SECRET, from_token
+from runner import LOCAL_JWT_SECRET, Refused, from_token
 from runner import sign_token as sign
-from runner.errors import Refused
 
 
 def user_claims() -> dict[str, str]:
