@@ -31,7 +31,6 @@ Environment variables:
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,6 +241,8 @@ def _default_cache(env: Mapping[str, str]) -> str:
 def _read_config(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
+    import tomllib  # only when there is a config.toml to read
+
     try:
         return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:

@@ -16,8 +16,10 @@ from runner.cli.main import COMMANDS, build_parser, command_of
 from tests.kiwi_cli import kiwi_env
 
 # Never needed to run a script tool from the command line (each is another command's, or a handler's
-# that hello_world does not use); the Python jsonschema package describes only refused parameters.
+# that hello_world does not use); the Python jsonschema package describes only refused parameters;
+# a one-shot command holds one registry connection, no pool (runner/cli/connection.py).
 NOT_FOR_RUN = (
+    "psycopg_pool",
     "mcp",
     "anyio",
     "httpx",
@@ -98,4 +100,25 @@ def test_a_real_kiwi_run_loads_nothing_another_command_uses(database_url: str, t
     )
     loaded = _loaded(code, env)
     assert "runner.harness.run" in loaded and "runner.cli.main" in loaded  # it did run
+    assert "psycopg" in loaded  # over the Postgres backend, whose pool it does without
     assert _named(loaded, NOT_FOR_RUN) == []
+
+
+def test_kiwi_show_and_search_load_no_pool_and_no_other_command(database_url: str, tmp_path: Path) -> None:
+    """`kiwi show` and `kiwi search` (by words: KIWI_EMBEDDINGS=off) as they run, each in a fresh interpreter."""
+    env = {**kiwi_env(database_url, tmp_path / "cache"), "KIWI_EMBEDDINGS": "off"}
+    mine = ("runner.cli.tools", "runner.cli.search", "runner.search", "cryptography")  # both show signature states
+    others = tuple(n for n in NOT_FOR_RUN if n not in mine)
+    for argv, shown, own in (
+        (["show", "hello_world", "--json"], "bash_runtime", "runner.cli.tools"),
+        (["search", "hello", "--json"], "hello_world", "runner.cli.search"),
+    ):
+        code = (
+            "import contextlib, io, runner.cli.main as m\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            f"    code = m.main({argv!r})\n"
+            f"assert code == 0 and {shown!r} in out.getvalue(), (code, out.getvalue())"
+        )
+        loaded = _loaded(code, env)
+        assert own in loaded and "psycopg" in loaded  # it did run, over Postgres
+        assert _named(loaded, others) == [], argv

@@ -22,10 +22,10 @@ COMMAND_WRITE = "command write"  # the policy of an approval to publish what onl
 
 
 def opened() -> Any:
-    """The configured registry, closed after the command's calls (registry.opened, imported when a command runs)."""
-    from ..registry import opened as registry_opened
+    """The configured registry, closed after the command's calls (one connection: connection.py)."""
+    from .connection import opened_once
 
-    return registry_opened()
+    return opened_once()
 
 
 def add_governance_commands(sub: Any) -> None:

@@ -11,8 +11,9 @@ not (OutputMismatch).
 The verdict is jsonschema-rs's, as for parameters (params.py: the draft a schema's
 `$schema` names, else 2020-12; formats as annotations; no remote `$ref`). Only a mismatch
 is described, by jsonschema, imported then: a run of a tool that declares no outputs loads
-neither. Descriptions say where and what the schema wants, never the value found, since
-they reach run records, which hold no outputs.
+neither (jsonschema-rs is imported when declared outputs are first compiled). Descriptions
+say where and what the schema wants, never the value found, since they reach run records,
+which hold no outputs.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
-
-import jsonschema_rs
 
 from ..errors import ConfigError, KiwiError
 from .identity import ByIdentity
@@ -117,6 +116,8 @@ def _compile(outputs: Any) -> tuple[dict[str, Any] | None, Any, str | None]:
         return None, None, str(e)
     if schema is None:
         return None, None, None
+    import jsonschema_rs
+
     try:
         return schema, _validator(json.dumps(schema, sort_keys=True)), None
     except (ValueError, jsonschema_rs.ReferencingError) as e:
@@ -133,6 +134,8 @@ def _no_remote_refs(uri: str) -> Any:
 
 @lru_cache(maxsize=256)
 def _validator(schema_json: str) -> Any:
+    import jsonschema_rs
+
     return jsonschema_rs.validator_for(json.loads(schema_json), retriever=_no_remote_refs)
 
 

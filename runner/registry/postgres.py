@@ -20,6 +20,10 @@ The pool opens on first use. Its first connection is awaited, and a failure to c
 with the server's reason and the URL with its password redacted, instead of after the
 pool's timeout.
 
+With `max_size=1` (a one-shot command: `kiwi run`, `show`, `search`) there is no pool: one
+connection, taken in turn (_OneConnection: the three calls of the pool this module makes),
+and psycopg_pool is never imported. What follows holds for it as for a pool.
+
 A database restart (or a killed backend) leaves the pool holding dead connections. A
 statement that meets one is retried ONCE, on a new pool (every connection of the old one
 is likely dead too: retrying on the pool's next idle one is how a restarted server used
@@ -44,23 +48,26 @@ The retry must never run a statement twice, so the rule is:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
 import select
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from ..errors import KiwiError, Refused, RegistryUnavailable, UsageError
 from ..principal import Principal, current
 from .base import Registry, Returns, Select
 from .errors import from_sqlstate, redact, scrub
 from .plan_cache import PlanCache
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
 
 __all__ = ["PostgresBackend", "PostgresRegistry"]
 
@@ -113,6 +120,58 @@ def _hung_up(conn: Any) -> bool:
         poller.register(fd, select.POLLIN)
         return bool(poller.poll(0))
     return bool(select.select([fd], [], [], 0)[0])
+
+
+class _KiwiConnection(psycopg.AsyncConnection):
+    """A registry connection: remembers whom it was last set up to act as (`kiwi_as`: the claims, or None)."""
+
+    kiwi_as: str | None = None
+
+
+class _SourceClosed(Exception):
+    """The one connection was closed under a call waiting for it (a reconnect replaced it): nothing was sent."""
+
+
+class _OneConnection:
+    """A pool of one connection, for a one-shot command (`max_size=1`): `open`, `connection` and
+    `close` as AsyncConnectionPool's, without importing psycopg_pool. Calls take turns; a
+    connection found closed when its turn ends is dropped, and the next turn connects anew."""
+
+    def __init__(self, url: str, kwargs: dict[str, Any]) -> None:
+        self._url = url
+        self._kwargs = kwargs
+        self._conn: _KiwiConnection | None = None
+        self._turn = asyncio.Lock()
+        self._closed = False
+
+    async def open(self) -> None:
+        self._conn = await _KiwiConnection.connect(self._url, **self._kwargs)
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[_KiwiConnection]:
+        async with self._turn:
+            if self._closed:
+                raise _SourceClosed("the registry's connection was closed")
+            if self._conn is None or self._conn.closed:
+                self._conn = None
+                self._conn = await _KiwiConnection.connect(self._url, **self._kwargs)
+            try:
+                yield self._conn
+            finally:
+                if self._closed:  # closed while in use: closed now that it is returned, as a pool does
+                    await self._drop()
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Close the connection now, or when the call using it returns it (`timeout`: the pool's, unused)."""
+        self._closed = True
+        if not self._turn.locked():
+            await self._drop()
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error, OSError):
+                await conn.close()
 
 
 logging.getLogger("psycopg.pool").addFilter(_QuietConnectFailures())
@@ -191,10 +250,14 @@ class PostgresBackend:
         self._max_size = max_size
         self._connect_timeout = connect_timeout
         self._timeout = timeout
-        self._pool: AsyncConnectionPool | None = None
+        self._pool: AsyncConnectionPool | _OneConnection | None = None
         self._opening: asyncio.Lock | None = None
         self._retiring: set[asyncio.Task[None]] = set()  # old pools closing after a reconnect
         self._last_connect_error: BaseException | None = None
+        # what the connection source in use raises when it was closed under a call, or gave no
+        # connection in time: _OneConnection's, psycopg_pool's once a pool is made (_new_pool)
+        self._closed_errors: tuple[type[Exception], ...] = (_SourceClosed,)
+        self._timeout_errors: tuple[type[Exception], ...] = ()
         self.cache = PlanCache(url, connect_timeout) if cache_plans else None
 
     def __repr__(self) -> str:
@@ -250,7 +313,7 @@ class PostgresBackend:
         for attempt in range(2):
             try:
                 return await self._attempt(pool, work)
-            except PoolTimeout as exc:
+            except self._timeout_errors as exc:
                 raise self._unavailable(self._last_connect_error or exc) from exc
             except psycopg.Error as exc:
                 raise self._error(exc) from exc
@@ -260,7 +323,7 @@ class PostgresBackend:
             pool = await self._reopen(pool)
         raise AssertionError("unreachable")
 
-    async def _attempt(self, pool: AsyncConnectionPool, work: Callable[[Any], Awaitable[T]]) -> T:
+    async def _attempt(self, pool: AsyncConnectionPool | _OneConnection, work: Callable[[Any], Awaitable[T]]) -> T:
         """One try; a dead connection is raised as _Died, saying whether the statement may have run."""
         try:
             async with pool.connection() as conn:
@@ -279,10 +342,10 @@ class PostgresBackend:
                     if conn.closed:
                         raise _Died(exc, may_have_run=exc.sqlstate not in NOT_RUN) from exc
                     raise
-        except PoolClosed as exc:  # replaced by a concurrent reconnect: nothing was sent
+        except self._closed_errors as exc:  # replaced by a concurrent reconnect: nothing was sent
             raise _Died(exc, may_have_run=False) from exc
 
-    async def _reopen(self, dead: AsyncConnectionPool) -> AsyncConnectionPool:
+    async def _reopen(self, dead: AsyncConnectionPool | _OneConnection) -> AsyncConnectionPool | _OneConnection:
         """A new pool in place of one whose connection died (unless a concurrent call has
         already replaced it). The old one is closed behind: connections in use close when
         returned. Raises RegistryUnavailable, at once, while the database is down."""
@@ -317,21 +380,29 @@ class PostgresBackend:
             self._opening = asyncio.Lock()
         return self._opening
 
-    async def _open_pool(self) -> AsyncConnectionPool:
+    async def _open_pool(self) -> AsyncConnectionPool | _OneConnection:
         async with self._lock():
             if self._pool is None:
                 self._pool = await self._new_pool()
             return self._pool
 
-    async def _new_pool(self) -> AsyncConnectionPool:
+    async def _new_pool(self) -> AsyncConnectionPool | _OneConnection:
+        kwargs = {"autocommit": True, "prepare_threshold": 0, "connect_timeout": max(1, round(self._connect_timeout))}
+        if self._max_size == 1:
+            one = _OneConnection(self._url, kwargs)
+            try:
+                await one.open()
+            except psycopg.OperationalError as exc:
+                raise self._unavailable(exc) from exc
+            return one
+        from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+
+        self._closed_errors, self._timeout_errors = (_SourceClosed, PoolClosed), (PoolTimeout,)
         failed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
         registry = self
 
-        class _Connection(psycopg.AsyncConnection):
-            """Tells the registry why a connection attempt failed (the pool only retries), and
-            remembers whom it was last set up to act as (`kiwi_as`: the claims, or None)."""
-
-            kiwi_as: str | None = None
+        class _Connection(_KiwiConnection):
+            """Tells the registry why a connection attempt failed (the pool only retries)."""
 
             @classmethod
             async def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
@@ -348,11 +419,7 @@ class PostgresBackend:
         pool = AsyncConnectionPool(
             self._url,
             connection_class=_Connection,
-            kwargs={
-                "autocommit": True,
-                "prepare_threshold": 0,
-                "connect_timeout": max(1, round(self._connect_timeout)),
-            },
+            kwargs=kwargs,
             min_size=self._min_size,
             max_size=self._max_size,
             timeout=self._timeout,
