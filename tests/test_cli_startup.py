@@ -17,7 +17,7 @@ from tests.kiwi_cli import kiwi_env
 
 # Never needed to run a script tool from the command line (each is another command's, or a handler's
 # that hello_world does not use); the Python jsonschema package describes only refused parameters;
-# a one-shot command holds one registry connection, no pool (runner/cli/connection.py).
+# a one-shot command holds one registry connection, no pool (registry.connect(..., one_shot=True)).
 NOT_FOR_RUN = (
     "psycopg_pool",
     "mcp",

@@ -22,10 +22,10 @@ COMMAND_WRITE = "command write"  # the policy of an approval to publish what onl
 
 
 def opened() -> Any:
-    """The configured registry, closed after the command's calls (one connection: connection.py)."""
-    from .connection import opened_once
+    """The configured registry, closed after the command's calls (one connection: registry.connect one_shot)."""
+    from ..registry import opened
 
-    return opened_once()
+    return opened(one_shot=True)
 
 
 def add_governance_commands(sub: Any) -> None:

@@ -278,13 +278,15 @@ async def cmd_run(args: argparse.Namespace) -> int:
     from ..handlers import standard_dispatcher
     from ..harness.run import Runner
     from ..policy import Call
-    from .connection import connect_once
+    from ..registry import connect
 
     tool, version = split_ref(args.tool, args.version)
     params, raw = parse_params(args)
     settings = Settings.load()
     dispatcher, session = standard_dispatcher(), f"cli-{uuid.uuid4()}"
-    runner = Runner(connect_once(settings), settings, dispatcher=dispatcher, on_progress=progress, session=session)
+    runner = Runner(
+        connect(settings, one_shot=True), settings, dispatcher=dispatcher, on_progress=progress, session=session
+    )
     runner.local_spaces = not args.registry
     call = Call(runner.session, approval_id=args.approval)
     try:

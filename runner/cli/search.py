@@ -66,11 +66,11 @@ def search_limit(text: str) -> int:
 async def cmd_search(args: argparse.Namespace) -> int:
     from ..config import Settings
     from ..core.text import first_line
+    from ..registry import opened
     from ..registry.spaces import spaces
     from ..search.combined import LOCAL_SIGNATURE, search, search_embedder
     from ..search.query import parse
     from ..trust.states import signature_labels  # cryptography only for commands that show signatures
-    from .connection import opened_once
 
     settings = Settings.load()
     query = parse(" ".join(args.query), tool_type=args.tool_type, category=args.category)
@@ -80,7 +80,7 @@ async def cmd_search(args: argparse.Namespace) -> int:
         found = await search(None, query, limit=args.limit, embedder=embedder, spaces=local)
         signed: dict[str, dict[str, Any]] = {}
     else:
-        async with opened_once(settings) as registry:
+        async with opened(settings, one_shot=True) as registry:
             found = await search(registry, query, limit=args.limit, embedder=embedder, spaces=local)
             published = [r for r in found.rows if r["source"] == "registry"]
             signed = await signature_labels(registry, published, settings.trust)

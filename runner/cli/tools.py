@@ -19,10 +19,10 @@ MAX_LIMIT = 1000
 
 
 def open_registry() -> Any:
-    """The configured registry, closed after the command's calls (one connection: connection.py)."""
-    from .connection import opened_once
+    """The configured registry, closed after the command's calls (one connection: registry.connect one_shot)."""
+    from ..registry import opened
 
-    return opened_once()
+    return opened(one_shot=True)
 
 
 def add_registry_commands(sub: Any) -> None:
@@ -88,11 +88,11 @@ async def cmd_show(args: argparse.Namespace) -> int:
     from ..core.refs import split_ref
     from ..handlers import standard_dispatcher
     from ..harness.run import Runner
-    from .connection import connect_once
+    from ..registry import connect
 
     tool, version = split_ref(args.tool, args.version)
     settings = Settings.load()
-    runner = Runner(connect_once(settings), settings, dispatcher=standard_dispatcher())
+    runner = Runner(connect(settings, one_shot=True), settings, dispatcher=standard_dispatcher())
     try:
         plan = await runner.registry.plan(tool, version)
         verdicts = {v.tool_id: v for v in await runner.verify(plan)}

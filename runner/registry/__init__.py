@@ -44,10 +44,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-def connect(settings: Settings) -> Registry:
+def connect(settings: Settings, *, one_shot: bool = False) -> Registry:
     """The registry the settings name, acting as the principal they name (runner/principal.py:
     explicit admin, else KIWI_ACCESS_TOKEN's user, else the local owner on Postgres and anon
-    over REST); nothing is opened until the first call."""
+    over REST); nothing is opened until the first call.
+
+    `one_shot`: for a command that makes a few calls and exits (`kiwi run`, `show`, `search`).
+    Over Postgres it holds one connection (max_size=1: no pool, psycopg_pool never imported)
+    and no plan cache, whose LISTEN connection would be a second connection and a second
+    password exchange on the second plan or verdict asked for (a plain `kiwi run` asks two)."""
     if settings.backend == "rest":
         if not (settings.supabase_url and settings.supabase_key):
             raise UsageError(
@@ -60,14 +65,18 @@ def connect(settings: Settings) -> Registry:
     if settings.backend == "postgres":
         from .postgres import PostgresRegistry
 
+        if one_shot:
+            return PostgresRegistry(
+                settings.database_url, principal=settings.principal(), max_size=1, cache_plans=False
+            )
         return PostgresRegistry(settings.database_url, principal=settings.principal())
     raise UsageError(f"unknown backend {settings.backend!r}", hint="KIWI_BACKEND is postgres or rest")
 
 
 @contextlib.asynccontextmanager
-async def opened(settings: Settings | None = None) -> AsyncIterator[Registry]:
+async def opened(settings: Settings | None = None, *, one_shot: bool = False) -> AsyncIterator[Registry]:
     """The configured registry (Settings.load() by default), closed after the calls made in the block."""
-    registry = connect(settings or Settings.load())
+    registry = connect(settings or Settings.load(), one_shot=one_shot)
     try:
         yield registry
     finally:

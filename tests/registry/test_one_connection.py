@@ -17,8 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from runner import PostgresRegistry, RegistryUnavailable, Runner, Settings, local_owner
-from runner.cli.connection import connect_once
+from runner import PostgresRegistry, RegistryUnavailable, Runner, Settings, connect, local_owner
 
 
 def _named(database_url: str) -> tuple[str, str]:
@@ -48,11 +47,11 @@ async def test_concurrent_calls_take_turns_on_one_connection(database_url: str, 
 async def test_a_commands_runs_hold_one_connection_and_no_listener(
     database_url: str, conn: psycopg.Connection, tmp_path: Path
 ) -> None:
-    """What `kiwi run` opens (runner/cli/connection.py): one connection for every call, no plan
+    """What `kiwi run` opens (registry.connect(settings, one_shot=True)): one connection for every call, no plan
     cache's LISTEN connection (which a pooled registry opens on its second plan)."""
     url, name = _named(database_url)
     settings = Settings.load(environ={"KIWI_DATABASE_URL": url, "KIWI_CACHE_DIR": str(tmp_path / "cache")})
-    runner = Runner(connect_once(settings), settings)
+    runner = Runner(connect(settings, one_shot=True), settings)
     try:
         for _ in range(3):
             result = await runner.run("hello_world", {"name": "Ada"})
