@@ -15,8 +15,20 @@ one run, interleaved, medians over --runs samples, against the local registry:
               without Kiwi
   kiwi run    Runner.run("hello_world") warm, gate and audit included
 
+and running a directive (create_script_tool), whose gate opens the child context its calls
+are made in, then the first call under that context (bash_runtime, which it permits), as the gate made them
+before issue 18 beside how it makes them now:
+
+  dir, before       check_call and open_context, then get_context and check_call for the
+                    call: 2 round trips with verdicts remembered (warm), 4 without (cold)
+  dir, now          Gate.admit of both: open_context alone (warm: the decision remembered,
+                    the context then held), or admit_call and check_call (cold)
+  ctx, before/now   a call under a context the runner has not seen, no verdict remembered:
+                    get_context then check_call, beside one admit_call
+
 Target: the gate adds at most one database round trip (printed: gate, trip / select 1: one
-round trip plus the function's own work; and each beside a bare run).
+round trip plus the function's own work; and each beside a bare run), a directive run and a
+call under a new context included.
 
 Run:  .venv/bin/python bench/gate_bench.py [--runs 300]
 """
@@ -33,10 +45,13 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import psycopg  # noqa: E402
 
 from runner import Call, PostgresRegistry, Runner, Settings, local_owner  # noqa: E402
 from runner.core.materialize import materialise  # noqa: E402
@@ -80,7 +95,48 @@ async def main(runs: int) -> None:
         result = await runner.run("hello_world", params, call=call)
         assert result.ok, result.error
 
-    work = {"gate": gate, "gate, trip": gate_trip, "select 1": select1, "bare run": bare, "kiwi run": kiwi_run}
+    directive = await runner.plan("create_script_tool")
+    session = "bench-gate"
+    checked = {"tool_id": directive.tool_id, "version": directive.version, "session_id": session}
+    checked["params_sha256"] = runner.gate.entry(call, directive, directive.tool_id, {}, False)["params_sha256"]
+    permitted = await runner.plan("bash_runtime")
+    under = {**checked, "tool_id": permitted.tool_id, "version": permitted.version}
+    hello = {**checked, "tool_id": "hello_world", "version": plan.version}
+    ref = f"{directive.tool_id}@{directive.version}"
+    default = await registry.open_context(session)  # the session's default context: hello_world may run
+    needs = {"tools": ["hello_world"], "shell": ["bash"]}
+
+    async def before(kiwi: Runner) -> None:
+        await kiwi.registry.check_call(checked)
+        child = await kiwi.registry.open_context(session, ref, None, None)
+        await kiwi.registry.get_context(child["id"])
+        await kiwi.registry.check_call(under)
+
+    async def now(kiwi: Runner) -> None:
+        child = (await kiwi.gate.admit(directive, {}, call, False)).child_context or {}
+        await kiwi.gate.admit(permitted, {}, Call(session, context=child["id"]), False)
+
+    async def ctx_before() -> None:
+        await cold.registry.get_context(default["id"])
+        await cold.registry.check_call(hello)
+
+    async def ctx_now() -> None:
+        asked = {**hello, "context_id": default["id"], "needs": needs}
+        assert (await cold.registry.admit_call(asked))["allowed"]
+
+    work = {
+        "gate": gate,
+        "gate, trip": gate_trip,
+        "select 1": select1,
+        "bare run": bare,
+        "kiwi run": kiwi_run,
+        "dir, before": partial(before, runner),
+        "dir, now": partial(now, runner),
+        "dir, before, cold": partial(before, cold),
+        "dir, now, cold": partial(now, cold),
+        "ctx, before": ctx_before,
+        "ctx, now": ctx_now,
+    }
     samples: dict[str, list[float]] = {name: [] for name in work}
     for i in range(runs + 20):
         for name, fn in work.items():
@@ -91,14 +147,19 @@ async def main(runs: int) -> None:
         await runner.flush_records()
     await runner.aclose()
     await cold.aclose()
+    with psycopg.connect(URL, autocommit=True) as conn:  # the contexts the directive runs opened
+        conn.execute("delete from public.execution_contexts where session_id = 'bench-gate'")
     med = {name: statistics.median(v) for name, v in samples.items()}
     print(f"gate bench: {runs} interleaved samples each, medians")
     for name, ms in med.items():
-        print(f"  {name:<10} {ms:8.3f} ms")
+        print(f"  {name:<17} {ms:8.3f} ms")
     trip = med["gate, trip"]
     print(f"  gate, trip / select 1:  {trip / med['select 1']:.2f}x (one round trip plus check_call's work)")
     print(f"  gate, trip / bare run:  {trip / med['bare run']:.2f}x; from memory: {med['gate'] / med['bare run']:.2f}x")
     print(f"  kiwi run / bare run:    {med['kiwi run'] / med['bare run']:.2f}x (gate and audit included)")
+    pairs = [("dir, now", "dir, before"), ("dir, now, cold", "dir, before, cold"), ("ctx, now", "ctx, before")]
+    for after, was in pairs:
+        print(f"  {after} / {was}: {med[after] / med[was]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from runner import PostgresRegistry, Runner, Settings, build_server, local_owner, standard_dispatcher
-from runner.policy.permissions import check, covers, shell_command
+from runner.policy.permissions import check, covers, names_paths, needs, shell_command
 
 
 @pytest.fixture
@@ -210,6 +210,34 @@ def test_reading_directives_and_knowledge_needs_no_tools_permission() -> None:
     nothing = {k: [] for k in ALL}
     assert check(nothing, plan("kiwi_tool_authoring", "knowledge")) is None
     assert check(nothing, plan("create_script_tool", "directive")) is None
+
+
+def test_needs_are_what_check_checks_that_the_parameters_do_not_decide() -> None:
+    """What the gate sends public.admit_call for a context it does not hold refuses exactly the
+    calls `check` refuses, and names no parameter value."""
+    github = plan(
+        "github_mcp.create_issue",
+        "mcp_tool",
+        chain=[{"tool_id": "github_mcp.create_issue"}, {"tool_id": "github_mcp", "tool_type": "mcp_server"}],
+        config={"tool": "create_issue", "command": "npx"},
+    )
+    py = plan("public/fmt", config={"command": "{env_dir}/bin/python"})
+    plans = [github, py, plan("http", primitive="http_client"), plan("d", "directive"), plan("k", "knowledge")]
+    assert [needs(p) for p in plans] == [
+        {"mcp": ["github_mcp.create_issue"]},
+        {"tools": ["fmt"], "shell": ["python"]},
+        {"tools": ["http"]},
+        {},
+        {},
+    ]
+    contexts = [ALL, {k: [] for k in ALL}, {**ALL, "tools": ["fmt", "h*"], "shell": ["bash"]}, {**ALL, "mcp": ["x.*"]}]
+    for p in plans:
+        for perms in contexts:
+            covered = all(any(covers(g, v) for g in perms[k]) for k, values in needs(p).items() for v in values)
+            assert covered == (check(perms, p) is None), (p["tool_id"], perms)
+    writes = plan("w", config={"fs": {"write": ["path"]}})
+    assert names_paths(writes, {"path": "a"}) and not names_paths(writes, {"other": "a"})
+    assert not names_paths(py, {"path": "a"}), "a tool that declares no paths names none"
 
 
 def test_globs_cover_patterns_as_the_database_does() -> None:

@@ -9,10 +9,21 @@ behind the reply, by the run recorder.
 
     1. permissions: the execution context's (a directive's) tools, mcp, shell, fs_read and
        fs_write globs (permissions.py); contexts never change, so each is read once
-    2. one database round trip, `public.check_call`: the rate limits (all or none taken)
-       and, unless a dry run, the approval: an approval_id is used once, or a tool under
-       an approval policy is held with a pending approval a person decides
+    2. the rate limits (all or none taken) and, unless a dry run, the approval: an
+       approval_id is used once, or a tool under an approval policy is held with a pending
+       approval a person decides
     3. running a directive (or thread) opens the child context its calls are made in
+
+One database round trip at most decides all three. A call under a context the gate holds
+(each context a directive run opened here, and each one read before) is checked against it
+in memory, then asks `public.check_call`, answered from memory while no limit or policy
+covers the call. Running a directive, or a call under a context the gate does not hold
+yet, is one `public.admit_call`: the context read and what the call needs of it checked,
+check_call's decision, and the directive's child context opened, all or nothing; the
+contexts it returns are held. With the decision remembered, only what is missing is asked:
+the child opened (`open_context`) or the context read (`get_context`). A call naming paths
+under a context not yet held reads the context first, and then asks check_call: a parameter
+value never goes to the database.
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from ..core.plan import Plan
 from ..core.records import params_digest
@@ -62,6 +73,21 @@ class Denied(Refused):
         return {**super().as_dict(), **self.extra}
 
 
+@dataclass(frozen=True)
+class _Ask:
+    """One call before the gate, as its parts need it: the plan and parameters, the plan as the
+    permissions read it, the audit entry so far, what check_call is asked, the context named,
+    and whether the call opens a directive's child context."""
+
+    plan: Plan
+    params: dict[str, Any]
+    shape: dict[str, Any]
+    audit: dict[str, Any]
+    checked: dict[str, Any]
+    context_id: str | None
+    opens: bool
+
+
 @dataclass
 class Admission:
     """A call the gate let through: its audit entry so far, and the context a directive opened."""
@@ -96,27 +122,36 @@ class Gate:
     async def admit(self, plan: Plan, params: dict[str, Any], call: Call, dry_run: bool) -> Admission:
         """Let the call go on (an Admission), or raise Denied after auditing the refusal."""
         audit = self.entry(call, plan, plan.tool_id, params, dry_run)
-        admission = Admission(audit)
-        context = await self._context(call.context)
-        if context is not None:
-            audit["directive"] = context.get("directive")
-            lacking = permissions.check(context["permissions"], permissions.view(plan), params)
-            if lacking is not None:
-                reason, message, hint = permissions.refusal(lacking, plan.tool_id, context)
-                self._refuse(audit, "permission_denied", message, hint, reason, {"permission": lacking})
         asked = {**audit, "approval_id": call.approval_id, "dry_run": dry_run}
-        verdict = await self._registry.check_call({k: asked[k] for k in _CHECKED if asked.get(k) is not None})
+        ask = _Ask(
+            plan,
+            params,
+            permissions.view(plan),
+            audit,
+            {k: asked[k] for k in _CHECKED if asked.get(k) is not None},
+            (str(call.context).strip() or None) if call.context is not None else None,
+            plan.tool_type in permissions.DIRECTIVE_TYPES and not dry_run,
+        )
+        context = self._contexts.get((requested(), ask.context_id)) if ask.context_id else None
+        remembered = self._registry.remembered_verdict(ask.checked)
+        reads = permissions.names_paths(ask.shape, params) or (remembered is not None and not ask.opens)
+        if ask.context_id and context is None and reads:  # the context alone: paths never leave the runner
+            context = self._hold(ask.context_id, await self._registry.get_context(ask.context_id))
+        if context is not None:
+            self._check(ask, context)
+        held = ask.context_id is None or context is not None
+        if held and not ask.opens:
+            verdict = await self._registry.check_call(ask.checked)  # from memory while nothing covers the call
+        elif held and remembered is not None:
+            verdict = {**remembered, "opened": await self._open(ask, context)}
+        else:
+            verdict = await self._folded(ask, context)
         if not verdict.get("allowed", False):
             self._refused_by_database(audit, plan.tool_id, verdict, call)
-        if plan.tool_type in permissions.DIRECTIVE_TYPES and not dry_run:
-            try:
-                child = await self._registry.open_context(
-                    call.session, f"{plan.tool_id}@{plan.version}", call.context, None
-                )
-            except Refused as e:  # the directive would widen its parent's permissions
-                reason, message, hint = permissions.refusal(e.message, plan.tool_id, context or {})
-                self._refuse(audit, "permission_denied", message, hint, reason, {"permission": e.message})
-            admission.child_context = child
+        admission = Admission(audit)
+        child = verdict.get("opened")
+        if child:
+            admission.child_context = self._hold(str(child["id"]), child)
             audit["directive"] = audit.get("directive") or child.get("directive")
         return admission
 
@@ -141,19 +176,52 @@ class Gate:
 
     # -- the parts ------------------------------------------------------------------------
 
-    async def _context(self, context_id: str | None) -> dict[str, Any] | None:
-        """The caller's execution context (public.get_context), read once: contexts never change
-        (an expired one is refused by the database when it is first read)."""
-        if context_id is None or not str(context_id).strip():
-            return None
-        key = (requested(), str(context_id).strip())
-        found = self._contexts.get(key)
-        if found is None:
-            found = await self._registry.get_context(key[1])
-            if len(self._contexts) >= 4096:
-                self._contexts.clear()
-            self._contexts[key] = found
-        return found
+    async def _folded(self, ask: _Ask, context: dict[str, Any] | None) -> dict[str, Any]:
+        """public.admit_call: the context (and what the call needs of it, unless held), check_call's
+        decision and a directive's child context, in one round trip, all or nothing."""
+        needs = permissions.needs(ask.shape) if context is None and ask.context_id else None
+        folded = {
+            **ask.checked,
+            "context_id": ask.context_id,
+            "needs": needs or None,
+            "open_context": ask.opens or None,
+        }
+        verdict = await self._registry.admit_call({k: v for k, v in folded.items() if v is not None})
+        if ask.context_id and verdict.get("context"):
+            context = self._hold(ask.context_id, verdict["context"])
+            ask.audit["directive"] = context.get("directive")
+        if verdict.get("kind") == "permission_denied":
+            if context is not None:
+                self._check(ask, context)  # the need it lacks, named as check names it
+            self._deny(ask, str(verdict.get("permission") or "refused"), context)  # a child wider than its parent
+        return verdict
+
+    async def _open(self, ask: _Ask, parent: dict[str, Any] | None) -> dict[str, Any]:
+        """A directive's child context, its decision known (remembered): open_context alone."""
+        ref = f"{ask.plan.tool_id}@{ask.plan.version}"
+        try:
+            return await self._registry.open_context(ask.audit["session_id"], ref, ask.context_id, None)
+        except Refused as e:  # the directive would widen its parent's permissions
+            self._deny(ask, e.message, parent)
+
+    def _check(self, ask: _Ask, context: dict[str, Any]) -> None:
+        """Refuse a call `context`'s permissions do not allow, naming the permission it lacks."""
+        ask.audit["directive"] = context.get("directive")
+        lacking = permissions.check(context["permissions"], ask.shape, ask.params)
+        if lacking is not None:
+            self._deny(ask, lacking, context)
+
+    def _deny(self, ask: _Ask, lacking: str, context: dict[str, Any] | None) -> NoReturn:
+        reason, message, hint = permissions.refusal(lacking, ask.plan.tool_id, context or {})
+        self._refuse(ask.audit, "permission_denied", message, hint, reason, {"permission": lacking})
+
+    def _hold(self, context_id: str, context: dict[str, Any]) -> dict[str, Any]:
+        """Keep a context the database read or opened for the caller: contexts never change (an
+        expired one is refused by the database when it is first read)."""
+        if len(self._contexts) >= 4096:
+            self._contexts.clear()
+        self._contexts[(requested(), context_id)] = context
+        return context
 
     def _refused_by_database(self, audit: dict[str, Any], tool: str, verdict: dict[str, Any], call: Call) -> None:
         kind = str(verdict.get("kind") or "refused")
@@ -184,7 +252,7 @@ class Gate:
 
     def _refuse(
         self, audit: dict[str, Any], kind: str, message: str, hint: str | None, reason: str, extra: dict[str, Any]
-    ) -> None:
+    ) -> NoReturn:
         self._write({**audit, "decision": "refused", "reason": reason[:2000]})
         raise Denied(kind, message, hint=hint, reason=reason, extra=extra)
 

@@ -43,7 +43,18 @@ from typing import Any
 from ..core.plan import mcp_server_of
 from ..core.refs import normalize_ref
 
-__all__ = ["DIRECTIVE_TYPES", "KINDS", "check", "covers", "refusal", "shell_command", "summary", "view"]
+__all__ = [
+    "DIRECTIVE_TYPES",
+    "KINDS",
+    "check",
+    "covers",
+    "names_paths",
+    "needs",
+    "refusal",
+    "shell_command",
+    "summary",
+    "view",
+]
 
 KINDS = ("fs_read", "fs_write", "shell", "mcp", "tools")
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
@@ -125,11 +136,7 @@ def _check_tool(permissions: Mapping[str, Any], plan: Mapping[str, Any]) -> str 
     if tool_type in _EXEMPT_TYPES:
         return None
     if tool_type == "mcp_tool":
-        server = mcp_server_of(plan.get("chain") or [])  # Plan.mcp_server, of the JSON view
-        name = tool_id
-        if server and not tool_id.startswith(normalize_ref(server) + "."):
-            upstream = (plan.get("config") or {}).get("tool") or tool_id
-            name = f"{normalize_ref(server)}.{upstream}"
+        name = _mcp_name(plan, tool_id)
         if not _allowed(permissions.get("mcp"), name):
             return _lacks("mcp", name, permissions.get("mcp"))
         return None
@@ -140,6 +147,38 @@ def _check_tool(permissions: Mapping[str, Any], plan: Mapping[str, Any]) -> str 
         if command is not None and not _allowed(permissions.get("shell"), command):
             return _lacks("shell", f"{command} (run by {tool_id})", permissions.get("shell"))
     return None
+
+
+def _mcp_name(plan: Mapping[str, Any], tool_id: str) -> str:
+    """An mcp_tool as `server.tool` (the imported tool's id, else its server and upstream name)."""
+    server = mcp_server_of(plan.get("chain") or [])  # Plan.mcp_server, of the JSON view
+    if server and not tool_id.startswith(normalize_ref(server) + "."):
+        upstream = (plan.get("config") or {}).get("tool") or tool_id
+        return f"{normalize_ref(server)}.{upstream}"
+    return tool_id
+
+
+def needs(plan: Mapping[str, Any]) -> dict[str, list[str]]:
+    """What running `plan` needs of a context that its parameters do not decide, as
+    public.admit_call checks it when the runner does not hold the context yet:
+    {mcp: [server.tool]} or {tools: [ref], shell: [command]} ({} for what needs nothing).
+    The same names `check` checks, so both refuse the same calls."""
+    tool_id = normalize_ref(str(plan.get("tool_id") or ""))
+    tool_type = plan.get("tool_type")
+    if tool_type in _EXEMPT_TYPES:
+        return {}
+    if tool_type == "mcp_tool":
+        return {"mcp": [_mcp_name(plan, tool_id)]}
+    command = shell_command(plan) if plan.get("primitive") == "subprocess" else None
+    return {"tools": [tool_id], **({"shell": [command]} if command is not None else {})}
+
+
+def names_paths(plan: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
+    """Whether a call names paths its context's fs globs must allow: then the runner reads the
+    context and checks them itself (a parameter value never goes to the database)."""
+    fs = fs_parameters(plan.get("config") or {})
+    names = [*(fs.get("read") or []), *(fs.get("write") or [])] if fs is not None else []
+    return any(params.get(name) is not None for name in names)
 
 
 def view(plan: Any) -> dict[str, Any]:

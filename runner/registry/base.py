@@ -315,12 +315,45 @@ class Registry:
         of those notifies (20261121003000_gate_notifications.sql). Anything else, every dry run
         and every call that brings an approval asks the database."""
         fetch = partial(self._call, "check_call", {"p": call})
-        cache = self.backend.cache
-        if cache is None or call.get("approval_id") is not None or call.get("dry_run"):
+        cache, key = self.backend.cache, self._verdict_key(call)
+        if cache is None or key is None:
             return await fetch()  # a dry run is let through even where a policy would hold the run
-        key = ("gate", self.backend.caller(), call.get("tool_id"), call.get("server"), call.get("session_id"))
         known = cache.peek(key)  # no await when remembered
         return known if known is not None else await cache.get(key, fetch, keep=_untouched)
+
+    def remembered_verdict(self, call: dict[str, Any]) -> dict[str, Any] | None:
+        """check_call's untouched verdict for `call` while the backend's cache holds it (no I/O),
+        else None: what check_call would answer without a round trip."""
+        cache, key = self.backend.cache, self._verdict_key(call)
+        return None if cache is None or key is None else cache.peek(key)
+
+    def _verdict_key(self, call: dict[str, Any]) -> Hashable | None:
+        """Where an untouched verdict of `call` is remembered; None for a call never answered from
+        memory (a dry run, or one that brings an approval)."""
+        if call.get("approval_id") is not None or call.get("dry_run"):
+            return None
+        return ("gate", self.backend.caller(), call.get("tool_id"), call.get("server"), call.get("session_id"))
+
+    async def admit_call(self, call: dict[str, Any]) -> dict[str, Any]:
+        """public.admit_call(p jsonb): check_call's object and the context the call is made under
+        (context_id), what it needs of it (needs: {shell, mcp, tools}) and, for a directive,
+        open_context: true -> check_call's verdict with `context` (the context read) and `opened`
+        (the child context); a need the context lacks, or a child wider than its parent, is
+        {allowed: false, kind: permission_denied, permission}. One round trip, never from memory:
+        it reads a context and may open one. Its decision is check_call's, so an untouched one is
+        remembered as check_call remembers it."""
+        cache, key = self.backend.cache, self._verdict_key(call)
+        if cache is None or key is None:
+            return await self._call("admit_call", {"p": call})
+        answer: dict[str, Any] = {}
+
+        async def fetch() -> dict[str, Any]:
+            answer.update(await self._call("admit_call", {"p": call}))
+            return {k: v for k, v in answer.items() if k not in ("context", "opened", "permission")}
+
+        if cache.peek(key) is None:  # else get would answer from memory without reading the context
+            await cache.get(key, fetch, keep=_untouched)
+        return answer or await self._call("admit_call", {"p": call})
 
     async def take_rate_limit(self, tool_id: str, server: str | None, session: str | None) -> dict[str, Any]:
         """public.take_rate_limit(p_tool_id, p_server, p_session): take one call from every limit
