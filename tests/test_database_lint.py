@@ -647,6 +647,10 @@ ANON_SECURITY_DEFINER_ALLOWED = {
     "kiwi_internal.execution_plan(p_tool_id text, p_version text)": (
         "resolve_execution_plan calls it; visibility per caller_is_admin()/my_namespaces(), never per argument"
     ),
+    "kiwi_internal.chains_compact(p_tool_ids text[])": (
+        "resolve_executor_chains_compact calls it; every chain link is checked visible per "
+        "caller_is_admin()/my_namespaces() on public.tools, else resolve_chains walks it as the caller"
+    ),
     "kiwi_internal.publish(p_manifest jsonb, p_files jsonb, p_manifest_yaml text, p_approval_id uuid)": (
         "publish_tool_version calls it; it refuses whoever may not write the namespace (can_publish_to) "
         "or the tool (refuse_command_write, unless an admin approved this content for this caller: "

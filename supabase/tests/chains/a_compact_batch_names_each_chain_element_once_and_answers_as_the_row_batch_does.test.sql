@@ -9,7 +9,7 @@ select tests.force_tool('loop_b', 'runtime', 'loop_a');
 
 create temporary table answer on commit drop as
 select public.resolve_executor_chains_compact(
-         array['hello_world', 'no_such_tool', 'loop_a', 'format_bytes', 'hello_world']) as a;
+         array['hello_world', 'no_such_tool', 'loop_a', 'format_bytes', 'hello_world'])::jsonb as a;
 
 select results_eq(
   $$ select t ->> 'requested', t -> 'chain' from answer, jsonb_array_elements(a -> 'tools') with ordinality x(t, n) order by n $$,
@@ -35,7 +35,7 @@ select is(
                              'version', b.version, 'content_hash', b.content_hash, 'manifest', b.manifest)
      from public.resolve_executor_chains_batch(array['hello_world']) b where b.depth = 0),
   'an element holds what the row batch returns for it');
-select is(public.resolve_executor_chains_compact('{}'), '{"tools": [], "elements": {}}'::jsonb,
+select is(public.resolve_executor_chains_compact('{}')::jsonb, '{"tools": [], "elements": {}}'::jsonb,
   'an empty batch answers empty lists');
 select lives_ok($$ select public.resolve_executor_chains_compact(array[null, '', '   ']) $$,
   'nulls and blanks are reported, not raised');
@@ -56,8 +56,8 @@ select * from public.resolve_executor_chains_batch((select ids from every_id));
 select is(
   (select jsonb_build_object(
             'tools', (select jsonb_agg(t - 'error_code' order by t ->> 'requested')
-                        from jsonb_array_elements(public.resolve_executor_chains_compact((select ids from every_id)) -> 'tools') t),
-            'elements', public.resolve_executor_chains_compact((select ids from every_id)) -> 'elements')),
+                        from jsonb_array_elements(public.resolve_executor_chains_compact((select ids from every_id))::jsonb -> 'tools') t),
+            'elements', public.resolve_executor_chains_compact((select ids from every_id))::jsonb -> 'elements')),
   (select jsonb_build_object(
             'tools', (select jsonb_agg(x.entry order by x.requested_tool_id) from (
                         select r.requested_tool_id,
@@ -74,10 +74,10 @@ select is(
 
 select tests.make_acme();
 select tests.act_as_user('stranger');
-select is((select a #>> '{tools,0,error_code}' from (select public.resolve_executor_chains_compact(array['acme/private_tool']) a) s),
+select is((select a #>> '{tools,0,error_code}' from (select public.resolve_executor_chains_compact(array['acme/private_tool'])::jsonb a) s),
   'PT404', 'a stranger is told a private tool is not found');
 select tests.act_as_user('member');
-select ok((select a -> 'elements' ? 'acme/private_tool@1.0.0' from (select public.resolve_executor_chains_compact(array['acme/private_tool']) a) s),
+select ok((select a -> 'elements' ? 'acme/private_tool@1.0.0' from (select public.resolve_executor_chains_compact(array['acme/private_tool'])::jsonb a) s),
   'a member of its namespace gets the private tool''s element');
 
 select * from finish();
