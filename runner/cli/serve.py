@@ -143,8 +143,10 @@ async def serve(
         principal = settings.principal()
         async with _served(settings, allow_command_writes, directive) as server:
             _say(f"serving MCP over stdio as {principal.describe()}")
+            from ..mcp.stdio import serve_stdio  # the wire read and written by the loop, not threads
+
             with acting_as(principal):
-                await server.run_stdio_async()
+                await serve_stdio(server)
     elif transport == "http":
         await _serve_http(
             settings,

@@ -23,6 +23,7 @@ import time
 from pathlib import Path, PurePosixPath
 
 from ..errors import ConfigError, IntegrityError, Refused
+from .identity import ByIdentity
 from .plan import Plan, PlanFile
 
 COMPLETE = ".kiwi-complete"
@@ -120,10 +121,24 @@ def _content(f: PlanFile) -> bytes:
     return data
 
 
+def _checked(plan: Plan) -> dict[str, PlanFile]:
+    """The plan's files by their safe relative paths, each matching its sha256, none a directory of
+    another. A plan is immutable, so this holds for as long as the plan object lives: it is
+    remembered by identity (a cached plan's warm run neither re-encodes nor rehashes its files;
+    the files on disk are still checked on every run)."""
+    files = {str(safe_relative(f.path)): f for f in plan.files}
+    for f in files.values():
+        _content(f)
+    _clashes(list(files))
+    return files
+
+
+_checked_plan = ByIdentity(_checked)
+
+
 def materialise(plan: Plan, root: Path) -> Path:
     """The directory holding the plan's files, written if needed. Raises IntegrityError on a mismatch."""
-    contents = {str(safe_relative(f.path)): (_content(f), f) for f in plan.files}
-    _clashes(list(contents))
+    contents = _checked_plan(plan)
     entry = entrypoint_file(plan)
     target = root / "tools" / plan.content_hash
     if (target / COMPLETE).exists():
@@ -135,11 +150,11 @@ def materialise(plan: Plan, root: Path) -> Path:
     except OSError as e:
         raise _unwritable(None, e) from e
     try:
-        for rel, (data, f) in contents.items():
+        for rel, f in contents.items():
             dest = staging / rel
             try:
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(data)
+                dest.write_bytes(_content(f))
                 dest.chmod(0o755 if f is entry else 0o644)
             except OSError as e:
                 raise _unwritable(rel, e) from e
@@ -168,14 +183,14 @@ def _signature(target: Path, rels: list[str]) -> tuple[Stamp, ...] | None:
     return tuple((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for st in stats)
 
 
-def _verify_on_disk(target: Path, contents: dict[str, tuple[bytes, PlanFile]]) -> None:
+def _verify_on_disk(target: Path, contents: dict[str, PlanFile]) -> None:
     """Every file on disk hashes to the plan's sha256 (the plan itself already matched its
     content_hash, so a mismatch here is the disk's: a cached copy edited or damaged)."""
-    shas = tuple(f.sha256 for _, f in contents.values())
+    shas = tuple(f.sha256 for f in contents.values())
     signature = _signature(target, list(contents))
     if signature is not None and _verified.get(target) == (signature, shas):
         return
-    for rel, (_, f) in contents.items():
+    for rel, f in contents.items():
         path = target / rel
         try:
             data = path.read_bytes()

@@ -281,8 +281,9 @@ class Runner:
         call = Call(session, context=context, approval_id=approval_id)
         # the lockfile's version, if it pins one; an explicit version always wins
         version = version or self.locked_version(ref)
-        work = self.run(ref, params, version=version, dry_run=dry_run, call=call, listener=listener)
-        return await asyncio.wait_for(work, timeout=timeout_s)
+        # asyncio.timeout, not wait_for: the run stays in the caller's task (no task of its own a call)
+        async with asyncio.timeout(timeout_s):
+            return await self.run(ref, params, version=version, dry_run=dry_run, call=call, listener=listener)
 
     async def verify(self, plan: Plan) -> list[Any]:
         """Each registry element of the plan's chain judged under the trusted keys (see

@@ -13,7 +13,8 @@ notifications for that request, sent as they happen and all before its answer.
 
 The runner masks the run's secrets before the listener hears anything (harness/listening.py).
 The callbacks only queue, since they are called on the event loop from a process's pipe; one
-task sends, in order. At most MAX_PENDING wait: a tool that writes faster than its client reads
+task sends, in order, started by the first thing queued (a run that says nothing, the common
+case, costs no task). At most MAX_PENDING wait: a tool that writes faster than its client reads
 loses lines, and a last message says how many.
 """
 
@@ -74,16 +75,17 @@ async def following(ctx: Context[Any, Any] | None, ref: str | None) -> AsyncIter
         yield None
         return
     stream = _Stream(request, ref or "kiwi")
-    sender = asyncio.create_task(stream.pump(), name=f"kiwi-notify:{ref}")
     try:
         yield stream.listener
     except BaseException:  # cancelled (the request was): nothing more goes to its client
         stream.close()
-        sender.cancel()
+        if stream.sender is not None:
+            stream.sender.cancel()
         raise
     stream.close()
-    await asyncio.wait({sender}, timeout=DRAIN_S)
-    sender.cancel()
+    if stream.sender is not None:  # all of it before the answer
+        await asyncio.wait({stream.sender}, timeout=DRAIN_S)
+        stream.sender.cancel()
 
 
 def _request_of(ctx: Context[Any, Any] | None) -> ServerRequestContext[Any, Any] | None:
@@ -106,6 +108,8 @@ class _Stream:
         self._dropped = 0
         self._last = 0.0  # the last progress sent: each one must be greater
         self.listener = RunListener(line=self._line, progress=self._progress)
+        self.sender: asyncio.Task[None] | None = None  # started by the first item queued
+        self._loop = asyncio.get_running_loop()
 
     # -- called by the run, on the event loop; they never wait -------------------------------
 
@@ -124,7 +128,9 @@ class _Stream:
         except anyio.WouldBlock:
             self._dropped += 1
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass  # the request is over: nobody to tell
+            return  # the request is over: nobody to tell
+        if self.sender is None:
+            self.sender = self._loop.create_task(self.pump(), name=f"kiwi-notify:{self._ref}")
 
     def close(self) -> None:
         self._send.close()

@@ -34,6 +34,7 @@ from . import procfs
 
 PR_SET_CHILD_SUBREAPER = 36
 POLL_S = 0.05  # how often a running tree is looked at (what it forks and leaves behind)
+FIRST_POLL_S = 0.005  # a tree given its start time is first looked at once its root has had time to exec
 _ROUNDS = 50  # kill rounds: a process that forks while being killed leaves children to the next
 _REAP_S = 1.0  # how long to wait for a killed adopted process to become a zombie we can reap
 
@@ -63,29 +64,47 @@ def supported() -> bool:
     return become_subreaper() and os.path.isdir("/proc/self/task")
 
 
+def ticks_now() -> int:
+    """Now, in the clock of /proc/<pid>/stat's start times (clock ticks of CLOCK_BOOTTIME): taken
+    before a spawn, a start time that no process of that spawn can precede."""
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK") // 1_000_000_000
+
+
 class Watch:
     """One spawned process's tree: what it is now, what it has been, what is left of it."""
 
-    def __init__(self, root: int, pipes: Iterable[int] = ()) -> None:
+    def __init__(self, root: int, pipes: Iterable[int] = (), started: int | None = None) -> None:
+        """`started`: ticks_now() taken before `root` was spawned. Given, the root is not read
+        now: a child still in its exec makes a read of its /proc/<pid>/stat wait for the exec
+        to end (0.1-1 ms on the reply path); the first look at the tree, FIRST_POLL_S later,
+        records it, and until then `started` stands in for its start time."""
         self.root = root
         self.pipes = set(pipes)
         self.enabled = supported()
         self.seen: dict[int, int] = {}  # pid -> start time, of every process seen in the tree
-        me = procfs.stat(root) if self.enabled else None
-        self.started = me.starttime if me else 0
         self._live: set[int] = set()  # where the next walk starts: what the last one found
-        self._poller: asyncio.Task[None] | None = None
-        if self.enabled:
+        self._swept: dict[int, procfs.ProcStat] = {}  # what the last sweep found
+        self._poller: asyncio.Handle | None = None
+        first = 0.0
+        if started is not None and self.enabled:
+            self.started = started
+            self._live.add(root)
+            first = FIRST_POLL_S
+        else:
+            me = procfs.stat(root) if self.enabled else None
+            self.started = me.starttime if me else 0
             if me is not None:  # else it is gone (and maybe reaped: its pid means nothing now)
                 self.seen[root] = me.starttime
                 self._live.add(root)
+        if self.enabled:
             _active.add(self)
-            self._poller = asyncio.get_running_loop().create_task(self._poll())
+            self._loop = asyncio.get_running_loop()
+            self._poller = self._loop.call_later(first, self._poll)  # a timer, not a task: one less per run
 
-    async def _poll(self) -> None:
-        while True:
-            self.members()
-            await asyncio.sleep(POLL_S)
+    def _poll(self) -> None:
+        """Look at the tree now and again every POLL_S until closed."""
+        self.members()
+        self._poller = self._loop.call_later(POLL_S, self._poll)
 
     def members(self, extra: Iterable[int] = ()) -> dict[int, procfs.ProcStat]:
         """Every process of the run now (zombies included), remembering each as seen; `extra`
@@ -100,6 +119,9 @@ class Watch:
                 continue
             if pid in self.seen and self.seen[pid] != entry.starttime:
                 continue  # the pid was reused by a process of someone else
+            unread_root = pid == self.root and pid not in self.seen
+            if unread_root and (entry.ppid != os.getpid() or entry.starttime < self.started):
+                continue  # the root, read for the first time, is no longer ours (reaped, its pid taken)
             found[pid] = entry
             self.seen.setdefault(pid, entry.starttime)
             queue.extend(procfs.children(pid))
@@ -111,7 +133,8 @@ class Watch:
         if self.seen.get(entry.pid) == entry.starttime:
             return True
         for leader in (entry.pgrp, entry.session):  # a group or session begun in the run
-            if leader != entry.pid and leader in self.seen and entry.starttime >= self.seen[leader]:
+            since = self.seen.get(leader, (self.started or None) if leader == self.root else None)  # root: not read yet
+            if leader != entry.pid and since is not None and entry.starttime >= since:
                 return True
         return bool(self.pipes) and entry.alive and not self.pipes.isdisjoint(procfs.pipes(entry.pid))
 
@@ -137,7 +160,7 @@ class Watch:
 
     def _sweep(self) -> list[procfs.ProcStat]:
         """SIGKILL every live process of the run once; what was signalled."""
-        found = self.members(self._strays())
+        found = self._swept = self.members(self._strays())
         hit = []
         for pid, entry in found.items():
             if pid == self.root and not entry.alive:
@@ -153,8 +176,10 @@ class Watch:
     async def kill(self) -> list[Killed]:
         """Kill what is left of the run and reap what the runner adopted of it."""
         killed: dict[int, str] = {}
-        for _ in range(_ROUNDS):
+        for round_ in range(_ROUNDS):
             hit = self._sweep()
+            if not hit and round_ == 0 and not (self._swept.keys() - {self.root}):
+                return []  # the common case: nothing but the (reaped) root was ever left to sweep
             if not hit:
                 break
             killed.update((e.pid, e.name) for e in hit)

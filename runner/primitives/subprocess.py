@@ -38,7 +38,7 @@ from typing import Any
 from ..core.expand import as_text, fill, render_argv, variables_in
 from ..core.plan import Plan
 from ..errors import ConfigError, PrimitiveError, Refused
-from . import procfs, reaper
+from . import childwatch, procfs, reaper
 from .base import Invocation, Outcome
 from .pipes import Collector
 
@@ -98,8 +98,10 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
             f"working directory does not exist: {spec.cwd}", hint="create it, or point cwd at an existing directory"
         )
     program = _resolve(spec.argv[0], spec.env.get("PATH") or DEFAULT_PATH, spec.cwd)
+    childwatch.install()  # the child's exit seen through a pidfd, not a thread of its own
     loop = asyncio.get_running_loop()
     started = time.perf_counter()
+    born = reaper.ticks_now()  # no process of this run can have started before this
     start = asyncio.ensure_future(
         loop.subprocess_exec(
             lambda: Collector(spec.max_output_bytes, loop, spec.on_stderr_line),
@@ -128,7 +130,7 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
         ) from exc
 
     pgid = transport.get_pid()
-    watch = reaper.Watch(pgid, _pipe_inodes(transport))
+    watch = reaper.Watch(pgid, _pipe_inodes(transport), started=born)
     if spec.stdin is not None:
         # The transport writes in the background as the child reads, so a child that never
         # reads cannot deadlock us; a broken pipe just closes the write end quietly.
@@ -149,7 +151,8 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
         group_ended = True
         if timed_out:
             await asyncio.wait({proto.exited}, timeout=KILL_GRACE_S)
-        await asyncio.wait({proto.pipes_done}, timeout=DRAIN_S)
+        if not proto.pipes_done.done():  # usually closed with the exit: no turn of the loop for nothing
+            await asyncio.wait({proto.pipes_done}, timeout=DRAIN_S)
     finally:
         if not group_ended:  # cancelled (or failed) mid-run: no time for grace
             _signal_group(pgid, signal.SIGKILL)

@@ -128,11 +128,14 @@ async def search(
 ) -> Found:
     """Search the registry (unless `query` is local: or `registry` is None) and the local
     `spaces` (None: none; `kiwi serve` without --local-spaces), merged as the module says."""
-    embedding = asyncio.create_task(embed_query(embedder, query.text))  # in a thread, while the spaces are read
-    try:
-        listing = list_tools(spaces, query) if spaces is not None else None
-    finally:
-        embedded = await embedding
+    if spaces is None:  # nothing to read meanwhile: no task of its own
+        listing, embedded = None, await embed_query(embedder, query.text)
+    else:
+        embedding = asyncio.create_task(embed_query(embedder, query.text))  # in a thread, while the spaces are read
+        try:
+            listing = list_tools(spaces, query)
+        finally:
+            embedded = await embedding
     vector = embedded.vector
     entries = listing.entries if listing else []
     warnings = list(listing.warnings) if listing else []
@@ -157,7 +160,7 @@ async def search(
             warnings.append(f"local tools ranked by words only: their texts could not be embedded ({e})")
     # the registry's scale: fused ranks when its answer is hybrid (or, not asked, would be)
     fused = mode == "hybrid" or (mode is None and vector is not None)
-    local_rows = rank(entries, query, query_vector=vector, vectors=vectors, fused=fused, limit=limit)
+    local_rows = rank(entries, query, query_vector=vector, vectors=vectors, fused=fused, limit=limit) if entries else []
     if not query.text.strip():
         mode = mode or LISTING
     elif vector is None:

@@ -14,7 +14,7 @@ from mcp_types import CallToolResult, TextContent
 from ...errors import KiwiError, NotFound, Refused, UsageError
 from ..auth import acting_as_caller
 
-__all__ = ["default_hint", "error_result", "fail", "guarded", "jsonable", "ok"]
+__all__ = ["default_hint", "error_result", "fail", "guarded", "jsonable", "ok", "ok_built"]
 
 logger = logging.getLogger("kiwi.mcp.server")
 
@@ -25,6 +25,13 @@ def jsonable(value: Any) -> Any:
 
 def ok(text: str, structured: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=jsonable(structured))
+
+
+def ok_built(text: str, structured: dict[str, Any]) -> CallToolResult:
+    """ok() for structured content built for this answer alone out of JSON values (str, int, float,
+    bool, None, lists, dicts with str keys), sharing nothing: as jsonable() would give it back, so
+    the round trip through JSON (a third of a search's own time) is skipped."""
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
 def fail(message: str, hint: str | None, *, kind: str = "error", extra: dict[str, Any] | None = None) -> CallToolResult:

@@ -22,7 +22,7 @@ from ...search.combined import search as search_everywhere
 from ...search.query import parse
 from ...trust.states import signature_labels
 from .args import ITEM_TYPES, check_item_type, item_type_of
-from .results import guarded, ok
+from .results import guarded, ok, ok_built
 from .state import ServerState
 
 if TYPE_CHECKING:
@@ -91,7 +91,10 @@ async def search(
         }
         if warnings:
             structured["warnings"] = warnings
-        return ok(_search_text(query, kind, items, found, warnings), structured)
+        text = _search_text(query, kind, items, found, warnings)
+        if all(r["source"] == REGISTRY for r in rows):  # columns of search_tools (text, real, jsonb): JSON already
+            return ok_built(text, structured)
+        return ok(text, structured)  # a local tool's manifest may hold any YAML value
 
     return await guarded("search", call)
 
@@ -110,7 +113,7 @@ def _item(r: dict[str, Any], signature: dict[str, Any]) -> dict[str, Any]:
         "rank": r.get("rank"),
         "matched_by": r.get("matched_by"),
         "source": r.get("source"),
-        "signature": signature,
+        "signature": {**signature, "key_fingerprints": list(signature.get("key_fingerprints") or [])},  # its own
     }
 
 
