@@ -15,7 +15,9 @@
           SDK sessions (each its own HTTP client) calling `execute run hello_world` in a
           loop: calls/s, median and p99 latency. Beside it, in the same run: the same
           number of concurrent bare spawns (the machine's ceiling for the script itself),
-          and `search` through the same server. Target: >= 400 calls/s.
+          and `search` through the same server. Target: >= 400 calls/s. Beside each, the CPU
+          per call of the server process (its children not counted) and of this client
+          process, and what one core could serve at the server's CPU per call.
 
 The audit row and the run record of every call are written behind the reply; each block
 ends by waiting until the server has written them (their rows are counted in Postgres), so
@@ -186,7 +188,7 @@ def http_server(url: str, cache: Path, log: Path) -> Any:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"kiwi serve --transport http did not start:\n{log.read_text(errors='replace')}")
             time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", proc.pid
     finally:
         proc.terminate()
         try:
@@ -226,12 +228,22 @@ async def saturate(workers: list[Callable[[], Awaitable[Any]]], total: int) -> t
     return total / (time.perf_counter() - t0), latencies
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) one process has used, its children not counted."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def measure_http(
-    endpoint: str, spec: Any, n: int, calls: int, rounds: int, rows: RowCount
-) -> dict[str, list[tuple[float, list[float]]]]:
+    endpoint: str, server_pid: int, spec: Any, n: int, calls: int, rounds: int, rows: RowCount
+) -> tuple[dict[str, list[tuple[float, list[float]]]], dict[str, list[tuple[float, float]]]]:
+    """Each kind's rounds (calls/s, latencies), and CPU ms per call of each round: the server
+    process's own (its children, the spawned scripts, not counted; its writes behind the
+    replies included) and this client process's (the SDK sessions; for bare, the spawning)."""
     claims = {"sub": LOCAL_OWNER_ID, "role": "authenticated", "aud": "authenticated"}
     token = sign(claims, LOCAL_JWT_SECRET, expires_in_s=3600)
     out: dict[str, list[tuple[float, list[float]]]] = {"execute": [], "bare": [], "search": []}
+    cpu: dict[str, list[tuple[float, float]]] = {k: [] for k in out}
     async with sessions(endpoint, token, n) as clients:
 
         def execute(c: Client) -> Callable[[], Awaitable[Any]]:
@@ -253,14 +265,17 @@ async def measure_http(
         await rows.settle(done)
         for r in range(rounds):
             for name, workers in kinds.items():
+                server0, client0 = process_cpu_s(server_pid), time.process_time()
                 rate, lat = await saturate(workers, calls)
+                client_ms = (time.process_time() - client0) * 1000 / calls
                 settle_s = 0.0
                 if name == "execute":
                     done += calls
                     settle_s = await rows.settle(done)
+                cpu[name].append(((process_cpu_s(server_pid) - server0) * 1000 / calls, client_ms))
                 _log(f"[bench] http round {r + 1}/{rounds} {name}: {rate:,.0f} calls/s (writes: {settle_s:.2f} s)")
                 out[name].append((rate, lat))
-    return out
+    return out, cpu
 
 
 # --------------------------------------------------------------------------------------
@@ -317,24 +332,47 @@ async def run(args: argparse.Namespace) -> int:
                 verdicts.append(Verdict("MCP execute over stdio / bare spawn, median", ratio, "x", "<=", 1.5))
             if "http" in args.only:
                 _log(f"[bench] http: {args.sessions} sessions, {args.calls} calls x {args.rounds} rounds per kind")
-                with http_server(args.url, cache, cache / "serve.log") as endpoint:
-                    h = await measure_http(endpoint, spec, args.sessions, args.calls, args.rounds, rows)
+                with http_server(args.url, cache, cache / "serve.log") as (endpoint, pid):
+                    h, cpu = await measure_http(endpoint, pid, spec, args.sessions, args.calls, args.rounds, rows)
                 table_rows = []
                 for name, label in (("bare", "bare spawns"), ("execute", "MCP execute"), ("search", "MCP search")):
                     rate, lat = median_round(h[name])
                     med, p99 = statistics.median(lat), pct(lat, 0.99)
-                    table_rows.append([label, f"{rate:,.0f}", f"{med:.1f}", f"{p99:.1f}"])
+                    server_ms = statistics.median(c[0] for c in cpu[name])
+                    client_ms = statistics.median(c[1] for c in cpu[name])
+                    server = f"{server_ms:.2f}" if name != "bare" else "-"
+                    table_rows.append([label, f"{rate:,.0f}", f"{med:.1f}", f"{p99:.1f}", server, f"{client_ms:.2f}"])
                 ex, bare = median_round(h["execute"])[0], median_round(h["bare"])[0]
+                ex_server = statistics.median(c[0] for c in cpu["execute"])
+                ex_client = statistics.median(c[1] for c in cpu["execute"])
                 lines += [
                     f"## http, {args.sessions} concurrent sessions, median of {args.rounds} rounds of {args.calls}",
                     "",
-                    table(["path", "calls/s", "median ms", "p99 ms"], table_rows),
+                    table(
+                        ["path", "calls/s", "median ms", "p99 ms", "server CPU ms/call", "client CPU ms/call"],
+                        table_rows,
+                    ),
                     "",
                     f"execute / bare spawns (calls/s): {ex / bare:.2f}x",
+                    "",
+                    f"CPU per execute: the server {ex_server:.2f} ms (one core serves at most {1000 / ex_server:,.0f}"
+                    f" calls/s), the SDK clients {ex_client:.2f} ms; on {os.cpu_count()} cores shared by both, at"
+                    f" most {os.cpu_count() * 1000 / (ex_server + ex_client):,.0f} calls/s before the scripts and"
+                    " Postgres take their share.",
                     "",
                 ]
                 verdicts.append(Verdict(f"MCP execute over http, {args.sessions} sessions", ex, "calls/s", ">=", 400))
                 verdicts.append(Verdict("  bare spawns at the same concurrency", bare, "calls/s", ">=", 400, False))
+                verdicts.append(
+                    Verdict(
+                        "  one core's ceiling for the server (1000 / its CPU ms per execute)",
+                        1000 / ex_server,
+                        "calls/s",
+                        ">=",
+                        400,
+                        False,
+                    )
+                )
         finally:
             await conn.close()
         lines += summary(verdicts)
