@@ -54,8 +54,9 @@ SEED_FILE = ROOT / "supabase" / "seed.sql"
 DEFAULT_ADMIN_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
 
 # Bump when the generated data changes shape: registries built by an older generator
-# are then rebuilt instead of reused.
-GENERATOR_VERSION = 4
+# are then rebuilt instead of reused. (5: file bodies of api and MCP tools as one-line
+# JSON, which the C encoder writes; indented JSON went through Python's.)
+GENERATOR_VERSION = 5
 DB_PREFIX = "kiwi_bench_"
 
 Log = Callable[[str], None]
@@ -1038,9 +1039,7 @@ class Generator:
             "auth": {"type": "bearer", "token": f"${{{provider.upper()}_TOKEN}}"},
             "response_transform": "$.data",
         }
-        spec = json.dumps(
-            {"openapi": "3.1.0", "info": {"title": identity["name"]}, "paths": {f"/v1/{noun}s": {}}}, indent=1
-        )
+        spec = json.dumps({"openapi": "3.1.0", "info": {"title": identity["name"]}, "paths": {f"/v1/{noun}s": {}}})
         return self._tool(
             namespace,
             "api",
@@ -1081,7 +1080,7 @@ class Generator:
             "properties": {identity["_noun"]: {"type": "string"}, "limit": {"type": "integer", "default": 50}},
             "required": [identity["_noun"]],
         }
-        body = json.dumps({"name": local, "inputSchema": schema}, indent=1)
+        body = json.dumps({"name": local, "inputSchema": schema})
         return self._tool(
             server.namespace,
             "mcp_tool",

@@ -5,34 +5,39 @@ vocabulary, the content hash and the precomputed plan of every tool, which takes
 a millisecond a tool. Here the same values are derived in bulk, in this order:
 
 1. Python computes what is plain hashing and string work, exactly as the SQL functions
-   do (checked on a sample by `synthetic.verify`): uuids, `content_hash` (the canonical
-   JSON of `kiwi_internal.canonical_json`), file sha256, size and media type, the
-   embedding text `search_text` and its hash, and the vocabulary words.
-2. The rows stream by `COPY` straight into `tool_versions` and `tool_version_files`, and
-   into an unlogged stage for `tools`, on three connections at once with triggers and
-   foreign-key checks off (`session_replication_role = replica`), while the secondary
-   indexes are dropped (they are rebuilt at the end, two at a time).
-3. The tools are inserted from the stage with their tsvectors (`tool_search_vector`,
-   `tool_name_vector`, `tool_search_document`: the registry's own functions), in two
-   halves on two connections. Those functions are SQL functions pinned with
-   `set search_path = ''`, which PostgreSQL never inlines; for the load only, the pin
-   is lifted (their bodies name every object by schema, so the result is the same) and
-   put back afterwards: 2-3x less time.
+   do (checked on a sample by `synthetic.verify`): ascending uuids, `content_hash` (the
+   canonical JSON of `kiwi_internal.canonical_json`), file sha256, size and media type,
+   the embedding text `search_text` and its hash, `search_words_of` of the id and name,
+   tags and categories, and the vocabulary words.
+2. The rows stream by `COPY` straight into `tool_versions` and `tool_version_files`, one
+   connection each, with triggers and foreign-key checks off
+   (`session_replication_role = replica`), while the secondary indexes are dropped
+   (they are rebuilt at the end, two at a time).
+3. Meanwhile the tools go a chunk at a time into a small unlogged table and from there
+   into `tools` with their tsvectors, on two more connections (`ChunkInserter`): the
+   bodies of `tool_search_vector`, `tool_name_vector` and `tool_search_document` over the
+   words Python split (so no regular expression runs in the database), the id-and-name
+   vector computed once for both columns that hold it. The SQL functions the constraints
+   call are pinned with `set search_path = ''`, which PostgreSQL never inlines; for the
+   load only, the pin is lifted (their bodies name every object by schema, so the result
+   is the same) and put back afterwards.
 4. The plan cache is filled set-wise: a tool's plan is its executor's cached plan with
    the tool put on top (its link first, its config deep-merged last with the append
-   marks of the chain below: `jsonb_deep_merge_all` folded one step further), level by
-   level from the seed's primitives up. `synthetic.verify` compares a sample with
-   `kiwi_internal.compute_plan`, the per-tool path.
+   marks of the chain below: `jsonb_deep_merge_all` folded one step further): the
+   executors level by level from the seed's primitives up, then every other tool in one
+   pass. `synthetic.verify` compares a sample with `kiwi_internal.compute_plan`, the
+   per-tool path.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import queue
+import random
 import re
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -82,8 +87,12 @@ MEDIA_TYPES = {
 
 
 def words_of(text: str | None) -> str:
-    """kiwi_internal.search_words_of."""
-    return _NON_ALNUM.sub(" ", _CAMEL.sub(r"\1 \2", text or "")).lower()
+    """kiwi_internal.search_words_of. (Text without capitals has no camelCase to split:
+    most of the generator's is lower case, and skipping that pass halves the cost.)"""
+    text = text or ""
+    if not text.islower():
+        text = _CAMEL.sub(r"\1 \2", text)
+    return _NON_ALNUM.sub(" ", text).lower()
 
 
 def guess_media_type(path: str) -> str:
@@ -126,42 +135,52 @@ def search_text(tool_id: str, name: str, tags: list[str], description: str, para
     return _SPACES.sub(" ", ". ".join(p for p in parts if p)).strip(" ")
 
 
-def vocabulary(tool_id: str, name: str, tags: list[str], category: str | None, subcategory: str | None) -> list[str]:
-    """The words kiwi_internal.remember_search_words keeps of a tool's tool_vocabulary."""
-    text = " ".join(x for x in (tool_id, name, " ".join(tags), category, subcategory) if x is not None)
-    return [w for w in words_of(text).split(" ") if len(w) >= 3]
-
-
 # --------------------------------------------------------------------------------------
 # COPY text format
 # --------------------------------------------------------------------------------------
 
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
 
 def _c(value: Any) -> str:
+    """A COPY text field. (str.replace where a character occurs: several times faster than
+    str.translate, the largest cost of the lines.)"""
     if value is None:
         return "\\N"
     if value is True:
         return "t"
     if value is False:
         return "f"
-    return str(value).translate(_COPY_ESCAPES)
+    s = str(value)
+    if "\\" in s:
+        s = s.replace("\\", "\\\\")
+    if "\t" in s:
+        s = s.replace("\t", "\\t")
+    if "\n" in s:
+        s = s.replace("\n", "\\n")
+    if "\r" in s:
+        s = s.replace("\r", "\\r")
+    return s
 
 
 def _array(items: list[str]) -> str:
     return "{" + ",".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items) + "}"
 
 
-STAGE_DDL = """
-create schema if not exists kiwi_bench_load;
-create unlogged table kiwi_bench_load.tools_stage (
+CHUNK_WORKERS = 2  # connections inserting the tools' chunks (see ChunkInserter)
+STAGE_DDL = "\n".join(
+    [
+        "create schema if not exists kiwi_bench_load;",
+        "create unlogged table kiwi_bench_load.tools_stage (id uuid, half int);",  # every tool, for the plans
+        *(
+            f"""create unlogged table kiwi_bench_load.tools_chunk_{w} (
   id uuid, namespace text, tool_id text, tool_type text, executor_id text, name text, description text,
   category text, subcategory text, tags text[], visibility text, is_builtin boolean, latest_version text,
-  run_count bigint, download_count bigint, search_text text, search_text_hash text, parameters jsonb, half int)
-"""
+  run_count bigint, download_count bigint, search_text text, search_text_hash text, parameters jsonb, half int,
+  w_ident text, w_tags text, w_categories text);"""
+            for w in range(CHUNK_WORKERS)
+        ),
+    ]
+)
 COPIES = {
-    "tools": "copy kiwi_bench_load.tools_stage from stdin",
     "versions": "copy public.tool_versions (id, tool_uuid, version, executor_id, manifest, content_hash,"
     " changelog, is_latest) from stdin",
     "files": "copy public.tool_version_files (version_id, path, media_type, sha256, size_bytes, is_entrypoint,"
@@ -177,10 +196,21 @@ class Rows:
         self.namespaces: set[str] = set()
         self.words: set[str] = set()
         self.count = 0
+        self.rng = random.Random()  # seeded by the OS
+        self.serial = time.time_ns() // 1000 << 12  # a new range every build
+
+    def uuid(self) -> str:
+        """An ascending uuid (a serial, then random bits; as 32 hex digits, which uuid input
+        takes). The primary keys of tools, versions, files and plans then grow at their
+        right edge instead of everywhere: after each checkpoint (a 1M load makes dozens),
+        the first change to an index page writes the whole page to the WAL again, and
+        random keys touch every page. (uuid4 also read the OS's entropy, twice a tool.)"""
+        self.serial += 1
+        return f"{self.serial:016x}{self.rng.getrandbits(64):016x}"
 
     def lines(self, t: Any) -> tuple[str, str, str]:
         m = t.manifest
-        tool_uuid, version_uuid = uuid.uuid4(), uuid.uuid4()
+        tool_uuid, version_uuid = self.uuid(), self.uuid()
         body = t.file_content.encode()
         sha = hashlib.sha256(body).hexdigest()
         executor = m.get("executor")
@@ -191,7 +221,14 @@ class Rows:
         tags = list(m.get("tags", []))
         text = search_text(t.tool_id, name, tags, description, m.get("parameters"))
         self.namespaces.add(t.namespace)
-        self.words.update(vocabulary(t.tool_id, name, tags, m.get("category"), m.get("subcategory")))
+        # search_words_of of the id and name, the tags, the categories (see INSERT_TOOLS); together
+        # the tool's vocabulary (words_of of a join is the join of words_of, but for extra spaces)
+        words = (
+            words_of(f"{t.tool_id} {name}"),
+            words_of(" ".join(tags)),
+            words_of(" ".join(c for c in (m.get("category"), m.get("subcategory")) if c is not None)),
+        )
+        self.words.update(w for w in " ".join(words).split(" ") if len(w) >= 3)
         half = self.count % 2
         self.count += 1
         params = m.get("parameters")
@@ -218,6 +255,7 @@ class Rows:
                 hashlib.sha256(text.encode()).hexdigest(),
                 None if params is None else json.dumps(params),
                 half,
+                *words,
             )
         )
         version = "\t".join(
@@ -253,6 +291,7 @@ def _replica(conn: psycopg.Connection) -> None:
     conn.execute("set maintenance_work_mem = '512MB'")
     conn.execute("set max_parallel_maintenance_workers = 1")
     conn.execute("set synchronous_commit = off")
+    conn.execute("set work_mem = '128MB'")  # the plans' joins and sorts stay in memory
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -266,10 +305,57 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
+class ChunkInserter:
+    """Inserts the tools a chunk at a time while the next ones are generated: each chunk is
+    COPY'd into its worker's unlogged table and inserted from there with its search
+    columns, on CHUNK_WORKERS connections. The tsvectors are most of what a tool costs,
+    and generating in Python leaves the database a core partly idle."""
+
+    def __init__(self, url: str) -> None:
+        self.queue: queue.Queue[bytes | None] = queue.Queue(maxsize=2 * CHUNK_WORKERS)
+        self.errors: list[BaseException] = []
+        self.threads = [threading.Thread(target=self._work, args=(url, w)) for w in range(CHUNK_WORKERS)]
+        for th in self.threads:
+            th.start()
+
+    def _work(self, url: str, worker: int) -> None:
+        table = f"kiwi_bench_load.tools_chunk_{worker}"
+        try:
+            with psycopg.connect(url) as conn:
+                _replica(conn)
+                while (data := self.queue.get()) is not None:
+                    conn.execute(f"truncate {table}")  # type: ignore[arg-type]
+                    with conn.cursor().copy(f"copy {table} from stdin") as copy:  # type: ignore[arg-type]
+                        copy.write(data)
+                    conn.execute(INSERT_TOOLS.replace("{chunk}", table))  # type: ignore[arg-type]
+                    conn.execute(f"insert into kiwi_bench_load.tools_stage select id, half from {table}")  # type: ignore[arg-type]
+                    conn.commit()
+        except BaseException as exc:  # re-raised by put() or close()
+            self.errors.append(exc)
+            while self.queue.get() is not None:  # never leave the producer blocked
+                pass
+
+    def put(self, data: bytes) -> None:
+        if self.errors:
+            raise self.errors[0]
+        self.queue.put(data)
+
+    def close(self) -> None:
+        for _ in self.threads:
+            self.queue.put(None)
+        for th in self.threads:
+            th.join()
+        if self.errors:
+            raise self.errors[0]
+
+
 def copy_rows(url: str, tools: Iterable[Any]) -> Rows:
-    """Streams the tools into the stage and the two version tables, one connection each."""
+    """Streams the version tables, one connection each, and the tools by chunks
+    (ChunkInserter)."""
     rows = Rows()
+    inserter = ChunkInserter(url)
     with ExitStack() as stack:
+        stack.callback(inserter.close)
         conns = {k: stack.enter_context(psycopg.connect(url)) for k in COPIES}
         for conn in conns.values():
             _replica(conn)
@@ -284,7 +370,8 @@ def copy_rows(url: str, tools: Iterable[Any]) -> Rows:
             for t in chunk:
                 for buf, line in zip(out, rows.lines(t), strict=True):
                     buf.append(line)
-            for key, buf in zip(COPIES, out, strict=True):
+            inserter.put(("\n".join(out[0]) + "\n").encode())
+            for key, buf in zip(COPIES, out[1:], strict=True):
                 copies[key].write(("\n".join(buf) + "\n").encode())
     return rows
 
@@ -300,13 +387,16 @@ insert into public.tools (id, namespace, tool_id, tool_type, executor_id, name, 
                           search_text_hash)
 select s.id, s.namespace, s.tool_id, s.tool_type, s.executor_id, s.name, s.description, s.category,
        s.subcategory, s.tags, s.visibility, s.is_builtin, s.latest_version, s.run_count, s.download_count,
-       kiwi_internal.tool_search_vector(s.tool_id, s.name, s.tags, s.description, s.category, s.subcategory),
-       kiwi_internal.tool_name_vector(s.tool_id, s.name),
-       kiwi_internal.tool_search_document(s.tool_id, s.name, s.tags, s.description, s.category, s.subcategory,
-                                          s.parameters),
+       setweight(n.v, 'A') || setweight(to_tsvector('simple', s.w_tags), 'B')
+         || setweight(to_tsvector('simple', coalesce(s.description, '')), 'C')
+         || setweight(to_tsvector('simple', s.w_categories), 'D'),
+       n.v,
+       setweight(to_tsvector('english', s.w_ident), 'A') || setweight(to_tsvector('english', s.w_tags), 'B')
+         || setweight(to_tsvector('english', coalesce(s.description, '') || ' ' || s.w_categories), 'C')
+         || setweight(to_tsvector('english', kiwi_internal.parameters_search_text(s.parameters)), 'D'),
        s.search_text, s.search_text_hash
-  from kiwi_bench_load.tools_stage s
- where s.half = %s
+  from {chunk} s
+ cross join lateral (select to_tsvector('simple', s.w_ident) as v) n
 """
 
 # The executors whose plans are cached, with the append marks their chain puts in force
@@ -323,10 +413,15 @@ select pc.tool_ref, pc.plan, pc.chain_tools, pc.chain_versions, pc.restricted_ns
             from f where f.i > 1)
         select f.marks from f where f.i = 1) as marks
   from kiwi_internal.plan_cache pc
- where pc.tool_ref in (select distinct t.executor_id from public.tools t where t.executor_id is not null)
+ where pc.tool_ref in (select r.ref from kiwi_bench_load.executor_refs r)
+"""
+# The tools that execute others (runtimes, servers, the seed's primitives): a few thousand.
+EXECUTOR_REFS = """
+create unlogged table kiwi_bench_load.executor_refs as
+select distinct t.executor_id as ref from public.tools t where t.executor_id is not null
 """
 
-# One level: every tool without a plan whose executor has one (or that has none).
+# One level: every tool in {scope} without a plan whose executor has one (or that has none).
 INSERT_PLANS = """
 insert into kiwi_internal.plan_cache (tool_uuid, tool_ref, version_uuid, version, visibility, namespace,
                                       chain_tools, chain_versions, restricted_ns, plan)
@@ -357,8 +452,12 @@ select t.id, t.ref, v.id, v.version, t.visibility, t.namespace,
   left join kiwi_bench_load.executors e on e.tool_ref = t.executor_id
  where (t.executor_id is null or e.tool_ref is not null)
    and not exists (select 1 from kiwi_internal.plan_cache pc where pc.tool_uuid = t.id)
-   and t.id in (select s.id from kiwi_bench_load.tools_stage s where s.half = %s)
+   and {scope}
 """
+# First the executors, level by level (each a small join); then every other tool in one
+# pass per half, their executors' plans all known (a pass reads every tool and version).
+EXECUTOR_SCOPE = "t.ref in (select r.ref from kiwi_bench_load.executor_refs r)"
+HALF_SCOPE = "t.id in (select s.id from kiwi_bench_load.tools_stage s where s.half = %s)"
 
 
 def _in_parallel(url: str, work: list[Callable[[psycopg.Connection], Any]]) -> list[Any]:
@@ -382,6 +481,23 @@ def _in_parallel(url: str, work: list[Callable[[psycopg.Connection], Any]]) -> l
     if errors:
         raise errors[0]
     return results
+
+
+def fill_plans(url: str, conn: psycopg.Connection) -> str:
+    """The plan cache, executors level by level, then the rest; returns the rows per pass."""
+    conn.execute(EXECUTOR_REFS)  # type: ignore[arg-type]
+    counts = []
+    while True:
+        conn.execute("drop table if exists kiwi_bench_load.executors")
+        conn.execute(EXECUTORS)  # type: ignore[arg-type]
+        counts.append(conn.execute(INSERT_PLANS.replace("{scope}", EXECUTOR_SCOPE)).rowcount)  # type: ignore[arg-type]
+        if not counts[-1]:
+            break
+    conn.execute("drop table if exists kiwi_bench_load.executors")
+    conn.execute(EXECUTORS)  # type: ignore[arg-type]
+    rest = INSERT_PLANS.replace("{scope}", HALF_SCOPE)
+    done = _in_parallel(url, [lambda c, h=h: c.execute(rest, (h,)).rowcount for h in (0, 1)])  # type: ignore[misc]
+    return f"executors {'+'.join(map(str, counts[:-1]))}, then {sum(done)}"
 
 
 def drop_secondary_indexes(conn: psycopg.Connection) -> list[str]:
@@ -445,7 +561,7 @@ def load(url: str, tools: Iterable[Any], log: Log) -> dict[str, float]:
         try:
             phase("prepare")
             rows = copy_rows(url, tools)
-            phase(f"generate {rows.count} tools and COPY")
+            phase(f"generate {rows.count} tools, COPY, tools' search columns")
             conn.execute(
                 "insert into public.namespaces (namespace, display_name, description)"
                 " select n, initcap(n), 'Synthetic benchmark namespace.' from unnest(%s::text[]) n"
@@ -456,17 +572,10 @@ def load(url: str, tools: Iterable[Any], log: Log) -> dict[str, float]:
                 "insert into kiwi_internal.search_words (word) select unnest(%s::text[]) on conflict do nothing",
                 (sorted(rows.words),),
             )
-            _in_parallel(url, [lambda c, h=h: c.execute(INSERT_TOOLS, (h,)) for h in (0, 1)])  # type: ignore[misc]
-            phase("tools with their search columns")
-            levels = 0
-            while True:
-                conn.execute("drop table if exists kiwi_bench_load.executors")
-                conn.execute(EXECUTORS)  # type: ignore[arg-type]
-                done = _in_parallel(url, [lambda c, h=h: c.execute(INSERT_PLANS, (h,)).rowcount for h in (0, 1)])  # type: ignore[misc]
-                levels += 1
-                if not sum(done):
-                    break
-            phase(f"plans ({levels} levels)")
+            # statistics for the plans' joins: without them the planner guesses at a million rows
+            conn.execute("analyze public.tools, public.tool_versions, public.tool_version_files")
+            levels = fill_plans(url, conn)
+            phase(f"plans ({levels})")
         finally:
             set_function_pins(conn, pinned=True)
         build_indexes(url, indexes)

@@ -686,6 +686,10 @@ ANON_SECURITY_DEFINER_ALLOWED = {
     "kiwi_internal.add_signature(p_tool_id text, p_version text, p_signature jsonb)": (
         "sign_tool_version calls it; only those who may publish into the namespace (can_publish_to) sign: never anon"
     ),
+    "kiwi_internal.search_popular_floor()": (
+        "search_tools calls it; it returns one number about the whole registry (the least use of its most used "
+        "twentieth, from the popularity index's statistics), never a tool, a namespace or a word"
+    ),
 }
 
 # Signed-in callers may also execute these, each checking the caller itself.
