@@ -25,7 +25,15 @@ from pathlib import Path
 from report import VERDICTS_ENV, Verdict, table
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ("registry", "runner", "mcp", "mcp_server", "mcp_execute", "search")  # bench/<name>_bench.py, in this order
+BENCHES = (
+    "registry",
+    "runner",
+    "gate",
+    "mcp",
+    "mcp_server",
+    "mcp_execute",
+    "search",
+)  # bench/<name>_bench.py, in this order
 
 
 @dataclass

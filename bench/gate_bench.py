@@ -26,7 +26,9 @@ before issue 18 beside how it makes them now:
   ctx, before/now   a call under a context the runner has not seen, no verdict remembered:
                     get_context then check_call, beside one admit_call
 
-Target: the gate adds at most one database round trip (printed: gate, trip / select 1: one
+Targets (the summary): a directive run and its first call, and a call under a context not yet
+held, each no slower than the round trips it replaced (issue 18: one round trip). Printed
+beside them: the gate adds at most one database round trip (gate, trip / select 1: one
 round trip plus the function's own work; and each beside a bare run), a directive run and a
 call under a new context included.
 
@@ -52,6 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
+from report import Verdict, summary  # noqa: E402
 
 from runner import Call, PostgresRegistry, Runner, Settings, local_owner  # noqa: E402
 from runner.core.materialize import materialise  # noqa: E402
@@ -59,7 +62,7 @@ from runner.core.materialize import materialise  # noqa: E402
 URL = os.environ.get("KIWI_DATABASE_URL", "postgresql://postgres:postgres@127.0.0.1:54322/postgres")
 
 
-async def main(runs: int) -> None:
+async def main(runs: int) -> int:
     cache = Path(tempfile.mkdtemp(prefix="kiwi-gate-bench-"))
     atexit.register(shutil.rmtree, cache, True)  # the bench leaves no cache behind
     settings = Settings(backend="postgres", database_url=URL, supabase_url=None, supabase_key=None, cache_dir=cache)
@@ -160,9 +163,27 @@ async def main(runs: int) -> None:
     pairs = [("dir, now", "dir, before"), ("dir, now, cold", "dir, before, cold"), ("ctx, now", "ctx, before")]
     for after, was in pairs:
         print(f"  {after} / {was}: {med[after] / med[was]:.2f}x")
+    verdicts = [
+        # issue 18 item 1: the gate in one round trip, so never slower than the trips it replaced
+        Verdict("directive run + first call, warm: now / before issue 18", *_ratio(med, pairs[0]), "x", "<=", 1),
+        Verdict("directive run + first call, cold: now / before issue 18", *_ratio(med, pairs[1]), "x", "<=", 1),
+        Verdict(
+            "call under a context not yet held: admit_call / get_context + check_call",
+            *_ratio(med, pairs[2]),
+            "x",
+            "<=",
+            1,
+        ),
+    ]
+    print("\n".join(summary(verdicts)))
+    return 0 if all(v.passed for v in verdicts if v.judged) else 1
+
+
+def _ratio(med: dict[str, float], pair: tuple[str, str]) -> tuple[float]:
+    return (med[pair[0]] / med[pair[1]],)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=300)
-    asyncio.run(main(parser.parse_args().runs))
+    sys.exit(asyncio.run(main(parser.parse_args().runs)))
