@@ -14,7 +14,9 @@ registry, which is never touched), then judged against its target:
   c. a resolve_execution_plan round trip against a bare `select 1` round trip on the
      same connection, prepared: <= 2x (the runner's one RPC costs about a round trip).
   d. search_tools over a realistic query mix at 100k, client round trip: median <= 15 ms
-     (<= 25 ms at 1M).
+     (<= 25 ms at 1M), judged as a signed-in caller (role authenticated, the JWT claims of
+     a member of one namespace with private tools), as PostgREST calls it; the connecting
+     superuser's figure, interleaved with it, is shown beside.
   e. with --time-build, the largest registry is rebuilt in the run: at 1M tools, built
      (generated, loaded with COPY, derived, verified) in <= 3 minutes.
 
@@ -69,6 +71,10 @@ SEARCH_REPS = 30  # per query
 WARMUP = 200
 SEARCH_TARGET = 15  # ms, median over the mix, up to 100k tools
 SEARCH_TARGET_1M = 25  # ms, at 1M tools
+# The signed-in caller of d: a member of one namespace (its private tools are listed to it),
+# added to the bench databases only. Its claims are the transaction's, as PostgREST sets them.
+SIGNED_IN_USER = "00000000-0000-4000-8000-0000000be4c1"
+SIGNED_IN_NAMESPACE = "hooli"
 BUILD_TARGET_S = 180  # a 1M registry generated in at most 3 minutes
 
 SEARCH_MIX: list[tuple[str, str]] = [
@@ -134,6 +140,19 @@ begin
   return v_ms;
 end $$;
 
+create or replace function kiwi_bench.time_compact(p_refs text[], p_rounds int)
+  returns float8[] language plpgsql volatile set search_path = '' as $$
+declare
+  v_ms float8[] := '{}'; v_t0 timestamptz;
+begin
+  for i in 1 .. p_rounds loop
+    v_t0 := clock_timestamp();
+    perform public.resolve_executor_chains_compact(p_refs);
+    v_ms := v_ms || (extract(epoch from clock_timestamp() - v_t0) * 1000)::float8;
+  end loop;
+  return v_ms;
+end $$;
+
 create or replace function kiwi_bench.time_search(p_query text, p_rounds int)
   returns float8[] language plpgsql volatile set search_path = '' as $$
 declare
@@ -182,6 +201,7 @@ class SizeFigures:
     registry: Registry
     chain_server: list[float] = field(default_factory=list)
     batch_server: list[float] = field(default_factory=list)
+    compact_server: list[float] = field(default_factory=list)
     plan_server: list[float] = field(default_factory=list)
     singles: list[float] = field(default_factory=list)  # 100 single calls, per rep
     batch: list[float] = field(default_factory=list)  # one batch of 100, per rep
@@ -199,10 +219,16 @@ class SizeFigures:
     search_server: dict[str, list[float]] = field(default_factory=dict)
     search_hits: dict[str, int] = field(default_factory=dict)
     search_top: dict[str, str] = field(default_factory=dict)
+    search_signed: dict[str, list[float]] = field(default_factory=dict)  # as SIGNED_IN_USER
+    search_signed_top: dict[str, str] = field(default_factory=dict)
 
     @property
     def search_pooled(self) -> list[float]:
         return [ms for samples in self.search.values() for ms in samples]
+
+    @property
+    def search_signed_pooled(self) -> list[float]:
+        return [ms for samples in self.search_signed.values() for ms in samples]
 
 
 def connect(url: str, role: str | None, *, raw_json: bool) -> psycopg.Connection:
@@ -217,9 +243,23 @@ def connect(url: str, role: str | None, *, raw_json: bool) -> psycopg.Connection
     return conn
 
 
+def connect_signed_in(url: str) -> psycopg.Connection:
+    """A connection acting as SIGNED_IN_USER does through PostgREST: role authenticated and
+    its JWT claims (here for the session; PostgREST sets both per transaction)."""
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute("set role authenticated")
+    claims = json.dumps({"role": "authenticated", "sub": SIGNED_IN_USER})
+    conn.execute("select set_config('request.jwt.claims', %s, false)", (claims,))
+    return conn
+
+
 def install_helpers(url: str, role: str | None) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SERVER_HELPERS)  # type: ignore[arg-type]
+        conn.execute(
+            "insert into public.namespace_members (namespace, user_id) values (%s, %s) on conflict do nothing",
+            (SIGNED_IN_NAMESPACE, SIGNED_IN_USER),
+        )
         if role:
             ident = sql.Identifier(role)
             conn.execute(sql.SQL("grant usage on schema kiwi_bench to {}").format(ident))
@@ -280,7 +320,11 @@ def measure_size(registry: Registry, role: str | None) -> SizeFigures:
     """All four measurements on one registry, each on a warm connection."""
     figures = SizeFigures(registry)
     install_helpers(registry.url, role)
-    with connect(registry.url, role, raw_json=True) as conn, connect(registry.url, role, raw_json=False) as decoding:
+    with (
+        connect(registry.url, role, raw_json=True) as conn,
+        connect(registry.url, role, raw_json=False) as decoding,
+        connect_signed_in(registry.url) as signed,
+    ):
         refs = depth3_refs(conn, max(CHAIN_TOOLS, BATCH_IDS))
         if len(refs) < BATCH_IDS:
             raise SystemExit(f"{registry.dbname}: only {len(refs)} depth-3 tools")
@@ -293,6 +337,8 @@ def measure_size(registry: Registry, role: str | None) -> SizeFigures:
         figures.plan_server = server_times(conn, "time_plan", chain_refs, CHAIN_ROUNDS)
         server_times(conn, "time_batch", batch_ids, 5)
         figures.batch_server = server_times(conn, "time_batch", batch_ids, BATCH_REPS)
+        server_times(conn, "time_compact", batch_ids, 5)
+        figures.compact_server = server_times(conn, "time_compact", batch_ids, BATCH_REPS)
 
         # b. batch against single calls: raw rows, then decoded by psycopg
         measure_batch(figures, conn, batch_ids, decoded=False)
@@ -311,7 +357,8 @@ def measure_size(registry: Registry, role: str | None) -> SizeFigures:
                 timed_ms(lambda ref=ref: decoding.execute(PLAN_Q, (ref,), prepare=True).fetchone())
             )
 
-        # d. search, per query: client round trip, then server-side for comparison
+        # d. search, per query: client round trip as the connecting caller and as a signed-in
+        # one, interleaved; then server-side for comparison
         for _, query in SEARCH_MIX:
             words = prefix_tsquery(query)
             hits = conn.execute(
@@ -322,13 +369,20 @@ def measure_size(registry: Registry, role: str | None) -> SizeFigures:
             ).fetchone()
             figures.search_hits[query] = hits[0] if hits else 0
             rows = conn.execute(SEARCH_Q, (query,), prepare=True).fetchall()
+            signed_rows = signed.execute(SEARCH_Q, (query,), prepare=True).fetchall()
             for _ in range(4):
                 conn.execute(SEARCH_Q, (query,), prepare=True).fetchall()
+                signed.execute(SEARCH_Q, (query,), prepare=True).fetchall()
             figures.search_top[query] = rows[0][0] if rows else "(none)"
-            figures.search[query] = [
-                timed_ms(lambda q=query: conn.execute(SEARCH_Q, (q,), prepare=True).fetchall())
-                for _ in range(SEARCH_REPS)
-            ]
+            figures.search_signed_top[query] = signed_rows[0][0] if signed_rows else "(none)"
+            figures.search[query], figures.search_signed[query] = [], []
+            for _ in range(SEARCH_REPS):
+                figures.search[query].append(
+                    timed_ms(lambda q=query: conn.execute(SEARCH_Q, (q,), prepare=True).fetchall())
+                )
+                figures.search_signed[query].append(
+                    timed_ms(lambda q=query: signed.execute(SEARCH_Q, (q,), prepare=True).fetchall())
+                )
             figures.search_server[query] = server_times(conn, "time_search", query, SEARCH_REPS)
     return figures
 
@@ -405,11 +459,19 @@ def verdicts(by_size: dict[int, SizeFigures]) -> list[Verdict]:
             judged=False,
         ),
         Verdict(
-            f"d. search_tools median over the query mix {at}",
+            f"d. search_tools median over the query mix {at}, signed-in caller",
+            median(large.search_signed_pooled),
+            "ms",
+            "<=",
+            SEARCH_TARGET_1M if large.registry.n_tools >= 1_000_000 else SEARCH_TARGET,
+        ),
+        Verdict(
+            "   the same, as the connecting caller (interleaved with it)",
             median(large.search_pooled),
             "ms",
             "<=",
             SEARCH_TARGET_1M if large.registry.n_tools >= 1_000_000 else SEARCH_TARGET,
+            judged=False,
         ),
     ]
     return out + build_verdicts(large.registry)
@@ -461,7 +523,8 @@ def report(
         "",
         *env,
         f"- databases: {', '.join(by_size[n].registry.dbname for n in sizes)}",
-        f"- caller: {role or 'the connecting superuser (the runner default)'}",
+        f"- caller: {role or 'the connecting superuser (the runner default)'}; search (d) also as a signed-in "
+        f"member of `{SIGNED_IN_NAMESPACE}` (role authenticated, JWT claims), interleaved",
         "",
     ]
 
@@ -483,13 +546,14 @@ def report(
         "## Server side, inside a plpgsql loop (ms, median [p95])",
         "",
         table(
-            ["tools", "chain (depth 3)", "plan", f"batch of {BATCH_IDS}"],
+            ["tools", "chain (depth 3)", "plan", f"batch of {BATCH_IDS}", f"compact batch of {BATCH_IDS}"],
             [
                 [
                     f"{by_size[n].registry.tool_count:,}",
                     _mp(by_size[n].chain_server),
                     _mp(by_size[n].plan_server),
                     _mp(by_size[n].batch_server, 2),
+                    _mp(by_size[n].compact_server, 2),
                 ]
                 for n in sizes
             ],
@@ -511,8 +575,10 @@ def report(
                 "plan, decoded",
                 f"{BATCH_IDS} singles",
                 f"batch of {BATCH_IDS}",
+                f"compact of {BATCH_IDS}",
                 f"{BATCH_IDS} singles, decoded",
                 "batch, decoded",
+                "compact, decoded",
             ],
             [
                 [
@@ -525,8 +591,10 @@ def report(
                         for v in (
                             by_size[n].singles,
                             by_size[n].batch,
+                            by_size[n].compact,
                             by_size[n].singles_decoded,
                             by_size[n].batch_decoded,
+                            by_size[n].compact_decoded,
                         )
                     ),
                 ]
@@ -544,10 +612,12 @@ def report(
         "## search_tools (client round trip, ms)",
         "",
         table(
-            ["tools", "median over the mix", "p95"],
+            ["tools", "signed-in median over the mix", "p95", "connecting caller median", "p95"],
             [
                 [
                     f"{by_size[n].registry.tool_count:,}",
+                    f"{median(by_size[n].search_signed_pooled):.2f}",
+                    f"{p95(by_size[n].search_signed_pooled):.2f}",
                     f"{median(by_size[n].search_pooled):.2f}",
                     f"{p95(by_size[n].search_pooled):.2f}",
                 ]
@@ -556,19 +626,34 @@ def report(
         ),
         "",
         f"At {large.registry.tool_count:,} tools, {SEARCH_REPS} runs per query "
-        "(full-text hits: tools its words match as prefixes, modifiers aside):",
+        "(full-text hits: tools its words match as prefixes, modifiers aside; `client` and `server`: the "
+        "connecting caller; `signed-in`: a member of one namespace, interleaved with the client runs):",
         "",
         table(
-            ["kind", "query", "full-text hits", "client median", "client p95", "server median", "first result"],
+            [
+                "kind",
+                "query",
+                "full-text hits",
+                "signed-in median",
+                "signed-in p95",
+                "client median",
+                "client p95",
+                "server median",
+                "first result",
+                "signed-in first",
+            ],
             [
                 [
                     kind,
                     f"`{q}`" if q else "(empty)",
                     f"{large.search_hits[q]:,}",
+                    f"{median(large.search_signed[q]):.2f}",
+                    f"{p95(large.search_signed[q]):.2f}",
                     f"{median(large.search[q]):.2f}",
                     f"{p95(large.search[q]):.2f}",
                     f"{median(large.search_server[q]):.2f}",
                     large.search_top[q],
+                    large.search_signed_top[q],
                 ]
                 for kind, q in SEARCH_MIX
             ],
@@ -616,9 +701,10 @@ def main() -> int:
     parser.add_argument("--role", default=None, help="measure as this role (e.g. anon); default: the connecting user")
     parser.add_argument(
         "--prefix",
-        default=DB_PREFIX,
-        help="measure existing databases <prefix><n> as they are, without "
-        f"building (e.g. copies with a change applied); default {DB_PREFIX}",
+        default=None,
+        help="measure existing databases <prefix><n> as they are, without building (e.g. copies with a "
+        f"change applied, or {DB_PREFIX} itself with a migration applied by hand); default: build or reuse "
+        f"{DB_PREFIX}<n>",
     )
     args = parser.parse_args()
 
@@ -626,8 +712,8 @@ def main() -> int:
     command = ".venv/bin/python bench/registry_bench.py --sizes " + ",".join(str(n) for n in args.sizes)
     command += " --time-build" if args.time_build else ""
     command += f" --role {args.role}" if args.role else ""
-    command += f" --prefix {args.prefix}" if args.prefix != DB_PREFIX else ""
-    if args.prefix == DB_PREFIX:
+    command += f" --prefix {args.prefix}" if args.prefix is not None else ""
+    if args.prefix is None:
         registries = [
             ensure_registry(
                 n, args.admin_url, rebuild=args.rebuild or (args.time_build and n == max(args.sizes)), log=_log

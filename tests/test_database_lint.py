@@ -690,6 +690,12 @@ ANON_SECURITY_DEFINER_ALLOWED = {
         "search_tools calls it; it returns one number about the whole registry (the least use of its most used "
         "twentieth, from the popularity index's statistics), never a tool, a namespace or a word"
     ),
+    "kiwi_internal.search_tools(p_query text, p_tool_type text, p_category text, p_limit integer, "
+    "p_embedding real[], p_model text)": (
+        "public.search_tools calls it; every read of public.tools carries the tools' RLS written out "
+        "(public for anon, also my_namespaces() for the signed-in, all for caller_is_admin()), so it lists "
+        "only what the caller could list under RLS"
+    ),
 }
 
 # Signed-in callers may also execute these, each checking the caller itself.
