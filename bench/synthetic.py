@@ -1277,6 +1277,12 @@ DERIVED_CHECKS = {
     "tools_without_cached_plan": """
         select count(*) from public.tools t
          where not exists (select 1 from kiwi_internal.plan_cache pc where pc.tool_uuid = t.id)""",
+    "cached_batch_columns_not_derived": """
+        select count(*) from bench_sample s join kiwi_internal.plan_cache pc on pc.tool_uuid = s.id
+         where pc.chain_keys is distinct from kiwi_internal.plan_chain_keys(pc.plan)
+            or pc.element::text is distinct from kiwi_internal.plan_element(pc.plan)::text""",
+    "batch_trigger_not_always": """
+        select count(*) from pg_trigger where tgname = 'plan_cache_batch_columns' and tgenabled <> 'A'""",
     "functions_not_pinned": """
         select count(*) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
          where n.nspname = 'kiwi_internal' and not ('search_path=""' = any (coalesce(p.proconfig, '{}')))""",

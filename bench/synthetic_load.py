@@ -48,6 +48,7 @@ from psycopg.copy import QueuedLibpqWriter
 Log = Callable[[str], None]
 
 CHUNK = 20_000  # tools per COPY write
+BATCH_TRIGGER = "plan_cache_batch_columns"  # 20261125012000_chain_batch_precomputed.sql
 INDEXED_TABLES = ("public.tools", "public.tool_versions", "public.tool_version_files", "kiwi_internal.plan_cache")
 # SQL functions whose `set search_path = ''` is lifted during the load so they inline.
 INLINED_FUNCTIONS = (
@@ -403,7 +404,8 @@ select s.id, s.namespace, s.tool_id, s.tool_type, s.executor_id, s.name, s.descr
 # (jsonb_deep_merge_all's fold of append_marks, primitive first, the executor last).
 EXECUTORS = """
 create unlogged table kiwi_bench_load.executors as
-select pc.tool_ref, pc.plan, pc.chain_tools, pc.chain_versions, pc.restricted_ns, pc.visibility, pc.namespace,
+select pc.tool_ref, pc.plan, pc.chain_tools, pc.chain_versions, pc.chain_keys, pc.restricted_ns, pc.visibility,
+       pc.namespace,
        (with recursive f (i, marks) as (
           select cardinality(pc.chain_versions) + 1, null::jsonb
           union all
@@ -422,9 +424,13 @@ select distinct t.executor_id as ref from public.tools t where t.executor_id is 
 """
 
 # One level: every tool in {scope} without a plan whose executor has one (or that has none).
+# The batch columns are written here from the plan's sources (the trigger that derives them
+# from the plan is off meanwhile, see BATCH_TRIGGER): chain_keys as the executor's with this
+# link first, element with the plan's values; verify compares a sample with plan_chain_keys
+# and plan_element. About 12% of the plans' time at 100k.
 INSERT_PLANS = """
 insert into kiwi_internal.plan_cache (tool_uuid, tool_ref, version_uuid, version, visibility, namespace,
-                                      chain_tools, chain_versions, restricted_ns, plan)
+                                      chain_tools, chain_versions, restricted_ns, plan, chain_keys, element)
 select t.id, t.ref, v.id, v.version, t.visibility, t.namespace,
        t.id || coalesce(e.chain_tools, '{}'), v.id || coalesce(e.chain_versions, '{}'),
        case when e.visibility = 'private' then array[e.namespace] else '{}'::text[] end
@@ -446,7 +452,10 @@ select t.id, t.ref, v.id, v.version, t.visibility, t.namespace,
                                      'content_text', f.content_text, 'storage_key', f.storage_key) order by f.path)
                               from public.tool_version_files f where f.version_id = v.id), '[]'::jsonb),
          'deprecated', v.is_deprecated, 'deprecation_message', v.deprecation_message,
-         'yanked', v.is_yanked, 'yanked_reason', v.yanked_reason)
+         'yanked', v.is_yanked, 'yanked_reason', v.yanked_reason),
+       (t.ref || '@' || v.version) || coalesce(e.chain_keys, '{}'),
+       json_build_object('tool_id', t.ref, 'tool_type', t.tool_type, 'executor_id', v.executor_id,
+                         'version', v.version, 'content_hash', v.content_hash, 'manifest', v.manifest)
   from public.tools t
   join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
   left join kiwi_bench_load.executors e on e.tool_ref = t.executor_id
@@ -495,6 +504,10 @@ def fill_plans(url: str, conn: psycopg.Connection) -> str:
             break
     conn.execute("drop table if exists kiwi_bench_load.executors")
     conn.execute(EXECUTORS)  # type: ignore[arg-type]
+    # without statistics the planner guessed 150k executors and sorted each half's 500k rows
+    # (manifests included: 500 MB on disk at 1M) for a merge join; analyzed, it hashes the 30k
+    # executors and the stage (one half at 1M: 27 s instead of 34)
+    conn.execute("analyze kiwi_bench_load.executors, kiwi_bench_load.tools_stage")
     rest = INSERT_PLANS.replace("{scope}", HALF_SCOPE)
     done = _in_parallel(url, [lambda c, h=h: c.execute(rest, (h,)).rowcount for h in (0, 1)])  # type: ignore[misc]
     return f"executors {'+'.join(map(str, counts[:-1]))}, then {sum(done)}"
@@ -539,6 +552,9 @@ def set_function_pins(conn: psycopg.Connection, pinned: bool) -> None:
     for signature in INLINED_FUNCTIONS:
         action = "set search_path = ''" if pinned else "reset search_path"
         conn.execute(f"alter function {signature} {action}")  # type: ignore[arg-type]
+    # the batch columns' trigger: ALWAYS as the migration leaves it, else origin only, so it
+    # skips the loader's replica sessions (INSERT_PLANS writes the columns itself)
+    conn.execute(f"alter table kiwi_internal.plan_cache enable {'always ' if pinned else ''}trigger {BATCH_TRIGGER}")  # type: ignore[arg-type]
 
 
 def load(url: str, tools: Iterable[Any], log: Log) -> dict[str, float]:
