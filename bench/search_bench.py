@@ -240,13 +240,14 @@ def _short(line: str, width: int = 220) -> str:
 
 
 def explaining_copy(conn: psycopg.Connection) -> None:
-    """kiwi_bench.explain_search_tools: search_tools as it is now, but each statement it answers
-    with is EXPLAINed (analyze) and the plan returned: where the time of one call goes."""
+    """kiwi_bench.explain_search_tools: search_tools as it is now (its body: kiwi_internal.search_tools,
+    which public.search_tools calls), but each statement it answers with is EXPLAINed (analyze)
+    and the plan returned: where the time of one call goes."""
     row = conn.execute(
-        "select pg_get_functiondef('public.search_tools(text,text,text,int,real[],text)'::regprocedure)"
+        "select pg_get_functiondef('kiwi_internal.search_tools(text,text,text,int,real[],text)'::regprocedure)"
     ).fetchone()
     assert row is not None
-    src = row[0].replace("FUNCTION public.search_tools(", "FUNCTION kiwi_bench.explain_search_tools(", 1)
+    src = row[0].replace("FUNCTION kiwi_internal.search_tools(", "FUNCTION kiwi_bench.explain_search_tools(", 1)
     src = re.sub(r"RETURNS TABLE\(.*?\)\n", "RETURNS SETOF text\n", src, count=1, flags=re.S)
     src = src.replace(" STABLE", " VOLATILE", 1)  # EXPLAIN ANALYZE runs only in a volatile function
     src = src.replace("return query execute ", "return query execute 'explain (analyze, buffers, costs off) ' || ")
