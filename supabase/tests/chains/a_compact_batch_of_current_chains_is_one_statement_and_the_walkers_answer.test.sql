@@ -4,37 +4,11 @@
 -- from this transaction's function call counts; either way the answer is the walker's.
 begin;
 \ir ../_setup.sql
+\ir _helpers.sql
 select plan(24);
 select tests.make_acme();
 set local track_functions = 'all';
 
--- The compact batch as the walker builds it (as in a_precomputed_compact_batch_answers_as_the_walker_does).
-create function tests.walked_compact(p_tool_ids text[]) returns jsonb
-  language sql stable as $$
-  with c as (
-    select c.*, c.tool_id || '@' || coalesce(c.version, '') as key
-      from kiwi_internal.resolve_chains(coalesce(p_tool_ids, '{}')) c
-  ),
-  requested as (
-    select c.ord,
-           case when bool_or(c.error is not null)
-                then jsonb_build_object('requested', c.requested_tool_id,
-                                        'error', max(c.error), 'error_code', max(c.error_code))
-                else jsonb_build_object('requested', c.requested_tool_id,
-                                        'chain', jsonb_agg(c.key order by c.depth))
-           end as entry
-      from c group by c.ord, c.requested_tool_id
-  ),
-  elements as (
-    select distinct on (c.key) c.key,
-           jsonb_build_object('tool_id', c.tool_id, 'tool_type', c.tool_type, 'executor_id', c.executor_id,
-                              'version', c.version, 'content_hash', c.content_hash, 'manifest', c.manifest) as element
-      from c where c.error is null
-  )
-  select jsonb_build_object(
-           'tools', coalesce((select jsonb_agg(r.entry order by r.ord) from requested r), '[]'::jsonb),
-           'elements', coalesce((select jsonb_object_agg(e.key, e.element) from elements e), '{}'::jsonb))
-$$;
 -- 'one statement' or 'general': which path answered p_tool_ids (and the answer is the walker's,
 -- else 'differs from the walker').
 create function tests.compact_path(p_tool_ids text[]) returns text
@@ -51,7 +25,7 @@ begin
                               'kiwi_internal.chains_compact_general(text[])'::regprocedure), 0) = v_before
               then 'one statement' else 'general' end;
 end $$;
-grant execute on function tests.walked_compact(text[]), tests.compact_path(text[]) to anon, authenticated, service_role;
+grant execute on function tests.compact_path(text[]) to anon, authenticated, service_role;
 
 select tests.publish('p_rt', 'runtime', 'subprocess');
 select tests.publish('p_script', 'script', 'p_rt');

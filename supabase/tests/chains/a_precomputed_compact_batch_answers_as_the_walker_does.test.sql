@@ -5,40 +5,15 @@
 -- before the cache served it (20261125000300_chain_batch_compact.sql), over resolve_chains.
 begin;
 \ir ../_setup.sql
+\ir _helpers.sql
 select plan(29);
 select tests.make_acme();
 
-create function tests.walked_compact(p_tool_ids text[]) returns jsonb
-  language sql stable as $$
-  with c as (
-    select c.*, c.tool_id || '@' || coalesce(c.version, '') as key
-      from kiwi_internal.resolve_chains(coalesce(p_tool_ids, '{}')) c
-  ),
-  requested as (
-    select c.ord,
-           case when bool_or(c.error is not null)
-                then jsonb_build_object('requested', c.requested_tool_id,
-                                        'error', max(c.error), 'error_code', max(c.error_code))
-                else jsonb_build_object('requested', c.requested_tool_id,
-                                        'chain', jsonb_agg(c.key order by c.depth))
-           end as entry
-      from c group by c.ord, c.requested_tool_id
-  ),
-  elements as (
-    select distinct on (c.key) c.key,
-           jsonb_build_object('tool_id', c.tool_id, 'tool_type', c.tool_type, 'executor_id', c.executor_id,
-                              'version', c.version, 'content_hash', c.content_hash, 'manifest', c.manifest) as element
-      from c where c.error is null
-  )
-  select jsonb_build_object(
-           'tools', coalesce((select jsonb_agg(r.entry order by r.ord) from requested r), '[]'::jsonb),
-           'elements', coalesce((select jsonb_object_agg(e.key, e.element) from elements e), '{}'::jsonb))
-$$;
 create function tests.compact_is_walked(p_tool_ids text[]) returns boolean
   language sql stable as $$
   select public.resolve_executor_chains_compact(p_tool_ids)::jsonb = tests.walked_compact(p_tool_ids)
 $$;
-grant execute on function tests.walked_compact(text[]), tests.compact_is_walked(text[]) to anon, authenticated, service_role;
+grant execute on function tests.compact_is_walked(text[]) to anon, authenticated, service_role;
 create function tests.every_id() returns text[] language sql stable as $$
   select array_agg(ref order by ref) || array['no_such_tool', null, '', '   ', 'public/hello_world', 'hello_world']
     from public.tools $$;
