@@ -131,21 +131,15 @@ def _check_paths(permissions: Mapping[str, Any], plan: Mapping[str, Any], params
 
 
 def _check_tool(permissions: Mapping[str, Any], plan: Mapping[str, Any]) -> str | None:
-    tool_id = normalize_ref(str(plan.get("tool_id") or ""))
-    tool_type = plan.get("tool_type")
-    if tool_type in _EXEMPT_TYPES:
-        return None
-    if tool_type == "mcp_tool":
-        name = _mcp_name(plan, tool_id)
-        if not _allowed(permissions.get("mcp"), name):
-            return _lacks("mcp", name, permissions.get("mcp"))
-        return None
-    if not _allowed(permissions.get("tools"), tool_id):
-        return _lacks("tools", tool_id, permissions.get("tools"))
-    if plan.get("primitive") == "subprocess" and "shell" in permissions:
-        command = shell_command(plan)
-        if command is not None and not _allowed(permissions.get("shell"), command):
-            return _lacks("shell", f"{command} (run by {tool_id})", permissions.get("shell"))
+    """The first of `needs(plan)` the permissions do not cover (a shell command only where they
+    name shell at all: every context the registry opens does)."""
+    for kind, names in needs(plan).items():
+        if kind == "shell" and "shell" not in permissions:
+            continue
+        for name in names:
+            if not _allowed(permissions.get(kind), name):
+                shown = f"{name} (run by {normalize_ref(str(plan.get('tool_id') or ''))})" if kind == "shell" else name
+                return _lacks(kind, shown, permissions.get(kind))
     return None
 
 
@@ -162,7 +156,7 @@ def needs(plan: Mapping[str, Any]) -> dict[str, list[str]]:
     """What running `plan` needs of a context that its parameters do not decide, as
     public.admit_call checks it when the runner does not hold the context yet:
     {mcp: [server.tool]} or {tools: [ref], shell: [command]} ({} for what needs nothing).
-    The same names `check` checks, so both refuse the same calls."""
+    `check` checks these same names (_check_tool), so both refuse the same calls."""
     tool_id = normalize_ref(str(plan.get("tool_id") or ""))
     tool_type = plan.get("tool_type")
     if tool_type in _EXEMPT_TYPES:
