@@ -24,6 +24,9 @@ Environment variables:
                            OpenAI-compatible embeddings API) | off (search by words only)
   KIWI_EMBEDDINGS_URL      openai: the API's base URL (default https://api.openai.com/v1)
   KIWI_EMBEDDINGS_MODEL    openai: the model (default text-embedding-3-small; asked for 256 dimensions)
+  KIWI_SANDBOX             on (default) | off: every process a tool starts runs in a bubblewrap
+                           sandbox (runner/sandbox/); off only on a trusted single-user machine
+                           (`kiwi serve --transport http` refuses to start with it)
   KIWI_EMBEDDINGS_KEY      openai: the API key, written as ${VAR} (e.g. ${OPENAI_API_KEY}) and read
                            from that variable; never logged
 """
@@ -43,7 +46,9 @@ from .principal import admin as principal_admin
 # The local stack's Supabase Auth (the Supabase CLI's API port, 54321).
 LOCAL_AUTH_ISSUER = "http://127.0.0.1:54321/auth/v1"
 
-DEFAULT_DATABASE_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
+# The local stack's runner login (supabase/local_runner_login.sql): not a superuser; it can only
+# SET ROLE to anon, authenticated and service_role, as each request's principal asks.
+DEFAULT_DATABASE_URL = "postgresql://kiwi_runner:kiwi_runner@127.0.0.1:54322/postgres"
 TRUST_POLICIES = ("off", "warn", "require")
 EMBEDDINGS = ("local", "off", "openai")  # KIWI_EMBEDDINGS: the models of runner/search/embedders.py
 DEFAULT_EMBEDDINGS_URL = "https://api.openai.com/v1"
@@ -93,6 +98,8 @@ class Settings:
     embeddings_url: str = DEFAULT_EMBEDDINGS_URL
     embeddings_model: str = DEFAULT_EMBEDDINGS_MODEL
     embeddings_key: str | None = field(default=None, repr=False)
+    # every process a tool starts runs sandboxed (runner/sandbox/); False is the explicit opt-out
+    sandbox: bool = True
 
     @property
     def project_space(self) -> Path:
@@ -163,6 +170,7 @@ class Settings:
             embeddings_model=env.get("KIWI_EMBEDDINGS_MODEL") or embed.get("model") or DEFAULT_EMBEDDINGS_MODEL,
             # a ${VAR} reference, expanded when the embedder is made: the file names the key, never holds it
             embeddings_key=env.get("KIWI_EMBEDDINGS_KEY") or embed.get("key") or None,
+            sandbox=_sandbox_mode(env.get("KIWI_SANDBOX"), file.get("sandbox", {})),
         )
 
     def principal(self) -> Principal:
@@ -192,6 +200,20 @@ def _flag(value: str | None, name: str) -> bool:
     if value.strip().lower() in ("1", "true", "yes"):
         return True
     raise UsageError(f"{name}={value!r} is not a yes or no", hint=f"{name}=1 to turn it on, 0 (or unset) for off")
+
+
+def _sandbox_mode(value: str | None, section: Any) -> bool:
+    """KIWI_SANDBOX, else config.toml's [sandbox] enabled; on unless explicitly off."""
+    if value is None and isinstance(section, dict) and "enabled" in section:
+        if not isinstance(section["enabled"], bool):
+            raise UsageError("config.toml: [sandbox] enabled must be true or false")
+        return section["enabled"]
+    text = (value or "on").strip().lower()
+    if text in ("on", "1", "true", "yes", ""):
+        return True
+    if text in ("off", "0", "false", "no"):
+        return False
+    raise UsageError(f"KIWI_SANDBOX={value!r} is not on or off", hint="KIWI_SANDBOX=off turns the sandbox off")
 
 
 def _is_local(url: str) -> bool:

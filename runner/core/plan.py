@@ -53,6 +53,9 @@ class Plan:
     deprecation_message: str | None = None
     yanked: bool = False  # resolved only by its exact version (a pin): runs, warning
     yanked_reason: str | None = None
+    # the runner's variables its config may read (${VAR}, env_passthrough): names and PREFIX_*
+    # patterns the registry allows (runner/harness/environ.py); None: the registry did not say
+    allowed_variables: tuple[str, ...] | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:
@@ -79,6 +82,7 @@ class Plan:
             deprecation_message=data.get("deprecation_message"),
             yanked=bool(data.get("yanked")),
             yanked_reason=data.get("yanked_reason"),
+            allowed_variables=_names(data.get("allowed_variables")),
         )
 
     @classmethod
@@ -114,6 +118,12 @@ def mcp_server_of(chain: Iterable[ChainLink | Mapping[str, Any]]) -> str | None:
         elif isinstance(link, Mapping) and link.get("tool_type") == "mcp_server":
             return str(link.get("tool_id"))
     return None
+
+
+def _names(value: Any) -> tuple[str, ...] | None:
+    if not isinstance(value, list):
+        return None
+    return tuple(str(v) for v in value)
 
 
 _parsed: ByIdentity[Plan] = ByIdentity(Plan.from_json)

@@ -25,6 +25,7 @@ import asyncio
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -34,8 +35,11 @@ from typing import Any
 from ..core.expand import expand_vars_deep, fill, render_argv
 from ..errors import ConfigError, PrimitiveError
 from ..primitives.subprocess import ProcessSpec, passthrough, spawn
+from ..sandbox.confine import ENV_DIR, NOBODY
+from ..sandbox.site import ToolSite, hand_over
 
 READY = ".kiwi-ready"
+SANDBOX_LAYOUT = 1  # bumped when what a sandboxed environment sees changes
 DEFAULT_STEP_TIMEOUT_S = 600.0
 
 
@@ -49,8 +53,8 @@ class _Expanded(Mapping[str, Any]):
     from the registry, so they may name variables, but an entry no step uses is never expanded
     (an unset variable there is no error). `env_dir`, a path, is never expanded."""
 
-    def __init__(self, config: Mapping[str, Any], env_dir: Path, environ: Mapping[str, str]) -> None:
-        self._values = {**config_values(config), "env_dir": str(env_dir)}
+    def __init__(self, config: Mapping[str, Any], env_dir: str, environ: Mapping[str, str]) -> None:
+        self._values = {**config_values(config), "env_dir": env_dir}
         self._environ = environ
 
     def __getitem__(self, key: str) -> Any:
@@ -64,16 +68,20 @@ class _Expanded(Mapping[str, Any]):
         return len(self._values)
 
 
-def environment_key(config: Mapping[str, Any]) -> str | None:
-    """The hash naming the environment this config needs, or None when it needs none."""
+def environment_key(config: Mapping[str, Any], *, sandboxed: bool = False) -> str | None:
+    """The hash naming the environment this config needs, or None when it needs none. One built
+    in the sandbox (where it lives at /kiwi/env and sees only /usr) is not one built on the
+    host: `sandboxed` tells them apart."""
     spec = config.get("environment")
     if not spec:
         return None
     values = config_values(config)
-    rendered = {
+    rendered: dict[str, Any] = {
         "key": render_argv(list(spec.get("key") or []), {**values, "env_dir": "{env_dir}"}),
         "steps": [_render_step(step, {**values, "env_dir": "{env_dir}"}) for step in _active_steps(spec, values)],
     }
+    if sandboxed:
+        rendered["sandbox"] = SANDBOX_LAYOUT
     return hashlib.sha256(json.dumps(rendered, sort_keys=True).encode()).hexdigest()
 
 
@@ -101,9 +109,12 @@ async def prepare_environment(
     root: Path,
     environ: Mapping[str, str],
     on_progress: Callable[[str], None] | None = None,
+    *,
+    site: ToolSite | None = None,
 ) -> Path | None:
-    """The ready environment directory for this config (built now if needed), or None."""
-    key = environment_key(config)
+    """The ready environment directory for this config (built now if needed), or None. With a
+    confined `site`, its steps run in the sandbox (the environment writable, nothing else)."""
+    key = environment_key(config, sandboxed=site is not None and site.confined)
     if key is None:
         return None
     env_dir = root / "envs" / key
@@ -115,7 +126,7 @@ async def prepare_environment(
     try:
         if (env_dir / READY).exists():  # built by another run while we waited
             return env_dir
-        await _build(config, env_dir, environ, on_progress)
+        await _build(config, env_dir, environ, on_progress, site)
         return env_dir
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)
@@ -129,40 +140,64 @@ def _acquire(path: Path) -> Any:
 
 
 async def _build(
-    config: Mapping[str, Any], env_dir: Path, environ: Mapping[str, str], on_progress: Callable[[str], None] | None
+    config: Mapping[str, Any],
+    env_dir: Path,
+    environ: Mapping[str, str],
+    on_progress: Callable[[str], None] | None,
+    site: ToolSite | None,
 ) -> None:
     spec = config["environment"]
-    values = _Expanded(config, env_dir, environ)
+    confined = site is not None and site.confined
+    values = _Expanded(config, ENV_DIR if confined else str(env_dir), environ)
     timeout = float(spec.get("timeout") or DEFAULT_STEP_TIMEOUT_S)
-    shutil.rmtree(env_dir, ignore_errors=True)  # a half-built leftover
+    _remove(env_dir)  # a half-built leftover
     env_dir.mkdir(parents=True)
     names = [*(config.get("env_passthrough") or ["PATH", "HOME"]), *(spec.get("env_passthrough") or [])]
     step_env = passthrough(names, environ)
     steps = _active_steps(spec, values)
     started = time.monotonic()
     try:
+        if confined:
+            hand_over(env_dir, NOBODY)  # the steps write it as the sandbox's user
         for n, step in enumerate(steps, 1):
             argv = _render_step(step, values, environ)
             if on_progress:
                 on_progress(f"preparing environment {env_dir.name[:12]} ({n}/{len(steps)}): {' '.join(argv[:3])} …")
+            confine = await site.confine_steps(env_dir, spec, "environment") if site else None
             result = await spawn(
                 ProcessSpec(
-                    argv=argv, env=step_env, cwd=env_dir, stdin=None, timeout_s=timeout, max_output_bytes=256 * 1024
+                    argv=argv,
+                    env=step_env,
+                    cwd=None if confine else env_dir,
+                    stdin=None,
+                    timeout_s=timeout,
+                    max_output_bytes=256 * 1024,
+                    confine=confine,
                 )
             )
-            if result.timed_out or result.exit_code != 0:
-                why = "timed out" if result.timed_out else f"exited with status {result.exit_code}"
+            if result.timed_out or result.exit_code != 0 or result.limit:
+                why = (
+                    result.limit_message
+                    or ("timed out" if result.timed_out else None)
+                    or f"exited with status {result.exit_code}"
+                )
                 tail = _tail(result.stderr) or _tail(result.stdout)
                 raise PrimitiveError(
                     f"preparing the environment failed: `{' '.join(argv)}` {why}" + (f":\n{tail}" if tail else ""),
                     hint="check the tool's requires and the runtime's environment steps",
                 )
+        if confined:
+            hand_over(env_dir, os.geteuid())  # back to the runner: no sandbox may change it now
         (env_dir / READY).write_text(json.dumps({"built_in_s": round(time.monotonic() - started, 3)}))
     except BaseException:
-        shutil.rmtree(env_dir, ignore_errors=True)
+        _remove(env_dir)
         raise
     if on_progress:
         on_progress(f"environment {env_dir.name[:12]} ready in {time.monotonic() - started:.1f} s")
+
+
+def _remove(env_dir: Path) -> None:
+    shutil.rmtree(env_dir, ignore_errors=True)
 
 
 def _tail(text: str | bytes, lines: int = 12) -> str:

@@ -39,9 +39,12 @@ from ..primitives.base import Invocation, Outcome, RunListener
 from ..registry.base import Registry
 from ..registry.spaces import find as find_local
 from ..registry.spaces import spaces as local_spaces_of
+from ..sandbox import Profile, Sandbox, profile_from
+from ..sandbox.site import ToolSite
 from ..trust.integrity import check_content
 from ..trust.lockfile import Lockfile
 from .dispatch import Dispatcher
+from .environ import allowed_environ
 from .environment import prepare_environment
 from .journal import journal_for
 from .listening import masked, reporting
@@ -107,6 +110,7 @@ class Runner:
         self.settings = settings
         self.dispatcher = dispatcher or Dispatcher()
         self.environ = runner_environ(environ)
+        self.sandbox = Sandbox(enabled=settings.sandbox)
         self.on_progress = on_progress
         journal = journal_for(settings.cache_dir, registry.backend)  # records survive a crash (journal.py)
         self.recorder = RunRecorder(registry, on_error=self._warn, journal=journal)
@@ -144,6 +148,7 @@ class Runner:
         finally:
             self.recorder.close()
             await self.dispatcher.aclose()
+            await self.sandbox.aclose()
             await self.registry.aclose()
 
     async def plan(self, tool_id: str, version: str | None = None) -> Plan:
@@ -322,23 +327,26 @@ class Runner:
         root = self.settings.cache_dir
         workdir = materialise(plan, root) if plan.files else None
         entry = entrypoint_file(plan)  # config.entrypoint, else the file marked is_entrypoint
-        placeholders: dict[str, str] = {}
-        if workdir is not None:
-            placeholders["workdir"] = str(workdir)
-            if entry is not None:
-                placeholders["entrypoint"] = str(workdir / entry.path)
         handler = self.dispatcher.find(plan) if plan.primitive or plan.tool_type != "knowledge" else None
         if handler is None:  # knowledge: its content is the result, and where it came from its detail
             source = knowledge_source(plan)
             detail = {"source": source} if source else {}
             return self._result(plan, Outcome(status="success", output=_knowledge(plan), detail=detail))
+        environ = self.environ_for(plan)
+        site = self.site(plan, workdir, environ)
+        placeholders: dict[str, str] = {}
+        if workdir is not None:
+            placeholders["workdir"] = site.tool_path() or str(workdir)
+            if entry is not None:
+                placeholders["entrypoint"] = f"{placeholders['workdir']}/{entry.path}"
         listener = masked(listener, self._secrets(plan))
         progress = reporting(self._progress(plan), listener)
-        env_dir = await prepare_environment(plan.config, root, self.environ, progress)
+        env_dir = await prepare_environment(plan.config, root, environ, progress, site=site)
         if env_dir is not None:
-            placeholders["env_dir"] = str(env_dir)
+            site.env_dir = env_dir
+            placeholders["env_dir"] = site.env_path(env_dir)
         values = {**params, **placeholders}
-        warnings = await validate(plan, workdir, values, self.environ, root)
+        warnings = await validate(plan, workdir, values, environ, root, site=site)
         contract = output_contract(plan)  # before the run: unusable outputs stop it here (core/outputs.py)
         if dry_run:
             output = {
@@ -355,7 +363,8 @@ class Runner:
                 params=params,
                 workdir=workdir,
                 placeholders=placeholders,
-                environ=self.environ,
+                environ=environ,
+                site=site,
                 on_progress=progress,
                 registry=self.registry,
                 call_tool=self.call_tool,
@@ -363,6 +372,8 @@ class Runner:
             )
             outcome = await handler.run(invocation)
             result = self._result(plan, outcome)
+            if plan.primitive == "subprocess" and handler.name == "subprocess":
+                result.detail["sandbox"] = self.sandbox_shown(site)
             if contract is not None and outcome.status == "success":  # held to its outputs; the output is kept
                 result.output_schema = contract.schema
                 if (mismatch := contract.mismatch(outcome.output)) is not None:
@@ -370,6 +381,25 @@ class Runner:
                     result.status, result.error, result.failure = "error", str(mismatch), mismatch
         result.warnings = warnings
         return result
+
+    def environ_for(self, plan: Plan) -> Mapping[str, str]:
+        """The part of the runner's environment this plan may read (its `${VAR}`s and
+        env_passthrough): the variables the registry's allowed_variables names (those its
+        admin-published elements use, and the grants of its namespace). A plan without the
+        key (a registry from before it) reads nothing but the basic settings."""
+        return allowed_environ(self.environ, plan.allowed_variables)
+
+    def site(self, plan: Plan, workdir: Path | None, environ: Mapping[str, str]) -> ToolSite:
+        """Where the plan's processes run: its sandbox profile (config.sandbox, already narrowed
+        up the chain by the registry) and its host directories."""
+        profile = profile_from(plan.config.get("sandbox"), plan.tool_id, environ) if self.sandbox.enabled else Profile()
+        return ToolSite(self.sandbox, profile, tool_dir=workdir, environ=environ)
+
+    def sandbox_shown(self, site: ToolSite) -> dict[str, Any]:
+        """The profile a run had, as the run's detail and record keep it."""
+        if not site.confined:
+            return {"enabled": False, "why": "the runner's sandbox is off (KIWI_SANDBOX=off)"}
+        return {"enabled": True, **site.profile.describe()}
 
     def _progress(self, plan: Plan) -> Callable[[str], None] | None:
         """on_progress with the plan's secrets masked (an environment step's argv, a retry's URL)."""

@@ -47,6 +47,7 @@ from ..core.materialize import entrypoint_file
 from ..core.plan import Plan
 from ..errors import ConfigError, Refused
 from ..primitives.subprocess import ProcessSpec, passthrough, spawn
+from ..sandbox.site import ToolSite
 
 KINDS = ("pattern_check", "shebang_required", "syntax_check")
 DEFAULT_SHEBANG = "^#!"
@@ -176,7 +177,13 @@ def _shebang_required(plan: Plan, where: str, rule: Mapping[str, Any]) -> list[s
 
 
 async def validate(
-    plan: Plan, workdir: Path | None, values: Mapping[str, Any], environ: Mapping[str, str], cache_root: Path
+    plan: Plan,
+    workdir: Path | None,
+    values: Mapping[str, Any],
+    environ: Mapping[str, str],
+    cache_root: Path,
+    *,
+    site: ToolSite | None = None,
 ) -> list[str]:
     """Run the declared rules; return warnings, raise Refused when one blocks."""
     rules = rules_of(plan)
@@ -191,7 +198,7 @@ async def validate(
     if workdir is not None:
         for where, rule in rules:
             if rule["type"] == "syntax_check":
-                await _syntax_check(plan, where, rule, workdir, values, environ, cache_root)
+                await _syntax_check(plan, where, rule, workdir, values, environ, cache_root, site)
     return warnings
 
 
@@ -232,6 +239,7 @@ async def _syntax_check(
     values: Mapping[str, Any],
     environ: Mapping[str, str],
     cache_root: Path,
+    site: ToolSite | None = None,
 ) -> None:
     # One pass: the check's own ${VAR}s resolve; a parameter or file path filled in stays as it is.
     argv = _check_argv(plan, where, rule, values, environ)
@@ -241,11 +249,13 @@ async def _syntax_check(
         _checked.add(key)
         return
     env = passthrough(list(plan.config.get("env_passthrough") or ["PATH"]), environ)
+    confine = await site.confine() if site is not None else None  # in the tool's own sandbox
     result = await spawn(
         ProcessSpec(
             argv=argv,
             env=env,
-            cwd=workdir,
+            cwd=None if confine else workdir,
+            confine=confine,
             stdin=None,
             timeout_s=_timeout(plan, where, rule),
             max_output_bytes=64 * 1024,

@@ -11,6 +11,7 @@ from ..core.plan import Plan
 
 if TYPE_CHECKING:
     from ..registry.base import Registry
+    from ..sandbox.site import ToolSite
 
 Status = Literal["success", "error", "timeout"]
 
@@ -63,6 +64,8 @@ class Invocation:
     registry: the runner's registry, for handlers that look other tools up (directives).
     call_tool: how handlers that run other tools (threads) run them: the runner's gated call.
     listener: who follows the run as it runs (stderr lines, progress), if anyone.
+    site: where the run's processes live (its sandbox and profile, runner/sandbox/site.py);
+    None only for callers outside the runner's harness (tests of the primitive itself).
     """
 
     plan: Plan
@@ -74,6 +77,7 @@ class Invocation:
     registry: Registry | None = None
     call_tool: CallTool | None = None
     listener: RunListener | None = None
+    site: ToolSite | None = None
 
     @property
     def config(self) -> dict[str, Any]:

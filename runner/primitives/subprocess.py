@@ -31,13 +31,14 @@ import signal
 import time
 from asyncio.subprocess import DEVNULL, PIPE
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..core.expand import as_text, fill, render_argv, variables_in
 from ..core.plan import Plan
 from ..errors import ConfigError, PrimitiveError, Refused
+from ..sandbox.confine import SANDBOX_PATH, Confinement
 from . import childwatch, procfs, reaper
 from .base import Invocation, Outcome
 from .pipes import Collector
@@ -51,6 +52,7 @@ _ERROR_LINES, _ERROR_CHARS = 20, 2000  # how much of stderr becomes `error`
 _DETAIL_STDERR_CHARS = 16_000  # how much of stderr (its end) goes into `detail`
 _PARAM_NAME = re.compile(r"[^A-Z0-9]")
 _MAX_ENV_PARAM_BYTES = 32 * 1024  # Linux refuses exec for one env string over 128 KiB
+_PIDS_POLL_S = 0.1  # how often a sandbox's process count is looked at while it runs
 _MAX_POSITIONAL_BYTES = 256 * 1024  # all of {param_values...} together (Linux: 2 MiB for argv and env)
 
 
@@ -66,6 +68,7 @@ class ProcessSpec:
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES  # per stream
     notes: tuple[str, ...] = ()  # said in the outcome's warnings (a parameter left out of argv)
     on_stderr_line: Callable[[str], None] | None = None  # each stderr line as it comes (lines.py)
+    confine: Confinement | None = None  # the sandbox it runs in (runner/sandbox); None: the sandbox is off
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,8 @@ class ProcessResult:
     timed_out: bool
     duration_ms: float
     killed: tuple[tuple[int, str], ...] = ()  # (pid, command name) of what the runner had to kill
+    limit: str | None = None  # the sandbox limit that ended the run (memory_mb, pids, cpu_s, file_mb)
+    limit_message: str | None = None  # that, in words naming the limit and its value
 
 
 # --------------------------------------------------------------------------- spawn
@@ -93,11 +98,28 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
     """
     if not spec.argv:
         raise PrimitiveError("no command to run", hint="give the command as the first argv item")
-    if spec.cwd is not None and not Path(spec.cwd).is_dir():
-        raise PrimitiveError(
-            f"working directory does not exist: {spec.cwd}", hint="create it, or point cwd at an existing directory"
-        )
-    program = _resolve(spec.argv[0], spec.env.get("PATH") or DEFAULT_PATH, spec.cwd)
+    confine = spec.confine
+    argv, env, cwd = list(spec.argv), dict(spec.env), spec.cwd
+    if confine is not None:
+        argv, env = confine.command(argv, env)
+        confine.resolve(spec.argv[0], env.get("PATH") or SANDBOX_PATH)
+        program, cwd = argv[0], None  # bubblewrap enters the working directory inside
+    else:
+        if spec.cwd is not None and not Path(spec.cwd).is_dir():
+            raise PrimitiveError(
+                f"working directory does not exist: {spec.cwd}", hint="create it, or point cwd at an existing directory"
+            )
+        program = _resolve(spec.argv[0], spec.env.get("PATH") or DEFAULT_PATH, spec.cwd)
+    try:
+        return await _spawn(spec, program, argv, env, cwd)
+    finally:
+        if confine is not None:
+            confine.release()
+
+
+async def _spawn(
+    spec: ProcessSpec, program: str, argv: list[str], env: dict[str, str], cwd: Path | None
+) -> ProcessResult:
     childwatch.install()  # the child's exit seen through a pidfd, not a thread of its own
     loop = asyncio.get_running_loop()
     started = time.perf_counter()
@@ -106,12 +128,12 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
         loop.subprocess_exec(
             lambda: Collector(spec.max_output_bytes, loop, spec.on_stderr_line),
             program,
-            *spec.argv[1:],
+            *argv[1:],
             stdin=DEVNULL if spec.stdin is None else PIPE,
             stdout=PIPE,
             stderr=PIPE,
-            env=dict(spec.env),
-            cwd=spec.cwd,
+            env=env,
+            cwd=cwd,
             start_new_session=True,  # the child leads its own process group: one killpg reaches all
         )
     )
@@ -139,15 +161,17 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
         stdin.close()
 
     group_ended = False
+    confine = spec.confine
     try:
-        done, _ = await asyncio.wait({proto.exited}, timeout=spec.timeout_s)
-        timed_out = not done
+        timed_out = not await _wait_exit(proto, spec.timeout_s, confine)
         # After a timeout this stops the running tree; after a normal exit it stops what
         # the tool left behind (background jobs, daemons, even those that left the group
         # with setsid) and lets pipes they hold close.
         left = {pid: entry.name for pid, entry in watch.members().items() if entry.alive}
         await _end_group(pgid)
         left.update(await watch.kill())
+        if confine is not None:  # the sandbox's PID namespace died with it: only its own init lingers
+            left = {}
         group_ended = True
         if timed_out:
             await asyncio.wait({proto.exited}, timeout=KILL_GRACE_S)
@@ -160,8 +184,14 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
         watch.close()
         proto.close_pipes()
 
+    code = transport.get_returncode()
+    limit = confine.limit_hit(code) if confine is not None else None
+    if limit is not None:
+        timed_out = False  # ended by its limit, not by its timeout
     return ProcessResult(
-        exit_code=transport.get_returncode(),
+        exit_code=code,
+        limit=limit,
+        limit_message=confine.describe_limit(limit) if confine is not None and limit is not None else None,
         stdout=proto.data[1].decode("utf-8", errors="replace"),
         stderr=proto.data[2].decode("utf-8", errors="replace"),
         stdout_truncated=proto.truncated[1],
@@ -170,6 +200,24 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
         killed=tuple(sorted(left.items())),
     )
+
+
+async def _wait_exit(proto: Collector, timeout_s: float, confine: Confinement | None) -> bool:
+    """Wait for the process to exit (True) or its timeout (False); a sandbox that hits its
+    process limit is ended at once (a fork bomb would otherwise spin at the limit)."""
+    if confine is None or confine.cgroup is None:
+        done, _ = await asyncio.wait({proto.exited}, timeout=timeout_s)
+        return bool(done)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        done, _ = await asyncio.wait({proto.exited}, timeout=min(left, _PIDS_POLL_S))
+        if done:
+            return True
+        if confine.over_pids():
+            return True
 
 
 def _pipe_inodes(transport: asyncio.SubprocessTransport) -> set[int]:
@@ -295,6 +343,9 @@ class SubprocessPrimitive:
 
     async def run(self, invocation: Invocation) -> Outcome:
         spec = build_spec(invocation)
+        site = invocation.site
+        if site is not None and site.confined:
+            spec = replace(spec, cwd=None, confine=await site.confine(spec.cwd))
         result = await spawn(spec)
         return to_outcome(result, spec, shown_command=_shown_command(invocation.config, spec))
 
@@ -330,7 +381,7 @@ def _check_entrypoint_placed(invocation: Invocation) -> None:
     """A command given only options, with an entrypoint the command, args and env never place
     ({entrypoint}, {workdir}, its path), would get just the parameters on stdin, which an
     interpreter given no script (bash, python3) runs as its program: a ConfigError instead."""
-    entry, workdir = invocation.placeholders.get("entrypoint"), invocation.workdir
+    entry, workdir = invocation.placeholders.get("entrypoint"), invocation.placeholders.get("workdir")
     if entry is None or workdir is None:
         return
     config = invocation.config
@@ -426,12 +477,21 @@ def to_outcome(result: ProcessResult, spec: ProcessSpec, *, shown_command: str |
             warnings.append(killed)
     if warnings:
         detail["warnings"] = warnings
+    if result.limit_message is not None:
+        detail["limit"] = result.limit
+        tail = _stderr_tail(result.stderr)
+        error = result.limit_message + (f"\n{tail}" if tail else "")
+        output = _output(result) if result.stdout else None
+        return Outcome("error", output=output, error=error, exit_code=result.exit_code, detail=detail)
     if result.timed_out:
         error = f"timed out after {spec.timeout_s:g} s" + (f"; {killed}" if killed else "")
         return Outcome("timeout", output=_output(result) if result.stdout else None, error=error, detail=detail)
     code = result.exit_code
     if code != 0:
         error = _stderr_tail(result.stderr) or _exit_text(code)
+        if spec.confine is not None and "No space left on device" in result.stderr:
+            mb = spec.confine.profile.limits.file_mb
+            error += f"\n(the sandbox's /tmp holds at most its file_mb limit: {mb} MB)"
         error = f"{error}\n{killed}" if killed else error
         output = _output(result) if result.stdout else None
         return Outcome("error", output=output, error=error, exit_code=code, detail=detail)

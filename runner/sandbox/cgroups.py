@@ -1,0 +1,195 @@
+"""Memory and process limits for one sandbox, through the kernel's cgroups (v1 or v2).
+
+rlimits bound each process; a cgroup bounds the whole sandbox: all its processes together
+may use `memory_mb` of memory (tmpfs writes included) and hold `pids` processes. The
+runner makes one cgroup per run under its own (so the limits it already lives under still
+hold), never touching a cgroup it did not create, and removes it when the run ends.
+
+    v1: /sys/fs/cgroup/{memory,pids}/<own path>/kiwi-<pid>/<run>/
+    v2: /sys/fs/cgroup/<own path>/kiwi-<pid>/<run>/   (only where memory and pids are
+        delegated to the runner's cgroup: its cgroup.subtree_control lists them)
+
+Where neither is writable, `Cgroups.available` is False and the sandbox falls back to
+rlimits alone (which cannot bound a fork bomb run as root or a sandbox's total memory):
+the reason is said once, and `kiwi show` prints which limits apply.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger("kiwi.sandbox")
+
+ROOT = Path("/sys/fs/cgroup")
+_CONTROLLERS = ("memory", "pids")
+
+
+@dataclass
+class RunCgroup:
+    """One run's cgroup: the directories a process joins (one per v1 controller, one in v2)."""
+
+    version: int
+    dirs: tuple[Path, ...]
+
+    def procs_files(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.dirs]
+
+    def _read(self, name: str) -> str:
+        for d in self.dirs:
+            path = d / name
+            if path.exists():
+                with contextlib.suppress(OSError):
+                    return path.read_text()
+        return ""
+
+    def pids_hit(self) -> bool:
+        """Whether a fork was refused because the run held `pids` processes."""
+        return _count(self._read("pids.events"), "max") > 0
+
+    def memory_hit(self) -> bool:
+        """Whether the kernel killed a process of the run for going over `memory_mb`."""
+        if self.version == 2:
+            return _count(self._read("memory.events"), "oom_kill") > 0
+        return _count(self._read("memory.oom_control"), "oom_kill") > 0
+
+    def remove(self) -> None:
+        """Remove the run's cgroup; its processes are gone by now (the sandbox died with the run).
+        A cgroup still holding a process (it takes the kernel a moment to release a killed
+        one) is emptied by SIGKILL first."""
+        for d in self.dirs:
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    _kill_members(d)
+                    os.sched_yield()
+
+
+class Cgroups:
+    """Makes per-run cgroups under the runner's own, when the machine lets it."""
+
+    def __init__(self) -> None:
+        self.version, self.parents, self.reason = _probe()
+        self._n = itertools.count(1)
+        if self.parents:
+            atexit.register(self.close)
+
+    @property
+    def available(self) -> bool:
+        return bool(self.parents)
+
+    def create(self, memory_mb: int, pids: int) -> RunCgroup | None:
+        """A new cgroup limited to `memory_mb` and `pids`, or None where cgroups are unavailable."""
+        if not self.parents:
+            return None
+        name = f"run-{next(self._n)}"
+        dirs = []
+        try:
+            for parent in self.parents:
+                d = parent / name
+                d.mkdir()
+                dirs.append(d)
+            group = RunCgroup(self.version, tuple(dirs))
+            memory = str(memory_mb * 1024 * 1024)
+            if self.version == 1:
+                _write(self.parents[0] / name / "memory.limit_in_bytes", memory)
+                _write(self.parents[1] / name / "pids.max", str(pids))
+            else:
+                _write(dirs[0] / "memory.max", memory)
+                with contextlib.suppress(OSError):
+                    _write(dirs[0] / "memory.swap.max", "0")
+                _write(dirs[0] / "pids.max", str(pids))
+            return group
+        except OSError as exc:
+            for d in dirs:
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+            logger.warning("could not make a cgroup for a sandbox (%s): rlimits only for this run", exc)
+            return None
+
+    def close(self) -> None:
+        """Remove the runner's own cgroup directories (at exit: every run's are gone)."""
+        for parent in self.parents:
+            with contextlib.suppress(OSError):
+                for child in parent.iterdir():
+                    if child.is_dir():
+                        _kill_members(child)
+                        with contextlib.suppress(OSError):
+                            child.rmdir()
+                parent.rmdir()
+        self.parents = ()
+
+
+def _probe() -> tuple[int, tuple[Path, ...], str]:
+    """(version, the runner's own kiwi-<pid> directories, why not) for this machine."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return 0, (), "no /proc/self/cgroup"
+    own: dict[str, str] = {}
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for c in controllers.split(","):
+            own[c] = path
+    mine = f"kiwi-{os.getpid()}"
+    if all((ROOT / c / "cgroup.procs").exists() for c in _CONTROLLERS):  # v1
+        dirs = []
+        try:
+            for c in _CONTROLLERS:
+                d = ROOT / c / own.get(c, "/").lstrip("/") / mine
+                d.mkdir(exist_ok=True)
+                dirs.append(d)
+        except OSError as exc:
+            for d in dirs:
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+            return 0, (), f"the cgroup v1 hierarchy is not writable ({exc.strerror})"
+        return 1, tuple(dirs), ""
+    if (ROOT / "cgroup.controllers").exists():  # v2
+        base = ROOT / own.get("", "/").lstrip("/")
+        try:
+            delegated = (base / "cgroup.subtree_control").read_text().split()
+        except OSError:
+            delegated = []
+        if not all(c in delegated for c in _CONTROLLERS):
+            return 0, (), "cgroup v2 does not delegate memory and pids to the runner's cgroup"
+        d = base / mine
+        try:
+            d.mkdir(exist_ok=True)
+            _write(d / "cgroup.subtree_control", "+memory +pids")
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+            return 0, (), f"the runner's cgroup v2 is not writable ({exc.strerror})"
+        return 2, (d,), ""
+    return 0, (), "no cgroup memory and pids controllers are mounted"
+
+
+def _write(path: Path, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _count(text: str, key: str) -> int:
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == key:
+            with contextlib.suppress(ValueError):
+                return int(parts[1])
+    return 0
+
+
+def _kill_members(d: Path) -> None:
+    with contextlib.suppress(OSError):
+        for pid in (d / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), 9)

@@ -1,0 +1,261 @@
+"""One process confined: the bubblewrap command line around it, and what ended it.
+
+A `Confinement` is made per process by `Sandbox.confine` (sandbox.py). The subprocess
+primitive's `spawn` asks it for the command to start instead of the tool's own
+(`command`), polls it while the process runs (`over_pids`), and asks it afterwards which
+limit, if any, ended the run (`limit_hit`), then releases it (`release`).
+
+Inside, the process sees: /usr (and /bin, /lib, /lib64, /sbin as links into it), a few
+files of /etc (certificates, the dynamic linker's cache, time zones, a passwd naming only
+root and nobody), its own /proc and /dev, a private /tmp of `file_mb`, the tool's files at
+/kiwi/tool and its environment at /kiwi/env (read-only), the runner's own bin directory at
+/kiwi/bin (read-only: bundled commands such as uv), and the host paths its profile grants.
+It runs as nobody (65534) with no capabilities and no_new_privs when the runner is root, or
+as the runner's uid in a new user namespace otherwise; in new PID, mount, network, IPC and
+UTS namespaces; and it dies with its run: bubblewrap's init is PID 1 of the namespace, so
+when the tool exits, or the runner kills bubblewrap, every process in it is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from ..errors import PrimitiveError
+from .cgroups import RunCgroup
+from .profile import LIMIT_WORDS, Profile
+
+TOOL_DIR = "/kiwi/tool"
+ENV_DIR = "/kiwi/env"
+BIN_DIR = "/kiwi/bin"
+EGRESS_SOCKET = "/run/kiwi/egress.sock"
+SANDBOX_PATH = f"/usr/local/bin:/usr/bin:/bin:{BIN_DIR}"
+NOBODY = 65534
+
+# Files of the host's /etc a program may need and that hold nothing of the host's: TLS
+# roots, the linker's cache, time zones, name service order, MIME types.
+_ETC = (
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+    "/etc/ca-certificates.conf",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/mime.types",
+    "/etc/alternatives",
+)
+_DROP = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: str
+    inside: str
+    writable: bool = False
+
+
+@dataclass(frozen=True)
+class Egress:
+    """The egress proxy's host socket and what the process needs to use it (egress.py)."""
+
+    socket: str
+    prefix: tuple[str, ...]
+    env: Mapping[str, str]
+
+
+@dataclass
+class Confinement:
+    """How one process is started in its sandbox (see the module docstring)."""
+
+    profile: Profile
+    mounts: tuple[Mount, ...]
+    cwd: str
+    state_dir: Path  # the runner's files bound into every sandbox (etc/passwd, ...)
+    host_environ: Mapping[str, str]
+    as_root: bool
+    cgroup: RunCgroup | None = None
+    egress: Egress | None = None
+    seccomp: bytes | None = None
+    hit: str | None = field(default=None, init=False)  # the limit the runner ended the run for
+
+    # -- what to start
+
+    def command(self, argv: list[str], env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment to spawn instead of `argv` and `env`. The environment is
+        bubblewrap's own, which it hands to the process unchanged: nothing in it shows in argv."""
+        inner = [*self._drop_privileges(), *self._rlimits(), *(self.egress.prefix if self.egress else ()), *argv]
+        outer = [*self._join_cgroup(), _bwrap(), *self._bwrap_args(), "--", *inner]
+        return outer, self._environment(env)
+
+    def resolve(self, command: str, path: str) -> str:
+        """Where the sandbox will find `command` (on its PATH), checked on the host through the
+        mounts, so a missing command is a clear error before anything starts."""
+        if "/" in command:
+            candidates = [command if command.startswith("/") else str(PurePosixPath(self.cwd) / command)]
+        else:
+            candidates = [str(PurePosixPath(d) / command) for d in path.split(":") if d.startswith("/")]
+        for inside in candidates:
+            host = self.to_host(inside)
+            if host is not None and os.path.isfile(host) and os.access(host, os.X_OK):
+                return command
+        seen = ", ".join(sorted({m.inside for m in self.mounts} | {"/usr"}))
+        raise PrimitiveError(
+            f"command not found in the sandbox: {command}",
+            hint=f"the sandbox sees {seen}; a tool's command must be installed under /usr, be one of its "
+            "files, or a path an admin-published element grants (sandbox.fs.read)",
+        )
+
+    def to_host(self, inside: str) -> str | None:
+        """The host path behind a path inside the sandbox (None: nothing is mounted there)."""
+        p = PurePosixPath(inside)
+        if p.parts[:2] in (("/", "usr"),) or str(p).startswith(("/bin/", "/lib/", "/sbin/", "/lib64/")):
+            return str(p)
+        best: Mount | None = None
+        for m in self.mounts:
+            under = p == PurePosixPath(m.inside) or PurePosixPath(m.inside) in p.parents
+            if under and (best is None or len(m.inside) > len(best.inside)):
+                best = m
+        if best is None:
+            return None
+        return str(PurePosixPath(best.host) / p.relative_to(best.inside))
+
+    # -- while and after it runs
+
+    def over_pids(self) -> bool:
+        """Whether the run hit its process limit (then the runner ends it: a fork bomb would
+        otherwise spin at the limit until its timeout)."""
+        if self.cgroup is not None and self.cgroup.pids_hit():
+            self.hit = "pids"
+            return True
+        return False
+
+    def limit_hit(self, exit_code: int | None) -> str | None:
+        """Which limit ended the run: the one the runner ended it for, else what the kernel did."""
+        if self.hit:
+            return self.hit
+        if self.cgroup is not None and self.cgroup.memory_hit():
+            return "memory_mb"
+        if exit_code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
+            return "cpu_s"
+        if exit_code in (128 + signal.SIGXFSZ, -signal.SIGXFSZ):
+            return "file_mb"
+        if self.cgroup is not None and self.cgroup.pids_hit():
+            return "pids"
+        return None
+
+    def describe_limit(self, name: str) -> str:
+        value = self.profile.limits.as_dict()[name]
+        unit = {"memory_mb": " MB", "file_mb": " MB", "cpu_s": " s"}.get(name, "")
+        return f"the sandbox's {LIMIT_WORDS[name]} limit ({name}: {value:g}{unit}) ended the run"
+
+    def release(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+    # -- the pieces of the command
+
+    def _join_cgroup(self) -> list[str]:
+        if self.cgroup is None:
+            return []
+        # the shell moves itself into the run's cgroup, then becomes bubblewrap: every process
+        # of the sandbox is born inside it, with no window before the limits apply
+        script = 'while [ "$1" != -- ]; do echo 0 > "$1" || exit 125; shift; done; shift; exec "$@"'
+        return ["/bin/sh", "-c", script, "sh", *self.cgroup.procs_files(), "--"]
+
+    def _drop_privileges(self) -> list[str]:
+        if not self.as_root:
+            return []
+        return [
+            "/usr/bin/setpriv",
+            f"--reuid={NOBODY}",
+            f"--regid={NOBODY}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        ]
+
+    def _rlimits(self) -> list[str]:
+        limits = self.profile.limits
+        cpu = max(1, int(limits.cpu_s + 0.999))
+        args = [
+            "/usr/bin/prlimit",
+            f"--cpu={cpu}:{cpu + 2}",
+            f"--fsize={limits.file_mb * 1024 * 1024}",
+            f"--nofile={limits.open_files}",
+            "--core=0",
+        ]
+        if self.cgroup is None:  # no cgroup: bound what rlimits can
+            args.append(f"--data={limits.memory_mb * 1024 * 1024}")
+            if not self.as_root:
+                args.append(f"--nproc={limits.pids}")
+        return [*args, "--"]
+
+    def _bwrap_args(self) -> list[str]:
+        args = [
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-ipc",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--hostname",
+            "kiwi-sandbox",
+        ]
+        if not self.as_root:
+            args += ["--unshare-user", "--cap-drop", "ALL", "--disable-userns"]
+        args += ["--ro-bind", "/usr", "/usr"]
+        for name in ("bin", "lib", "lib64", "sbin"):
+            if os.path.islink(f"/{name}"):
+                args += ["--symlink", f"usr/{name}", f"/{name}"]
+            elif os.path.isdir(f"/{name}"):
+                args += ["--ro-bind", f"/{name}", f"/{name}"]
+        # bubblewrap makes missing mount points 0700 as root: the sandbox's user could not
+        # traverse them, so every directory above a mount is made first, 0755
+        for d in self._parents():
+            args += ["--perms", "0755", "--dir", d]
+        for path in _ETC:
+            args += ["--ro-bind-try", path, path]
+        for name in ("passwd", "group", "hosts"):
+            args += ["--ro-bind", str(self.state_dir / name), f"/etc/{name}"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--size", str(self.profile.limits.file_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
+        for m in self.mounts:
+            args += ["--bind" if m.writable else "--ro-bind", m.host, m.inside]
+        if self.egress is not None:
+            args += ["--bind", self.egress.socket, EGRESS_SOCKET]
+        args += ["--chdir", self.cwd]
+        return args
+
+    def _parents(self) -> list[str]:
+        insides = [*(m.inside for m in self.mounts), *_ETC, "/etc/passwd", self.cwd]
+        if self.egress is not None:
+            insides.append(EGRESS_SOCKET)
+        parents = {str(p) for i in insides for p in PurePosixPath(i).parents if str(p) != "/"}
+        fixed = ("/usr", "/tmp", "/proc", "/dev", "/bin", "/lib", "/lib64", "/sbin")
+        mounted = {m.inside for m in self.mounts}
+        keep = [d for d in parents if not d.startswith(fixed) and d not in mounted]
+        return sorted(keep, key=lambda d: (d.count("/"), d))
+
+    def _environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        out = {k: v for k, v in env.items() if k not in _DROP}
+        # what the runner's own environment handed down names host paths the sandbox cannot see
+        if out.get("PATH", self.host_environ.get("PATH")) == self.host_environ.get("PATH"):
+            out["PATH"] = SANDBOX_PATH
+        if out.get("HOME", self.host_environ.get("HOME")) == self.host_environ.get("HOME"):
+            out["HOME"] = "/tmp"
+        out["TMPDIR"] = "/tmp"
+        if self.egress is not None:
+            out.update(self.egress.env)
+        return out
+
+
+def _bwrap() -> str:
+    found = shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
+    return found or "bwrap"

@@ -1,0 +1,180 @@
+"""The runner's sandbox: one per runner process, making a Confinement for each process it starts.
+
+Every process the subprocess primitive starts (tool scripts, environment steps, validation
+commands, stdio MCP servers) goes through `Sandbox.confine`. The sandbox is on unless the
+runner's settings turn it off (`KIWI_SANDBOX=off`, for one trusted single-user machine);
+where it is on but cannot start (no bubblewrap, no user namespaces for a non-root runner),
+every run is refused with `SandboxUnavailable`, which names the missing piece and the fix:
+nothing runs unsandboxed by accident.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import KiwiError
+from .cgroups import Cgroups
+from .confine import BIN_DIR, EGRESS_SOCKET, Confinement, Egress, Mount
+from .profile import Profile
+
+MODES = ("on", "off")
+
+
+class SandboxUnavailable(KiwiError):
+    """The sandbox is required and cannot start here."""
+
+    kind = "sandbox_unavailable"
+
+
+class Sandbox:
+    """Makes confinements. `enabled` False is the explicit opt-out: `confine` returns None."""
+
+    def __init__(self, enabled: bool = True, bin_dir: Path | None = None) -> None:
+        self.enabled = enabled
+        self.bin_dir = bin_dir if bin_dir is not None else Path(sys.executable).parent
+        self._problem: str | bool | None = False  # False: not looked yet
+        self._state: Path | None = None
+        self._cgroups: Cgroups | None = None
+        self._egress: Any = None
+
+    # -- can it start here?
+
+    def problem(self) -> str | None:
+        """Why the sandbox cannot start on this machine (None: it can). Looked at once."""
+        if self._problem is False:
+            self._problem = _probe()
+        return self._problem  # type: ignore[return-value]
+
+    def check(self) -> None:
+        """Raise SandboxUnavailable when the sandbox is on and cannot start."""
+        if self.enabled and (why := self.problem()) is not None:
+            raise SandboxUnavailable(
+                f"the sandbox cannot start: {why}; no tool runs without it",
+                hint="install bubblewrap (apt-get install bubblewrap; `make db` does it), or, on a trusted "
+                "single-user machine only, turn the sandbox off with KIWI_SANDBOX=off",
+            )
+
+    @property
+    def cgroups(self) -> Cgroups:
+        if self._cgroups is None:
+            self._cgroups = Cgroups()
+        return self._cgroups
+
+    def limits_enforced(self) -> dict[str, str]:
+        """Which limits hold here, and how (what `kiwi show` says beside the profile)."""
+        whole = "the whole sandbox (cgroup)" if self.cgroups.available else None
+        return {
+            "memory_mb": whole or f"each process's data size (rlimit; no cgroup: {self.cgroups.reason})",
+            "pids": whole or "processes of the sandbox's uid (rlimit)",
+            "cpu_s": "each process (rlimit)",
+            "file_mb": "each file (rlimit) and the sandbox's /tmp",
+            "open_files": "each process (rlimit)",
+        }
+
+    # -- one process
+
+    async def confine(
+        self,
+        profile: Profile,
+        mounts: Sequence[Mount],
+        cwd: str,
+        host_environ: Mapping[str, str],
+        *,
+        cgroup: bool = True,
+    ) -> Confinement | None:
+        """The confinement of one process, or None when the sandbox is off. `cgroup` False
+        for long-lived processes (MCP servers) whose cgroup the caller does not manage."""
+        if not self.enabled:
+            return None
+        self.check()
+        group = self.cgroups.create(profile.limits.memory_mb, profile.limits.pids) if cgroup else None
+        egress = await self._egress_for(profile.network) if profile.network else None
+        binds = list(mounts)
+        if self.bin_dir.is_dir() and not any(m.inside == BIN_DIR for m in binds):
+            binds.append(Mount(str(self.bin_dir), BIN_DIR))
+        binds += [Mount(p, p) for p in profile.read]
+        binds += [Mount(p, p, writable=True) for p in profile.write]
+        return Confinement(
+            profile=profile,
+            mounts=tuple(binds),
+            cwd=cwd,
+            state_dir=self._state_dir(),
+            host_environ=host_environ,
+            as_root=os.geteuid() == 0,
+            cgroup=group,
+            egress=egress,
+        )
+
+    async def _egress_for(self, allow: Sequence[str]) -> Egress:
+        from . import egress as egress_module  # tinyproxy and socat start only for a tool with network
+
+        if self._egress is None:
+            self._egress = egress_module.Egress()
+        socket = await self._egress.socket_for(list(allow))
+        prefix, env = egress_module.inside(EGRESS_SOCKET)
+        return Egress(socket=str(socket), prefix=tuple(prefix), env=env)
+
+    def _state_dir(self) -> Path:
+        """The runner's files every sandbox sees as /etc/passwd, /etc/group and /etc/hosts."""
+        if self._state is None:
+            d = Path(tempfile.mkdtemp(prefix=f"kiwi-sandbox-{os.getuid()}-"))
+            uid, gid = os.getuid(), os.getgid()
+            users = "root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/tmp:/usr/sbin/nologin\n"
+            groups = "root:x:0:\nnogroup:x:65534:\n"
+            if uid not in (0, 65534):
+                users += f"kiwi:x:{uid}:{gid}:kiwi:/tmp:/usr/sbin/nologin\n"
+                groups += f"kiwi:x:{gid}:\n"
+            (d / "passwd").write_text(users)
+            (d / "group").write_text(groups)
+            (d / "hosts").write_text("127.0.0.1 localhost kiwi-sandbox\n::1 localhost\n")
+            for name in ("passwd", "group", "hosts"):
+                (d / name).chmod(0o644)
+            d.chmod(0o755)
+            self._state = d
+        return self._state
+
+    async def aclose(self) -> None:
+        if self._egress is not None:
+            with contextlib.suppress(Exception):
+                await self._egress.aclose()
+            self._egress = None
+        if self._cgroups is not None:
+            self._cgroups.close()
+        if self._state is not None:
+            shutil.rmtree(self._state, ignore_errors=True)
+            self._state = None
+
+
+def _probe() -> str | None:
+    """Start `true` in a minimal sandbox; say what is missing when it does not start."""
+    bwrap = shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    for tool in ("/usr/bin/setpriv", "/usr/bin/prlimit"):
+        if os.geteuid() == 0 and not os.access(tool, os.X_OK):
+            return f"{tool} (util-linux) is missing"
+    argv = [bwrap, "--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
+    if os.geteuid() != 0:
+        argv += ["--unshare-user"]
+    for name in ("bin", "lib", "lib64"):
+        if os.path.islink(f"/{name}"):
+            argv += ["--symlink", f"usr/{name}", f"/{name}"]
+    argv += ["--", "/usr/bin/true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap did not run ({exc})"
+    if done.returncode != 0:
+        why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+        if "namespace" in why.lower() or "permission" in why.lower():
+            why += " (unprivileged user namespaces may be disabled: sysctl kernel.unprivileged_userns_clone=1)"
+        return f"bubblewrap failed: {why}"
+    return None
