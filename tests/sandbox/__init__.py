@@ -1,0 +1,1 @@
+"""Tests of the sandbox: bubblewrap confinement and the egress proxy."""
