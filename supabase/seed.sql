@@ -35,7 +35,21 @@ select public.publish_tool_version(
    "http_proxy",
    "https_proxy",
    "no_proxy"
-  ]
+  ],
+  "sandbox": {
+   "network": [],
+   "fs": {
+    "read": [],
+    "write": []
+   },
+   "limits": {
+    "memory_mb": 1024,
+    "pids": 256,
+    "cpu_s": 300,
+    "file_mb": 512,
+    "open_files": 1024
+   }
+  }
  },
  "config_schema": {
   "type": "object",
@@ -112,6 +126,73 @@ select public.publish_tool_version(
      }
     }
    },
+   "sandbox": {
+    "type": "object",
+    "additionalProperties": false,
+    "description": "the sandbox the process runs in; an element not published by an admin can only narrow what its executor chain allows",
+    "properties": {
+     "network": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      },
+      "description": "\"host:port\" entries reachable through the egress proxy; [] is no network"
+     },
+     "fs": {
+      "type": "object",
+      "additionalProperties": false,
+      "description": "host paths mounted into the sandbox (absolute, ${VAR}, or relative to the runner's cwd)",
+      "properties": {
+       "read": {
+        "type": "array",
+        "items": {
+         "type": "string"
+        },
+        "description": "paths mounted read-only"
+       },
+       "write": {
+        "type": "array",
+        "items": {
+         "type": "string"
+        },
+        "description": "paths mounted read-write"
+       }
+      }
+     },
+     "limits": {
+      "type": "object",
+      "additionalProperties": false,
+      "description": "resource limits of the process",
+      "properties": {
+       "memory_mb": {
+        "type": "integer",
+        "minimum": 16,
+        "description": "address space, in MiB"
+       },
+       "pids": {
+        "type": "integer",
+        "minimum": 8,
+        "description": "processes and threads"
+       },
+       "cpu_s": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "description": "CPU seconds"
+       },
+       "file_mb": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "the largest file, and the size of the writable tmp, in MiB"
+       },
+       "open_files": {
+        "type": "integer",
+        "minimum": 16,
+        "description": "open file descriptors"
+       }
+      }
+     }
+    }
+   },
    "environment": {
     "type": "object",
     "additionalProperties": false,
@@ -135,6 +216,73 @@ select public.publish_tool_version(
       "type": "array",
       "items": {
        "type": "string"
+      }
+     },
+     "sandbox": {
+      "type": "object",
+      "additionalProperties": false,
+      "description": "the sandbox of the environment's steps (a runtime's installs) instead of the tool's: only an admin-published element sets it",
+      "properties": {
+       "network": {
+        "type": "array",
+        "items": {
+         "type": "string"
+        },
+        "description": "\"host:port\" entries reachable through the egress proxy; [] is no network"
+       },
+       "fs": {
+        "type": "object",
+        "additionalProperties": false,
+        "description": "host paths mounted into the sandbox (absolute, ${VAR}, or relative to the runner's cwd)",
+        "properties": {
+         "read": {
+          "type": "array",
+          "items": {
+           "type": "string"
+          },
+          "description": "paths mounted read-only"
+         },
+         "write": {
+          "type": "array",
+          "items": {
+           "type": "string"
+          },
+          "description": "paths mounted read-write"
+         }
+        }
+       },
+       "limits": {
+        "type": "object",
+        "additionalProperties": false,
+        "description": "resource limits of the process",
+        "properties": {
+         "memory_mb": {
+          "type": "integer",
+          "minimum": 16,
+          "description": "address space, in MiB"
+         },
+         "pids": {
+          "type": "integer",
+          "minimum": 8,
+          "description": "processes and threads"
+         },
+         "cpu_s": {
+          "type": "number",
+          "exclusiveMinimum": 0,
+          "description": "CPU seconds"
+         },
+         "file_mb": {
+          "type": "integer",
+          "minimum": 1,
+          "description": "the largest file, and the size of the writable tmp, in MiB"
+         },
+         "open_files": {
+          "type": "integer",
+          "minimum": 16,
+          "description": "open file descriptors"
+         }
+        }
+       }
       }
      },
      "timeout": {
@@ -316,6 +464,20 @@ config:
   # way the machine is set up to.)
   env_passthrough: [PATH, HOME, LANG, LC_ALL, TZ, TMPDIR, SSL_CERT_FILE, SSL_CERT_DIR,
                     HTTP_PROXY, HTTPS_PROXY, NO_PROXY, http_proxy, https_proxy, no_proxy]
+  # The bubblewrap sandbox every process runs in: no network, no host paths but the tool's
+  # own, and these limits. An admin-published element above may widen it; any other element
+  # only narrows it (20261128000300_sandbox_narrowing.sql).
+  sandbox:
+    network: []
+    fs:
+      read: []
+      write: []
+    limits:
+      memory_mb: 1024
+      pids: 256
+      cpu_s: 300
+      file_mb: 512
+      open_files: 1024
 # The config this primitive and the runner's harness understand (runner/primitives/subprocess.py,
 # runner/harness/environment.py, runner/harness/validation.py, runner/policy/permissions.py):
 # publish refuses any other key on a chain ending here, unless an element above declares it.
@@ -347,6 +509,34 @@ config_schema:
       properties:
         read: {type: array, items: {type: string}}
         write: {type: array, items: {type: string}}
+    sandbox: &sandbox
+      type: object
+      additionalProperties: false
+      description: >-
+        the sandbox the process runs in; an element not published by an admin can only
+        narrow what its executor chain allows
+      properties:
+        network:
+          type: array
+          items: {type: string}
+          description: '"host:port" entries reachable through the egress proxy; [] is no network'
+        fs:
+          type: object
+          additionalProperties: false
+          description: host paths mounted into the sandbox (absolute, ${VAR}, or relative to the runner's cwd)
+          properties:
+            read: {type: array, items: {type: string}, description: paths mounted read-only}
+            write: {type: array, items: {type: string}, description: paths mounted read-write}
+        limits:
+          type: object
+          additionalProperties: false
+          description: resource limits of the process
+          properties:
+            memory_mb: {type: integer, minimum: 16, description: "address space, in MiB"}
+            pids: {type: integer, minimum: 8, description: processes and threads}
+            cpu_s: {type: number, exclusiveMinimum: 0, description: CPU seconds}
+            file_mb: {type: integer, minimum: 1, description: "the largest file, and the size of the writable tmp, in MiB"}
+            open_files: {type: integer, minimum: 16, description: open file descriptors}
     environment:
       type: object
       additionalProperties: false
@@ -358,6 +548,11 @@ config_schema:
           items: {type: [string, number, boolean]}
           description: what the environment depends on; its hash names the environment
         env_passthrough: {type: array, items: {type: string}}
+        sandbox:
+          <<: *sandbox
+          description: >-
+            the sandbox of the environment's steps (a runtime's installs) instead of the
+            tool's: only an admin-published element sets it
         timeout: {type: number, exclusiveMinimum: 0, description: seconds each step may take}
         steps:
           type: array
@@ -912,6 +1107,12 @@ select public.publish_tool_version(
   },
   "requires": [],
   "environment": {
+   "sandbox": {
+    "network": [
+     "pypi.org:443",
+     "files.pythonhosted.org:443"
+    ]
+   },
    "key": [
     "python3",
     "{requires}"
@@ -951,8 +1152,8 @@ select public.publish_tool_version(
      "type": "syntax_check",
      "command": "{env_dir}/bin/python",
      "args": [
-      "-m",
-      "py_compile",
+      "-c",
+      "import sys; compile(open(sys.argv[1], 'rb').read(), sys.argv[1], 'exec')",
       "{entrypoint}"
      ]
     },
@@ -1013,6 +1214,9 @@ config:
     PYTHONDONTWRITEBYTECODE: "1"
   requires: []
   environment:
+    # the install steps reach the package index, and nothing else
+    sandbox:
+      network: ["pypi.org:443", "files.pythonhosted.org:443"]
     key: [python3, "{requires}"]
     # uv's and pip's own settings (index, cache, certificates) reach the install steps
     env_passthrough: ["UV_*", "PIP_*"]
@@ -1026,7 +1230,8 @@ config:
     rules:
       - type: syntax_check
         command: "{env_dir}/bin/python"
-        args: [-m, py_compile, "{entrypoint}"]
+        # compiled in memory: the tool's directory is read-only in the sandbox (no __pycache__)
+        args: [-c, "import sys; compile(open(sys.argv[1], 'rb').read(), sys.argv[1], 'exec')", "{entrypoint}"]
       - type: pattern_check
         patterns:
           dangerous: ['\bos\.system\(']
@@ -1823,6 +2028,11 @@ select public.publish_tool_version(
   },
   "requires": [],
   "environment": {
+   "sandbox": {
+    "network": [
+     "registry.npmjs.org:443"
+    ]
+   },
    "key": [
     "node",
     "{requires}"
@@ -1902,6 +2112,9 @@ config:
     NODE_PATH: "{env_dir}/node_modules"
   requires: []
   environment:
+    # the install steps reach the package index, and nothing else
+    sandbox:
+      network: ["registry.npmjs.org:443"]
     key: [node, "{requires}"]
     # npm's own settings (registry, cache, certificates) reach the install step
     env_passthrough: ["NPM_CONFIG_*", "npm_config_*", NODE_EXTRA_CA_CERTS]

@@ -3,9 +3,12 @@ is held to the config_schema of every element of its chain.
 
 Hypothesis draws configs whose keys come from the union of every seeded contract (the
 canonical keys, their old spellings, the keys other chains declare) and from nowhere at all,
-with values each key's schema allows, and publishes each through PostgresRegistry as the
-local owner in namespace `local`. Every publish either succeeds with the config stored
-canonically, or is refused naming exactly the keys its chain does not declare.
+with values each key's schema allows, and publishes each through PostgresRegistry into
+namespace `local` as an admin: an admin's config may widen the sandbox and read any
+variable of the runner's environment (a drawn `sandbox` or `env_passthrough` would
+otherwise be refused for that, 20261128000400_publish_trust.sql, which is not what this
+test is about). Every publish either succeeds with the config stored canonically, or is
+refused naming exactly the keys its chain does not declare.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from runner import PostgresRegistry, UsageError, local_owner
+from runner import PostgresRegistry, UsageError
+from runner.principal import admin as admin_principal
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 # The chains drawn: (tool_type, executor, files). Each is one the local owner may publish on.
@@ -235,7 +239,7 @@ def admin(database_url: str) -> Iterator[psycopg.Connection]:
 
 @pytest.fixture(scope="module")
 def registry(database_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[PostgresRegistry]:
-    r = PostgresRegistry(database_url, principal=local_owner())
+    r = PostgresRegistry(database_url, principal=admin_principal())
     yield r
     loop.run_until_complete(r.aclose())
 

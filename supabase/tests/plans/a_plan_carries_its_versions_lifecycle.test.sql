@@ -16,7 +16,8 @@ set constraints all immediate;
 set constraints all deferred;
 
 select is(resolve_execution_plan('life_script') - array['tool_id', 'version', 'tool_type', 'content_hash',
-            'executor_id', 'primitive', 'chain', 'config', 'parameters', 'outputs', 'manifest', 'files'],
+            'executor_id', 'primitive', 'chain', 'config', 'allowed_variables', 'parameters', 'outputs',
+            'manifest', 'files'],
           '{"deprecated": false, "deprecation_message": null, "yanked": false, "yanked_reason": null}'::jsonb,
           'a plan carries its version''s lifecycle: neither deprecated nor yanked once published');
 select is(tests.cached('life_script') ->> 'version', '1.1.0', 'the latest version''s plan is cached');
@@ -43,7 +44,8 @@ select is(resolve_execution_plan('life_script') ->> 'version', '1.0.0',
           'unpinned, a yanked version is never resolved: the latest is the one before it');
 select is((resolve_execution_plan('life_script') ->> 'yanked')::boolean, false, 'and that one is not yanked');
 select is(resolve_execution_plan('life_script', '1.1.0') - array['tool_id', 'version', 'tool_type', 'content_hash',
-            'executor_id', 'primitive', 'chain', 'config', 'parameters', 'outputs', 'manifest', 'files'],
+            'executor_id', 'primitive', 'chain', 'config', 'allowed_variables', 'parameters', 'outputs',
+            'manifest', 'files'],
           '{"deprecated": true, "deprecation_message": "use life_script_next", "yanked": true,
             "yanked_reason": "breaks on empty input"}'::jsonb,
           'pinned exactly, the yanked version resolves, saying it is yanked and why (and still deprecated)');

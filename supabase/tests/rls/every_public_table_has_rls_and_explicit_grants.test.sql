@@ -4,7 +4,7 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(90);
+select plan(93);
 select tests.make_acme();
 
 -- The tables of the matrix: a new table must join it (and this list).
@@ -12,7 +12,7 @@ select tables_are('public',
   array['namespaces', 'namespace_members', 'tools', 'tool_versions', 'tool_version_files', 'tool_type_rules',
         'tool_version_signatures', 'tool_runs', 'audit_log', 'rate_limits', 'registry_limits',
         'execution_contexts',
-        'approval_policies', 'approvals'],
+        'approval_policies', 'approvals', 'namespace_secret_grants'],
   'schema public holds exactly the tables of the RLS matrix');
 select is_empty(
   $$select c.relname from pg_catalog.pg_class c
@@ -145,6 +145,12 @@ select table_privs_are('public', 'approvals', 'authenticated', array['SELECT'],
   'authenticated may only select approvals: they change through request/decide/use_approval');
 select table_privs_are('public', 'approvals', 'service_role', array['SELECT', 'DELETE'],
   'service_role may select and delete approvals (retention), never write them directly');
+select table_privs_are('public', 'namespace_secret_grants', 'anon', array[]::text[],
+  'anon holds no privilege on namespace_secret_grants');
+select table_privs_are('public', 'namespace_secret_grants', 'authenticated', array['SELECT'],
+  'authenticated may only read namespace_secret_grants: admins grant through grant_secret');
+select table_privs_are('public', 'namespace_secret_grants', 'service_role', array['SELECT', 'INSERT', 'DELETE'],
+  'service_role grants and revokes variables, never changes a grant');
 
 -- Column grants: what authenticated may write into namespaces and namespace_members.
 select column_privs_are('public', 'namespaces', 'namespace', 'authenticated', array['SELECT', 'INSERT'],
