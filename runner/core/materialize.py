@@ -5,6 +5,17 @@ registry recorded, both as it arrives in the plan (so a row altered in the datab
 refused; the plan as a whole was checked against its content_hash before: integrity.py)
 and on disk when a cached directory is reused, by content; every path must stay inside
 the directory. A directory appears complete or not at all (written aside, renamed).
+
+The directory is shared by every run of the version, whoever runs it, so it must hold the
+plan's files and nothing else: a file planted beside them (a module the entrypoint imports, a
+`__pycache__`) would run as part of the next caller's tool. A cached directory holding
+anything the plan does not list (a file, a directory, a symlink, a fifo; the runner's own
+`.kiwi-complete` marker and the directories of listed files aside) is removed and written
+again from the plan, with a warning. A listed file changed on disk is still refused
+(IntegrityError): that is damage to report, not litter to sweep. The files are written
+read-only (0444, the entrypoint 0555) and the directories 0555, so a tool cannot write there
+without first changing a mode, which the checks see; the runner makes a tree writable again
+before it removes it.
 Whatever a plan holds, a failure here is a KiwiError naming the file: a path that is both
 a file and another file's directory, a name the filesystem cannot hold, a full disk.
 
@@ -15,7 +26,9 @@ marked `is_entrypoint`: entrypoint_file.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
@@ -26,19 +39,25 @@ from ..errors import ConfigError, IntegrityError, Refused
 from .identity import ByIdentity
 from .plan import Plan, PlanFile
 
-COMPLETE = ".kiwi-complete"
+logger = logging.getLogger("kiwi.runner")
 
-# Directories this process has hashed, with each file's (inode, size, mtime, ctime) and
-# the sha256s they matched: a warm run stats its files instead of reading and hashing
-# them again. Size and mtime alone can be kept by an edit (`os.utime` puts mtime back);
-# ctime cannot be set from user space and moves on every write, chmod or rename, so any
-# change is hashed again and, if the bytes differ, refused.
+COMPLETE = ".kiwi-complete"
+FILE_MODE, ENTRY_MODE, DIR_MODE = 0o444, 0o555, 0o555
+
+# Directories this process has checked, with the (inode, size, mtime, ctime) of each file
+# and of each directory (the tool's own and those holding its files), and the sha256s the
+# files matched: a warm run stats them instead of listing, reading and hashing them again.
+# A directory's mtime and ctime move whenever an entry is added, removed or renamed in it,
+# so an unchanged stamp means an unchanged listing. Size and mtime alone can be kept by an
+# edit (`os.utime` puts mtime back); ctime cannot be set from user space and moves on every
+# write, chmod or rename, so any change is checked again and, if the bytes differ, refused.
 # A stamp is remembered only once its ctime is older than RACY_NS: a filesystem's clock is
 # coarse (a tick of some ms), so a write within the same tick as the check could otherwise
 # keep the ctime it saw (git's "racily clean" entries, handled the same way).
 Stamp = tuple[int, int, int, int]
 RACY_NS = 50_000_000
 _verified: dict[Path, tuple[tuple[Stamp, ...], tuple[str, ...]]] = {}
+_paths: dict[Path, tuple[str, ...]] = {}
 
 
 def is_safe_relative(path: str) -> bool:
@@ -137,16 +156,42 @@ _checked_plan = ByIdentity(_checked)
 
 
 def materialise(plan: Plan, root: Path) -> Path:
-    """The directory holding the plan's files, written if needed. Raises IntegrityError on a mismatch."""
+    """The directory holding the plan's files and nothing else, written if needed. Raises
+    IntegrityError when a listed file was changed on disk; anything unlisted is swept away by
+    writing the directory again."""
     contents = _checked_plan(plan)
-    entry = entrypoint_file(plan)
     target = root / "tools" / plan.content_hash
-    if (target / COMPLETE).exists():
-        _verify_on_disk(target, contents)
+    if _unchanged(target, contents):  # the warm path: every stamp as when it was last checked
         return target
+    if (target / COMPLETE).exists():
+        unlisted = _verify_on_disk(target, contents)
+        if not unlisted:
+            return target
+        shown = ", ".join(repr(rel) for rel in unlisted[:5]) + (", …" if len(unlisted) > 5 else "")
+        logger.warning(
+            "the cached tool directory %s holds %d entr%s the plan does not list (%s): written again",
+            target,
+            len(unlisted),
+            "y" if len(unlisted) == 1 else "ies",
+            shown,
+        )
+        _discard(target)
+    _write(target, contents, entrypoint_file(plan), plan.content_hash)
+    unlisted = _verify_on_disk(target, contents)
+    if unlisted:
+        raise IntegrityError(
+            f"{target} held {len(unlisted)} entries the plan does not list right after it was written",
+            hint="something else writes into the runner's cache directory (KIWI_CACHE_DIR); stop it and run again",
+        )
+    return target
+
+
+def _write(target: Path, contents: dict[str, PlanFile], entry: PlanFile | None, content_hash: str) -> None:
+    """Write the files aside, read-only, and rename the directory into place (unless another
+    process did first: its complete directory is kept, and checked by the caller)."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{plan.content_hash[:16]}-", dir=target.parent))
+        staging = Path(tempfile.mkdtemp(prefix=f".{content_hash[:16]}-", dir=target.parent))
     except OSError as e:
         raise _unwritable(None, e) from e
     try:
@@ -155,41 +200,119 @@ def materialise(plan: Plan, root: Path) -> Path:
             try:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(_content(f))
-                dest.chmod(0o755 if f is entry else 0o644)
+                dest.chmod(ENTRY_MODE if f is entry else FILE_MODE)
             except OSError as e:
                 raise _unwritable(rel, e) from e
         try:
-            (staging / COMPLETE).write_text(plan.content_hash + "\n")
+            (staging / COMPLETE).write_text(content_hash + "\n")
+            (staging / COMPLETE).chmod(FILE_MODE)
+            for rel in _directories(contents):
+                (staging / rel).chmod(DIR_MODE)
+            staging.chmod(DIR_MODE)
             try:
                 os.rename(staging, target)
             except OSError:
                 if not (target / COMPLETE).exists():  # someone else's incomplete directory: replace it
-                    shutil.rmtree(target, ignore_errors=True)
+                    _remove(target)
                     os.rename(staging, target)
         except OSError as e:
             raise _unwritable(None, e) from e
     finally:
         if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    _verify_on_disk(target, contents)
-    return target
+            _remove(staging)
 
 
-def _signature(target: Path, rels: list[str]) -> tuple[Stamp, ...] | None:
+def _discard(target: Path) -> None:
+    """Take a cached directory out of use (renamed aside, so a concurrent run sees it whole or
+    not at all) and remove it."""
+    aside = target.parent / f".{target.name[:16]}-stale-{os.urandom(8).hex()}"
     try:
-        stats = [os.stat(target / rel) for rel in rels]
+        os.rename(target, aside)
+    except FileNotFoundError:
+        return  # another process discarded it first
+    except OSError as e:
+        raise _unwritable(None, e) from e
+    _remove(aside)
+
+
+def _remove(path: Path) -> None:
+    """rmtree of a tree the runner made read-only: every directory in it is made writable first
+    (symlinks are neither followed nor changed)."""
+    with contextlib.suppress(OSError):
+        if not path.is_symlink():
+            path.chmod(0o700)
+    for top, dirs, _ in os.walk(path):  # top-down: a directory is writable before it is entered
+        for name in dirs:
+            child = Path(top, name)
+            with contextlib.suppress(OSError):
+                if not child.is_symlink():
+                    child.chmod(0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _layout(contents: dict[str, PlanFile]) -> tuple[str, ...]:
+    """The directories holding the plan's files, relative to the tool's directory, deepest first."""
+    found = {str(parent) for rel in contents for parent in PurePosixPath(rel).parents if str(parent) != "."}
+    return tuple(sorted(found, key=lambda d: (-d.count("/"), d)))
+
+
+_directories = ByIdentity(_layout)
+
+
+def _unlisted(target: Path, contents: dict[str, PlanFile]) -> list[str]:
+    """What the directory holds besides the plan's files (each a regular file), the directories
+    holding them and the marker; a directory that cannot be listed counts as unlisted."""
+    dirs = set(_directories(contents))
+    found: list[str] = []
+    pending = [""]
+    while pending:
+        where = pending.pop()
+        try:
+            with os.scandir(target / where) as entries:
+                for e in entries:
+                    rel = f"{where}/{e.name}" if where else e.name
+                    if e.is_dir(follow_symlinks=False) and rel in dirs:
+                        pending.append(rel)
+                    elif not (e.is_file(follow_symlinks=False) and (rel in contents or rel == COMPLETE)):
+                        found.append(rel)
+        except OSError:
+            found.append(where or ".")
+    return found
+
+
+def _signature(target: Path, contents: dict[str, PlanFile]) -> tuple[Stamp, ...] | None:
+    """The stamps of the listed files, then of the directories holding them, then of the tool's
+    directory (lstat: a symlink is stamped as itself)."""
+    paths = _paths.get(target)
+    if paths is None:  # a version's content_hash names its files: the same paths on every run
+        paths = _paths[target] = (*(str(target / rel) for rel in (*contents, *_directories(contents))), str(target))
+    try:
+        stats = [os.lstat(path) for path in paths]
     except OSError:
         return None
     return tuple((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for st in stats)
 
 
-def _verify_on_disk(target: Path, contents: dict[str, PlanFile]) -> None:
-    """Every file on disk hashes to the plan's sha256 (the plan itself already matched its
-    content_hash, so a mismatch here is the disk's: a cached copy edited or damaged)."""
+def _unchanged(target: Path, contents: dict[str, PlanFile]) -> bool:
+    """Checked before by this process, and no file or directory stamp has moved since (the
+    marker's presence is in the tool directory's own stamp)."""
+    kept = _verified.get(target)
+    if kept is None or kept[1] != tuple(f.sha256 for f in contents.values()):
+        return False
+    return _signature(target, contents) == kept[0]
+
+
+def _verify_on_disk(target: Path, contents: dict[str, PlanFile]) -> list[str]:
+    """What the directory holds that the plan does not list (nothing: it may be used), once every
+    listed file hashes to the plan's sha256. The plan itself already matched its content_hash, so
+    a mismatch is the disk's (a cached copy edited or damaged): an IntegrityError."""
+    if _unchanged(target, contents):
+        return []
     shas = tuple(f.sha256 for f in contents.values())
-    signature = _signature(target, list(contents))
-    if signature is not None and _verified.get(target) == (signature, shas):
-        return
+    signature = _signature(target, contents)
+    unlisted = _unlisted(target, contents)
+    if unlisted:
+        return unlisted
     for rel, f in contents.items():
         path = target / rel
         try:
@@ -203,3 +326,4 @@ def _verify_on_disk(target: Path, contents: dict[str, PlanFile]) -> None:
             )
     if signature is not None and max(st[3] for st in signature) < time.time_ns() - RACY_NS:
         _verified[target] = (signature, shas)
+    return []
