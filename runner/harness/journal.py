@@ -9,7 +9,8 @@ stored a record, its line is no longer needed: a journal segment whose records a
 stored is emptied (or deleted, once a newer one is in use).
 
     <cache_dir>/journal/<registry key>/<pid>-<n>.jsonl     one JSON line per record:
-        {"id", "kind": "run" | "audit", "as": {"role", "claims", "source"} | null, "record"}
+        {"id", "kind": "run" | "audit", "as": {"role", "claims", "source"} | null, "record", "mac"}
+    <cache_dir>/keys/journal.key                           the runner's key (32 random bytes, 0600)
 
 The registry key is a digest of where the records go (the backend's repr: its database URL
 with the password masked), so a journal is only ever replayed into the registry it was
@@ -23,6 +24,19 @@ them to this process's own segment, and deletes the orphan.
 The principal a record was written as is kept as its role and claims, never its token:
 the Postgres backend acts on claims, so a replayed record names the same caller. The
 files are created 0600 in the user's own cache directory.
+
+A replayed line is stored as whoever it names, so a line the runner did not write must never
+be replayed: a tool that could append two lines to a segment had them stored as another user
+and as service_role. Every line therefore carries "mac", an HMAC-SHA256 under a key only the
+runner holds, over the journal's registry key and the line's canonical JSON (sorted keys, no
+spaces, without "mac"): changing any field, the principal included, or moving a line to
+another registry's journal breaks it. The key is 32 random bytes made once per cache
+directory (written aside with O_CREAT|O_EXCL, 0600, linked into place, in a 0700 directory
+apart from the journal's, so a sandbox can hide it while exposing nothing else) and read
+once per process. `adopt()` keeps only the lines whose MAC verifies; the others (no MAC, a
+wrong one, one made under another key, a line altered after it was written, and every line
+of a journal written before lines were signed) are dropped and counted, with one warning
+per segment naming it and the count, never a line's content.
 """
 
 from __future__ import annotations
@@ -30,9 +44,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import hmac
 import json
 import logging
 import os
+import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +60,8 @@ __all__ = ["Journal", "Journaled", "journal_for"]
 logger = logging.getLogger("kiwi.runner")
 
 ROTATE_LINES = 2000  # a segment still holding unwritten records is replaced after this many lines
+KEY_BYTES = 32
+MAC_CONTEXT = b"kiwi-journal-line-v1\n"  # a MAC made for a journal line is good for nothing else
 
 
 @dataclass(frozen=True)
@@ -70,7 +88,98 @@ def journal_for(cache_dir: Path, backend: Any) -> Journal | None:
     backend whose records are not kept, such as the in-memory one of unit tests)."""
     if type(backend).__name__ not in JOURNALED_BACKENDS:
         return None
-    return Journal(Path(cache_dir) / "journal" / hashlib.sha256(repr(backend).encode()).hexdigest()[:16])
+    cache = Path(cache_dir)
+    return Journal(cache / "journal" / hashlib.sha256(repr(backend).encode()).hexdigest()[:16], key_file_in(cache))
+
+
+def key_file_in(cache_dir: Path) -> Path:
+    """Where the runner's journal key is kept, beside (not inside) the journals."""
+    return Path(cache_dir) / "keys" / "journal.key"
+
+
+class KeyUnusable(OSError):
+    """The key file exists but cannot be trusted (another owner, readable by others, wrong size)."""
+
+
+_keys: dict[Path, bytes] = {}
+
+
+def load_key(path: Path) -> bytes:
+    """The runner's journal key, made on first use and read once per process. Raises OSError
+    (KeyUnusable for a key file that may not be secret)."""
+    key = _keys.get(path)
+    if key is None:
+        key = _keys[path] = _read_key(path) or _make_key(path)
+    return key
+
+
+def _read_key(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode):
+            raise KeyUnusable(f"the journal key {path} must be a file of this user, readable by it alone (0600)")
+        key = os.read(fd, KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(key) != KEY_BYTES:
+        raise KeyUnusable(f"the journal key {path} is not {KEY_BYTES} bytes long")
+    return key
+
+
+def _make_key(path: Path) -> bytes:
+    """Write a new key aside (O_CREAT|O_EXCL, 0600) and link it into place, so no process ever
+    reads a key half written; a process that linked one first wins, and its key is read."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path.parent, 0o700)
+    aside = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        key = os.urandom(KEY_BYTES)
+        os.write(fd, key)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(aside, path)
+    except FileExistsError:
+        key = _read_key(path) or b""
+    finally:
+        aside.unlink(missing_ok=True)
+    if len(key) != KEY_BYTES:
+        raise KeyUnusable(f"the journal key {path} vanished while it was made")
+    return key
+
+
+def _canonical(line: dict[str, Any]) -> bytes:
+    return json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def _mac(key: bytes, scope: str, line: dict[str, Any]) -> str:
+    """The line's MAC: over the journal's registry key (`scope`) and its canonical JSON."""
+    return hmac.new(key, MAC_CONTEXT + scope.encode() + b"\n" + _canonical(line), hashlib.sha256).hexdigest()
+
+
+def encode_line(key: bytes, scope: str, line: dict[str, Any]) -> bytes:
+    """A journal line, signed. The line is first put through JSON once, so what is signed is
+    exactly what a reader parses back (a value made a string by `default=str`, an int key)."""
+    plain = json.loads(json.dumps(line, default=str))
+    return _canonical({**plain, "mac": _mac(key, scope, plain)}) + b"\n"
+
+
+def verified(key: bytes, scope: str, raw: bytes) -> dict[str, Any] | None:
+    """The parsed line if its MAC is this key's for this journal (None: unsigned, forged or
+    altered). Raises ValueError for a line that is not a JSON object."""
+    line = json.loads(raw)
+    if not isinstance(line, dict):
+        raise ValueError("not a JSON object")
+    mac = line.pop("mac", None)
+    if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(key, scope, line)):
+        return None
+    return line
 
 
 def _principal_json(principal: Principal | None) -> dict[str, Any] | None:
@@ -103,8 +212,10 @@ class _Segment:
 
 
 class Journal:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, key_file: Path) -> None:
         self.directory = directory
+        self.key_file = key_file
+        self._key: bytes | None = None
         self._segments: dict[int, _Segment] = {}
         self._current = -1
         self._broken = False
@@ -119,8 +230,8 @@ class Journal:
         if self._broken:
             return None
         line = {"id": record_id, "kind": kind, "as": _principal_json(principal), "record": record}
-        data = (json.dumps(line, separators=(",", ":"), default=str) + "\n").encode()
         try:
+            data = encode_line(self._signing_key(), self.directory.name, line)
             segment = self._writable()
             os.write(segment.fd, data)
         except OSError as e:
@@ -147,10 +258,22 @@ class Journal:
             found.close(delete=True)
             del self._segments[segment]
 
+    def _signing_key(self) -> bytes:
+        if self._key is None:
+            self._key = load_key(self.key_file)
+        return self._key
+
     def adopt(self) -> list[Journaled]:
         """The records of segments no running process holds (their writer ended first), read
-        and removed from disk after they are appended to this process's own segment."""
+        and removed from disk after they are appended to this process's own segment. Only the
+        lines this runner's key authenticates are kept (module docstring)."""
         if self._broken or not self.directory.is_dir():
+            return []
+        try:
+            key = self._signing_key()
+        except OSError as e:
+            self._broken = True
+            logger.warning("the run journal key %s is unusable (%s): records only in memory", self.key_file, e)
             return []
         mine = {s.path for s in self._segments.values()}
         found: list[Journaled] = []
@@ -168,7 +291,7 @@ class Journal:
                     continue  # its writer is alive
                 theirs = [
                     replace(item, segment=self.append(item.record_id, item.kind, item.principal, item.record))
-                    for item in _read(path)
+                    for item in _read(path, key, self.directory.name)
                 ]
                 if not self._broken:
                     path.unlink(missing_ok=True)
@@ -202,13 +325,27 @@ class Journal:
         return self._segments[self._current]
 
 
-def _read(path: Path) -> list[Journaled]:
-    """The complete lines of a segment (a line cut short by the crash is skipped)."""
+def _read(path: Path, key: bytes, scope: str) -> list[Journaled]:
+    """The authenticated lines of a segment. A line cut short by the crash is skipped as
+    unreadable; a line without this key's MAC is dropped; each kind is counted in one warning."""
     found = []
+    unreadable = dropped = 0
     for raw in path.read_bytes().splitlines():
         try:
-            line = json.loads(raw)
+            line = verified(key, scope, raw)
+            if line is None:
+                dropped += 1
+                continue
             found.append(Journaled(str(line["id"]), str(line["kind"]), _principal_of(line.get("as")), line["record"]))
         except (ValueError, KeyError, TypeError):
-            logger.warning("skipped an unreadable line of the run journal %s", path)
+            unreadable += 1
+    if dropped:
+        logger.warning(
+            "dropped %d line(s) of the run journal segment %s not authenticated by this runner's key"
+            " (forged, altered, or written before journal lines were signed): not replayed",
+            dropped,
+            path,
+        )
+    if unreadable:
+        logger.warning("skipped %d unreadable line(s) of the run journal segment %s", unreadable, path)
     return found

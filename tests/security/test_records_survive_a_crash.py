@@ -24,6 +24,8 @@ import psycopg
 
 from runner import LOCAL_OWNER_ID
 from runner.core.records import params_digest
+from runner.harness.journal import encode_line, key_file_in, load_key
+from tests.conftest import runner_url
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60
@@ -35,7 +37,7 @@ def _run(params: dict[str, Any]) -> dict[str, Any]:
 
 def _env(database_url: str, cache: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
-    return {**env, "KIWI_DATABASE_URL": database_url, "KIWI_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    return {**env, "KIWI_DATABASE_URL": runner_url(database_url), "KIWI_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
 
 
 class StdioServer:
@@ -164,8 +166,9 @@ def test_a_record_replayed_after_it_was_written_is_not_stored_twice(database_url
         first.stop()
     before = _rows(database_url, digest)
     assert len(before[0]) == 1 and len(before[1]) == 1, before
-    left = cache / "journal" / _only_key(cache) / "4194304-0.jsonl"  # as a killed process would leave it
-    left.write_bytes(_journal_line(database_url, digest))
+    scope = _only_key(cache)
+    left = cache / "journal" / scope / "4194304-0.jsonl"  # as a killed process would leave it
+    left.write_bytes(_journal_line(database_url, digest, cache, scope))
     second = StdioServer(database_url, cache, tmp_path / "second.log")
     try:
         deadline = time.monotonic() + TIMEOUT_S
@@ -176,7 +179,8 @@ def test_a_record_replayed_after_it_was_written_is_not_stored_twice(database_url
         second.stop()
     assert not left.exists()
     assert _rows(database_url, digest) == before
-    assert "not saved" not in (tmp_path / "second.log").read_text(errors="replace")
+    log = (tmp_path / "second.log").read_text(errors="replace")
+    assert "not saved" not in log and "dropped" not in log, log
     assert not [p for p in (cache / "journal").glob("*/*.jsonl") if p.stat().st_size], "nothing left to replay"
 
 
@@ -186,8 +190,10 @@ def _only_key(cache: Path) -> str:
     return keys[0]
 
 
-def _journal_line(database_url: str, digest: str) -> bytes:
-    """The journal line of the audit row already stored for these parameters."""
+def _journal_line(database_url: str, digest: str, cache: Path, scope: str) -> bytes:
+    """The journal line of the audit row already stored for these parameters, signed with the
+    cache's journal key as the runner signs its own (an unsigned line is never replayed:
+    test_journal_authenticated.py)."""
     keys = ("id", "session_id", "tool_id", "version", "content_hash", "params_sha256", "params_size", "run_id", "at")
     with psycopg.connect(database_url, autocommit=True) as conn:
         row = conn.execute(
@@ -197,4 +203,5 @@ def _journal_line(database_url: str, digest: str) -> bytes:
     entry = {k: v if v is None or isinstance(v, int) else str(v) for k, v in zip(keys, row, strict=True)}
     entry.update(action="run", decision="allowed", outcome="success", duration_ms=1.0)
     owner = {"role": "authenticated", "claims": {"sub": LOCAL_OWNER_ID, "role": "authenticated"}, "source": "journal"}
-    return (json.dumps({"id": entry["id"], "kind": "audit", "as": owner, "record": entry}) + "\n").encode()
+    line = {"id": entry["id"], "kind": "audit", "as": owner, "record": entry}
+    return encode_line(load_key(key_file_in(cache)), scope, line)
