@@ -103,9 +103,13 @@ class Registry:
 @pytest.fixture
 def registry(database_url: str, conn: psycopg.Connection) -> Iterator[Registry]:
     forget(conn)
+    # The fixtures' ${DOCS_*} variables, read by tools the local owner publishes: an admin
+    # grants them to namespace local, as a deployment would (20261128000200_secret_grants.sql).
+    conn.execute("select grant_secret('local', 'DOCS_*')")
     made = Registry(database_url)
     yield made
     forget(conn)
+    conn.execute("select revoke_secret('local', 'DOCS_*')")
 
 
 def forget(conn: psycopg.Connection) -> None:
