@@ -4,7 +4,8 @@
 SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
-DB_URL := postgresql://postgres:postgres@127.0.0.1:54322/postgres
+# the runner's login (not a superuser), on the port scripts/stack uses (KIWI_DB_PORT)
+RUNNER_URL = $(shell scripts/stack runner-url)
 
 .PHONY: deps db reset demo test bench lint seed stop status clean
 
@@ -33,7 +34,7 @@ reset: deps
 
 ## demo: the registry at work: a chain, a merged plan, a search
 demo: db
-	@KIWI_DATABASE_URL=$(DB_URL) $(PY) scripts/demo.py
+	@KIWI_DATABASE_URL=$(RUNNER_URL) $(PY) scripts/demo.py
 
 ## test: the whole suite (pytest, which runs the pgTAP files through pg_prove)
 test: db

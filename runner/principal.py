@@ -50,8 +50,8 @@ __all__ = [
 ROLES = ("anon", "authenticated", "service_role")
 # The local stack's owner: a fixed id (uuid5 of "kiwi:local-owner"), so the CLI knows it
 # without a file; scripts/stack makes it the owner of namespace `local`
-# (supabase/local_owner.sql). Anyone holding the database password is already its
-# superuser, so a well-known id gives away nothing the password does not.
+# (supabase/local_owner.sql). Anyone holding the runner's database password can already
+# SET ROLE to service_role, so a well-known id gives away nothing the password does not.
 LOCAL_OWNER_ID = "866e9377-288f-586a-84f4-9598007609a5"
 LOCAL_NAMESPACE = "local"
 # The Supabase CLI's default JWT secret for local projects: the local stack's tokens are

@@ -1,6 +1,7 @@
 """`make demo`: the registry and the runner at work, end to end.
 
-1. The registry, from SQL: a chain, a merged execution plan, a batch with a bad id, search.
+1. The registry, from SQL as anon (as PostgREST asks it): a chain, a merged execution plan,
+   a batch with a bad id, search.
 2. The seeded Python, Bash, Node and API tools run through their chains with the `kiwi`
    CLI (the API tool against a local echo server this script starts), then a knowledge
    entry, a bad parameter, and the run records they left.
@@ -20,7 +21,8 @@ from pathlib import Path
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
-URL = os.environ.get("KIWI_DATABASE_URL", "postgresql://postgres:postgres@127.0.0.1:54322/postgres")
+# the runner's login, as kiwi's default (runner/config.py): not a superuser
+URL = os.environ.get("KIWI_DATABASE_URL", "postgresql://kiwi_runner:kiwi_runner@127.0.0.1:54322/postgres")
 KIWI = [sys.executable, "-m", "runner.cli"]
 
 
@@ -57,6 +59,11 @@ class EchoHandler(BaseHTTPRequestHandler):
 
 def registry_tour() -> None:
     with psycopg.connect(URL, autocommit=True) as conn:
+        # the login holds nothing itself: it reads the public registry as anon, as kiwi does for anyone
+        conn.execute(
+            "select set_config('role', 'anon', false), set_config('request.jwt.claims', %s, false)",
+            ('{"role": "anon"}',),
+        )
         heading("select * from resolve_executor_chain('format_bytes')")
         for depth, tool_id, tool_type, executor, version, content_hash in conn.execute(
             "select depth, tool_id, tool_type, executor_id, version, content_hash"

@@ -14,17 +14,51 @@ import pytest
 from psycopg.types.json import Jsonb
 
 ROOT = Path(__file__).resolve().parent.parent
+# The superuser's: fixtures create and delete data as the dashboard's SQL editor would.
 DEFAULT_DATABASE_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
+# The local stack's two logins (scripts/stack): the superuser, and the runner's
+# (supabase/local_runner_login.sql), which `kiwi` itself logs in with by default.
+SUPERUSER_LOGIN = "postgres:postgres@"
+RUNNER_LOGIN = "kiwi_runner:kiwi_runner@"
+
+
+def stack_url() -> str:
+    """The superuser URL of the database the suite runs on."""
+    return os.environ.get("KIWI_DATABASE_URL", DEFAULT_DATABASE_URL)
+
+
+def runner_url(database_url: str) -> str:
+    """The URL `kiwi` logs in with on the suite's database, as a user runs it: the runner's login
+    when `database_url` is the stack's superuser URL (KIWI_RUNNER_DATABASE_URL overrides), else
+    `database_url` unchanged (a cluster of a test's own has no runner login)."""
+    if database_url != stack_url():
+        return database_url
+    explicit = os.environ.get("KIWI_RUNNER_DATABASE_URL")
+    if explicit:
+        return explicit
+    return database_url.replace("//" + SUPERUSER_LOGIN, "//" + RUNNER_LOGIN, 1)
 
 
 @pytest.fixture(scope="session")
 def database_url() -> str:
-    url = os.environ.get("KIWI_DATABASE_URL", DEFAULT_DATABASE_URL)
+    url = stack_url()
     try:
         with psycopg.connect(url, connect_timeout=5) as conn:
             conn.execute("select 1 from public.tools limit 1")
     except psycopg.Error as exc:
         pytest.fail(f"the registry database at {url} is not ready ({exc}); run `make db` first")
+    return url
+
+
+@pytest.fixture(scope="session")
+def runner_database_url(database_url: str) -> str:
+    """The runner's login on the suite's database (runner_url)."""
+    url = runner_url(database_url)
+    try:
+        with psycopg.connect(url, connect_timeout=5):
+            pass
+    except psycopg.Error as exc:
+        pytest.fail(f"the runner cannot log in at {url} ({exc}); run `make db` first")
     return url
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, runner_url
 
 
 @dataclass
@@ -25,9 +25,10 @@ class Done:
 
 def kiwi_env(database_url: str, cache_dir: Path, **extra: str) -> dict[str, str]:
     """This environment without any KIWI_/SUPABASE_ setting of the developer's, pointed at the
-    test database, with its own cache (and whatever `extra` sets)."""
+    test database through the runner's login, as a user runs kiwi (runner_url), with its own
+    cache (and whatever `extra` sets)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
-    env.update(KIWI_DATABASE_URL=database_url, KIWI_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT), **extra)
+    env.update(KIWI_DATABASE_URL=runner_url(database_url), KIWI_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT), **extra)
     return env
 
 

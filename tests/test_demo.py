@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, runner_url
 
 
 def test_the_demo_shows_the_registry_and_runs_every_seeded_kind_of_tool(database_url: str) -> None:
@@ -16,7 +16,7 @@ def test_the_demo_shows_the_registry_and_runs_every_seeded_kind_of_tool(database
         text=True,
         timeout=300,
         cwd=ROOT,
-        env={**os.environ, "KIWI_DATABASE_URL": database_url},
+        env={**os.environ, "KIWI_DATABASE_URL": runner_url(database_url)},  # as `make demo` logs in
         check=False,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr

@@ -26,6 +26,7 @@ def fake_checkout(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "supabase" / "migrations", checkout / "supabase" / "migrations")
     shutil.copy2(ROOT / "supabase" / "seed.sql", checkout / "supabase" / "seed.sql")
     shutil.copy2(ROOT / "supabase" / "local_owner.sql", checkout / "supabase" / "local_owner.sql")
+    shutil.copy2(ROOT / "supabase" / "local_runner_login.sql", checkout / "supabase" / "local_runner_login.sql")
     cli = checkout / "node_modules" / ".bin" / "supabase"
     cli.parent.mkdir(parents=True)
     cli.write_text(FAKE + 'printf "%s\\n" "$@" >"$(dirname "$0")/../../supabase-args"\n')
@@ -62,3 +63,18 @@ def test_up_resets_a_postgres_that_already_answers_even_on_a_fresh_checkout(tmp_
     assert (checkout / ".kiwi" / "pg" / "reset.sha256").is_file(), "the reset is stamped"
     applied = (tmp_path / "pgbin" / "psql-args").read_text().split()
     assert str(checkout / "supabase" / "local_owner.sql") in applied, "the local owner is created after the reset"
+    assert str(checkout / "supabase" / "local_runner_login.sql") in applied, "and the runner's login"
+
+
+def test_the_runner_login_is_part_of_what_makes_the_stack_current(tmp_path: Path) -> None:
+    """A change to the runner's login file resets the stack, as a migration does, and `runner-url`
+    names that login on the stack's port."""
+    checkout = fake_checkout(tmp_path)
+    assert run_stack(checkout, "up").returncode == 0
+    stamp = (checkout / ".kiwi" / "pg" / "reset.sha256").read_text()
+    with (checkout / "supabase" / "local_runner_login.sql").open("a") as f:
+        f.write("-- changed\n")
+    assert run_stack(checkout, "up").returncode == 0
+    assert (checkout / ".kiwi" / "pg" / "reset.sha256").read_text() != stamp
+    url = run_stack(checkout, "runner-url").stdout.strip()
+    assert url == "postgresql://kiwi_runner:kiwi_runner@127.0.0.1:1/postgres"

@@ -371,7 +371,7 @@ class PostgresBackend:
         except psycopg.errors.InsufficientPrivilege as exc:
             raise Refused(
                 f"the database login cannot act as role {who.role}: {exc.diag.message_primary}",
-                hint=f"grant {who.role} to the login of KIWI_DATABASE_URL, as Supabase grants it to postgres",
+                hint=f"grant {who.role} to the login of KIWI_DATABASE_URL, as Supabase grants it to authenticator",
             ) from exc
         conn.kiwi_as = key
 

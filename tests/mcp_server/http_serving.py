@@ -23,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from runner import LOCAL_JWT_SECRET, LOCAL_OWNER_ID
 from runner import sign_token as sign
+from tests.conftest import runner_url
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60
@@ -35,9 +36,10 @@ def free_port() -> int:
 
 
 def serve_env(database_url: str, cache_dir: Path, **extra: str) -> dict[str, str]:
-    """This environment without the developer's KIWI_/SUPABASE_ settings, on the test database."""
+    """This environment without the developer's KIWI_/SUPABASE_ settings, on the test database
+    through the runner's login, as `kiwi serve` logs in by default (runner_url)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
-    env.update(KIWI_DATABASE_URL=database_url, KIWI_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT), **extra)
+    env.update(KIWI_DATABASE_URL=runner_url(database_url), KIWI_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT), **extra)
     return env
 
 

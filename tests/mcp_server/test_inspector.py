@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import runner_url
+
 ROOT = Path(__file__).resolve().parents[2]
 INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
 SERVER = [sys.executable, "-m", "runner.cli.serve", "--transport", "stdio"]
@@ -27,7 +29,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def inspector(database_url: str, cache_dir: Path, *args: str) -> tuple[int, Any, str]:
-    env = {**os.environ, "KIWI_DATABASE_URL": database_url, "KIWI_CACHE_DIR": str(cache_dir)}
+    env = {**os.environ, "KIWI_DATABASE_URL": runner_url(database_url), "KIWI_CACHE_DIR": str(cache_dir)}
     proc = subprocess.run(
         [str(INSPECTOR), "--cli", *SERVER, *args],
         cwd=ROOT,

@@ -26,6 +26,7 @@ from mcp_types import CallToolResult
 from runner import Runner, build_server
 from runner.cli.serve import add_serve_command
 from runner.mcp.server import ACTIONS, ITEM_TYPES
+from tests.conftest import runner_url
 from tests.mcp_server.http_serving import kiwi_http_server, mcp_client, user_token
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -335,7 +336,7 @@ async def test_a_long_run_neither_hangs_nor_blocks_the_server(runner: Runner, to
 
 
 def server_env(database_url: str, cache_dir: Path) -> dict[str, str]:
-    return {**os.environ, "KIWI_DATABASE_URL": database_url, "KIWI_CACHE_DIR": str(cache_dir)}
+    return {**os.environ, "KIWI_DATABASE_URL": runner_url(database_url), "KIWI_CACHE_DIR": str(cache_dir)}
 
 
 async def test_over_stdio(database_url: str, tmp_path: Path) -> None:

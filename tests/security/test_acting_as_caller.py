@@ -3,7 +3,8 @@
 Found by an attacker's trial (issue 12): the runner, the CLI and the MCP server ran every
 request on the database login (the `postgres` superuser), so RLS and the namespace rules
 decided nothing. Two users with real claims, anon and an explicit admin, on the real
-database and migrations.
+database and migrations, through the runner's own login (kiwi_runner: not a superuser, it
+can only SET ROLE), as `kiwi` logs in by default.
 """
 
 from __future__ import annotations
@@ -66,9 +67,11 @@ def private_tool(ns: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return manifest, [{"path": "run.sh", "content_text": "echo private", "is_entrypoint": True}]
 
 
-async def test_each_request_runs_as_the_principal_it_is_made_for(database_url: str, two_users: dict[str, Any]) -> None:
+async def test_each_request_runs_as_the_principal_it_is_made_for(
+    runner_database_url: str, two_users: dict[str, Any]
+) -> None:
     """One connection, many callers in turn: each statement sees its own caller, never the last one's."""
-    registry = PostgresRegistry(database_url, principal=anon(), min_size=1, max_size=1)
+    registry = PostgresRegistry(runner_database_url, principal=anon(), min_size=1, max_size=1)
     callers = [two_users["a"]["principal"], two_users["b"]["principal"], anon(), admin(), None]
 
     async def whoami(who: Principal | None) -> tuple[Principal | None, dict[str, Any]]:
@@ -88,10 +91,10 @@ async def test_each_request_runs_as_the_principal_it_is_made_for(database_url: s
 
 
 async def test_a_private_plan_cached_for_its_owner_is_never_served_to_another(
-    database_url: str, two_users: dict[str, Any]
+    runner_database_url: str, two_users: dict[str, Any]
 ) -> None:
     a, b = two_users["a"], two_users["b"]
-    registry = PostgresRegistry(database_url, principal=anon())
+    registry = PostgresRegistry(runner_database_url, principal=anon())
     try:
         manifest, files = private_tool(a["ns"])
         ref = f"{a['ns']}/{manifest['tool_id']}"
@@ -109,12 +112,12 @@ async def test_a_private_plan_cached_for_its_owner_is_never_served_to_another(
 
 
 async def test_runs_are_recorded_as_the_caller_that_made_them(
-    database_url: str, two_users: dict[str, Any], conn: psycopg.Connection, tmp_path: Path
+    runner_database_url: str, two_users: dict[str, Any], conn: psycopg.Connection, tmp_path: Path
 ) -> None:
     settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
+        backend="postgres", database_url=runner_database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
     )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
+    runner = Runner(PostgresRegistry(runner_database_url, principal=local_owner()), settings)
     try:
 
         async def run(who: Principal) -> str | None:
@@ -134,9 +137,9 @@ async def test_runs_are_recorded_as_the_caller_that_made_them(
 
 
 async def test_the_local_owner_publishes_in_its_namespace_but_not_into_public(
-    database_url: str, conn: psycopg.Connection
+    runner_database_url: str, conn: psycopg.Connection
 ) -> None:
-    registry = PostgresRegistry(database_url, principal=local_owner())
+    registry = PostgresRegistry(runner_database_url, principal=local_owner())
     tool_id = f"mine_{uuid.uuid4().hex[:8]}"
     manifest = {
         "tool_id": tool_id,
@@ -162,7 +165,7 @@ async def test_the_local_owner_publishes_in_its_namespace_but_not_into_public(
 def test_a_principal_is_never_the_database_login_by_default() -> None:
     """Nothing constructs a registry without saying whom it acts as."""
     with pytest.raises(TypeError):
-        PostgresRegistry("postgresql://postgres:postgres@127.0.0.1:54322/postgres")  # type: ignore[call-arg]
+        PostgresRegistry("postgresql://kiwi_runner:kiwi_runner@127.0.0.1:54322/postgres")  # type: ignore[call-arg]
 
 
 def test_the_local_stack_creates_the_owner_the_runner_acts_as(conn: psycopg.Connection) -> None:
