@@ -923,7 +923,14 @@ select public.publish_tool_version(
   "args": [
    "${KIWI_NODE_MODULES:-node_modules}/@modelcontextprotocol/server-everything/dist/index.js",
    "stdio"
-  ]
+  ],
+  "sandbox": {
+   "fs": {
+    "read": [
+     "${KIWI_NODE_MODULES:-node_modules}"
+    ]
+   }
+  }
  }
 }$k$::jsonb,
   $k$[]$k$::jsonb,
@@ -945,6 +952,11 @@ config:
   # the repository root.
   command: node
   args: ["${KIWI_NODE_MODULES:-node_modules}/@modelcontextprotocol/server-everything/dist/index.js", stdio]
+  # Its sandbox reads the project's node_modules (the server and its dependencies), and
+  # nothing else of the host; no network.
+  sandbox:
+    fs:
+      read: ["${KIWI_NODE_MODULES:-node_modules}"]
 $k$);
 
 -- filesystem_mcp (mcp_server)
@@ -972,6 +984,16 @@ select public.publish_tool_version(
    "@modelcontextprotocol/server-filesystem@2026.8.31",
    "${KIWI_FILESYSTEM_ROOT:-.}"
   ],
+  "sandbox": {
+   "network": [
+    "registry.npmjs.org:443"
+   ],
+   "fs": {
+    "write": [
+     "${KIWI_FILESYSTEM_ROOT:-.}"
+    ]
+   }
+  },
   "tool_fs": {
    "read_file": {
     "read": [
@@ -1060,6 +1082,12 @@ config:
   transport: stdio
   command: npx
   args: [-y, "@modelcontextprotocol/server-filesystem@2026.8.31", "${KIWI_FILESYSTEM_ROOT:-.}"]
+  # The sandbox writes only the one directory it serves; npx fetches the pinned package from
+  # the npm registry through the egress proxy.
+  sandbox:
+    network: ["registry.npmjs.org:443"]
+    fs:
+      write: ["${KIWI_FILESYSTEM_ROOT:-.}"]
   # Which parameters of each tool are paths it reads or writes: a call under a directive's
   # context is checked against its fs_read / fs_write globs (runner/policy/permissions.py).
   tool_fs:
@@ -2166,7 +2194,12 @@ select public.publish_tool_version(
    "-y",
    "@modelcontextprotocol/server-postgres",
    "${KIWI_POSTGRES_URL}"
-  ]
+  ],
+  "sandbox": {
+   "network": [
+    "registry.npmjs.org:443"
+   ]
+  }
  }
 }$k$::jsonb,
   $k$[]$k$::jsonb,
@@ -2184,6 +2217,10 @@ config:
   transport: stdio
   command: npx
   args: [-y, "@modelcontextprotocol/server-postgres", "${KIWI_POSTGRES_URL}"]
+  # npx fetches the package; the database it queries is named by KIWI_POSTGRES_URL, whose
+  # host:port an admin adds here for their deployment (a tenant cannot widen it)
+  sandbox:
+    network: ["registry.npmjs.org:443"]
 $k$);
 
 -- slack_mcp (mcp_server)
@@ -2266,6 +2303,12 @@ select public.publish_tool_version(
   ],
   "env": {
    "SUPABASE_ACCESS_TOKEN": "${SUPABASE_ACCESS_TOKEN}"
+  },
+  "sandbox": {
+   "network": [
+    "registry.npmjs.org:443",
+    "api.supabase.com:443"
+   ]
   }
  }
 }$k$::jsonb,
@@ -2286,6 +2329,8 @@ config:
   args: [-y, "@supabase/mcp-server-supabase@latest", --read-only, "--project-ref=${SUPABASE_PROJECT_REF}"]
   env:
     SUPABASE_ACCESS_TOKEN: "${SUPABASE_ACCESS_TOKEN}"
+  sandbox:
+    network: ["registry.npmjs.org:443", "api.supabase.com:443"]
 $k$);
 
 -- word_count (script)

@@ -24,6 +24,7 @@ LAYERS = [
     "registry",
     "search",
     "trust",
+    "sandbox",
     "primitives",
     "policy",
     "harness",

@@ -60,17 +60,20 @@ async def cmd_mcp_import(args: argparse.Namespace) -> int:
     from ..mcp.importer import import_server
     from ..mcp.pool import McpPool
     from ..registry import connect
+    from ..sandbox import Sandbox
     from ..search import embed_published
 
     settings = Settings.load()
     registry = connect(settings)
     pool = McpPool()  # import_server signs in where the server's config asks (config.auth)
+    sandbox = Sandbox(enabled=settings.sandbox)  # the server starts sandboxed, as a run of it would
     try:
-        report = await import_server(registry, pool, args.server, runner_environ())
+        report = await import_server(registry, pool, args.server, runner_environ(), sandbox)
         # what it published, embedded for search by meaning (a bar on a terminal); never fails the import
         _, unembedded = await embed_published(registry, settings, progress=None)
     finally:
         await pool.aclose()
+        await sandbox.aclose()
         await registry.aclose()
     if args.json:
         print(json.dumps(report.as_json(), ensure_ascii=False))

@@ -26,6 +26,7 @@ from ..mcp.pool import DEFAULT_CALL_TIMEOUT_S, DEFAULT_RETRIES, CallTimedOut, Mc
 from ..mcp.servers import server_link, server_spec
 from ..primitives.base import Invocation, Outcome, RunListener
 from ..primitives.subprocess import positive_number
+from ..sandbox.site import ToolSite
 
 
 class McpToolHandler:
@@ -43,14 +44,14 @@ class McpToolHandler:
         self._specs: dict[tuple[Any, ...], tuple[Mapping[str, str], ServerSpec]] = {}
         self.oauth = OAuthSessions()  # config.auth: the calling user's OAuth (runner/mcp/oauth/)
 
-    def _spec(self, plan: Plan, environ: Mapping[str, str]) -> ServerSpec:
-        key = (id(environ), *(link.content_hash for link in plan.chain))
+    def _spec(self, plan: Plan, environ: Mapping[str, str], site: ToolSite | None = None) -> ServerSpec:
+        key = (id(environ), id(site.sandbox) if site else None, *(link.content_hash for link in plan.chain))
         cached = self._specs.get(key)
         if cached is not None and cached[0] is environ:
             return cached[1]
         if len(self._specs) >= 1024:
             self._specs.clear()
-        spec = server_spec(plan, environ)
+        spec = server_spec(plan, environ, site)
         self._specs[key] = (environ, spec)
         return spec
 
@@ -59,7 +60,8 @@ class McpToolHandler:
 
     async def run(self, invocation: Invocation) -> Outcome:
         plan, config = invocation.plan, invocation.config
-        spec = self.oauth.apply(self._spec(plan, invocation.environ), config, invocation.environ, invocation.registry)
+        own = self._spec(plan, invocation.environ, invocation.site)
+        spec = self.oauth.apply(own, config, invocation.environ, invocation.registry)
         name = upstream_name(plan)
         timeout_s = positive_number(config, "timeout", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
         retries = config.get("retries", DEFAULT_RETRIES)

@@ -111,6 +111,7 @@ class Runner:
         self.dispatcher = dispatcher or Dispatcher()
         self.environ = runner_environ(environ)
         self.sandbox = Sandbox(enabled=settings.sandbox)
+        self._environs: dict[tuple[str, ...] | None, dict[str, str]] = {}
         self.on_progress = on_progress
         journal = journal_for(settings.cache_dir, registry.backend)  # records survive a crash (journal.py)
         self.recorder = RunRecorder(registry, on_error=self._warn, journal=journal)
@@ -387,7 +388,13 @@ class Runner:
         env_passthrough): the variables the registry's allowed_variables names (those its
         admin-published elements use, and the grants of its namespace). A plan without the
         key (a registry from before it) reads nothing but the basic settings."""
-        return allowed_environ(self.environ, plan.allowed_variables)
+        key = plan.allowed_variables
+        found = self._environs.get(key)
+        if found is None:  # one dict per allow-list: its identity keys the MCP handler's specs
+            if len(self._environs) >= 1024:
+                self._environs.clear()
+            found = self._environs[key] = allowed_environ(self.environ, key)
+        return found
 
     def site(self, plan: Plan, workdir: Path | None, environ: Mapping[str, str]) -> ToolSite:
         """Where the plan's processes run: its sandbox profile (config.sandbox, already narrowed

@@ -30,7 +30,10 @@ import mcp_types as types
 
 from ..core.refs import tool_name
 from ..errors import KiwiError, Refused
+from ..harness.environ import allowed_environ
 from ..registry.base import Registry
+from ..sandbox import Sandbox, profile_from
+from ..sandbox.site import ToolSite
 from .oauth.provider import OAuthSessions
 from .pool import McpPool
 from .servers import server_link, server_spec
@@ -87,14 +90,23 @@ class ImportReport:
         return {"server": self.server, "ok": self.ok, "counts": self.counts(), "tools": [asdict(t) for t in self.tools]}
 
 
-async def import_server(registry: Registry, pool: McpPool, server: str, environ: Mapping[str, str]) -> ImportReport:
-    """List the server's tools through `pool` and publish what is new or changed."""
+async def import_server(
+    registry: Registry, pool: McpPool, server: str, environ: Mapping[str, str], sandbox: Sandbox | None = None
+) -> ImportReport:
+    """List the server's tools through `pool` and publish what is new or changed. The server
+    starts as a run of it would: in `sandbox` with its plan's profile, reading only the
+    variables its plan allows."""
     plan = await registry.plan(server)
     if plan.tool_type != "mcp_server":
         raise Refused(f"{plan.tool_id} is a {plan.tool_type}, not an mcp_server", hint="kiwi search type:mcp_server")
     ref = server_link(plan).tool_id
+    environ = allowed_environ(environ, plan.allowed_variables)
+    site = None
+    if sandbox is not None and sandbox.enabled:
+        site = ToolSite(sandbox, profile_from(plan.config.get("sandbox"), ref, environ), environ=environ)
     # signs in as the registry's caller where config.auth asks, as the mcp_tool handler does
-    listed = await pool.list_tools(OAuthSessions().apply(server_spec(plan, environ), plan.config, environ, registry))
+    spec = server_spec(plan, environ, site)
+    listed = await pool.list_tools(OAuthSessions().apply(spec, plan.config, environ, registry))
     server_row = (await registry.chain(ref))[0]
     server_manifest: dict[str, Any] = server_row.get("manifest") or {}
     wanted = {tool_id_for(ref, t.name): t for t in listed}

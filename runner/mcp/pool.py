@@ -36,7 +36,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
@@ -52,6 +52,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..errors import PrimitiveError
 from ..primitives import procfs
+from ..sandbox.confine import Confinement
 
 logger = logging.getLogger("kiwi.mcp")
 
@@ -92,6 +93,8 @@ class ServerSpec:
     idle_shutdown_s: float = DEFAULT_IDLE_SHUTDOWN_S
     # remote: an httpx2.Auth for every request (OAuth, runner/mcp/oauth/); `key` names whose it is
     auth: Any = field(default=None, compare=False, repr=False)
+    # stdio: makes the server's sandbox (runner/sandbox/) when a session starts; None: unsandboxed
+    confiner: Callable[[], Awaitable[Confinement | None]] | None = field(default=None, compare=False, repr=False)
 
 
 # --------------------------------------------------------------------------- one session
@@ -111,6 +114,7 @@ class _Session:
         self._stop = anyio.Event()
         self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._errlog: IO[str] | None = None
+        self._confine: Confinement | None = None
         self._task = asyncio.create_task(self._own(), name=f"kiwi-mcp:{spec.ref}")
         self._deadline = asyncio.get_running_loop().call_later(spec.startup_timeout_s, self._startup_expired)
 
@@ -229,6 +233,8 @@ class _Session:
                 _untrack(self.pid)
             if self._errlog is not None:
                 self._errlog.close()
+            if self._confine is not None:
+                self._confine.release()
 
     async def _serve(self) -> None:
         """Until aclose() or until idle for idle_shutdown_s with no call in flight."""
@@ -248,8 +254,13 @@ class _Session:
         if spec.transport == "stdio":
             # The server's stderr, kept for startup errors; closed when the session ends (_own).
             self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-            argv = list(spec.argv)
-            params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(spec.env), cwd=spec.cwd)
+            argv, env, cwd = list(spec.argv), dict(spec.env), spec.cwd
+            if spec.confiner is not None:
+                self._confine = await spec.confiner()
+            if self._confine is not None:  # the server runs in its sandbox, its profile the plan's
+                argv, env = self._confine.command(argv, env)
+                cwd = None
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
             async with stdio_client(params, errlog=self._errlog) as (read, write):
                 yield _WatchedReceive(read, self._ended), write
         elif spec.transport == "streamable_http":

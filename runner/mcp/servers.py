@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +22,7 @@ from ..core.expand import as_text, expand_vars
 from ..core.plan import ChainLink, Plan
 from ..errors import ConfigError, Refused
 from ..primitives.subprocess import DEFAULT_PATH, command_argv, command_environment, positive_number, resolve_command
+from ..sandbox.site import ToolSite
 from .pool import DEFAULT_IDLE_SHUTDOWN_S, DEFAULT_STARTUP_TIMEOUT_S, ServerSpec, Transport
 
 __all__ = ["server_link", "server_spec"]
@@ -41,9 +43,10 @@ def server_link(plan: Plan) -> ChainLink:
     return link
 
 
-def server_spec(plan: Plan, environ: Mapping[str, str]) -> ServerSpec:
+def server_spec(plan: Plan, environ: Mapping[str, str], site: ToolSite | None = None) -> ServerSpec:
     """The plan's server connection, resolved. Works on an mcp_tool plan and on the
-    mcp_server's own plan (what `kiwi mcp import` uses)."""
+    mcp_server's own plan (what `kiwi mcp import` uses). With a confined `site`, a stdio
+    server starts in its sandbox (the plan's profile), in the runner's working directory."""
     link = server_link(plan)
     config, ref = plan.config, link.tool_id
     transport = _transport(config, ref)
@@ -55,6 +58,9 @@ def server_spec(plan: Plan, environ: Mapping[str, str]) -> ServerSpec:
         argv = command_argv(config, environ, no_values, tool_id=ref)
         argv[0] = _resolved(argv[0], env.get("PATH") or DEFAULT_PATH, cwd)
         fields.update(argv=tuple(argv), env=env, cwd=cwd)
+        if site is not None and site.confined:
+            inside = cwd or os.getcwd()
+            fields["confiner"] = lambda: site.confine_server(inside)
     else:
         url = config.get("url")
         if not isinstance(url, str) or not url:
@@ -69,7 +75,10 @@ def server_spec(plan: Plan, environ: Mapping[str, str]) -> ServerSpec:
             url=url,
             headers={str(k): expand_vars(as_text(v), environ) for k, v in headers.items() if v is not None},
         )
-    fingerprint = hashlib.sha256(json.dumps(fields, sort_keys=True, default=list).encode()).hexdigest()[:16]
+    shown = {k: v for k, v in fields.items() if k != "confiner"}
+    if "confiner" in fields:  # a sandboxed server is another session than the same one unsandboxed
+        shown["sandbox"] = site.profile.describe() if site is not None else None
+    fingerprint = hashlib.sha256(json.dumps(shown, sort_keys=True, default=list).encode()).hexdigest()[:16]
     return ServerSpec(
         ref=ref,
         key=f"{ref}@{link.version}#{link.content_hash[:16]}:{fingerprint}",

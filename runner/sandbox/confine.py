@@ -240,6 +240,8 @@ class Confinement:
         parents = {str(p) for i in insides for p in PurePosixPath(i).parents if str(p) != "/"}
         fixed = ("/usr", "/tmp", "/proc", "/dev", "/bin", "/lib", "/lib64", "/sbin")
         mounted = {m.inside for m in self.mounts}
+        if not any(self.cwd == m or self.cwd.startswith(m + "/") for m in mounted):
+            parents.add(self.cwd)  # entered, even where nothing is mounted (an MCP server's relative paths)
         keep = [d for d in parents if not d.startswith(fixed) and d not in mounted]
         return sorted(keep, key=lambda d: (d.count("/"), d))
 

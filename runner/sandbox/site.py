@@ -71,6 +71,14 @@ class ToolSite:
             mounts.append(Mount(str(self.tool_dir), TOOL_DIR))
         return await self.sandbox.confine(profile, mounts, ENV_DIR, self.environ)
 
+    async def confine_server(self, cwd: str) -> Confinement | None:
+        """A stdio MCP server's confinement: its profile's paths only, entered in `cwd` (where its
+        relative paths point; the directory itself is empty unless the profile grants it)."""
+        if not self.confined:
+            return None
+        assert self.sandbox is not None
+        return await self.sandbox.confine(self.profile, self._mounts(writable_env=False), cwd, self.environ)
+
     def _mounts(self, *, writable_env: bool) -> list[Mount]:
         mounts = []
         if self.tool_dir is not None:

@@ -28,7 +28,7 @@ async def import_tools(state: ServerState, req: ExecuteRequest) -> CallToolResul
             hint="build it with build_server(runner, mcp_pool=pool), the pool given to "
             "runner.handlers.standard_handlers(mcp_pool=pool) for the runner's dispatcher",
         )
-    work = import_server(state.registry, state.mcp_pool, ref, state.runner.environ)
+    work = import_server(state.registry, state.mcp_pool, ref, state.runner.environ, state.runner.sandbox)
     try:
         report = await asyncio.wait_for(work, timeout=state.run_timeout_s)
     except TimeoutError:
