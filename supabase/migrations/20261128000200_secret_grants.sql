@@ -64,6 +64,7 @@ create function kiwi_internal.config_variable_refs(p_config jsonb)
 as $$
   with recursive walk (path, value) as (
     select 'config'::text, p_config
+     where strpos(p_config::text, '${') > 0   -- most configs have none: no walk
     union all
     select case when jsonb_typeof(w.value) = 'object' then w.path || '.' || c.key
                 else format('%s[%s]', w.path, c.key) end,

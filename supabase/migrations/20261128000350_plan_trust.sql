@@ -54,7 +54,13 @@ begin
     v_sandbox := kiwi_internal.sandbox_step(v_sandbox, p_configs[i] -> 'sandbox', v_trusted);
     if v_trusted then
       v_env := kiwi_internal.jsonb_deep_merge(v_env, p_configs[i] #> '{environment,sandbox}');
-      v_vars := v_vars || array(select r.variable from kiwi_internal.config_variable_refs(p_configs[i]) r);
+      if strpos(p_configs[i]::text, '${') = 0 then   -- the usual case, without walking the config
+        v_vars := v_vars
+                  || array(select jsonb_array_elements_text(kiwi_internal.json_list(p_configs[i] -> 'env_passthrough')))
+                  || array(select jsonb_array_elements_text(kiwi_internal.json_list(p_configs[i] #> '{environment,env_passthrough}')));
+      else
+        v_vars := v_vars || array(select r.variable from kiwi_internal.config_variable_refs(p_configs[i]) r);
+      end if;
     elsif i = v_n then
       v_vars := v_vars || array(select r.variable from kiwi_internal.config_variable_refs(p_configs[i]) r
                                  where kiwi_internal.variable_covered(r.variable, coalesce(p_root_grants, '{}')));
@@ -65,7 +71,8 @@ begin
          || case when v_env is null or jsonb_typeof(v_env) = 'null' then '{}'::jsonb
                  else jsonb_build_object('environment_sandbox', v_env) end
          || jsonb_build_object('allowed_variables',
-              coalesce((select jsonb_agg(distinct x order by x) from unnest(v_vars) x), '[]'::jsonb));
+              coalesce((select jsonb_agg(d.x order by d.x collate "C")
+                         from (select distinct u.x from unnest(v_vars) u(x)) d), '[]'::jsonb));
 end
 $$;
 revoke execute on function kiwi_internal.plan_trust(jsonb, jsonb[], boolean[], text[]) from public;
