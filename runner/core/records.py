@@ -109,6 +109,7 @@ def run_record(
     primitive: str | None,
     source: str = "registry",
     warnings: list[str] | None = None,
+    sandbox: dict[str, Any] | None = None,
     digest: tuple[str, int] | None = None,
     params: Any = None,
     started_at: float | None = None,
@@ -116,7 +117,8 @@ def run_record(
     """The record record_run takes. digest: params_digest() of the parameters as they were
     run, else params: the parameters themselves (a params_snapshot); started_at: a Unix time;
     source: registry, or the local space (project, user) whose tool.yaml ran, which is
-    stored only then (the column's default is registry)."""
+    stored only then (the column's default is registry); sandbox: the sandbox profile the run
+    had (a JSON object of at most 4096 bytes as text, tool_runs.sandbox), stored when given."""
     params_sha256, params_size = digest if digest is not None else params_digest(params)
     record = {
         "tool_id": tool_id,
@@ -137,6 +139,8 @@ def run_record(
         record["warnings"] = [
             w if len(w) <= MAX_WARNING_CHARS else w[: MAX_WARNING_CHARS - 1] + "…" for w in warnings[:MAX_WARNINGS]
         ]
+    if sandbox is not None:
+        record["sandbox"] = sandbox
     if started_at is not None:
         record["started_at"] = datetime.fromtimestamp(started_at, UTC).isoformat()
     return record

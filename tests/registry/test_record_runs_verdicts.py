@@ -104,6 +104,18 @@ FIELDS: dict[str, list[Any]] = {
         {},
         None,
     ],
+    "sandbox": [
+        {},
+        {"network": "none", "filesystem": {"read": ["/work"]}},
+        {"p": "x" * (4096 - 9)},  # 4096 bytes as the database writes it: {"p": "xx..."}
+        {"p": "x" * (4097 - 9)},
+        {"p": "é" * 2044},  # 2044 characters, 4097 bytes
+        [],
+        [{"network": "none"}],
+        "none",
+        1,
+        None,
+    ],
     "started_at": TIMES,
     "finished_at": TIMES,
 }

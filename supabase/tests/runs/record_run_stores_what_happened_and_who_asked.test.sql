@@ -23,7 +23,7 @@ grant all on ids to authenticated, service_role;
 -- what a run record holds, and what it does not
 select columns_are('public', 'tool_runs',
   array['id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms', 'error_summary',
-        'executor_chain', 'primitive', 'params_sha256', 'params_size', 'source', 'warnings', 'caller',
+        'executor_chain', 'primitive', 'params_sha256', 'params_size', 'source', 'warnings', 'sandbox', 'caller',
         'caller_role', 'started_at', 'finished_at'],
   'a run record has no column for parameter values or outputs: only their hash and size');
 
