@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 BENCHES = (
     "registry",
     "runner",
+    "sandbox",
     "gate",
     "mcp",
     "mcp_server",

@@ -178,6 +178,17 @@ async def _serve_http(
     from ..mcp.auth import http_app, http_auth, is_loopback
     from ..mcp.auth import public_url as public_url_of
 
+    if not settings.sandbox:
+        raise UsageError(
+            "kiwi serve --transport http refuses to start with the sandbox off (KIWI_SANDBOX=off): "
+            "a shared server runs its callers' tools, and every one must run sandboxed",
+            hint="unset KIWI_SANDBOX (or [sandbox] enabled = true); the opt-out is for one trusted "
+            "single-user machine, over stdio",
+        )
+    from ..sandbox import Sandbox
+
+    Sandbox().check()  # a server whose every run would be refused does not start
+
     if insecure_no_auth and not is_loopback(host):
         raise UsageError(
             f"--insecure-no-auth is refused on {host}: only a loopback address may serve without tokens",

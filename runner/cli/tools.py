@@ -96,6 +96,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
     try:
         plan = await runner.registry.plan(tool, version)
         verdicts = {v.tool_id: v for v in await runner.verify(plan)}
+        sandbox = runner.sandbox_profile(plan)
     finally:
         await runner.aclose()
     manifest = plan.manifest or None  # the shown version's own
@@ -114,6 +115,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
         ],
         "parameters": plan.parameters,
         "files": files,
+        "sandbox": sandbox,
         **{k: getattr(plan, k) for k in ("deprecated", "deprecation_message", "yanked", "yanked_reason")},
     }
     if args.json:
@@ -144,7 +146,22 @@ async def cmd_show(args: argparse.Namespace) -> int:
     for f in files:
         star = "*" if f["is_entrypoint"] else " "
         print(f" {star}{f['path']:<30} {f['size_bytes']:>8} B  sha256 {f['sha256'][:16]}")
+    if sandbox is not None:
+        print("\nsandbox: " + _sandbox_line(sandbox))
     return 0
+
+
+def _sandbox_line(shown: dict[str, Any]) -> str:
+    """The effective sandbox profile in one line, as `kiwi show` prints it."""
+    if not shown.get("enabled"):
+        return "off (the runner's KIWI_SANDBOX=off): processes run on the host"
+    if "error" in shown:
+        return f"cannot be set up here: {shown['error']}"
+    network = shown["network"] if shown["network"] == "none" else ", ".join(shown["network"])
+    fs = shown["fs"]
+    paths = [*(f"{p} (read)" for p in fs["read"]), *(f"{p} (write)" for p in fs["write"])]
+    limits = ", ".join(f"{k} {v:g}" for k, v in shown["limits"].items())
+    return f"network {network}; host paths {', '.join(paths) or 'none'}; limits {limits}"
 
 
 async def cmd_publish(args: argparse.Namespace) -> int:

@@ -402,6 +402,16 @@ class Runner:
         profile = profile_from(plan.config.get("sandbox"), plan.tool_id, environ) if self.sandbox.enabled else Profile()
         return ToolSite(self.sandbox, profile, tool_dir=workdir, environ=environ)
 
+    def sandbox_profile(self, plan: Plan) -> dict[str, Any] | None:
+        """The sandbox a plan's processes would run in, as `kiwi show` and MCP `load` print it
+        (None for a plan that starts no process: an http_client tool, knowledge, a directive)."""
+        if plan.primitive != "subprocess" or plan.tool_type in ("directive", "thread"):
+            return None
+        try:
+            return self.sandbox_shown(self.site(plan, None, self.environ_for(plan)))
+        except KiwiError as e:
+            return {"enabled": self.sandbox.enabled, "error": e.message}
+
     def sandbox_shown(self, site: ToolSite) -> dict[str, Any]:
         """The profile a run had, as the run's detail and record keep it."""
         if not site.confined:
@@ -448,6 +458,7 @@ class Runner:
                 primitive=plan.primitive if plan else None,
                 source=plan.source if plan else "registry",
                 warnings=list(result.warnings),
+                sandbox=result.detail.get("sandbox") if isinstance(result.detail, dict) else None,
                 digest=params_digest(params) if snapshot is None else None,
                 params=snapshot,
                 started_at=started_at,

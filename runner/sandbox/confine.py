@@ -48,6 +48,7 @@ _ETC = (
     "/etc/mime.types",
     "/etc/alternatives",
 )
+_SYSTEM = frozenset(("usr", "tmp", "proc", "dev", "bin", "lib", "lib64", "sbin"))  # made by the sandbox itself
 _DROP = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
@@ -104,7 +105,7 @@ class Confinement:
                 return command
         seen = ", ".join(sorted({m.inside for m in self.mounts} | {"/usr"}))
         raise PrimitiveError(
-            f"command not found in the sandbox: {command}",
+            f"command not found: {command} (in the sandbox the tool runs in)",
             hint=f"the sandbox sees {seen}; a tool's command must be installed under /usr, be one of its "
             "files, or a path an admin-published element grants (sandbox.fs.read)",
         )
@@ -237,12 +238,17 @@ class Confinement:
         insides = [*(m.inside for m in self.mounts), *_ETC, "/etc/passwd", self.cwd]
         if self.egress is not None:
             insides.append(EGRESS_SOCKET)
-        parents = {str(p) for i in insides for p in PurePosixPath(i).parents if str(p) != "/"}
-        fixed = ("/usr", "/tmp", "/proc", "/dev", "/bin", "/lib", "/lib64", "/sbin")
+        parents = set()
+        for path in insides:
+            cut = path.rfind("/")
+            while cut > 0:
+                path = path[:cut]
+                parents.add(path)
+                cut = path.rfind("/")
         mounted = {m.inside for m in self.mounts}
         if not any(self.cwd == m or self.cwd.startswith(m + "/") for m in mounted):
             parents.add(self.cwd)  # entered, even where nothing is mounted (an MCP server's relative paths)
-        keep = [d for d in parents if not d.startswith(fixed) and d not in mounted]
+        keep = [d for d in parents if d.split("/", 2)[1] not in _SYSTEM and d not in mounted]
         return sorted(keep, key=lambda d: (d.count("/"), d))
 
     def _environment(self, env: Mapping[str, str]) -> dict[str, str]:

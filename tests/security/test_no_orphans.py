@@ -1,4 +1,4 @@
-"""No process outlives its run (issue 13, item 3).
+"""No process outlives its run.
 
 Found: grandchildren that call `setsid` left the process group and outlived both a timeout
 and a normal exit (4 of 4, from the CLI and from MCP), while the message said "process group
@@ -97,13 +97,30 @@ def orphan_tool(publish_tool: Callable[..., str]) -> Callable[[str, str, float],
     return make
 
 
+def make_runner(database_url: str, cache: Path, *, sandbox: bool) -> Runner:
+    settings = Settings(
+        backend="postgres",
+        database_url=database_url,
+        supabase_url=None,
+        supabase_key=None,
+        cache_dir=cache,
+        sandbox=sandbox,
+    )
+    return Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
+
+
 @pytest.fixture
 async def runner(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runner]:
-    cache = tmp_path_factory.getbasetemp() / "no-orphans-cache"
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache
-    )
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
+    """A runner with the sandbox off (KIWI_SANDBOX=off): the reaper is then the only guard,
+    and these tests hold it to its word."""
+    r = make_runner(database_url, tmp_path_factory.getbasetemp() / "no-orphans-cache", sandbox=False)
+    yield r
+    await r.aclose()
+
+
+@pytest.fixture
+async def sandboxed(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runner]:
+    r = make_runner(database_url, tmp_path_factory.getbasetemp() / "no-orphans-sandboxed", sandbox=True)
     yield r
     await r.aclose()
 
@@ -147,7 +164,7 @@ def test_nothing_a_cli_run_started_outlives_it(
     status: str,
 ) -> None:
     tool = orphan_tool(leave, then, timeout_s=2)
-    env = kiwi_env(database_url, tmp_path / "cache")
+    env = {**kiwi_env(database_url, tmp_path / "cache"), "KIWI_SANDBOX": "off"}
     done = run_kiwi(["run", tool, "--params", json.dumps({"marker": marker}), "--json"], cwd=tmp_path, env=env)
     result = done.json()
     assert result["status"] == status, done.err
@@ -200,3 +217,30 @@ async def test_concurrent_runs_each_kill_only_their_own(
         assert "the tool left running" in (slow_result.error or "")
     finally:
         kill_tagged(other)
+
+
+@pytest.mark.parametrize(
+    ("leave", "then", "status"),
+    [*CASES, pytest.param(DAEMON, AT_ONCE, "success", id="daemon-at-once")],
+)
+async def test_in_the_sandbox_nothing_outlives_its_run(
+    sandboxed: Runner, orphan_tool: Callable[..., str], marker: str, leave: str, then: str, status: str
+) -> None:
+    # The sandbox's PID namespace dies with its run: even the daemon that leaves its session
+    # and loses its whole ancestry before any look (the reaper's known limit above) goes too,
+    # and the runner has nothing left to kill.
+    tool = orphan_tool(leave, then, timeout_s=2)
+    result = await sandboxed.run(tool, {"marker": marker})
+    assert result.status == status, result.error
+    assert await none_left(marker) == {}
+    assert "killed" not in result.detail
+
+
+def test_in_the_sandbox_nothing_a_cli_run_started_outlives_it(
+    database_url: str, orphan_tool: Callable[..., str], marker: str, tmp_path: Path
+) -> None:
+    tool = orphan_tool(DAEMON + SETSID, EXITS)
+    env = kiwi_env(database_url, tmp_path / "cache")
+    done = run_kiwi(["run", tool, "--params", json.dumps({"marker": marker}), "--json"], cwd=tmp_path, env=env)
+    assert done.json()["status"] == "success", done.err
+    assert asyncio.run(none_left(marker)) == {}

@@ -108,7 +108,11 @@ async def test_another_tools_cache_directory_cannot_be_written(
 
 async def test_the_journal_is_out_of_sight(runner: Runner, bash_tool: Callable[..., str], tmp_path: Path) -> None:
     journal = tmp_path / "c" / "journal"
-    script = f'ls -R "{journal}" 2>/dev/null && echo SEEN; (echo x >> "{journal}/forged.jsonl") 2>/dev/null && echo WROTE; echo done\n'
+    script = (
+        f'ls -R "{journal}" 2>/dev/null && echo SEEN\n'
+        f'(echo x >> "{journal}/forged.jsonl") 2>/dev/null && echo WROTE\n'
+        "echo done\n"
+    )
     status, output, error = await run(runner, bash_tool(script))
     assert status == "success", error
     assert "SEEN" not in output and "WROTE" not in output
@@ -117,7 +121,11 @@ async def test_the_journal_is_out_of_sight(runner: Runner, bash_tool: Callable[.
 
 async def test_the_server_cannot_be_signalled(runner: Runner, bash_tool: Callable[..., str]) -> None:
     me = os.getpid()
-    script = f"kill -STOP $PPID 2>/dev/null && echo STOPPED-PARENT; kill -STOP {me} 2>/dev/null && echo STOPPED-ME; echo done\n"
+    script = (
+        "kill -STOP $PPID 2>/dev/null && echo STOPPED-PARENT\n"
+        f"kill -STOP {me} 2>/dev/null && echo STOPPED-ME\n"
+        "echo done\n"
+    )
     status, output, error = await run(runner, bash_tool(script))
     assert status == "success", error
     assert "STOPPED" not in output
@@ -131,6 +139,7 @@ async def test_a_setsid_daemon_dies_with_its_run(runner: Runner, bash_tool: Call
     script = 'setsid sh -c \'sleep 300; echo "$0"\' "$KIWI_PARAM_ARG" </dev/null >/dev/null 2>&1 &\necho started\n'
     status, output, error = await run(runner, bash_tool(script), marker)
     assert status == "success", error
+    assert output == "started"
     assert await none_left(marker) == {}
 
 

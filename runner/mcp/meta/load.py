@@ -90,6 +90,7 @@ async def load(
             "outputSchema": _output_schema(plan),
             "source": knowledge_source(plan) or None,  # a knowledge entry's source_type / source_url
             "files": _files(plan, with_text),
+            "sandbox": state.runner.sandbox_profile(plan),  # what its processes may reach (runner/sandbox)
             **{k: getattr(plan, k) for k in ("deprecated", "deprecation_message", "yanked", "yanked_reason")},
             "warnings": lifecycle_warnings(plan),
         }
