@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,10 +139,33 @@ def _paths(value: Any, where: str, environ: Mapping[str, str], cwd: Path | None)
         resolved = Path(os.path.realpath(path))
         if not resolved.exists():
             raise ConfigError(f"{where}: {text!r} does not exist on this machine ({resolved})")
+        if (link := _planted_link(Path(os.path.abspath(path)))) is not None:
+            # the registry narrows paths as text: a symlink that a sandboxed tool with write
+            # access may have planted must not carry a path somewhere its text does not say
+            raise ConfigError(
+                f"{where}: {text!r} goes through the symlink {link}, which a sandbox could have made",
+                hint="an admin writes the real path in the sandbox profile",
+            )
         if resolved == Path("/"):
             raise ConfigError(f"{where}: the whole filesystem cannot be mounted into a sandbox")
         out.append(str(resolved))
     return sorted(set(out))
+
+
+def _planted_link(path: Path) -> Path | None:
+    """The first symlink on `path` that a sandboxed process could have written: as root the
+    runner's sandboxes write as nobody, so a root-owned link is the machine's own; otherwise
+    they write as the runner's uid, and any link is suspect."""
+    current = Path(path.anchor)
+    for part in path.parts[1:]:
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except OSError:
+            return None
+        if stat.S_ISLNK(st.st_mode) and not (os.geteuid() == 0 and st.st_uid == 0):
+            return current
+    return None
 
 
 def _limits(value: Any, tool: str, base: Limits) -> Limits:
