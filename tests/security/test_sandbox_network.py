@@ -31,7 +31,7 @@ THROUGH_PROXY = (
 
 
 class _Ok(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         self.send_response(200)
         self.end_headers()
         self.wfile.write(b"ok")
