@@ -5,6 +5,9 @@
 2. The seeded Python, Bash, Node and API tools run through their chains with the `kiwi`
    CLI (the API tool against a local echo server this script starts), then a knowledge
    entry, a bad parameter, and the run records they left.
+3. The sandbox: the profile a tool's processes get (`kiwi show`), and a local tool that
+   tries to read the host's secrets, reach the database and leave a daemon behind, and
+   cannot.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -132,9 +136,43 @@ def runner_tour() -> None:
         server.shutdown()
 
 
+ESCAPE_YAML = """\
+tool_id: escape_attempt
+tool_type: script
+executor: bash_runtime
+version: 0.1.0
+description: Tries to leave its sandbox.
+entrypoint: escape.sh
+"""
+ESCAPE_SH = """\
+echo "I am uid $(id -u) on $(hostname)"
+[ -e /etc/shadow ] && echo "read /etc/shadow" || echo "no /etc/shadow"
+ls "$HOME_OF_RUNNER" >/dev/null 2>&1 && echo "read the runner's home" || echo "no runner home"
+(echo > /dev/tcp/127.0.0.1/54322) 2>/dev/null && echo "reached the database" || echo "database: connection refused"
+setsid sleep 600 </dev/null >/dev/null 2>&1 &
+echo "left a daemon behind (it dies with the sandbox)"
+"""
+
+
+def sandbox_tour() -> None:
+    env = {**os.environ, "KIWI_DATABASE_URL": URL}
+    heading("every process a tool starts runs in a sandbox: its profile")
+    kiwi("show", "format_bytes", env=env)
+    heading("a tool that tries to get out (a local space's tool.yaml, run as the local owner)")
+    with tempfile.TemporaryDirectory(prefix="kiwi-demo-") as project:
+        tool = Path(project) / ".ai" / "tools" / "escape_attempt"
+        tool.mkdir(parents=True)
+        (tool / "tool.yaml").write_text(ESCAPE_YAML)
+        (tool / "escape.sh").write_text(ESCAPE_SH.replace("$HOME_OF_RUNNER", str(Path.home())))
+        kiwi("run", "escape_attempt", env={**env, "KIWI_PROJECT_DIR": project})
+    left = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True, check=False).stdout.split()
+    print(f"  daemons left on the host: {len(left)}")
+
+
 def main() -> None:
     registry_tour()
     runner_tour()
+    sandbox_tour()
 
 
 if __name__ == "__main__":

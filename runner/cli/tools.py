@@ -284,8 +284,19 @@ async def cmd_runs(args: argparse.Namespace) -> int:
     for r, tool in zip(rows, tools, strict=True):
         ms = f"{r['duration_ms']:.0f} ms" if r.get("duration_ms") is not None else "-"
         error = _one_line(r.get("error_summary"))
-        print(f"{str(r['started_at'])[:19]}  {r['status']:<8} {tool:<{width}} {ms:>8}{error}")
+        box = _sandbox_tag(r.get("sandbox"))
+        print(f"{str(r['started_at'])[:19]}  {r['status']:<8} {tool:<{width}} {ms:>8}{box}{error}")
     return 0
+
+
+def _sandbox_tag(shown: Any) -> str:
+    """The sandbox a recorded run had, in a few words (none recorded: an HTTP tool, an MCP call)."""
+    if not isinstance(shown, dict):
+        return ""
+    if not shown.get("enabled"):
+        return "  [unsandboxed]"
+    network = shown.get("network")
+    return f"  [sandboxed, network {network if network == 'none' else ', '.join(network or [])}]"
 
 
 def _one_line(error: str | None, limit: int = 100) -> str:

@@ -31,6 +31,7 @@ import hashlib
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path, PurePosixPath
@@ -264,6 +265,11 @@ def _unlisted(target: Path, contents: dict[str, PlanFile]) -> list[str]:
     holding them and the marker; a directory that cannot be listed counts as unlisted."""
     dirs = set(_directories(contents))
     found: list[str] = []
+    try:  # written by an older runner (0700): a sandbox's user could not enter it
+        if stat.S_IMODE(os.lstat(target).st_mode) != DIR_MODE:
+            found.append("(the directory's own mode)")
+    except OSError:
+        found.append(".")
     pending = [""]
     while pending:
         where = pending.pop()
