@@ -115,7 +115,7 @@ async def test_the_seeded_directive_returns_instructions_inputs_and_its_tools(ru
     assert any("filesystem_mcp.read_file" in w for w in out["warnings"])
     assert result.detail["warnings"] == out["warnings"]
     assert out["permissions"]["fs_write"] == ["tools/**"]
-    assert set(out["permissions"]) == {"fs_read", "fs_write", "shell", "mcp", "tools"}
+    assert set(out["permissions"]) == {"fs_read", "fs_write", "shell", "mcp", "tools", "net"}
     assert out["directive"]["cites"] == [
         {
             "id": "kiwi_tool_authoring",
@@ -217,7 +217,8 @@ async def test_an_unknown_mcp_server_is_unavailable(runner: Runner, directive: C
         ({"requires": {"tools": [], "server": []}}, "requires.server: unknown field"),
         ({"requires": {"mcp": [{"server": "github_mcp"}]}}, "requires.mcp[1].tools: required"),
         ({"permissions": {"fs_write": [3]}}, "permissions.fs_write[1]: must be a glob string"),
-        ({"permissions": {"net": []}}, "permissions.net: unknown field"),
+        ({"permissions": {"network": []}}, "permissions.network: unknown field"),
+        ({"permissions": {"net": ["example.com"]}}, "permissions.net[1]: must be a host:port pattern"),
         ({"permissions": {"mcp": ["nodot"]}}, "permissions.mcp[1]: must be a server.tool pattern"),
         ({"cites": [1]}, "cites[1]: must be a knowledge tool reference"),
     ],

@@ -19,7 +19,7 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from runner import PostgresRegistry, Runner, Settings, build_server, local_owner, standard_dispatcher
-from runner.policy.permissions import check, covers, names_paths, needs, shell_command
+from runner.policy.permissions import KINDS, check, covers, names_paths, needs, shell_command
 
 
 @pytest.fixture
@@ -169,7 +169,7 @@ async def test_a_directive_run_under_a_context_cannot_widen_it(
 
 # --- permissions.check, without a database -------------------------------------------------
 
-ALL = {"fs_read": ["*"], "fs_write": ["*"], "shell": ["*"], "mcp": ["*"], "tools": ["*"]}
+ALL = {"fs_read": ["*"], "fs_write": ["*"], "shell": ["*"], "mcp": ["*"], "tools": ["*"], "net": ["*"]}
 
 
 def plan(tool_id: str, tool_type: str = "script", **extra: Any) -> dict[str, Any]:
@@ -222,22 +222,103 @@ def test_needs_are_what_check_checks_that_the_parameters_do_not_decide() -> None
         config={"tool": "create_issue", "command": "npx"},
     )
     py = plan("public/fmt", config={"command": "{env_dir}/bin/python"})
-    plans = [github, py, plan("http", primitive="http_client"), plan("d", "directive"), plan("k", "knowledge")]
+    boxed = plan(
+        "fetch",
+        config={"sandbox": {"network": ["127.0.0.1:8080"], "fs": {"read": ["/srv/data"], "write": ["out"]}}},
+    )
+    plans = [github, py, plan("http", primitive="http_client"), plan("d", "directive"), plan("k", "knowledge"), boxed]
     assert [needs(p) for p in plans] == [
         {"mcp": ["github_mcp.create_issue"]},
         {"tools": ["fmt"], "shell": ["python"]},
         {"tools": ["http"]},
         {},
         {},
+        {"tools": ["fetch"], "net": ["127.0.0.1:8080"], "fs_read": ["/srv/data"], "fs_write": ["out"]},
     ]
-    contexts = [ALL, {k: [] for k in ALL}, {**ALL, "tools": ["fmt", "h*"], "shell": ["bash"]}, {**ALL, "mcp": ["x.*"]}]
+    contexts = [
+        ALL,
+        {k: [] for k in ALL},
+        {**ALL, "tools": ["fmt", "h*"], "shell": ["bash"]},
+        {**ALL, "mcp": ["x.*"]},
+        {**ALL, "net": ["127.0.0.1:*"], "fs_read": [], "fs_write": ["/srv/*", "out"]},
+        {**ALL, "net": ["*:443"]},
+        {**ALL, "fs_write": ["/srv/*"]},
+    ]
     for p in plans:
         for perms in contexts:
-            covered = all(any(covers(g, v) for g in perms[k]) for k, values in needs(p).items() for v in values)
+            # as public.admit_call covers them: a path mounted read-only by fs_read or fs_write
+            def cover(kind: str, perms: dict[str, list[str]] = perms) -> list[str]:
+                return perms[kind] + (perms["fs_write"] if kind == "fs_read" else [])
+
+            covered = all(any(covers(g, v) for g in cover(k)) for k, values in needs(p).items() for v in values)
             assert covered == (check(perms, p) is None), (p["tool_id"], perms)
     writes = plan("w", config={"fs": {"write": ["path"]}})
     assert names_paths(writes, {"path": "a"}) and not names_paths(writes, {"other": "a"})
     assert not names_paths(py, {"path": "a"}), "a tool that declares no paths names none"
+
+
+def test_what_a_tools_sandbox_reaches_is_checked_against_net_and_the_fs_globs() -> None:
+    """A call under a context to a tool whose sandbox reaches a host its net globs do not cover,
+    or mounts a path its fs globs do not cover, is refused naming the entry; a context without
+    net reaches no host."""
+    fetch = plan("public/fetch", config={"sandbox": {"network": ["127.0.0.1:8080", "api.example.com:443"]}})
+    assert check({**ALL, "net": ["127.0.0.1:*", "*.example.com:443"]}, fetch) is None
+    assert check({**ALL, "net": ["127.0.0.1:*"]}, fetch) == (
+        'net: api.example.com:443 (reached by fetch) is not allowed by ["127.0.0.1:*"]'
+    )
+    assert check({k: v for k, v in ALL.items() if k != "net"}, fetch) == (
+        "net: 127.0.0.1:8080 (reached by fetch) is not allowed by []"
+    ), "a context without net reaches no host"
+    files = plan("files", config={"sandbox": {"network": [], "fs": {"read": ["/srv/data"], "write": ["${OUT:-out}"]}}})
+    assert check({**ALL, "fs_read": [], "fs_write": ["/srv/**", "${OUT:-out}"]}, files) is None, "fs_write covers reads"
+    assert check({**ALL, "fs_read": ["/etc/*"], "fs_write": ["${OUT:-out}"]}, files) == (
+        'fs_read: /srv/data (read by files) is not allowed by ["/etc/*"]'
+    )
+    assert check({**ALL, "fs_read": ["*"], "fs_write": ["out"]}, files) == (
+        'fs_write: ${OUT:-out} (written by files) is not allowed by ["out"]'
+    ), "a path is compared as written"
+    server = plan(
+        "filesystem_mcp.read_file",
+        "mcp_tool",
+        chain=[{"tool_id": "filesystem_mcp.read_file"}, {"tool_id": "filesystem_mcp", "tool_type": "mcp_server"}],
+        config={"tool": "read_file", "sandbox": {"network": ["registry.npmjs.org:443"]}},
+    )
+    assert check({**ALL, "net": []}, server) is None, "an MCP server's calls are permitted by mcp"
+    assert check({k: [] for k in KINDS}, plan("d", "directive", config={"sandbox": {"network": ["x:1"]}})) is None
+
+
+async def test_a_tool_whose_sandbox_reaches_a_host_outside_net_is_refused_under_a_directive(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, publish_tool: Callable[..., str], session: str
+) -> None:
+    """At run time, whether the gate holds the context (the directive was run here) or reads it
+    with public.admit_call (another runner): the host is named either way."""
+    fetch = publish_tool(
+        "perm_fetch",
+        {"tool_type": "script", "executor": "bash_runtime", "config": {"sandbox": {"network": ["127.0.0.1:8080"]}}},
+        {"f.sh": "echo fetched\n"},
+        entrypoint="f.sh",
+    )
+    closed = directive(publish_tool, {"tools": [fetch]})  # it may run fetch, but reach no host
+    opened = directive(publish_tool, {"tools": [fetch], "net": ["127.0.0.1:*"]})
+    lacking = f"net: 127.0.0.1:8080 (reached by {fetch}) is not allowed by []"
+    call = {"action": "dry_run", "item_id": fetch, "parameters": {}}
+    async with kiwi(database_url, tmp_path, session) as client:
+        started = await client.call_tool("execute", {"action": "run", "item_id": closed})
+        assert not started.is_error, text_of(started)
+        closed_ctx = (started.structured_content or {})["context"]["id"]
+        held = await client.call_tool("execute", {**call, "context": closed_ctx})
+        started = await client.call_tool("execute", {"action": "run", "item_id": opened})
+        allowed = await client.call_tool(
+            "execute", {**call, "context": (started.structured_content or {})["context"]["id"]}
+        )
+    async with kiwi(database_url, tmp_path, session) as other:
+        read = await other.call_tool("execute", {**call, "context": closed_ctx})
+    assert held.is_error and (held.structured_content or {})["permission"] == lacking
+    assert lacking in text_of(held)
+    assert read.is_error and (read.structured_content or {})["permission"] == lacking, "admit_call refuses it too"
+    assert not allowed.is_error, text_of(allowed)
+    refusals = [r for r in audit_rows(conn, session) if r["decision"] == "refused"]
+    assert [r["reason"] for r in refusals] == [f"permission {lacking}"] * 2
 
 
 def test_globs_cover_patterns_as_the_database_does() -> None:

@@ -5,7 +5,7 @@ A directive's manifest (format: supabase/migrations/20261121002000_directives.sq
 
     requires:    tools: [{id, required, version}]            registry tools
                  mcp:   [{server, tools: [names], required}]  imported MCP tools, <server>.<name>
-    permissions: {fs_read, fs_write, shell, mcp, tools}       passed on as declared
+    permissions: {fs_read, fs_write, shell, mcp, tools, net}  passed on as declared
     cites:       [knowledge ids]                              reported with their availability
 
 The result is the context an agent needs to follow it. A missing required tool makes the
@@ -28,7 +28,7 @@ from ..errors import ConfigError, KiwiError
 from ..primitives.base import Invocation, Outcome
 from ..registry.base import Registry
 
-PERMISSION_KEYS = ("fs_read", "fs_write", "shell", "mcp", "tools")
+PERMISSION_KEYS = ("fs_read", "fs_write", "shell", "mcp", "tools", "net")
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]")  # as runner/mcp/importer.py names imported tools
 
 

@@ -7,8 +7,9 @@ each entry point renders in its own way (an MCP tool error of that kind, a CLI m
 and exit code 4). Every call is audited, allowed or refused (`public.audit_log`),
 behind the reply, by the run recorder.
 
-    1. permissions: the execution context's (a directive's) tools, mcp, shell, fs_read and
-       fs_write globs (permissions.py); contexts never change, so each is read once
+    1. permissions: the execution context's (a directive's) tools, mcp, shell, fs_read,
+       fs_write and net globs, against the tool and what its sandbox reaches (permissions.py);
+       contexts never change, so each is read once
     2. the rate limits (all or none taken) and, unless a dry run, the approval: an
        approval_id is used once, or a tool under an approval policy is held with a pending
        approval a person decides

@@ -4,7 +4,8 @@ A context (public.execution_contexts, opened by public.open_context; see
 supabase/migrations/20261121002300_contexts.sql) holds effective permissions in the directive
 manifest's format, every kind present:
 
-    {fs_read: [globs], fs_write: [globs], shell: [commands], mcp: ["server.tool"], tools: [refs]}
+    {fs_read: [globs], fs_write: [globs], shell: [commands], mcp: ["server.tool"], tools: [refs],
+     net: ["host:port" globs]}
 
 `check(permissions, plan)` says whether running `plan` (a resolved execution plan, as
 public.resolve_execution_plan returns it) is allowed: None, or the permission it lacks,
@@ -25,6 +26,14 @@ such as `tools: hello_world is not allowed by ["*_runtime"]`.
               value (a string or a list of them) is normalised (`a/../b` is `b`) and must
               match a glob of the kind. What a tool does beyond its declared parameters is
               not observed.
+    net, fs_read, fs_write
+              what the sandbox of the tool's plan reaches (config.sandbox, as the registry
+              computes it: 20261128000300_sandbox_narrowing.sql), for the tools `tools` checks:
+              each `network` entry ("host:port") must match a glob of net, each `fs.read`
+              path one of fs_read or fs_write, each `fs.write` path one of fs_write, compared
+              as written (a ${VAR} is text). Publishing a directive holds the tools it
+              requires to the same (20261128010100_directive_sandbox_coverage.sql). A context
+              without net permits no host.
 
 Patterns are fnmatch-style globs, matched exactly as the database matches them
 (kiwi_internal.glob_covers): `*` is any run of characters, `/` and `.` included (`**` is
@@ -51,14 +60,21 @@ __all__ = [
     "names_paths",
     "needs",
     "refusal",
+    "sandbox_needs",
     "shell_command",
     "summary",
     "view",
 ]
 
-KINDS = ("fs_read", "fs_write", "shell", "mcp", "tools")
+KINDS = ("fs_read", "fs_write", "shell", "mcp", "tools", "net")
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 _EXEMPT_TYPES = ("directive", "thread", "knowledge")
+# what the sandbox of a plan reaches, by the kind that must cover it: (kind, path in config.sandbox, verb)
+_SANDBOX = (
+    ("net", ("network",), "reached"),
+    ("fs_read", ("fs", "read"), "read"),
+    ("fs_write", ("fs", "write"), "written"),
+)
 
 
 @lru_cache(maxsize=1024)
@@ -130,17 +146,43 @@ def _check_paths(permissions: Mapping[str, Any], plan: Mapping[str, Any], params
     return None
 
 
+def _covering(permissions: Mapping[str, Any], kind: str) -> list[Any]:
+    """The patterns that cover a need of `kind`: its own, and for fs_read (a path the sandbox
+    mounts read-only) fs_write's too, as public.admit_call covers it."""
+    own = list(permissions.get(kind) or [])
+    return own + list(permissions.get("fs_write") or []) if kind == "fs_read" else own
+
+
 def _check_tool(permissions: Mapping[str, Any], plan: Mapping[str, Any]) -> str | None:
     """The first of `needs(plan)` the permissions do not cover (a shell command only where they
     name shell at all: every context the registry opens does)."""
+    tool = normalize_ref(str(plan.get("tool_id") or ""))
+    verbs = {"shell": "run", **{kind: verb for kind, _, verb in _SANDBOX}}
     for kind, names in needs(plan).items():
         if kind == "shell" and "shell" not in permissions:
             continue
         for name in names:
-            if not _allowed(permissions.get(kind), name):
-                shown = f"{name} (run by {normalize_ref(str(plan.get('tool_id') or ''))})" if kind == "shell" else name
+            if not _allowed(_covering(permissions, kind), name):
+                shown = f"{name} ({verbs[kind]} by {tool})" if kind in verbs else name
                 return _lacks(kind, shown, permissions.get(kind))
     return None
+
+
+def sandbox_needs(plan: Mapping[str, Any]) -> dict[str, list[str]]:
+    """What the sandbox of `plan` reaches, by the permission kind that must cover it:
+    {net: [host:port], fs_read: [path], fs_write: [path]}, each present only when not empty."""
+    sandbox = (plan.get("config") or {}).get("sandbox")
+    out: dict[str, list[str]] = {}
+    if not isinstance(sandbox, Mapping):
+        return out
+    for kind, path, _ in _SANDBOX:
+        value: Any = sandbox
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        names = [str(v) for v in value if isinstance(v, str)] if isinstance(value, list) else []
+        if names:
+            out[kind] = names
+    return out
 
 
 def _mcp_name(plan: Mapping[str, Any], tool_id: str) -> str:
@@ -155,7 +197,8 @@ def _mcp_name(plan: Mapping[str, Any], tool_id: str) -> str:
 def needs(plan: Mapping[str, Any]) -> dict[str, list[str]]:
     """What running `plan` needs of a context that its parameters do not decide, as
     public.admit_call checks it when the runner does not hold the context yet:
-    {mcp: [server.tool]} or {tools: [ref], shell: [command]} ({} for what needs nothing).
+    {mcp: [server.tool]} or {tools: [ref], shell: [command], net: [host:port], fs_read: [path],
+    fs_write: [path]} (the last three what its sandbox reaches; {} for what needs nothing).
     `check` checks these same names (_check_tool), so both refuse the same calls."""
     tool_id = normalize_ref(str(plan.get("tool_id") or ""))
     tool_type = plan.get("tool_type")
@@ -164,7 +207,7 @@ def needs(plan: Mapping[str, Any]) -> dict[str, list[str]]:
     if tool_type == "mcp_tool":
         return {"mcp": [_mcp_name(plan, tool_id)]}
     command = shell_command(plan) if plan.get("primitive") == "subprocess" else None
-    return {"tools": [tool_id], **({"shell": [command]} if command is not None else {})}
+    return {"tools": [tool_id], **({"shell": [command]} if command is not None else {}), **sandbox_needs(plan)}
 
 
 def names_paths(plan: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
@@ -207,6 +250,9 @@ def summary(context: Mapping[str, Any]) -> str:
     perms = context.get("permissions") or {}
     lines = [f"context {context['id']}" + (f" (directive {context['directive']})" if context.get("directive") else "")]
     lines += [f"  {kind}: {json.dumps(perms.get(kind, []))}" for kind in KINDS]
-    lines.append("  (fs_read/fs_write apply to the path parameters a tool declares in config.fs: {read, write})")
+    lines.append(
+        "  (fs_read/fs_write apply to the path parameters a tool declares in config.fs: {read, write}, and with net "
+        "to what a tool's sandbox reaches: config.sandbox network and fs)"
+    )
     lines.append(f"next: pass context='{context['id']}' to every execute call made under it")
     return "\n".join(lines)

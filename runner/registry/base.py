@@ -336,8 +336,9 @@ class Registry:
 
     async def admit_call(self, call: dict[str, Any]) -> dict[str, Any]:
         """public.admit_call(p jsonb): check_call's object and the context the call is made under
-        (context_id), what it needs of it (needs: {shell, mcp, tools}) and, for a directive,
-        open_context: true -> check_call's verdict with `context` (the context read) and `opened`
+        (context_id), what it needs of it (needs: {shell, mcp, tools, net, fs_read, fs_write}) and,
+        for a directive, open_context: true -> check_call's verdict with `context` (the context
+        read) and `opened`
         (the child context); a need the context lacks, or a child wider than its parent, is
         {allowed: false, kind: permission_denied, permission}. One round trip, never from memory:
         it reads a context and may open one. Its decision is check_call's, so an untouched one is

@@ -97,7 +97,7 @@ ContextId = Annotated[
 ]
 Permissions = Annotated[
     dict[str, Any] | None,
-    Field(description="open_context: narrow the permissions {fs_read, fs_write, shell, mcp, tools}."),
+    Field(description="open_context: narrow the permissions {fs_read, fs_write, shell, mcp, tools, net}."),
 ]
 
 Act = Callable[[ServerState, ExecuteRequest], Awaitable[CallToolResult]]  # one action other than run/dry_run

@@ -122,9 +122,10 @@ tools) are an admin's.
   action=open_context  item_id? (a directive, or none), context? (the parent), permissions? (narrower)
                   -> context {id, directive, permissions}. Running a directive opens one too (its
                   result has `context`). Pass context=ID to run/dry_run: a call outside its permissions
-                  (tools, mcp server.tool, shell command, and fs_read/fs_write against the path
-                  parameters a tool or its MCP server declares) is refused and audited; a child
-                  context can only narrow its parent's permissions.
+                  (tools, mcp server.tool, shell command, fs_read/fs_write against the path
+                  parameters a tool or its MCP server declares, and net/fs_read/fs_write against
+                  what a tool's sandbox reaches) is refused and audited; a child context can
+                  only narrow its parent's permissions.
 Manifest keys: tool_id, tool_type (script, api, directive, knowledge, ...), executor (e.g.
 python_runtime, bash_runtime, node_runtime, directive_runtime, http_client; none for knowledge),
 version (semver), name, description, category, tags, entrypoint (a file path), config,

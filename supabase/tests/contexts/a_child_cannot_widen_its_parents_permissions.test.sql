@@ -3,13 +3,13 @@
 -- permission. Subset means: every child pattern is covered by a parent glob.
 begin;
 \ir ../_setup.sql
-select plan(13);
+select plan(14);
 
 select public.publish_tool_version(
   '{"tool_id": "ctx_parent", "tool_type": "directive", "executor": "directive_runtime", "version": "1.0.0",
     "entrypoint": "d.md",
     "permissions": {"fs_read": ["**"], "fs_write": ["tools/**"], "shell": ["bash", "python"],
-                    "mcp": ["filesystem_mcp.*"], "tools": ["*_runtime", "hello_world"]}}',
+                    "mcp": ["filesystem_mcp.*"], "tools": ["*_runtime", "hello_world"], "net": ["127.0.0.1:*"]}}',
   '[{"path": "d.md", "content_text": "# parent\n"}]');
 select public.publish_tool_version(
   '{"tool_id": "ctx_wide_child", "tool_type": "directive", "executor": "directive_runtime", "version": "1.0.0",
@@ -23,7 +23,7 @@ select public.publish_tool_version(
 create temp table ctx as select (public.open_context('s-ctx', 'ctx_parent') ->> 'id')::uuid as id;
 
 select is(public.open_context('s-ctx', null, (select id from ctx), '{"tools": ["bash_runtime"], "fs_write": ["tools/a/*"]}') -> 'permissions',
-  '{"fs_read": ["**"], "fs_write": ["tools/a/*"], "shell": ["bash", "python"], "mcp": ["filesystem_mcp.*"], "tools": ["bash_runtime"]}'::jsonb,
+  '{"fs_read": ["**"], "fs_write": ["tools/a/*"], "shell": ["bash", "python"], "mcp": ["filesystem_mcp.*"], "tools": ["bash_runtime"], "net": ["127.0.0.1:*"]}'::jsonb,
   'a child narrows the kinds it names and keeps the parent''s others');
 select throws_ok(format($$select public.open_context('s-ctx', null, %L, '{"fs_write": ["**"]}')$$, (select id from ctx)),
   '42501', 'permissions.fs_write: "**" is wider than the parent''s ["tools/**"]',
@@ -31,6 +31,9 @@ select throws_ok(format($$select public.open_context('s-ctx', null, %L, '{"fs_wr
 select throws_ok(format($$select public.open_context('s-ctx', null, %L, '{"tools": ["hello_*"]}')$$, (select id from ctx)),
   '42501', 'permissions.tools: "hello_*" is wider than the parent''s ["*_runtime", "hello_world"]',
   'a pattern is wider than an exact id it would match');
+select throws_ok(format($$select public.open_context('s-ctx', null, %L, '{"net": ["*:443"]}')$$, (select id from ctx)),
+  '42501', 'permissions.net: "*:443" is wider than the parent''s ["127.0.0.1:*"]',
+  'a child cannot reach more hosts than its parent');
 select throws_ok(format($$select public.open_context('s-ctx', null, %L, '{"shell": ["bash", "rm"]}')$$, (select id from ctx)),
   '42501', 'permissions.shell: "rm" is wider than the parent''s ["bash", "python"]',
   'one pattern too many is enough to refuse');
@@ -38,7 +41,7 @@ select throws_ok(format($$select public.open_context('s-ctx', 'ctx_wide_child', 
   '42501', 'permissions.tools: "*" is wider than the parent''s ["*_runtime", "hello_world"]',
   'a directive run under a context cannot declare more than that context allows');
 select is(public.open_context('s-ctx', 'ctx_narrow_child', (select id from ctx)) -> 'permissions',
-  '{"fs_read": ["**"], "fs_write": ["tools/x/*"], "shell": ["bash", "python"], "mcp": ["filesystem_mcp.*"], "tools": ["bash_runtime"]}'::jsonb,
+  '{"fs_read": ["**"], "fs_write": ["tools/x/*"], "shell": ["bash", "python"], "mcp": ["filesystem_mcp.*"], "tools": ["bash_runtime"], "net": ["127.0.0.1:*"]}'::jsonb,
   'a child directive gets what it declares; what it does not declare is its parent''s');
 
 select is(public.open_context('s-ctx', null, (select id from ctx)) ->> 'directive', 'ctx_parent@1.0.0',
@@ -55,10 +58,10 @@ select throws_ok($$select public.open_context('s-ctx', 'ctx_parent', null, '{"to
   '42501', 'permissions.tools: "*" is wider than the directive ctx_parent@1.0.0''s ["*_runtime", "hello_world"]',
   'narrowing a directive''s permissions cannot widen them either');
 select is(public.open_context('s-ctx', 'ctx_wide_child') -> 'permissions',
-  '{"fs_read": [], "fs_write": [], "shell": ["*"], "mcp": [], "tools": ["*"]}'::jsonb,
-  'at the top level a directive gets what it declares, nothing it does not (shell: unrestricted)');
+  '{"fs_read": [], "fs_write": [], "shell": ["*"], "mcp": [], "tools": ["*"], "net": []}'::jsonb,
+  'at the top level a directive gets what it declares, nothing it does not (shell: unrestricted; net: no host)');
 select is(public.open_context('s-ctx') -> 'permissions',
-  '{"fs_read": ["*"], "fs_write": ["*"], "shell": ["*"], "mcp": ["*"], "tools": ["*"]}'::jsonb,
+  '{"fs_read": ["*"], "fs_write": ["*"], "shell": ["*"], "mcp": ["*"], "tools": ["*"], "net": ["*"]}'::jsonb,
   'a session''s default context (no directive, no parent) is unrestricted');
 select throws_ok($$select public.open_context('s-ctx', null, null, '{"tools": ["no spaces"]}')$$,
   '22023', null, 'malformed permissions are refused');

@@ -1,6 +1,6 @@
 begin;
 \ir ../_setup.sql
-select plan(16);
+select plan(17);
 
 -- A directive manifest with one change (p_patch merged over a valid base).
 create function tests.directive_refusal(p_patch jsonb) returns text
@@ -45,7 +45,9 @@ select matches(tests.directive_refusal('{"permissions": {"fs_write": [7]}}'),
 select matches(tests.directive_refusal('{"permissions": {"mcp": ["github_mcp"]}}'),
   'permissions\.mcp\[1\]: must be a server\.tool pattern', 'an MCP permission is server.tool');
 select matches(tests.directive_refusal('{"permissions": {"network": ["*"]}}'),
-  'permissions\.network: unknown field \(allowed: fs_read, fs_write, shell, mcp, tools\)', 'unknown permissions are refused');
+  'permissions\.network: unknown field \(allowed: fs_read, fs_write, shell, mcp, tools, net\)', 'unknown permissions are refused');
+select matches(tests.directive_refusal('{"permissions": {"net": ["api.example.com", "127.0.0.1:*"]}}'),
+  'permissions\.net\[1\]: must be a host:port pattern', 'a net permission is host:port');
 select matches(tests.directive_refusal('{"permissions": {"shell": "bash"}}'),
   'permissions\.shell: must be a list of command strings', 'a permission is a list');
 select matches(tests.directive_refusal('{"cites": ["kiwi_tool_authoring", ""]}'),

@@ -138,8 +138,8 @@ select throws_ok($$select tests.admit('{"tool_id": "hello_world", "context_id": 
   '22023', 'invalid call: context_id: must be a uuid; open_context: must be true or false',
   'bad fields are named, and nothing is checked');
 select throws_ok($$select tests.admit('{"tool_id": "hello_world", "needs": {"fs_read": ["/etc"]}}')$$,
-  '22023', 'invalid call: needs: with a context_id, {shell, mcp, tools}, each a list of names',
-  'needs are names the parameters do not decide, under a context: never paths');
+  '22023', 'invalid call: needs: with a context_id, {shell, mcp, tools, net, fs_read, fs_write}, each a list of names',
+  'needs are checked under a context only');
 
 select * from finish();
 rollback;

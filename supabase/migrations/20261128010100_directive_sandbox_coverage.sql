@@ -1,0 +1,88 @@
+-- A directive's permissions cover the hosts and paths of the tools it declares, as they
+-- cover the tools themselves (20261121002900_directive_coverage.sql). Every tool process
+-- runs in the sandbox of its plan, config.sandbox (20261128000300_sandbox_narrowing.sql,
+-- computed by plan_trust): what it may reach (network: ["host:port"]) and which host paths
+-- are mounted (fs: {read, write}). Under the directive's context a call to a tool whose
+-- sandbox reaches further than its permissions is refused (public.admit_call,
+-- runner/policy/permissions.py), so publishing refuses the directive first, naming each:
+--
+--   requires.tools[1].id: fetch_weather reaches api.weather.example:443, not covered by permissions.net []
+--   requires.tools[1].id: indexer reads /srv/data, not covered by permissions.fs_read [] or permissions.fs_write []
+--   requires.tools[1].id: indexer writes /srv/index, not covered by permissions.fs_write ["out/**"]
+--
+-- The sandbox read is the latest version's plan as the publisher sees it
+-- (kiwi_internal.executor_plan: null for a tool they cannot see or whose chain does not
+-- resolve, which is then not checked: a directive may be published before its tools). A
+-- path is compared as written (a ${VAR} in it is text), a read path may be covered by
+-- fs_read or fs_write, and patterns match as everywhere else (kiwi_internal.patterns_cover).
+-- requires.mcp is not checked here: a server's calls are permitted by permissions.mcp.
+--
+-- directive_coverage_problems is replaced whole, with the sandbox checks added.
+
+create or replace function kiwi_internal.directive_coverage_problems(p_manifest jsonb) returns text[]
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  p         text[] := '{}';
+  v_tools   jsonb := coalesce(p_manifest #> '{permissions,tools}', '[]'::jsonb);
+  v_mcp     jsonb := coalesce(p_manifest #> '{permissions,mcp}', '[]'::jsonb);
+  v_net     jsonb := coalesce(p_manifest #> '{permissions,net}', '[]'::jsonb);
+  v_read    jsonb := coalesce(p_manifest #> '{permissions,fs_read}', '[]'::jsonb);
+  v_write   jsonb := coalesce(p_manifest #> '{permissions,fs_write}', '[]'::jsonb);
+  v_item    jsonb;
+  v_i       int := 0;
+  v_j       int;
+  v_ref     text;
+  v_name    text;
+  v_sandbox jsonb;
+begin
+  if (p_manifest ->> 'tool_type') is distinct from 'directive' and (p_manifest ->> 'tool_type') is distinct from 'thread' then
+    return p;
+  end if;
+  for v_item in select * from jsonb_array_elements(coalesce(p_manifest #> '{requires,tools}', '[]'::jsonb)) loop
+    v_i := v_i + 1;
+    v_ref := case when jsonb_typeof(v_item) = 'string' then v_item #>> '{}' else v_item ->> 'id' end;
+    if not kiwi_internal.patterns_cover(v_tools, v_ref) then
+      p := p || format('requires.tools[%s].id: %s is not covered by permissions.tools %s', v_i, v_ref, v_tools);
+    end if;
+    -- the hosts and paths its sandbox reaches
+    v_sandbox := kiwi_internal.executor_plan(v_ref) #> '{config,sandbox}';
+    if jsonb_typeof(v_sandbox) = 'object' then
+      for v_name in select jsonb_array_elements_text(kiwi_internal.json_list(v_sandbox -> 'network')) loop
+        if not kiwi_internal.patterns_cover(v_net, v_name) then
+          p := p || format('requires.tools[%s].id: %s reaches %s, not covered by permissions.net %s',
+                           v_i, v_ref, v_name, v_net);
+        end if;
+      end loop;
+      for v_name in select jsonb_array_elements_text(kiwi_internal.json_list(v_sandbox #> '{fs,read}')) loop
+        if not kiwi_internal.patterns_cover(v_read || v_write, v_name) then
+          p := p || format('requires.tools[%s].id: %s reads %s, not covered by permissions.fs_read %s or permissions.fs_write %s',
+                           v_i, v_ref, v_name, v_read, v_write);
+        end if;
+      end loop;
+      for v_name in select jsonb_array_elements_text(kiwi_internal.json_list(v_sandbox #> '{fs,write}')) loop
+        if not kiwi_internal.patterns_cover(v_write, v_name) then
+          p := p || format('requires.tools[%s].id: %s writes %s, not covered by permissions.fs_write %s',
+                           v_i, v_ref, v_name, v_write);
+        end if;
+      end loop;
+    end if;
+  end loop;
+  v_i := 0;
+  for v_item in select * from jsonb_array_elements(coalesce(p_manifest #> '{requires,mcp}', '[]'::jsonb)) loop
+    v_i := v_i + 1;
+    v_j := 0;
+    for v_name in select jsonb_array_elements_text(v_item -> 'tools') loop
+      v_j := v_j + 1;
+      v_ref := kiwi_internal.normalize_ref(v_item ->> 'server') || '.' || v_name;
+      if not kiwi_internal.patterns_cover(v_mcp, v_ref) then
+        p := p || format('requires.mcp[%s].tools[%s]: %s is not covered by permissions.mcp %s', v_i, v_j, v_ref, v_mcp);
+      end if;
+    end loop;
+  end loop;
+  return p;
+end
+$$;
+revoke execute on function kiwi_internal.directive_coverage_problems(jsonb) from public;
+grant execute on function kiwi_internal.directive_coverage_problems(jsonb) to anon, authenticated, service_role;
