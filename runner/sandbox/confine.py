@@ -80,7 +80,7 @@ class Confinement:
     as_root: bool
     cgroup: RunCgroup | None = None
     egress: Egress | None = None
-    seccomp: bytes | None = None
+    seccomp_file: str | None = None  # the runner's compiled filter (seccomp.py), loaded by bubblewrap
     hit: str | None = field(default=None, init=False)  # the limit the runner ended the run for
 
     # -- what to start
@@ -89,7 +89,7 @@ class Confinement:
         """The argv and environment to spawn instead of `argv` and `env`. The environment is
         bubblewrap's own, which it hands to the process unchanged: nothing in it shows in argv."""
         inner = [*self._drop_privileges(), *self._rlimits(), *(self.egress.prefix if self.egress else ()), *argv]
-        outer = [*self._join_cgroup(), _bwrap(), *self._bwrap_args(), "--", *inner]
+        outer = [*self._prelude(), _bwrap(), *self._bwrap_args(), "--", *inner]
         return outer, self._environment(env)
 
     def resolve(self, command: str, path: str) -> str:
@@ -159,13 +159,19 @@ class Confinement:
 
     # -- the pieces of the command
 
-    def _join_cgroup(self) -> list[str]:
-        if self.cgroup is None:
+    def _prelude(self) -> list[str]:
+        """A shell that moves itself into the run's cgroup and opens the seccomp filter as fd 9,
+        then becomes bubblewrap: every process of the sandbox is born inside the cgroup, with
+        no window before the limits apply."""
+        procs = self.cgroup.procs_files() if self.cgroup is not None else []
+        if not procs and self.seccomp_file is None:
             return []
-        # the shell moves itself into the run's cgroup, then becomes bubblewrap: every process
-        # of the sandbox is born inside it, with no window before the limits apply
-        script = 'while [ "$1" != -- ]; do echo 0 > "$1" || exit 125; shift; done; shift; exec "$@"'
-        return ["/bin/sh", "-c", script, "sh", *self.cgroup.procs_files(), "--"]
+        script = 'for f; do [ "$f" = -- ] && break; echo 0 > "$f" || exit 125; shift; done; shift; '
+        words = ["--"]
+        if self.seccomp_file is not None:
+            script += 'exec 9< "$1" || exit 125; shift; '
+            words.append(self.seccomp_file)
+        return ["/bin/sh", "-c", script + 'exec "$@"', "sh", *procs, *words]
 
     def _drop_privileges(self) -> list[str]:
         if not self.as_root:
@@ -231,6 +237,8 @@ class Confinement:
             args += ["--bind" if m.writable else "--ro-bind", m.host, m.inside]
         if self.egress is not None:
             args += ["--bind", self.egress.socket, EGRESS_SOCKET]
+        if self.seccomp_file is not None:
+            args += ["--seccomp", "9"]
         args += ["--chdir", self.cwd]
         return args
 

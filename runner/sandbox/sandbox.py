@@ -11,6 +11,7 @@ nothing runs unsandboxed by accident.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import subprocess
@@ -24,6 +25,9 @@ from ..errors import KiwiError
 from .cgroups import Cgroups
 from .confine import BIN_DIR, EGRESS_SOCKET, Confinement, Egress, Mount
 from .profile import Profile
+from .seccomp import write_filter
+
+logger = logging.getLogger("kiwi.sandbox")
 
 MODES = ("on", "off")
 
@@ -44,6 +48,8 @@ class Sandbox:
         self._state: Path | None = None
         self._cgroups: Cgroups | None = None
         self._egress: Any = None
+        self._filter: str | bool | None = False  # False: not made yet
+        self.seccomp_problem: str | None = None
 
     # -- can it start here?
 
@@ -111,6 +117,7 @@ class Sandbox:
             as_root=os.geteuid() == 0,
             cgroup=group,
             egress=egress,
+            seccomp_file=self._seccomp(),
         )
 
     async def _egress_for(self, allow: Sequence[str]) -> Egress:
@@ -121,6 +128,16 @@ class Sandbox:
         socket = await self._egress.socket_for(list(allow))
         prefix, env = egress_module.inside(EGRESS_SOCKET)
         return Egress(socket=str(socket), prefix=tuple(prefix), env=env)
+
+    def _seccomp(self) -> str | None:
+        """The compiled seccomp filter's path, made once (None: libseccomp is missing, said once)."""
+        if self._filter is False:
+            path = self._state_dir() / "seccomp.bpf"
+            self.seccomp_problem = write_filter(path)
+            if self.seccomp_problem is not None:
+                logger.warning("%s", self.seccomp_problem)
+            self._filter = None if self.seccomp_problem else str(path)
+        return self._filter  # type: ignore[return-value]
 
     def _state_dir(self) -> Path:
         """The runner's files every sandbox sees as /etc/passwd, /etc/group and /etc/hosts."""

@@ -172,3 +172,16 @@ async def test_the_run_says_it_was_sandboxed_and_with_which_profile(
     shown = result.detail["sandbox"]
     assert shown["enabled"] is True and shown["network"] == "none"
     assert shown["limits"]["pids"] == 64
+
+
+async def test_no_new_user_namespace_or_mount_inside(runner: Runner, bash_tool: Callable[..., str]) -> None:
+    # where a process without capabilities would get them back (over namespaces of its own):
+    # refused by the sandbox's seccomp filter
+    script = (
+        "unshare -U true 2>/dev/null && echo USERNS || echo no-userns\n"
+        "unshare -r true 2>/dev/null && echo ROOTMAP || echo no-rootmap\n"
+        "mount -t tmpfs none /tmp 2>/dev/null && echo MOUNTED || echo no-mount\n"
+    )
+    status, output, error = await run(runner, bash_tool(script))
+    assert status == "success", error
+    assert output.split() == ["no-userns", "no-rootmap", "no-mount"]
