@@ -13,7 +13,7 @@ parameters only ever become the tool call's arguments.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.shared.dispatcher import ProgressFnT
@@ -27,6 +27,9 @@ from ..mcp.servers import server_link, server_spec
 from ..primitives.base import Invocation, Outcome, RunListener
 from ..primitives.subprocess import positive_number
 from ..sandbox.site import ToolSite
+
+if TYPE_CHECKING:
+    from ..harness.run import Runner
 
 
 class McpToolHandler:
@@ -55,13 +58,19 @@ class McpToolHandler:
         self._specs[key] = (environ, spec)
         return spec
 
+    def spec_of(self, runner: Runner, plan: Plan) -> ServerSpec:
+        """The server connection a run of `plan` by `runner` uses (its sandbox and variables
+        as the run has them): what names its session in the pool."""
+        environ = runner.environ_for(plan)
+        return self._spec(plan, environ, runner.site(plan, None, environ))
+
     def accepts(self, plan: Plan) -> bool:
         return plan.tool_type == "mcp_tool"
 
     async def run(self, invocation: Invocation) -> Outcome:
         plan, config = invocation.plan, invocation.config
         own = self._spec(plan, invocation.environ, invocation.site)
-        spec = self.oauth.apply(own, config, invocation.environ, invocation.registry)
+        spec = self.oauth.apply(own, config, invocation.environ, invocation.registry, invocation.runner_environ)
         name = upstream_name(plan)
         timeout_s = positive_number(config, "timeout", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
         retries = config.get("retries", DEFAULT_RETRIES)

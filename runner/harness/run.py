@@ -366,6 +366,7 @@ class Runner:
                 placeholders=placeholders,
                 environ=environ,
                 site=site,
+                runner_environ=self.environ,
                 on_progress=progress,
                 registry=self.registry,
                 call_tool=self.call_tool,

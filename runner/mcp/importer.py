@@ -100,13 +100,13 @@ async def import_server(
     if plan.tool_type != "mcp_server":
         raise Refused(f"{plan.tool_id} is a {plan.tool_type}, not an mcp_server", hint="kiwi search type:mcp_server")
     ref = server_link(plan).tool_id
-    environ = allowed_environ(environ, plan.allowed_variables)
+    allowed = allowed_environ(environ, plan.allowed_variables)
     site = None
     if sandbox is not None and sandbox.enabled:
-        site = ToolSite(sandbox, profile_from(plan.config.get("sandbox"), ref, environ), environ=environ)
+        site = ToolSite(sandbox, profile_from(plan.config.get("sandbox"), ref, allowed), environ=allowed)
     # signs in as the registry's caller where config.auth asks, as the mcp_tool handler does
-    spec = server_spec(plan, environ, site)
-    listed = await pool.list_tools(OAuthSessions().apply(spec, plan.config, environ, registry))
+    spec = server_spec(plan, allowed, site)
+    listed = await pool.list_tools(OAuthSessions().apply(spec, plan.config, allowed, registry, environ))
     server_row = (await registry.chain(ref))[0]
     server_manifest: dict[str, Any] = server_row.get("manifest") or {}
     wanted = {tool_id_for(ref, t.name): t for t in listed}

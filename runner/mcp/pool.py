@@ -115,6 +115,7 @@ class _Session:
         self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._errlog: IO[str] | None = None
         self._confine: Confinement | None = None
+        self._spawned: tuple[str, ...] = ()
         self._task = asyncio.create_task(self._own(), name=f"kiwi-mcp:{spec.ref}")
         self._deadline = asyncio.get_running_loop().call_later(spec.startup_timeout_s, self._startup_expired)
 
@@ -209,8 +210,8 @@ class _Session:
                 read, write = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
-                if self.spec.transport == "stdio":
-                    self.pid = _find_child(self.spec.argv, before)
+                if self.spec.transport == "stdio":  # the command as spawned (its sandbox's, when confined)
+                    self.pid = _find_child(self._spawned or self.spec.argv, before)
                     if self.pid is not None:
                         _track(self.pid)
                 self.session = session
@@ -260,6 +261,7 @@ class _Session:
             if self._confine is not None:  # the server runs in its sandbox, its profile the plan's
                 argv, env = self._confine.command(argv, env)
                 cwd = None
+            self._spawned = tuple(argv)
             params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
             async with stdio_client(params, errlog=self._errlog) as (read, write):
                 yield _WatchedReceive(read, self._ended), write

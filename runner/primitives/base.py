@@ -78,6 +78,9 @@ class Invocation:
     call_tool: CallTool | None = None
     listener: RunListener | None = None
     site: ToolSite | None = None
+    # the runner's own environment, for the runner's own secrets (its OAuth token key): never
+    # where a plan's ${VAR}s resolve (that is `environ`, its allowed variables only)
+    runner_environ: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def config(self) -> dict[str, Any]:

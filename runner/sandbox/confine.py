@@ -233,6 +233,7 @@ class Confinement:
             args += ["--ro-bind", str(self.state_dir / name), f"/etc/{name}"]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", str(self.profile.limits.file_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
+        args += self._in_tmp()
         for m in self.mounts:
             args += ["--bind" if m.writable else "--ro-bind", m.host, m.inside]
         if self.egress is not None:
@@ -259,6 +260,21 @@ class Confinement:
         keep = [d for d in parents if d.split("/", 2)[1] not in _SYSTEM and d not in mounted]
         return sorted(keep, key=lambda d: (d.count("/"), d))
 
+    def _in_tmp(self) -> list[str]:
+        """Directories to make inside the sandbox's own /tmp once it is mounted, 0755: those
+        above a mount under /tmp (a granted path), and the working directory when it is there
+        and nothing is mounted at it."""
+        mounted = {m.inside for m in self.mounts}
+        wanted = set()
+        for path in [m.inside for m in self.mounts if m.inside.startswith("/tmp/")]:
+            wanted.update(p for p in _ancestors(path) if p.startswith("/tmp/"))
+        if self.cwd.startswith("/tmp/") and not any(self.cwd == m or self.cwd.startswith(m + "/") for m in mounted):
+            wanted.update(p for p in [*_ancestors(self.cwd), self.cwd] if p.startswith("/tmp/"))
+        made: list[str] = []
+        for d in sorted(wanted - mounted, key=lambda d: (d.count("/"), d)):
+            made += ["--perms", "0755", "--dir", d]
+        return made
+
     def _environment(self, env: Mapping[str, str]) -> dict[str, str]:
         out = {k: v for k, v in env.items() if k not in _DROP}
         # what the runner's own environment handed down names host paths the sandbox cannot see
@@ -270,6 +286,12 @@ class Confinement:
         if self.egress is not None:
             out.update(self.egress.env)
         return out
+
+
+def _ancestors(path: str) -> list[str]:
+    """/a/b/c -> /a, /a/b (not / nor the path itself)."""
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[:n]) for n in range(1, len(parts))]
 
 
 def _bwrap() -> str:

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import socket
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -25,15 +26,24 @@ def unique(stem: str) -> str:
     return f"{stem}_{uuid.uuid4().hex[:8]}"
 
 
+# What a test's stdio server reads in its sandbox: the project's node_modules, and for a
+# Python server the interpreter, the project's virtualenv and the test fixtures.
+SANDBOX_READS = [str(NODE_MODULES)]
+PYTHON_READS = [sys.base_prefix, str(ROOT / ".venv"), str(ROOT / "tests")]
+
+
 def stdio_server(tool_id: str, args: list[str], **config: Any) -> dict[str, Any]:
-    """An mcp_server manifest running `node <args>` through the subprocess primitive."""
+    """An mcp_server manifest running `node <args>` through the subprocess primitive, its
+    sandbox reading node_modules (tests publish it as an admin, who may grant that)."""
+    reads = PYTHON_READS if config.get("command") == sys.executable else SANDBOX_READS
+    sandbox = {"fs": {"read": reads}}
     return {
         "tool_id": tool_id,
         "tool_type": "mcp_server",
         "executor": "subprocess",
         "version": "1.0.0",
         "description": "a test MCP server",
-        "config": {"transport": "stdio", "command": "node", "args": args, **config},
+        "config": {"transport": "stdio", "command": "node", "args": args, "sandbox": sandbox, **config},
     }
 
 

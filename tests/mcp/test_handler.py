@@ -21,7 +21,6 @@ from psycopg.types.json import Jsonb
 from runner import ConfigError, Runner, import_server
 from runner.handlers.mcp_tool import McpToolHandler
 from runner.mcp.pool import live_server_pids
-from runner.mcp.servers import server_spec
 from runner.primitives import procfs
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
@@ -29,6 +28,7 @@ from . import (
     EVERYTHING,
     FILESYSTEM,
     NODE_MODULES,
+    SANDBOX_READS,
     alive,
     children,
     free_port,
@@ -126,7 +126,7 @@ async def kill_server(runner: Runner, handler: McpToolHandler, tool: str, after_
     """SIGKILL the server of `tool` (after `after_s`), then wait until the pool has seen its
     connection end."""
     await asyncio.sleep(after_s)
-    return await killed(handler.pool, server_spec(await runner.plan(tool), runner.environ).key)
+    return await killed(handler.pool, handler.spec_of(runner, await runner.plan(tool)).key)
 
 
 @pytest.mark.parametrize(
@@ -200,7 +200,8 @@ async def test_parameters_never_reach_the_command(
     result = await runner.run(tool, sneaky)
     assert result.ok and not marker.exists()
     (pid,) = live_server_pids() - before
-    assert (procfs.cmdline(pid) or [])[1:3] == [str(EVERYTHING), "stdio"]
+    # the server's own argv ends its sandbox's command line, exactly as published
+    assert (procfs.cmdline(pid) or [])[-2:] == [str(EVERYTHING), "stdio"]
     # A {placeholder} in a server's command is never filled from parameters.
     templated = publish(stdio_server(unique("templated"), [str(EVERYTHING), "{message}"]))
     echo = publish(mcp_tool(templated, "echo"))
@@ -326,8 +327,10 @@ async def test_the_filesystem_server_lists_and_reads_a_temporary_folder(
     root = tmp_path / "files"
     root.mkdir()
     (root / "note.txt").write_text("hello from kiwi\n")
-    server = publish(stdio_server(unique("filesystem"), [str(FILESYSTEM), str(root)]))
-    report = await import_server(runner.registry, handler.pool, server, runner.environ)
+    # the server's sandbox writes only the folder it serves (and reads its own code)
+    sandbox = {"fs": {"read": SANDBOX_READS, "write": [str(root)]}}
+    server = publish(stdio_server(unique("filesystem"), [str(FILESYSTEM), str(root)], sandbox=sandbox))
+    report = await import_server(runner.registry, handler.pool, server, runner.environ, runner.sandbox)
     assert report.ok
     listing = await runner.run(f"{server}.list_directory", {"path": str(root)})
     assert listing.ok and "note.txt" in str(listing.output), listing.error

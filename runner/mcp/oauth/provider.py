@@ -207,9 +207,16 @@ class OAuthSessions:
         self._specs: dict[tuple[str, str], ServerSpec] = {}
 
     def apply(
-        self, spec: ServerSpec, config: Mapping[str, Any], environ: Mapping[str, str], registry: Registry | None
+        self,
+        spec: ServerSpec,
+        config: Mapping[str, Any],
+        environ: Mapping[str, str],
+        registry: Registry | None,
+        key_environ: Mapping[str, str] | None = None,
     ) -> ServerSpec:
-        """`spec` as is when the server asks for no OAuth; else with the caller's auth and key."""
+        """`spec` as is when the server asks for no OAuth; else with the caller's auth and key.
+        `environ`: what the plan's config may read (its allowed variables); `key_environ`: the
+        runner's own environment, where its token key (KIWI_TOKEN_KEY) lives (default: environ)."""
         auth = config.get("auth")
         if not isinstance(auth, Mapping) or auth.get("type") != "oauth":
             return spec  # no sign-in (another auth type is the http_client primitive's, not the pool's)
@@ -221,7 +228,8 @@ class OAuthSessions:
         assert cfg is not None
         if spec.transport == "stdio" or spec.url is None:
             raise ConfigError(f"{spec.ref}: config.auth applies to remote servers (streamable_http, sse), not stdio")
-        provider = make_provider(cfg, spec.url, _storage_for(cfg, spec.url, environ, registry))
+        storage = _storage_for(cfg, spec.url, environ if key_environ is None else key_environ, registry)
+        provider = make_provider(cfg, spec.url, storage)
         who = hashlib.sha256(caller.encode()).hexdigest()[:16]
         authed = dataclasses.replace(spec, key=f"{spec.key}:oauth:{cfg.fingerprint()}:{who}", auth=provider)
         if len(self._specs) >= _MAX_PROVIDERS:
