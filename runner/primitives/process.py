@@ -129,7 +129,11 @@ async def _spawn(
         ) from exc
 
     pgid = transport.get_pid()
-    watch = reaper.Watch(pgid, _pipe_inodes(transport), started=born)
+    # a sandbox's PID namespace ends with it, and bubblewrap dies with its parent: nothing of a
+    # confined run can escape the group, so only an unconfined one needs its tree watched
+    watch: reaper.Watch | _Unwatched = (
+        reaper.Watch(pgid, _pipe_inodes(transport), started=born) if spec.confine is None else _Unwatched()
+    )
     if spec.stdin is not None:
         # The transport writes in the background as the child reads, so a child that never
         # reads cannot deadlock us; a broken pipe just closes the write end quietly.
@@ -147,8 +151,6 @@ async def _spawn(
         left = {pid: entry.name for pid, entry in watch.members().items() if entry.alive}
         await _end_group(pgid)
         left.update(await watch.kill())
-        if confine is not None:  # the sandbox's PID namespace died with it: only its own init lingers
-            left = {}
         group_ended = True
         if timed_out:
             await asyncio.wait({proto.exited}, timeout=KILL_GRACE_S)
@@ -177,6 +179,22 @@ async def _spawn(
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
         killed=tuple(sorted(left.items())),
     )
+
+
+class _Unwatched:
+    """The watch of a confined process: its sandbox, not the runner, ends what it started."""
+
+    def members(self) -> dict[int, procfs.ProcStat]:
+        return {}
+
+    async def kill(self) -> dict[int, str]:
+        return {}
+
+    def kill_now(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 async def _wait_exit(proto: Collector, timeout_s: float, confine: Confinement | None) -> bool:

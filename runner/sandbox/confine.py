@@ -5,9 +5,9 @@ primitive's `spawn` asks it for the command to start instead of the tool's own
 (`command`), polls it while the process runs (`over_pids`), and asks it afterwards which
 limit, if any, ended the run (`limit_hit`), then releases it (`release`).
 
-Inside, the process sees: /usr (and /bin, /lib, /lib64, /sbin as links into it), a few
-files of /etc (certificates, the dynamic linker's cache, time zones, a passwd naming only
-root and nobody), its own /proc and /dev, a private /tmp of `file_mb`, the tool's files at
+Inside, the process sees: /usr (and /bin, /lib, /lib64, /sbin as links into it), a small
+/etc of the runner's (etc.py: the dynamic linker's cache, time zones, TLS roots, a passwd
+naming only root and nobody), its own /proc and /dev, a private /tmp of `file_mb`, the tool's files at
 /kiwi/tool and its environment at /kiwi/env (read-only), the runner's own bin directory at
 /kiwi/bin (read-only: bundled commands such as uv), and the host paths its profile grants.
 It runs as nobody (65534) with no capabilities and no_new_privs when the runner is root, or
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from ..errors import PrimitiveError
+from . import etc
 from .cgroups import RunCgroup
 from .profile import LIMIT_WORDS, Profile
 
@@ -36,19 +37,7 @@ EGRESS_SOCKET = "/run/kiwi/egress.sock"
 SANDBOX_PATH = f"/usr/local/bin:/usr/bin:/bin:{BIN_DIR}"
 NOBODY = 65534
 
-# Files of the host's /etc a program may need and that hold nothing of the host's: TLS
-# roots, the linker's cache, time zones, name service order, MIME types.
-_ETC = (
-    "/etc/ssl/certs",
-    "/etc/ssl/openssl.cnf",
-    "/etc/ca-certificates.conf",
-    "/etc/ld.so.cache",
-    "/etc/localtime",
-    "/etc/nsswitch.conf",
-    "/etc/mime.types",
-    "/etc/alternatives",
-)
-_SYSTEM = frozenset(("usr", "tmp", "proc", "dev", "bin", "lib", "lib64", "sbin"))  # made by the sandbox itself
+_SYSTEM = frozenset(("usr", "tmp", "proc", "dev", "bin", "lib", "lib64", "sbin", "etc"))  # made by the sandbox itself
 _DROP = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
@@ -75,7 +64,7 @@ class Confinement:
     profile: Profile
     mounts: tuple[Mount, ...]
     cwd: str
-    state_dir: Path  # the runner's files bound into every sandbox (etc/passwd, ...)
+    state_dir: Path  # the runner's files bound into every sandbox (its /etc: etc.py; the seccomp filter)
     host_environ: Mapping[str, str]
     as_root: bool
     cgroup: RunCgroup | None = None
@@ -138,6 +127,8 @@ class Confinement:
         """Which limit ended the run: the one the runner ended it for, else what the kernel did."""
         if self.hit:
             return self.hit
+        if exit_code == 0:  # it ended as it chose to (the cgroup's counters are not read for nothing)
+            return None
         if self.cgroup is not None and self.cgroup.memory_hit():
             return "memory_mb"
         if exit_code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
@@ -227,10 +218,9 @@ class Confinement:
         # traverse them, so every directory above a mount is made first, 0755
         for d in self._parents():
             args += ["--perms", "0755", "--dir", d]
-        for path in _ETC:
-            args += ["--ro-bind-try", path, path]
-        for name in ("passwd", "group", "hosts"):
-            args += ["--ro-bind", str(self.state_dir / name), f"/etc/{name}"]
+        args += ["--ro-bind", str(self.state_dir / "etc"), "/etc"]  # etc.py: the runner's small /etc
+        for path in etc.bound():
+            args += ["--ro-bind", path, path]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", str(self.profile.limits.file_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
         args += self._in_tmp()
@@ -244,7 +234,7 @@ class Confinement:
         return args
 
     def _parents(self) -> list[str]:
-        insides = [*(m.inside for m in self.mounts), *_ETC, "/etc/passwd", self.cwd]
+        insides = [*(m.inside for m in self.mounts), self.cwd]
         if self.egress is not None:
             insides.append(EGRESS_SOCKET)
         parents = set()

@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import KiwiError
 from .cgroups import Cgroups
 from .confine import BIN_DIR, EGRESS_SOCKET, Confinement, Egress, Mount
+from .etc import write_etc
 from .profile import Profile
 from .seccomp import write_filter
 
@@ -140,20 +141,10 @@ class Sandbox:
         return self._filter  # type: ignore[return-value]
 
     def _state_dir(self) -> Path:
-        """The runner's files every sandbox sees as /etc/passwd, /etc/group and /etc/hosts."""
+        """The runner's files every sandbox sees: its /etc (etc.py) and the seccomp filter."""
         if self._state is None:
             d = Path(tempfile.mkdtemp(prefix=f"kiwi-sandbox-{os.getuid()}-"))
-            uid, gid = os.getuid(), os.getgid()
-            users = "root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/tmp:/usr/sbin/nologin\n"
-            groups = "root:x:0:\nnogroup:x:65534:\n"
-            if uid not in (0, 65534):
-                users += f"kiwi:x:{uid}:{gid}:kiwi:/tmp:/usr/sbin/nologin\n"
-                groups += f"kiwi:x:{gid}:\n"
-            (d / "passwd").write_text(users)
-            (d / "group").write_text(groups)
-            (d / "hosts").write_text("127.0.0.1 localhost kiwi-sandbox\n::1 localhost\n")
-            for name in ("passwd", "group", "hosts"):
-                (d / name).chmod(0o644)
+            write_etc(d)
             d.chmod(0o755)
             self._state = d
         return self._state
