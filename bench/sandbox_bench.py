@@ -6,7 +6,9 @@ explicit opt-out (KIWI_SANDBOX=off), run interleaved, so load on the machine fal
   bash        hello_world (bash_runtime), warm: plan cached, files materialised, syntax
               check remembered; the run itself is one bash process
   python      format_bytes (python_runtime), its virtualenv already built (each runner has
-              its own: a sandboxed environment lives at /kiwi/env and is built there)
+              its own: a sandboxed environment lives at /kiwi/env and is built there, on the
+              python3 the sandbox sees, /usr/bin's; the unsandboxed one on the first python3
+              of the runner's PATH, which may be another build)
 
 Targets (the issue's): the sandbox adds at most 15 ms to the median warm Bash run and at most
 30 ms to the median cached-environment Python run. For scale: a container per call (Docker's
