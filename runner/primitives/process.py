@@ -138,6 +138,7 @@ async def _spawn(
         # The transport writes in the background as the child reads, so a child that never
         # reads cannot deadlock us; a broken pipe just closes the write end quietly.
         stdin = transport.get_pipe_transport(0)
+        assert isinstance(stdin, asyncio.WriteTransport)
         stdin.write(spec.stdin)
         stdin.close()
 

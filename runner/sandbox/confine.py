@@ -255,7 +255,7 @@ class Confinement:
         above a mount under /tmp (a granted path), and the working directory when it is there
         and nothing is mounted at it."""
         mounted = {m.inside for m in self.mounts}
-        wanted = set()
+        wanted: set[str] = set()
         for path in [m.inside for m in self.mounts if m.inside.startswith("/tmp/")]:
             wanted.update(p for p in _ancestors(path) if p.startswith("/tmp/"))
         if self.cwd.startswith("/tmp/") and not any(self.cwd == m or self.cwd.startswith(m + "/") for m in mounted):
