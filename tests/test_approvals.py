@@ -36,13 +36,30 @@ MANIFEST = {
 
 
 @pytest.fixture
-def guarded_tool(conn: psycopg.Connection, publish_tool: Callable[..., str]) -> Iterator[Callable[[int], str]]:
-    """`guarded_tool(ttl_seconds)`: a fresh tool under its own approval policy; the policy, its
-    approvals and the audit rows of the tool are removed afterwards."""
+def marker(tmp_path: Path) -> Path:
+    """The marker file the tool appends to, in a directory its sandbox's user (nobody) may write."""
+    marks = tmp_path / "marks"
+    marks.mkdir(mode=0o777)
+    marks.chmod(0o777)
+    return marks / "marker.txt"
+
+
+def writing(marker: Path) -> dict[str, Any]:
+    """MANIFEST with its sandbox granted the marker's directory (the tests publish as an admin,
+    who may grant a host path)."""
+    return {**MANIFEST, "config": {"sandbox": {"fs": {"write": [str(marker.parent)]}}}}
+
+
+@pytest.fixture
+def guarded_tool(
+    conn: psycopg.Connection, publish_tool: Callable[..., str], marker: Path
+) -> Iterator[Callable[[int], str]]:
+    """`guarded_tool(ttl_seconds)`: a fresh tool under its own approval policy, writing `marker`;
+    the policy, its approvals and the audit rows of the tool are removed afterwards."""
     made: list[str] = []
 
     def make(ttl_seconds: int = 3600) -> str:
-        tool = publish_tool("approval_guarded", MANIFEST, SCRIPT, entrypoint="main.sh")
+        tool = publish_tool("approval_guarded", writing(marker), SCRIPT, entrypoint="main.sh")
         conn.execute("insert into approval_policies (pattern, ttl_seconds) values (%s, %s)", (tool, ttl_seconds))
         made.append(tool)
         return tool
@@ -113,10 +130,9 @@ def kind_of(result: CallToolResult) -> str | None:
 
 
 async def test_a_call_waits_for_approval_then_runs_once_and_never_stores_parameter_values(
-    conn: psycopg.Connection, tmp_path: Path, guarded_tool: Callable[[int], str], kiwi: Callable[..., Done], mcp: Any
+    conn: psycopg.Connection, marker: Path, guarded_tool: Callable[[int], str], kiwi: Callable[..., Done], mcp: Any
 ) -> None:
     tool = guarded_tool(3600)
-    marker = tmp_path / "marker.txt"
     secret = f"s3cret-{uuid.uuid4().hex}"
     params = {"marker": str(marker), "token": secret}
 
@@ -174,10 +190,9 @@ async def test_a_call_waits_for_approval_then_runs_once_and_never_stores_paramet
 
 
 async def test_different_parameters_and_a_denied_call_are_refused(
-    tmp_path: Path, guarded_tool: Callable[[int], str], mcp: Any
+    marker: Path, guarded_tool: Callable[[int], str], mcp: Any
 ) -> None:
     tool = guarded_tool(3600)
-    marker = tmp_path / "marker.txt"
     params = {"marker": str(marker), "token": "a"}
 
     # the tools are in `public`, whose calls only an admin decides: the person is one, explicitly
@@ -212,13 +227,12 @@ async def test_different_parameters_and_a_denied_call_are_refused(
 
 async def test_an_approval_that_expires_cannot_be_used(
     conn: psycopg.Connection,
-    tmp_path: Path,
+    marker: Path,
     guarded_tool: Callable[[int], str],
     kiwi: Callable[..., Done],
     mcp: Any,
 ) -> None:
     tool = guarded_tool(1)
-    marker = tmp_path / "marker.txt"
     params = {"marker": str(marker), "token": "t"}
 
     async with mcp() as agent:
@@ -244,11 +258,10 @@ async def test_an_approval_that_expires_cannot_be_used(
 
 
 async def test_a_tool_without_a_policy_runs_at_once_and_dry_run_needs_no_approval(
-    tmp_path: Path, publish_tool: Callable[..., str], guarded_tool: Callable[[int], str], mcp: Any
+    marker: Path, publish_tool: Callable[..., str], guarded_tool: Callable[[int], str], mcp: Any
 ) -> None:
-    free = publish_tool("approval_free", MANIFEST, SCRIPT, entrypoint="main.sh")
+    free = publish_tool("approval_free", writing(marker), SCRIPT, entrypoint="main.sh")
     guarded = guarded_tool(3600)
-    marker = tmp_path / "marker.txt"
     params = {"marker": str(marker), "token": "t"}
     async with mcp() as client:
         result = await run(client, free, params)

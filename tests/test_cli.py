@@ -257,13 +257,23 @@ def test_an_unreachable_registry_exits_5_without_showing_the_password(kiwi: Kiwi
 def test_a_dry_run_shows_the_chain_and_checks_and_runs_nothing(
     kiwi: Kiwi, publish_tool: Callable[..., str], conn: psycopg.Connection, tmp_path: Path
 ) -> None:
+    # the marker's directory is granted to the tool's sandbox (published by an admin, who may),
+    # and writable by the sandbox's user (nobody)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    marks.chmod(0o777)
     tool = publish_tool(
         "cli_marker",
-        {"tool_type": "script", "executor": "bash_runtime", "parameters": [{"name": "marker", "type": "string"}]},
+        {
+            "tool_type": "script",
+            "executor": "bash_runtime",
+            "parameters": [{"name": "marker", "type": "string"}],
+            "config": {"sandbox": {"fs": {"write": [str(marks)]}}},
+        },
         {"mark.sh": 'touch "$KIWI_PARAM_MARKER"\necho done\n'},
         entrypoint="mark.sh",
     )
-    marker = tmp_path / "ran"
+    marker = marks / "ran"
     done = kiwi("run", tool, "-p", f"marker={marker}", "--dry-run", "--json")
     assert done.code == 0, done.err
     output = done.json()["output"]
@@ -372,8 +382,11 @@ def test_show_json_has_the_manifest_chain_parameters_and_files(kiwi: Kiwi) -> No
         "deprecation_message",
         "yanked",
         "yanked_reason",
+        "sandbox",
     }
     assert [row["tool_id"] for row in shown["chain"]] == ["hello_world", "bash_runtime", "subprocess"]
+    # the profile its processes run under: hello_world reaches no network and no host path
+    assert shown["sandbox"]["network"] == "none" and shown["sandbox"]["fs"] == {"read": [], "write": []}
     assert shown["parameters"]["properties"]["name"]["type"] == "string"
     assert shown["files"][0]["path"] == "hello.sh" and len(shown["files"][0]["sha256"]) == 64
     assert kiwi("show", "no_such_tool_for_the_cli").code == 3

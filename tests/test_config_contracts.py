@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from runner import PostgresRegistry, UsageError
-from runner.principal import admin as admin_principal
+from runner import admin as admin_principal
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 # The chains drawn: (tool_type, executor, files). Each is one the local owner may publish on.

@@ -281,6 +281,12 @@ async def test_the_runtimes_validation_rules_block_and_warn_as_documented(
     assert good.status == "success", good.error
     assert good.output == {"greeting": "Ahoy, Ada!"} and good.warnings == []
 
+    # The scripts below touch a marker in tmp_path: the runtime (same rules, published by an
+    # admin) grants its sandbox that directory, which the sandbox's user (nobody) may write.
+    tmp_path.chmod(0o777)
+    await registry.variant(
+        "shell_runtime", "docs_marking_runtime", config={"sandbox": {"fs": {"write": [str(tmp_path)]}}}
+    )
     marker = tmp_path / "ran"
     body = f"touch \"{marker}\"\nprintf '{{}}\\n'\n"
     variants = {
@@ -289,7 +295,7 @@ async def test_the_runtimes_validation_rules_block_and_warn_as_documented(
         "docs_pipes_curl": "#!/bin/bash\n" + body + "# curl https://example.com/setup | sh\n",  # warn_only
     }
     for tool_id, text in variants.items():
-        await registry.variant("shell_script", tool_id, files={"greet.sh": text})
+        await registry.variant("shell_script", tool_id, executor="docs_marking_runtime", files={"greet.sh": text})
 
     no_shebang = await runner.run("local/docs_no_shebang", {"name": "Ada"})
     assert no_shebang.status == "error" and "shebang" in (no_shebang.error or "").lower(), no_shebang.error
@@ -322,7 +328,10 @@ async def test_a_runtime_spelled_without_its_scripts_place_is_refused_naming_con
 async def test_the_mcp_server_and_its_tool_run_as_the_documents_write_them(
     registry: Registry, runner_with: Callable[..., Runner]
 ) -> None:
-    server = await registry.fixture("mcp_server")
+    # As written, plus what a deployment adds: its sandbox reads the node_modules the server
+    # lives in (an admin publishes the server, and only an admin may grant a host path).
+    reads = {"sandbox": {"fs": {"read": [str(ROOT / "node_modules")]}}}
+    server = await registry.variant("mcp_server", "docs_everything_mcp", config=reads)
     assert server["executor_chain"] == ["local/docs_everything_mcp", "subprocess"]
     tool = await registry.fixture("mcp_tool")
     assert tool["normalised"] == ["config.mcp_tool_name -> config.tool"], "publish says what it stored"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,8 @@ from runner import ConfigError, KiwiError, MemoryBackend, Refused, Registry, Run
 from runner.harness.validation import KINDS
 from runner.trust.content_hash import content_hash
 
-PY = sys.executable
+# the tool runs in the sandbox, which sees /usr but not this venv nor pyenv's interpreters
+PY = "/usr/bin/python3"
 # a runtime on the subprocess primitive, as a publisher would write it (plus its validation)
 RUNTIME = {"command": PY, "args": ["{entrypoint}", "{param_values...}"], "env_passthrough": ["PATH"]}
 # the design documents' bash_runtime rules (000, Phase C.0), word for word
@@ -183,8 +183,10 @@ async def test_shebang_required_looks_at_the_entrypoint_only(run_plan: Any) -> N
 
 async def test_syntax_check_is_a_command_line_split_before_it_is_filled(run_plan: Any, tmp_path: Path) -> None:
     """`command: "python3 -m py_compile {entrypoint}"`, the documents' form: split into words
-    first, so an entrypoint with a space and a quote stays one argument; never a shell."""
-    check = {"type": "syntax_check", "command": f"{PY} -m py_compile {{entrypoint}}"}
+    first, so an entrypoint with a space and a quote stays one argument; never a shell.
+    (`-X pycache_prefix=/tmp`: the tool's directory is read-only in the sandbox, so the
+    compiled file goes to the sandbox's private /tmp instead of __pycache__.)"""
+    check = {"type": "syntax_check", "command": f"{PY} -X pycache_prefix=/tmp -m py_compile {{entrypoint}}"}
     runtime = {**RUNTIME, "validation": {"rules": [check]}}
     name = "my 'odd' script.py"
     good = await run_plan(plan_of("sc", {name: "print('compiled')\n"}, runtime=runtime))
@@ -206,13 +208,13 @@ async def test_a_parameter_in_a_syntax_check_is_one_word_never_parsed(run_plan: 
     assert not (tmp_path / "pwned").exists()
 
 
-async def test_a_syntax_checks_args_follow_its_command_one_word_each(run_plan: Any, tmp_path: Path) -> None:
+async def test_a_syntax_checks_args_follow_its_command_one_word_each(run_plan: Any) -> None:
     """`command` then `args` (publish's form of the earlier `{command, args}`): each arg is one word."""
     check = {"type": "syntax_check", "command": "sh -c", "args": ['printf "%s|" "$0" "$1" >&2; exit 1', "{entrypoint}"]}
     runtime = {**RUNTIME, "validation": {"rules": [check]}}
     result = await run_plan(plan_of("args", {"a b.py": "pass\n"}, runtime=runtime))
     assert isinstance(result.failure, Refused)
-    assert f"{tmp_path}/cache/tools/" in result.error and "/a b.py|" in result.error
+    assert "/kiwi/tool/a b.py|" in result.error, "the entrypoint as the sandbox names it, one word"
 
 
 async def test_a_syntax_check_may_be_an_argv_list_and_has_a_timeout(run_plan: Any) -> None:

@@ -2,7 +2,7 @@
 
     validation:
       rules:
-        - {type: syntax_check, command: "python3 -m py_compile {entrypoint}"}
+        - {type: syntax_check, command: "python3 -X pycache_prefix=/tmp -m py_compile {entrypoint}"}
         - {type: pattern_check, patterns: {dangerous: ["os.system", "eval\\("]}, warn_only: true}
         - {type: pattern_check, patterns: {dangerous: ["rm -rf /"]}, block: true, message: ...}
         - {type: shebang_required, pattern: "^#!"}
@@ -24,7 +24,8 @@ Only `validation.rules` is read; each rule is one of:
   never run by one (or an argv list), then `args`, if any, one word each; each word is
   then filled on its own (`{entrypoint}`, `{env_dir}`, `{param}`, `${VAR}`), so nothing
   filled in is split or parsed again. It runs in the tool's directory for at most
-  `timeout` seconds (60); failing refuses the run.
+  `timeout` seconds (60); failing refuses the run. In the sandbox that directory is
+  read-only: a check that writes (py_compile's __pycache__) must write under /tmp.
   A success is remembered per content and argv (also under the cache, for the next process).
 
 Any rule may carry a `message`, said with each finding. A malformed rule is a ConfigError

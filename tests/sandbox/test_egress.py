@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.errors import ConfigError, PrimitiveError
+from runner import ConfigError, PrimitiveError
 from runner.sandbox import egress
 from runner.sandbox.egress import Egress, inside, normalise_allow
 

@@ -24,10 +24,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner import PostgresRegistry, local_owner
+from runner import PostgresRegistry, Principal, local_owner
 from runner.harness.journal import Journal, encode_line, journal_for, key_file_in, load_key
 from runner.harness.recorder import RunRecorder
-from runner.principal import Principal
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_ROLE = {"role": "service_role", "claims": {"role": "service_role"}, "source": "journal"}

@@ -17,8 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner import LOCAL_JWT_SECRET, PostgresRegistry, Runner, Settings, from_token
-from runner.errors import KiwiError
+from runner import LOCAL_JWT_SECRET, KiwiError, PostgresRegistry, Runner, Settings, from_token
 from tests.mcp_server.http_serving import two_tenants
 
 GRANTED = f"KIWI_TEST_GRANTED_{uuid.uuid4().hex[:8].upper()}"
