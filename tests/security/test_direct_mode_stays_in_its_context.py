@@ -38,7 +38,16 @@ async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
 
 
 @pytest.fixture
-def tools(publish_tool: Callable[..., str], conn: psycopg.Connection) -> Iterator[dict[str, str]]:
+def marks(tmp_path: Path) -> Path:
+    """Where the markers go: a directory the sandbox's user (nobody) may write."""
+    path = tmp_path / "marks"
+    path.mkdir()
+    path.chmod(0o777)
+    return path
+
+
+@pytest.fixture
+def tools(publish_tool: Callable[..., str], conn: psycopg.Connection, marks: Path) -> Iterator[dict[str, str]]:
     def marked(stem: str) -> str:
         return publish_tool(
             stem,
@@ -47,6 +56,8 @@ def tools(publish_tool: Callable[..., str], conn: psycopg.Connection) -> Iterato
                 "executor": "bash_runtime",
                 "description": "counts its runs in its marker file",
                 "parameters": [{"name": "marker", "type": "string", "required": True}],
+                # its sandbox may write the markers (publish_tool publishes as an admin, who may grant)
+                "config": {"sandbox": {"fs": {"write": [str(marks)]}}},
             },
             {"run.sh": MARKER_SCRIPT},
             entrypoint="run.sh",
@@ -89,9 +100,9 @@ def names_outside(tools: dict[str, str]) -> list[str]:
 
 
 async def test_only_the_declared_tools_can_be_called_in_memory(
-    runner: Runner, tools: dict[str, str], tmp_path: Path, conn: psycopg.Connection
+    runner: Runner, tools: dict[str, str], marks: Path, conn: psycopg.Connection
 ) -> None:
-    marker = tmp_path / f"marker-{uuid.uuid4().hex}"
+    marker = marks / f"marker-{uuid.uuid4().hex}"
     server = await build_direct_server(runner, tools["directive"])
     try:
         async with Client(server) as client:
@@ -113,9 +124,9 @@ async def test_only_the_declared_tools_can_be_called_in_memory(
 
 
 async def test_only_the_declared_tools_can_be_called_over_http(
-    database_url: str, tools: dict[str, str], tmp_path: Path, conn: psycopg.Connection
+    database_url: str, tools: dict[str, str], tmp_path: Path, marks: Path, conn: psycopg.Connection
 ) -> None:
-    marker = tmp_path / f"marker-{uuid.uuid4().hex}"
+    marker = marks / f"marker-{uuid.uuid4().hex}"
     with kiwi_http_server(database_url, tmp_path / "serve", "--directive", tools["directive"]) as served:
         async with mcp_client(served.url, user_token()) as client:
             assert [t.name for t in (await client.list_tools()).tools] == [tools["inside"]]

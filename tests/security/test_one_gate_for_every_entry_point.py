@@ -25,8 +25,18 @@ MARKER_SCRIPT = 'printf x >>"$KIWI_PARAM_MARKER"\necho \'{"ran": true}\'\n'
 
 
 @pytest.fixture
-def marked_tool(publish_tool: Callable[..., str]) -> str:
-    """A tool that appends to the file its `marker` parameter names: each run is counted there."""
+def marks(tmp_path: Path) -> Path:
+    """Where the markers go: a directory the sandbox's user (nobody) may write."""
+    path = tmp_path / "marks"
+    path.mkdir()
+    path.chmod(0o777)
+    return path
+
+
+@pytest.fixture
+def marked_tool(publish_tool: Callable[..., str], marks: Path) -> str:
+    """A tool that appends to the file its `marker` parameter names: each run is counted there.
+    Its sandbox is granted `marks` (publish_tool publishes as an admin, who may grant it)."""
     return publish_tool(
         "gated",
         {
@@ -34,6 +44,7 @@ def marked_tool(publish_tool: Callable[..., str]) -> str:
             "executor": "bash_runtime",
             "description": "counts its runs",
             "parameters": [{"name": "marker", "type": "string", "required": True}],
+            "config": {"sandbox": {"fs": {"write": [str(marks)]}}},
         },
         {"run.sh": MARKER_SCRIPT},
         entrypoint="run.sh",
@@ -91,9 +102,9 @@ def audit(conn: psycopg.Connection, tool: str) -> list[tuple[str, str | None, st
 
 
 async def test_a_rate_limit_refuses_the_cli_and_the_agent_alike(
-    limited: str, kiwi: Callable[..., Done], runner: Runner, conn: psycopg.Connection, tmp_path: Path
+    limited: str, kiwi: Callable[..., Done], runner: Runner, conn: psycopg.Connection, marks: Path
 ) -> None:
-    marker = tmp_path / "marker"
+    marker = marks / "marker"
     first = kiwi("run", limited, "-p", f"marker={marker}")
     assert first.code == 0, first.err
     async with Client(build_server(runner)) as client:
@@ -117,9 +128,9 @@ async def test_a_rate_limit_refuses_the_cli_and_the_agent_alike(
 
 
 async def test_an_approval_holds_the_cli_and_the_agent_alike_and_runs_once(
-    approval_gated: str, kiwi: Callable[..., Done], runner: Runner, conn: psycopg.Connection, tmp_path: Path
+    approval_gated: str, kiwi: Callable[..., Done], runner: Runner, conn: psycopg.Connection, marks: Path
 ) -> None:
-    marker = tmp_path / "marker"
+    marker = marks / "marker"
     held = kiwi("run", approval_gated, "-p", f"marker={marker}")
     assert held.code == 4 and "needs approval" in held.err, held.err
     (approval_id,) = [
@@ -166,9 +177,9 @@ async def test_an_approval_holds_the_cli_and_the_agent_alike_and_runs_once(
 
 
 def test_every_cli_run_is_audited_under_its_own_session(
-    marked_tool: str, kiwi: Callable[..., Done], conn: psycopg.Connection, tmp_path: Path
+    marked_tool: str, kiwi: Callable[..., Done], conn: psycopg.Connection, marks: Path
 ) -> None:
-    marker = tmp_path / "marker"
+    marker = marks / "marker"
     assert kiwi("run", marked_tool, "-p", f"marker={marker}").code == 0
     assert kiwi("run", marked_tool).code == 2, "bad parameters: refused before anything runs"
     rows = conn.execute(
@@ -182,12 +193,12 @@ def test_every_cli_run_is_audited_under_its_own_session(
 
 
 async def test_a_long_lived_runner_remembers_only_calls_nothing_covers_and_forgets_at_a_new_rule(
-    marked_tool: str, runner: Runner, conn: psycopg.Connection, tmp_path: Path
+    marked_tool: str, runner: Runner, conn: psycopg.Connection, marks: Path
 ) -> None:
     """The registry lets a call through from memory while no limit counts it and no policy covers
     it; a new limit or policy is seen at once (its notification drops what was remembered), and a
     dry run, which needs no approval, never vouches for a run."""
-    marker = tmp_path / "marker"
+    marker = marks / "marker"
     params = {"marker": str(marker)}
     for _ in range(4):  # the plan cache starts listening, then remembers the untouched verdict
         assert (await runner.run(marked_tool, params)).ok
