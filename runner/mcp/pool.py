@@ -216,6 +216,9 @@ class _Session:
                         _track(self.pid)
                 self.session = session
                 self.connect_ms = round((time.perf_counter() - started) * 1000, 3)
+                # idle from now, not from the spawn: a server slower to start than its
+                # idle_shutdown_s would otherwise close before its first call
+                self.last_used = time.monotonic()
                 self._deadline.cancel()
                 if not self._ready.done():
                     self._ready.set_result(None)

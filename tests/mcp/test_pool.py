@@ -131,6 +131,16 @@ async def test_an_idle_session_shuts_its_server_down(pool: McpPool) -> None:
     assert not result.is_error and "connect_ms" in facts
 
 
+async def test_a_server_slower_to_start_than_its_idle_shutdown_still_serves_its_first_call(pool: McpPool) -> None:
+    """Idle time counts from when the session is ready, not from the spawn: a server (say,
+    one starting in its sandbox) that takes longer to start than idle_shutdown_s is not
+    closed before the call that started it is sent."""
+    spec = everything(idle_shutdown_s=0.05)
+    result, facts = await pool.call_tool(spec, "echo", {"message": "first"})
+    assert result.content[0].text == "Echo: first"  # type: ignore[union-attr]
+    assert facts["attempts"] == 1 and facts["connect_ms"] > 50
+
+
 async def test_aclose_leaves_no_server_process() -> None:
     pool = McpPool()
     specs = [everything(), everything()]

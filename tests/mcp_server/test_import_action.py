@@ -16,7 +16,6 @@ from psycopg.types.json import Jsonb
 
 from runner import Plan, Runner, build_server
 from runner.handlers.mcp_tool import McpToolHandler
-from runner.mcp.servers import server_spec
 
 from ..mcp import EVERYTHING, make_runner, stdio_server, unique
 from ..mcp.test_importer import LONG_SERVER
@@ -61,8 +60,9 @@ async def test_import_publishes_the_tools_and_the_same_pool_runs_them(
         assert tools[f"{ref}.echo"]["status"] == "created" and tools[f"{ref}.echo"]["version"] == "1.0.0"
         assert f"created   {ref}.echo@1.0.0" in text(result) and f"imported {ref}:" in text(result)
 
-        # the import's session is in the runner's pool, and the run uses it
-        key = server_spec(Plan.from_json(await runner.registry.execution_plan(ref)), runner.environ).key
+        # the import's session is in the runner's pool (the server in its sandbox, as a run
+        # starts it), and the run uses it
+        key = handler.spec_of(runner, Plan.from_json(await runner.registry.execution_plan(ref))).key
         session = handler.pool.session_for(key)
         assert session is not None
         loaded = ok(await client.call_tool("load", {"item_id": f"{ref}.echo"}))
@@ -140,7 +140,7 @@ async def test_a_server_built_without_an_mcp_pool_refuses_to_import(
             "no MCP client pool",
             "mcp_pool",
         )
-    key = server_spec(Plan.from_json(await runner.registry.execution_plan(ref)), runner.environ).key
+    key = handler.spec_of(runner, Plan.from_json(await runner.registry.execution_plan(ref))).key
     assert handler.pool.session_for(key) is None, "nothing was started"
 
 
