@@ -86,6 +86,32 @@ ANON_INVOKER_HELPERS = {
     ),
     "kiwi_internal.config_normalise(p_value jsonb, p_schema jsonb, p_path text)": "config normalisation (preview)",
     "kiwi_internal.checked_config(p_manifest jsonb)": "a config against its chain's contract (preview)",
+    # a plan's trust (20261128000200..0500, 20261128010100): pure functions of their arguments,
+    # but executor_plan, which reads a plan through execution_plan as the caller sees it.
+    # (trust_problems and sandbox_problems, called only by security definer publish, are
+    # revoked: 20261128020000_revoke_internal_helpers.sql.)
+    "kiwi_internal.json_list(p_value jsonb)": "a value as a list (preview, directive validation)",
+    "kiwi_internal.variable_covered(p_entry text, p_patterns text[])": "variable patterns (preview's plan_trust)",
+    "kiwi_internal.config_variable_refs(p_config jsonb)": "the ${VAR}s a config reads (preview's plan_trust)",
+    "kiwi_internal.variable_problems(p_config jsonb, p_allowed text[], p_grants text[], p_namespace text)": (
+        "a non-admin's ungranted variables, refused (preview); the grants are the caller's to read"
+    ),
+    "kiwi_internal.refuse_trust(p_problems text[])": "the wording of that refusal (preview)",
+    "kiwi_internal.sandbox_limit_keys()": "the sandbox's limits, a constant (preview's plan_trust)",
+    "kiwi_internal.sandbox_path_allowed(p_entry text, p_allowed jsonb)": "sandbox narrowing (preview's plan_trust)",
+    "kiwi_internal.sandbox_narrowed(p_below jsonb, p_over jsonb)": "sandbox narrowing (preview's plan_trust)",
+    "kiwi_internal.sandbox_step(p_below jsonb, p_over jsonb, p_trusted boolean)": (
+        "one step of the sandbox up a chain (preview's plan_trust; p_trusted is computed by the caller's"
+        " own preview, which only widens for caller_is_admin())"
+    ),
+    "kiwi_internal.plan_trust_of(p_plan jsonb)": "where a preview's fold starts: its executor's plan (preview)",
+    "kiwi_internal.plan_trust(p_below jsonb, p_configs jsonb[], p_trusted boolean[], p_root_grants text[])": (
+        "the preview's sandbox and allowed variables; its result is a preview, never a stored plan"
+    ),
+    "kiwi_internal.sandboxed_config(p_config jsonb, p_trust jsonb)": "the preview's config with its sandbox (preview)",
+    "kiwi_internal.executor_plan(p_exec text)": (
+        "an executor's plan as the caller sees it (directive_coverage_problems: directive validation, preview)"
+    ),
 }
 
 # Argument names that would carry an identity or an admin flag.
