@@ -447,15 +447,22 @@ async def test_a_tools_stderr_streams_as_log_notifications(
 
 
 @pytest.fixture
-def guarded(publish_tool: Callable[..., str], conn: psycopg.Connection) -> Iterator[dict[str, str]]:
-    """A tool under an approval policy (it appends to its marker file when it runs) and a
-    directive requiring it; the policy, approvals and audit rows are removed afterwards."""
+def guarded(publish_tool: Callable[..., str], conn: psycopg.Connection, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A tool under an approval policy (it appends to its marker file, in `marks`, when it
+    runs) and a directive requiring it; the policy, approvals and audit rows are removed
+    afterwards. The tool's sandbox may write `marks` (an admin publishes it, and may grant
+    that; the directory is writable by the sandbox's user, nobody), and the directive
+    permits that write, as it must for the tool it requires."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    marks.chmod(0o777)
     tool = publish_tool(
         "direct_guarded",
         {
             "tool_type": "script",
             "executor": "bash_runtime",
             "parameters": [{"name": "marker", "type": "string", "required": True}],
+            "config": {"sandbox": {"fs": {"write": [str(marks)]}}},
         },
         {"g.sh": 'echo ran >> "$KIWI_PARAM_MARKER"; echo \'{"ran": true}\''},
         entrypoint="g.sh",
@@ -466,22 +473,22 @@ def guarded(publish_tool: Callable[..., str], conn: psycopg.Connection) -> Itera
             "tool_type": "directive",
             "executor": "directive_runtime",
             "requires": {"tools": [{"id": tool}]},
-            "permissions": {"tools": [tool]},
+            "permissions": {"tools": [tool], "fs_write": [str(marks)]},
         },
         {"d.md": "Run the guarded tool."},
         entrypoint="d.md",
     )
     conn.execute("insert into approval_policies (pattern, ttl_seconds) values (%s, 3600)", (tool,))
-    yield {"tool": tool, "directive": directive}
+    yield {"tool": tool, "directive": directive, "marks": str(marks)}
     conn.execute("delete from approval_policies where pattern = %s", (tool,))
     conn.execute("delete from approvals where tool_id = %s", (tool,))
     conn.execute("delete from audit_log where tool_id = any(%s)", ([tool, directive],))
 
 
 async def test_an_approval_travels_in_meta_and_runs_once(
-    runner: Runner, guarded: dict[str, str], cleanup: list[str], database_url: str, tmp_path: Path
+    runner: Runner, guarded: dict[str, str], cleanup: list[str], database_url: str
 ) -> None:
-    tool, marker = guarded["tool"], tmp_path / "marker.txt"
+    tool, marker = guarded["tool"], Path(guarded["marks"]) / "marker.txt"
     arguments = {"marker": str(marker)}
     server = await direct(runner, guarded["directive"], cleanup)
     person = PostgresRegistry(database_url, principal=admin())

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -196,18 +196,27 @@ async def test_execute_run_returns_the_structured_result(server: MCPServer) -> N
 
 
 async def test_dry_run_returns_the_chain_and_validation_without_running(
-    server: MCPServer, tool_ids: list[str], tmp_path: Path
+    server: MCPServer, publish_tool: Callable[..., str], tmp_path: Path
 ) -> None:
+    # The tool touches its marker in a directory its sandbox is granted: published by an
+    # admin (publish_tool), since an agent's own tool cannot be granted a host path, and
+    # writable by the sandbox's user (nobody).
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    marks.chmod(0o777)
+    tool_id = publish_tool(
+        "mcp_marker",
+        {
+            "tool_type": "script",
+            "executor": "bash_runtime",
+            "parameters": [{"name": "marker", "type": "string", "required": True}],
+            "config": {"sandbox": {"fs": {"write": [str(marks)]}}},
+        },
+        {"main.sh": 'touch "$KIWI_PARAM_MARKER"\necho \'{"touched": true}\'\n'},
+        entrypoint="main.sh",
+    )
     async with Client(server) as client:
-        tool_id = mine("mcp_marker")
-        tool_ids.append(tool_id)
-        spec = bash_tool(
-            tool_id,
-            'touch "$KIWI_PARAM_MARKER"\necho \'{"touched": true}\'\n',
-            parameters=[{"name": "marker", "type": "string", "required": True}],
-        )
-        ok(await client.call_tool("execute", {"action": "create", **spec}))
-        marker = tmp_path / "ran"
+        marker = marks / "ran"
         dry = ok(
             await client.call_tool(
                 "execute", {"action": "dry_run", "item_id": tool_id, "parameters": {"marker": str(marker)}}
