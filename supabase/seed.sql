@@ -1131,7 +1131,9 @@ select public.publish_tool_version(
   ],
   "env": {
    "PYTHONUNBUFFERED": "1",
-   "PYTHONDONTWRITEBYTECODE": "1"
+   "PYTHONDONTWRITEBYTECODE": "1",
+   "PYTHONSAFEPATH": "1",
+   "PYTHONPATH": "{workdir}"
   },
   "requires": [],
   "environment": {
@@ -1166,6 +1168,7 @@ select public.publish_tool_version(
       "pip",
       "install",
       "--quiet",
+      "--compile-bytecode",
       "--python",
       "{env_dir}/bin/python",
       "{requires...}"
@@ -1240,6 +1243,10 @@ config:
   env:
     PYTHONUNBUFFERED: "1"
     PYTHONDONTWRITEBYTECODE: "1"
+    # a safe path: nothing beside the script or in the working directory is imported unless it
+    # is one of the tool's own, verified files (its directory, named explicitly)
+    PYTHONSAFEPATH: "1"
+    PYTHONPATH: "{workdir}"
   requires: []
   environment:
     # the install steps reach the package index, and nothing else
@@ -1252,7 +1259,8 @@ config:
       - command: uv
         args: [venv, --quiet, --python, python3, "{env_dir}"]
       - command: uv
-        args: [pip, install, --quiet, --python, "{env_dir}/bin/python", "{requires...}"]
+        # compiled once here: the environment is read-only where the tool runs
+        args: [pip, install, --quiet, --compile-bytecode, --python, "{env_dir}/bin/python", "{requires...}"]
         when: requires
   validation:
     rules:
