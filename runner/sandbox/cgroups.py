@@ -145,6 +145,7 @@ def _probe() -> tuple[int, tuple[Path, ...], str]:
         dirs = []
         try:
             for c in _CONTROLLERS:
+                _sweep(ROOT / c / own.get(c, "/").lstrip("/"))
                 d = ROOT / c / own.get(c, "/").lstrip("/") / mine
                 d.mkdir(exist_ok=True)
                 dirs.append(d)
@@ -162,6 +163,7 @@ def _probe() -> tuple[int, tuple[Path, ...], str]:
             delegated = []
         if not all(c in delegated for c in _CONTROLLERS):
             return 0, (), "cgroup v2 does not delegate memory and pids to the runner's cgroup"
+        _sweep(base)
         d = base / mine
         try:
             d.mkdir(exist_ok=True)
@@ -172,6 +174,19 @@ def _probe() -> tuple[int, tuple[Path, ...], str]:
             return 0, (), f"the runner's cgroup v2 is not writable ({exc.strerror})"
         return 2, (d,), ""
     return 0, (), "no cgroup memory and pids controllers are mounted"
+
+
+def _sweep(parent: Path) -> None:
+    """Remove what runners that were killed left under `parent`: their kiwi-<pid> directories,
+    once that process is gone and nothing runs in them (Kiwi made them; nothing else does)."""
+    with contextlib.suppress(OSError):
+        for d in parent.glob("kiwi-*"):
+            pid = d.name.removeprefix("kiwi-")
+            if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+                continue
+            for child in [*d.glob("run-*"), d]:
+                with contextlib.suppress(OSError):
+                    child.rmdir()
 
 
 def _write(path: Path, text: str) -> None:
