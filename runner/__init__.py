@@ -82,6 +82,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "standard_dispatcher": ("handlers", "standard_dispatcher"),
     "Call": ("policy", "Call"),
     "Denied": ("policy", "Denied"),
+    # the sandbox every process a tool starts runs in
+    "Sandbox": ("sandbox", "Sandbox"),
+    "SandboxUnavailable": ("sandbox", "SandboxUnavailable"),
     # MCP: Kiwi as a server, MCP servers as tools
     "build_server": ("mcp.server", "build_server"),
     "McpPool": ("mcp.pool", "McpPool"),
@@ -122,6 +125,8 @@ __all__ = [
     "RestRegistry",
     "RunResult",
     "Runner",
+    "Sandbox",
+    "SandboxUnavailable",
     "ServerSpec",
     "Settings",
     "ToolDir",
@@ -200,5 +205,6 @@ if TYPE_CHECKING:  # what type checkers and editors see; nothing here runs
     from .principal import sign as sign_token
     from .registry import PostgresRegistry, Registry, RestRegistry, connect, opened
     from .registry.memory import MemoryBackend
+    from .sandbox import Sandbox, SandboxUnavailable
     from .search.embedders import Embedder, EmbeddingError, LocalWordLlama, OpenAICompatible, embedder_from_settings
     from .search.sync import embed_pending

@@ -55,6 +55,8 @@ PUBLIC = [
     "RestRegistry",
     "RunResult",
     "Runner",
+    "Sandbox",
+    "SandboxUnavailable",
     "ServerSpec",
     "Settings",
     "ToolDir",

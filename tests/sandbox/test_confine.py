@@ -1,0 +1,64 @@
+"""One confined process's command line and environment: what goes where, and what never does."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from runner import PrimitiveError, Sandbox, SandboxUnavailable
+from runner.primitives.subprocess import ProcessSpec, spawn
+from runner.sandbox import Limits, Mount, Profile
+from runner.sandbox.confine import SANDBOX_PATH
+
+
+@pytest.fixture
+async def sandbox() -> AsyncIterator[Sandbox]:
+    sb = Sandbox()
+    yield sb
+    await sb.aclose()
+
+
+async def test_secrets_travel_in_the_environment_never_on_the_command_line(sandbox: Sandbox, tmp_path: Path) -> None:
+    confine = await sandbox.confine(Profile(), [Mount(str(tmp_path), "/kiwi/tool")], "/kiwi/tool", os.environ)
+    assert confine is not None
+    argv, env = confine.command(["bash", "-c", "echo $TOKEN"], {"TOKEN": "s3cret-value", "PATH": os.environ["PATH"]})
+    confine.release()
+    assert not any("s3cret-value" in a for a in argv)
+    assert env["TOKEN"] == "s3cret-value"
+    assert env["PATH"] == SANDBOX_PATH and env["HOME"] == "/tmp" and env["TMPDIR"] == "/tmp"
+
+
+async def test_the_hosts_proxy_settings_do_not_reach_a_sandbox_without_network(sandbox: Sandbox) -> None:
+    confine = await sandbox.confine(Profile(), [], "/tmp", os.environ)
+    assert confine is not None
+    _, env = confine.command(["true"], {"HTTPS_PROXY": "http://corp:3128", "no_proxy": "x"})
+    confine.release()
+    assert "HTTPS_PROXY" not in env and "no_proxy" not in env
+
+
+async def test_a_command_the_sandbox_cannot_see_is_a_clear_error(sandbox: Sandbox, tmp_path: Path) -> None:
+    tool = tmp_path / "tool"
+    tool.mkdir()
+    confine = await sandbox.confine(Profile(), [Mount(str(tool), "/kiwi/tool")], "/kiwi/tool", os.environ)
+    with pytest.raises(PrimitiveError, match=r"command not found: kiwi-no-such-command \(in the sandbox"):
+        await spawn(ProcessSpec(argv=["kiwi-no-such-command"], env={"PATH": "/usr/bin"}, confine=confine))
+
+
+async def test_each_limit_is_named_with_its_value(sandbox: Sandbox) -> None:
+    confine = await sandbox.confine(Profile(limits=Limits(memory_mb=64, cpu_s=2)), [], "/tmp", os.environ)
+    assert confine is not None
+    confine.release()
+    assert confine.describe_limit("memory_mb") == "the sandbox's memory limit (memory_mb: 64 MB) ended the run"
+    assert confine.describe_limit("cpu_s") == "the sandbox's CPU time limit (cpu_s: 2 s) ended the run"
+
+
+async def test_the_opt_out_makes_no_confinement_and_a_missing_sandbox_refuses() -> None:
+    off = Sandbox(enabled=False)
+    assert await off.confine(Profile(), [], "/tmp", os.environ) is None
+    broken = Sandbox()
+    broken._problem = "bubblewrap (bwrap) is not installed"  # what the probe says on such a machine
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
+        await broken.confine(Profile(), [], "/tmp", os.environ)
