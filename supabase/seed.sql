@@ -824,7 +824,8 @@ select public.publish_tool_version(
    "**/*"
   ],
   "fs_write": [
-   "tools/**"
+   "tools/**",
+   "${KIWI_FILESYSTEM_ROOT:-.}"
   ],
   "shell": [
    "python",
@@ -839,6 +840,9 @@ select public.publish_tool_version(
   "tools": [
    "*_runtime",
    "kiwi_tool_authoring"
+  ],
+  "net": [
+   "registry.npmjs.org:443"
   ]
  },
  "cites": [
@@ -866,7 +870,10 @@ tags: [directive, authoring, workflow, publishing]
 #   requires     tools: [{id, required (default true), version?}] from the registry;
 #                mcp: [{server, tools: [names], required}] imported MCP tools (server.tool)
 #   permissions  fs_read / fs_write: path globs; shell: commands; mcp: "server.tool"
-#                patterns (* allowed); tools: registry ids or patterns
+#                patterns (* allowed); tools: registry ids or patterns; net: "host:port"
+#                globs. They cover what the sandboxes of the required tools and MCP
+#                servers reach (paths compared as written): filesystem_mcp fetches its
+#                package from the npm registry and writes the directory it serves.
 #   cites        knowledge entries the instructions rely on
 # Running it returns the instructions, the inputs, and the schemas and availability of
 # exactly the declared tools; a missing required tool is an error, an optional one a warning.
@@ -893,10 +900,11 @@ requires:
       required: false
 permissions:
   fs_read: ["**/*"]
-  fs_write: ["tools/**"]
+  fs_write: ["tools/**", "${KIWI_FILESYSTEM_ROOT:-.}"]
   shell: [python, bash, node, uv, kiwi]
   mcp: ["filesystem_mcp.*"]
   tools: ["*_runtime", kiwi_tool_authoring]
+  net: ["registry.npmjs.org:443"]
 cites: [kiwi_tool_authoring]
 $k$);
 

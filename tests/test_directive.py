@@ -114,7 +114,9 @@ async def test_the_seeded_directive_returns_instructions_inputs_and_its_tools(ru
     assert read["hint"] == "kiwi mcp import filesystem_mcp"
     assert any("filesystem_mcp.read_file" in w for w in out["warnings"])
     assert result.detail["warnings"] == out["warnings"]
-    assert out["permissions"]["fs_write"] == ["tools/**"]
+    # what the filesystem server's sandbox reaches (its seed), as publish requires
+    assert out["permissions"]["fs_write"] == ["tools/**", "${KIWI_FILESYSTEM_ROOT:-.}"]
+    assert out["permissions"]["net"] == ["registry.npmjs.org:443"]
     assert set(out["permissions"]) == {"fs_read", "fs_write", "shell", "mcp", "tools", "net"}
     assert out["directive"]["cites"] == [
         {

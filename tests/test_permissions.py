@@ -226,7 +226,25 @@ def test_needs_are_what_check_checks_that_the_parameters_do_not_decide() -> None
         "fetch",
         config={"sandbox": {"network": ["127.0.0.1:8080"], "fs": {"read": ["/srv/data"], "write": ["out"]}}},
     )
-    plans = [github, py, plan("http", primitive="http_client"), plan("d", "directive"), plan("k", "knowledge"), boxed]
+    boxed_server = plan(
+        "files_mcp.read",
+        "mcp_tool",
+        chain=[{"tool_id": "files_mcp.read"}, {"tool_id": "files_mcp", "tool_type": "mcp_server"}],
+        config={
+            "tool": "read",
+            "command": "npx",
+            "sandbox": {"network": ["127.0.0.1:8080"], "fs": {"read": ["/srv/data"]}},
+        },
+    )
+    plans = [
+        github,
+        py,
+        plan("http", primitive="http_client"),
+        plan("d", "directive"),
+        plan("k", "knowledge"),
+        boxed,
+        boxed_server,
+    ]
     assert [needs(p) for p in plans] == [
         {"mcp": ["github_mcp.create_issue"]},
         {"tools": ["fmt"], "shell": ["python"]},
@@ -234,6 +252,7 @@ def test_needs_are_what_check_checks_that_the_parameters_do_not_decide() -> None
         {},
         {},
         {"tools": ["fetch"], "net": ["127.0.0.1:8080"], "fs_read": ["/srv/data"], "fs_write": ["out"]},
+        {"mcp": ["files_mcp.read"], "net": ["127.0.0.1:8080"], "fs_read": ["/srv/data"]},
     ]
     contexts = [
         ALL,
@@ -277,14 +296,51 @@ def test_what_a_tools_sandbox_reaches_is_checked_against_net_and_the_fs_globs() 
     assert check({**ALL, "fs_read": ["*"], "fs_write": ["out"]}, files) == (
         'fs_write: ${OUT:-out} (written by files) is not allowed by ["out"]'
     ), "a path is compared as written"
+    assert check({k: [] for k in KINDS}, plan("d", "directive", config={"sandbox": {"network": ["x:1"]}})) is None
+
+
+def test_what_an_mcp_servers_sandbox_reaches_is_checked_for_each_of_its_tools() -> None:
+    """An mcp_tool's plan (mcp_tool -> mcp_server -> subprocess) holds the sandbox of the server
+    process that runs the call: under a context its hosts and paths are checked as a tool's are,
+    after mcp, and sent to public.admit_call as needs; a remote server's plan has no sandbox."""
+    chain = [{"tool_id": "filesystem_mcp.read_file"}, {"tool_id": "filesystem_mcp", "tool_type": "mcp_server"}]
+    sandbox = {"network": ["registry.npmjs.org:443"], "fs": {"read": [], "write": ["${KIWI_FILESYSTEM_ROOT:-.}"]}}
     server = plan(
         "filesystem_mcp.read_file",
         "mcp_tool",
-        chain=[{"tool_id": "filesystem_mcp.read_file"}, {"tool_id": "filesystem_mcp", "tool_type": "mcp_server"}],
-        config={"tool": "read_file", "sandbox": {"network": ["registry.npmjs.org:443"]}},
+        chain=chain,
+        config={"tool": "read_file", "command": "npx", "sandbox": sandbox},
     )
-    assert check({**ALL, "net": []}, server) is None, "an MCP server's calls are permitted by mcp"
-    assert check({k: [] for k in KINDS}, plan("d", "directive", config={"sandbox": {"network": ["x:1"]}})) is None
+    assert needs(server) == {
+        "mcp": ["filesystem_mcp.read_file"],
+        "net": ["registry.npmjs.org:443"],
+        "fs_write": ["${KIWI_FILESYSTEM_ROOT:-.}"],
+    }
+    covering = {**ALL, "shell": [], "tools": [], "mcp": ["filesystem_mcp.*"], "net": ["registry.npmjs.org:443"]}
+    assert check({**covering, "fs_read": [], "fs_write": ["tools/**", "${KIWI_FILESYSTEM_ROOT:-.}"]}, server) is None
+    assert check({**covering, "net": []}, server) == (
+        "net: registry.npmjs.org:443 (reached by filesystem_mcp.read_file) is not allowed by []"
+    )
+    assert check({k: v for k, v in covering.items() if k != "net"}, server) == (
+        "net: registry.npmjs.org:443 (reached by filesystem_mcp.read_file) is not allowed by []"
+    ), "a context without net reaches no host"
+    assert check({**covering, "fs_write": ["tools/**"]}, server) == (
+        'fs_write: ${KIWI_FILESYSTEM_ROOT:-.} (written by filesystem_mcp.read_file) is not allowed by ["tools/**"]'
+    ), "a path is compared as written"
+    assert check({**covering, "mcp": ["github_mcp.*"], "net": []}, server) == (
+        'mcp: filesystem_mcp.read_file is not allowed by ["github_mcp.*"]'
+    ), "mcp is checked first"
+    remote = plan(
+        "github_mcp.get_me",
+        "mcp_tool",
+        primitive="http_client",
+        chain=[{"tool_id": "github_mcp.get_me"}, {"tool_id": "github_mcp", "tool_type": "mcp_server"}],
+        config={"tool": "get_me", "url": "https://api.githubcopilot.com/mcp/"},
+    )
+    assert needs(remote) == {"mcp": ["github_mcp.get_me"]}
+    assert check({k: [] for k in KINDS} | {"mcp": ["github_mcp.*"]}, remote) is None, (
+        "a remote server: nothing to check"
+    )
 
 
 async def test_a_tool_whose_sandbox_reaches_a_host_outside_net_is_refused_under_a_directive(
@@ -315,6 +371,43 @@ async def test_a_tool_whose_sandbox_reaches_a_host_outside_net_is_refused_under_
         read = await other.call_tool("execute", {**call, "context": closed_ctx})
     assert held.is_error and (held.structured_content or {})["permission"] == lacking
     assert lacking in text_of(held)
+    assert read.is_error and (read.structured_content or {})["permission"] == lacking, "admit_call refuses it too"
+    assert not allowed.is_error, text_of(allowed)
+    refusals = [r for r in audit_rows(conn, session) if r["decision"] == "refused"]
+    assert [r["reason"] for r in refusals] == [f"permission {lacking}"] * 2
+
+
+async def test_an_mcp_tool_whose_server_reaches_a_host_outside_net_is_refused_under_a_directive(
+    database_url: str, conn: psycopg.Connection, tmp_path: Path, publish_tool: Callable[..., str], session: str
+) -> None:
+    """A call to an MCP server's tool runs in the server's sandbox: under a directive whose net
+    does not cover its host it is refused, whether the gate holds the context or public.admit_call
+    reads it; one whose net covers it is admitted. Nothing starts the server (dry runs)."""
+    server = publish_tool(
+        "perm_srv",
+        {
+            "tool_type": "mcp_server",
+            "executor": "subprocess",
+            "config": {"transport": "stdio", "command": "true", "sandbox": {"network": ["127.0.0.1:8080"]}},
+        },
+    )
+    tool = publish_tool(f"{server}.echo", {"tool_type": "mcp_tool", "executor": server, "config": {"tool": "echo"}})
+    closed = directive(publish_tool, {"mcp": [f"{server}.*"]})  # its tools, but no host (it requires none)
+    opened = directive(publish_tool, {"mcp": [f"{server}.*"], "net": ["127.0.0.1:*"]})
+    lacking = f"net: 127.0.0.1:8080 (reached by {tool}) is not allowed by []"
+    call = {"action": "dry_run", "item_id": tool, "parameters": {}}
+    async with kiwi(database_url, tmp_path, session) as client:
+        started = await client.call_tool("execute", {"action": "run", "item_id": closed})
+        assert not started.is_error, text_of(started)
+        closed_ctx = (started.structured_content or {})["context"]["id"]
+        held = await client.call_tool("execute", {**call, "context": closed_ctx})
+        started = await client.call_tool("execute", {"action": "run", "item_id": opened})
+        allowed = await client.call_tool(
+            "execute", {**call, "context": (started.structured_content or {})["context"]["id"]}
+        )
+    async with kiwi(database_url, tmp_path, session) as other:
+        read = await other.call_tool("execute", {**call, "context": closed_ctx})
+    assert held.is_error and (held.structured_content or {})["permission"] == lacking, text_of(held)
     assert read.is_error and (read.structured_content or {})["permission"] == lacking, "admit_call refuses it too"
     assert not allowed.is_error, text_of(allowed)
     refusals = [r for r in audit_rows(conn, session) if r["decision"] == "refused"]
@@ -358,7 +451,13 @@ def test_a_filesystem_server_call_is_checked_by_the_paths_its_server_declares(co
         {"tool_id": "filesystem_mcp.read_file", "tool_type": "mcp_tool"},
         {"tool_id": "filesystem_mcp", "tool_type": "mcp_server"},
     ]
-    allowed = {"mcp": ["filesystem_mcp.*"], "fs_read": ["docs/*"], "fs_write": ["out/*"]}
+    # and what the server's sandbox reaches, as the seeded create_script_tool permits it
+    allowed = {
+        "mcp": ["filesystem_mcp.*"],
+        "fs_read": ["docs/*"],
+        "fs_write": ["out/*", "${KIWI_FILESYSTEM_ROOT:-.}"],
+        "net": ["registry.npmjs.org:443"],
+    }
 
     def call(tool: str, params: dict[str, Any]) -> str | None:
         plan = {

@@ -28,12 +28,16 @@ such as `tools: hello_world is not allowed by ["*_runtime"]`.
               not observed.
     net, fs_read, fs_write
               what the sandbox of the tool's plan reaches (config.sandbox, as the registry
-              computes it: 20261128000300_sandbox_narrowing.sql), for the tools `tools` checks:
-              each `network` entry ("host:port") must match a glob of net, each `fs.read`
-              path one of fs_read or fs_write, each `fs.write` path one of fs_write, compared
-              as written (a ${VAR} is text). Publishing a directive holds the tools it
-              requires to the same (20261128010100_directive_sandbox_coverage.sql). A context
-              without net permits no host.
+              computes it: 20261128000300_sandbox_narrowing.sql), for the tools `tools` checks
+              and for mcp_tools (whose plan, mcp_tool -> mcp_server -> subprocess, holds the
+              sandbox of the server process that runs the call; a remote server's ends in
+              http_client and has none): each `network` entry ("host:port") must match a
+              glob of net, each `fs.read` path one of fs_read or fs_write, each `fs.write`
+              path one of fs_write, compared as written (a ${VAR} is text). Publishing a
+              directive holds the tools and MCP servers it requires to the same
+              (20261128010100_directive_sandbox_coverage.sql,
+              20261128030000_directive_mcp_sandbox_coverage.sql). A context without net
+              permits no host.
 
 Patterns are fnmatch-style globs, matched exactly as the database matches them
 (kiwi_internal.glob_covers): `*` is any run of characters, `/` and `.` included (`**` is
@@ -197,15 +201,16 @@ def _mcp_name(plan: Mapping[str, Any], tool_id: str) -> str:
 def needs(plan: Mapping[str, Any]) -> dict[str, list[str]]:
     """What running `plan` needs of a context that its parameters do not decide, as
     public.admit_call checks it when the runner does not hold the context yet:
-    {mcp: [server.tool]} or {tools: [ref], shell: [command], net: [host:port], fs_read: [path],
-    fs_write: [path]} (the last three what its sandbox reaches; {} for what needs nothing).
-    `check` checks these same names (_check_tool), so both refuse the same calls."""
+    {mcp: [server.tool]} or {tools: [ref], shell: [command]}, with {net: [host:port],
+    fs_read: [path], fs_write: [path]}: what its sandbox reaches, an MCP server's included
+    ({} for what needs nothing). `check` checks these same names (_check_tool), so both
+    refuse the same calls."""
     tool_id = normalize_ref(str(plan.get("tool_id") or ""))
     tool_type = plan.get("tool_type")
     if tool_type in _EXEMPT_TYPES:
         return {}
     if tool_type == "mcp_tool":
-        return {"mcp": [_mcp_name(plan, tool_id)]}
+        return {"mcp": [_mcp_name(plan, tool_id)], **sandbox_needs(plan)}
     command = shell_command(plan) if plan.get("primitive") == "subprocess" else None
     return {"tools": [tool_id], **({"shell": [command]} if command is not None else {}), **sandbox_needs(plan)}
 

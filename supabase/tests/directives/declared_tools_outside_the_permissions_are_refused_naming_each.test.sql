@@ -46,7 +46,8 @@ select is(tests.publish_directive(
   'published', 'globs cover what they match, and public/x is x');
 select is(tests.publish_directive(
             '{"mcp": [{"server": "filesystem_mcp", "tools": ["read_file"]}]}',
-            '{"mcp": ["filesystem_mcp.read_file"], "fs_read": ["**"]}'),
+            '{"mcp": ["filesystem_mcp.read_file"], "fs_read": ["**"],
+              "fs_write": ["${KIWI_FILESYSTEM_ROOT:-.}"], "net": ["registry.npmjs.org:443"]}'),
   'published', 'an exact server.tool covers itself');
 select is(tests.publish_directive(null, '{"tools": ["kiwi_*"]}'), 'published',
   'a directive that declares nothing is covered');

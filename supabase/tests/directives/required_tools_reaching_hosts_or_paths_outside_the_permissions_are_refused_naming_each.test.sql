@@ -57,7 +57,7 @@ select is(tests.publish_directive('{"tools": ["sbx_not_yet_published"]}', '{"too
 select is(kiwi_internal.directive_coverage_problems(
             (select v.manifest from tool_versions v join tools t on t.id = v.tool_uuid
               where t.ref = 'create_script_tool' and v.is_latest)),
-  '{}'::text[], 'the seeded directive''s tools reach no host nor path: it needs no net');
+  '{}'::text[], 'the seeded directive''s permissions cover what its tools and servers reach');
 
 select * from finish();
 rollback;
