@@ -35,8 +35,7 @@ such as `tools: hello_world is not allowed by ["*_runtime"]`.
               glob of net, each `fs.read` path one of fs_read or fs_write, each `fs.write`
               path one of fs_write, compared as written (a ${VAR} is text). Publishing a
               directive holds the tools and MCP servers it requires to the same
-              (20261128010100_directive_sandbox_coverage.sql,
-              20261128030000_directive_mcp_sandbox_coverage.sql). A context without net
+              (20261128010100_directive_sandbox_coverage.sql). A context without net
               permits no host.
 
 Patterns are fnmatch-style globs, matched exactly as the database matches them

@@ -112,6 +112,9 @@ ANON_INVOKER_HELPERS = {
     "kiwi_internal.executor_plan(p_exec text)": (
         "an executor's plan as the caller sees it (directive_coverage_problems: directive validation, preview)"
     ),
+    "kiwi_internal.sandbox_coverage_problems(p_where text, p_ref text, p_permissions jsonb)": (
+        "what a required tool's or server's sandbox reaches beyond the permissions (directive validation, preview)"
+    ),
 }
 
 # Argument names that would carry an identity or an admin flag.
