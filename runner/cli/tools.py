@@ -161,7 +161,9 @@ def _sandbox_line(shown: dict[str, Any]) -> str:
     fs = shown["fs"]
     paths = [*(f"{p} (read)" for p in fs["read"]), *(f"{p} (write)" for p in fs["write"])]
     limits = ", ".join(f"{k} {v:g}" for k, v in shown["limits"].items())
-    return f"network {network}; host paths {', '.join(paths) or 'none'}; limits {limits}"
+    line = f"network {network}; host paths {', '.join(paths) or 'none'}; limits {limits}"
+    memory = (shown.get("limits_apply") or {}).get("memory_mb", "")
+    return line if not memory or memory.startswith("the whole") else f"{line} (memory_mb: {memory})"
 
 
 async def cmd_publish(args: argparse.Namespace) -> int:

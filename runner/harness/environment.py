@@ -150,7 +150,7 @@ async def _build(
     confined = site is not None and site.confined
     values = _Expanded(config, ENV_DIR if confined else str(env_dir), environ)
     timeout = float(spec.get("timeout") or DEFAULT_STEP_TIMEOUT_S)
-    _remove(env_dir)  # a half-built leftover
+    shutil.rmtree(env_dir, ignore_errors=True)  # a half-built leftover
     env_dir.mkdir(parents=True)
     names = [*(config.get("env_passthrough") or ["PATH", "HOME"]), *(spec.get("env_passthrough") or [])]
     step_env = passthrough(names, environ)
@@ -190,14 +190,10 @@ async def _build(
             hand_over(env_dir, os.geteuid())  # back to the runner: no sandbox may change it now
         (env_dir / READY).write_text(json.dumps({"built_in_s": round(time.monotonic() - started, 3)}))
     except BaseException:
-        _remove(env_dir)
+        shutil.rmtree(env_dir, ignore_errors=True)
         raise
     if on_progress:
         on_progress(f"environment {env_dir.name[:12]} ready in {time.monotonic() - started:.1f} s")
-
-
-def _remove(env_dir: Path) -> None:
-    shutil.rmtree(env_dir, ignore_errors=True)
 
 
 def _tail(text: str | bytes, lines: int = 12) -> str:

@@ -409,9 +409,12 @@ class Runner:
         if plan.primitive != "subprocess" or plan.tool_type in ("directive", "thread"):
             return None
         try:
-            return self.sandbox_shown(self.site(plan, None, self.environ_for(plan)))
+            shown = self.sandbox_shown(self.site(plan, None, self.environ_for(plan)))
         except KiwiError as e:
             return {"enabled": self.sandbox.enabled, "error": e.message}
+        if shown["enabled"]:
+            shown["limits_apply"] = self.sandbox.limits_enforced()  # how each limit holds on this machine
+        return shown
 
     def sandbox_shown(self, site: ToolSite) -> dict[str, Any]:
         """The profile a run had, as the run's detail and record keep it."""

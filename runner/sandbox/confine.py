@@ -102,7 +102,7 @@ class Confinement:
     def to_host(self, inside: str) -> str | None:
         """The host path behind a path inside the sandbox (None: nothing is mounted there)."""
         p = PurePosixPath(inside)
-        if p.parts[:2] in (("/", "usr"),) or str(p).startswith(("/bin/", "/lib/", "/sbin/", "/lib64/")):
+        if str(p).startswith(("/usr/", "/bin/", "/lib/", "/sbin/", "/lib64/")):  # the host's own, read-only
             return str(p)
         best: Mount | None = None
         for m in self.mounts:

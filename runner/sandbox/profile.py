@@ -72,13 +72,6 @@ class Profile:
             "limits": self.limits.as_dict(),
         }
 
-    def narrowed(self, override: Mapping[str, Any] | None, tool: str, environ: Mapping[str, str]) -> Profile:
-        """This profile with an admin element's sub-profile laid over it (environment.sandbox:
-        what a runtime's install steps may use instead); its keys replace these."""
-        if not override:
-            return self
-        return profile_from(override, tool, environ, base=self)
-
 
 def profile_from(
     raw: Any, tool: str, environ: Mapping[str, str], *, base: Profile | None = None, cwd: Path | None = None

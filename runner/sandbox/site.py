@@ -55,7 +55,7 @@ class ToolSite:
         if not self.confined:
             return None
         assert self.sandbox is not None
-        return await self.sandbox.confine(self.profile, self._mounts(writable_env=False), self._cwd(cwd), self.environ)
+        return await self.sandbox.confine(self.profile, self._mounts(), self._cwd(cwd), self.environ)
 
     async def confine_steps(self, env_dir: Path, spec: Mapping[str, Any], tool: str) -> Confinement | None:
         """An environment step's confinement: the environment writable, the profile the runtime
@@ -77,14 +77,16 @@ class ToolSite:
         if not self.confined:
             return None
         assert self.sandbox is not None
-        return await self.sandbox.confine(self.profile, self._mounts(writable_env=False), cwd, self.environ)
+        return await self.sandbox.confine(self.profile, self._mounts(), cwd, self.environ)
 
-    def _mounts(self, *, writable_env: bool) -> list[Mount]:
+    def _mounts(self) -> list[Mount]:
+        """The tool's files and its environment, read-only (the steps that write the environment
+        mount it themselves: confine_steps)."""
         mounts = []
         if self.tool_dir is not None:
             mounts.append(Mount(str(self.tool_dir), TOOL_DIR))
         if self.env_dir is not None:
-            mounts.append(Mount(str(self.env_dir), ENV_DIR, writable=writable_env))
+            mounts.append(Mount(str(self.env_dir), ENV_DIR))
         return mounts
 
     def _cwd(self, cwd: Path | None) -> str:

@@ -75,5 +75,8 @@ def test_kiwi_show_prints_the_effective_profile(database_url: str, tmp_path: Pat
     assert shown["enabled"] is True and shown["network"] == "none"
     assert shown["fs"] == {"read": [], "write": []}
     assert shown["limits"]["pids"] > 0
+    # how each limit holds here: these machines let the runner make cgroups
+    assert shown["limits_apply"]["memory_mb"] == "the whole sandbox (cgroup)"
+    assert shown["limits_apply"]["cpu_s"] == "each process (rlimit)"
     text = run_kiwi(["show", "hello_world"], cwd=tmp_path, env=env)
     assert "sandbox: network none; host paths none; limits memory_mb" in text.out
