@@ -311,9 +311,8 @@ def _unchanged(target: Path, contents: dict[str, PlanFile]) -> bool:
 def _verify_on_disk(target: Path, contents: dict[str, PlanFile]) -> list[str]:
     """What the directory holds that the plan does not list (nothing: it may be used), once every
     listed file hashes to the plan's sha256. The plan itself already matched its content_hash, so
-    a mismatch is the disk's (a cached copy edited or damaged): an IntegrityError."""
-    if _unchanged(target, contents):
-        return []
+    a mismatch is the disk's (a cached copy edited or damaged): an IntegrityError. (The caller
+    has already found it not _unchanged: nothing here is skipped.)"""
     shas = tuple(f.sha256 for f in contents.values())
     signature = _signature(target, contents)
     unlisted = _unlisted(target, contents)
