@@ -4,12 +4,17 @@ yank, deprecate, delete, approve, deny, approvals, whoami, serve, token, mcp, ke
 Every command takes --json for machines; without it, output is for people. Exit codes:
 0 success, 1 the tool ran and failed, 2 bad usage or parameters, 3 not found,
 4 refused (broken chain, altered file or version, trust policy, lockfile drift,
-blocked by validation, bad config),
+blocked by validation, bad config, no sandbox on this machine),
 5 registry unreachable, 124 the tool timed out.
 
 Where the registry is: KIWI_DATABASE_URL (Postgres; the default is the local stack), or
 SUPABASE_URL with SUPABASE_KEY or SUPABASE_ANON_KEY (the REST API); then config.toml.
 Materialised tools: KIWI_CACHE_DIR.
+
+Every process a tool starts runs in a bubblewrap sandbox with the profile its plan gives
+(`kiwi show TOOL` prints it): no network but allowed host:port pairs, no host paths but
+granted ones, limits that end a run by name. Where bubblewrap is missing, runs are refused.
+KIWI_SANDBOX=off turns it off on a trusted single-user machine (never for `serve --transport http`).
 
 Search by meaning: KIWI_EMBEDDINGS is the model that embeds tools and queries, local (the
 default: the bundled wordllama model, no download), openai (an OpenAI-compatible API:

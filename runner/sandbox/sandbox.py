@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import KiwiError
+from ..errors import Refused
 from .cgroups import Cgroups
 from .confine import BIN_DIR, EGRESS_SOCKET, Confinement, Egress, Mount
 from .etc import write_etc
@@ -33,8 +33,8 @@ logger = logging.getLogger("kiwi.sandbox")
 MODES = ("on", "off")
 
 
-class SandboxUnavailable(KiwiError):
-    """The sandbox is required and cannot start here."""
+class SandboxUnavailable(Refused):
+    """The sandbox is required and cannot start here: every run is refused (exit 4)."""
 
     kind = "sandbox_unavailable"
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from runner import PrimitiveError, Sandbox, SandboxUnavailable
-from runner.primitives.subprocess import ProcessSpec, spawn
+from runner.primitives.subprocess import ProcessSpec, spawn, to_outcome
 from runner.sandbox import Limits, Mount, Profile
 from runner.sandbox.confine import SANDBOX_PATH
+from runner.sandbox.seccomp import write_filter
 
 
 @pytest.fixture
@@ -62,3 +64,38 @@ async def test_the_opt_out_makes_no_confinement_and_a_missing_sandbox_refuses() 
     broken._problem = "bubblewrap (bwrap) is not installed"  # what the probe says on such a machine
     with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
         await broken.confine(Profile(), [], "/tmp", os.environ)
+
+
+async def test_without_a_cgroup_rlimits_bound_what_they_can(sandbox: Sandbox) -> None:
+    confine = await sandbox.confine(Profile(limits=Limits(memory_mb=64, pids=16)), [], "/tmp", os.environ, cgroup=False)
+    assert confine is not None and confine.cgroup is None
+    argv, _ = confine.command(["true"], {})
+    assert f"--data={64 * 1024 * 1024}" in argv, "each process's data is bounded instead"
+    assert ("--nproc=16" in argv) == (os.geteuid() != 0), "a process count binds only a uid that is not root's"
+
+
+async def test_a_full_tmp_names_the_file_limit(sandbox: Sandbox) -> None:
+    # many files, each under the per-file limit, fill the sandbox's /tmp (its size is file_mb)
+    confine = await sandbox.confine(Profile(limits=Limits(file_mb=2)), [], "/tmp", os.environ)
+    script = "for i in 1 2 3 4 5 6; do head -c 600000 /dev/zero > /tmp/f$i || exit 1; done"
+    spec = ProcessSpec(argv=["bash", "-c", script], env={"PATH": "/usr/bin"}, confine=confine)
+    outcome = to_outcome(await spawn(spec), spec)
+    assert outcome.status == "error"
+    assert "No space left on device" in (outcome.error or "")
+    assert "the sandbox's /tmp holds at most its file_mb limit: 2 MB" in (outcome.error or "")
+
+
+async def test_cpu_time_ends_the_run_naming_cpu_s(sandbox: Sandbox) -> None:
+    confine = await sandbox.confine(Profile(limits=Limits(cpu_s=1)), [], "/tmp", os.environ)
+    spec = ProcessSpec(argv=["bash", "-c", "while :; do :; done"], env={"PATH": "/usr/bin"}, confine=confine)
+    result = await spawn(spec)
+    assert result.limit == "cpu_s" and not result.timed_out
+    assert to_outcome(result, spec).error == "the sandbox's CPU time limit (cpu_s: 1 s) ended the run"
+
+
+def test_no_libseccomp_is_said_not_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a fake of a machine without the library: the import the filter needs fails
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)
+    why = write_filter(tmp_path / "f.bpf")
+    assert why is not None and why.startswith("no seccomp filter: libseccomp is unavailable")
+    assert not (tmp_path / "f.bpf").exists()

@@ -41,6 +41,7 @@ async def test_a_machine_without_bubblewrap_refuses_every_run(
     assert "bubblewrap (bwrap) is not installed" in result.error
     assert "apt-get install bubblewrap" in result.error and "KIWI_SANDBOX=off" in result.error
     assert result.output is None
+    assert result.failure is not None and result.failure.exit_code == 4, "kiwi run exits 4: refused"
 
 
 def test_a_manifest_cannot_turn_the_sandbox_off(publish_tool: Callable[..., str]) -> None:
