@@ -12,7 +12,8 @@
 --               counters that signed-in callers draw from together. Only the gate,
 --               public.check_call (20261121002800_check_call.sql), takes from them, and only
 --               for a signed-in caller (authenticated, service_role or another admin) calling
---               a tool it may read.
+--               a tool it may read, in a call that runs: a dry run, a call held for approval
+--               and a refused one take nothing.
 --   own         subject = the owner, a space, the tool or server reference. Every call
 --               through public.take_rate_limit is counted in the caller's own buckets
 --               (owner: kiwi_internal.caller_identity(), the user id or role:<role>), so

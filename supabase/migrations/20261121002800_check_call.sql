@@ -16,7 +16,8 @@
 --   version, content_hash, params_size   recorded with an approval; content_hash is
 --                  compared with an approval's when one is used
 --   approval_id    an approval to use for this call, or null
---   dry_run        true: a dry run, which never needs approval (default false)
+--   dry_run        true: a dry run, which never needs approval and takes nothing from
+--                  the rate limits (default false)
 --
 -- It decides, in this order, for the caller (identity from the session only):
 --   (a) rate limits (20261121002200_rate_limits.sql): every limit that applies, its
@@ -41,10 +42,13 @@
 --       PT404 'tool "…" not found', as request_approval does, whether the tool is
 --       private or missing.
 --   (c) otherwise the call goes on, and only now is one call taken from every limit
---       (their counters are still locked, so they still have room):
+--       (their counters are still locked, so they still have room), unless it is a dry
+--       run, which runs nothing and so takes nothing:
 --         {allowed: true, limits, approval: <the approval used, or null>}
 -- So a call refused by a rate limit records no approval, and a call held for approval
--- (or refused one) takes nothing from the limits: it has not run.
+-- (or refused one) takes nothing from the limits: it has not run. Limits count only calls
+-- that run: a dry run is answered as the run would be (refused when a limit has no room
+-- left) but takes nothing, so nobody drains a shared bucket by asking.
 
 -- What is wrong with a call to check, each problem named by its field.
 create function kiwi_internal.call_check_problems(p jsonb) returns text[]
@@ -194,8 +198,10 @@ begin
     end if;
   end if;
 
-  -- (c) the call goes on: take one call from every limit
-  v_limits := kiwi_internal.rate_limit_take(v_limits);
+  -- (c) the call goes on: take one call from every limit, unless it is a dry run (it runs nothing)
+  if not coalesce((p ->> 'dry_run')::boolean, false) then
+    v_limits := kiwi_internal.rate_limit_take(v_limits);
+  end if;
   return jsonb_build_object('allowed', true, 'limits', v_limits -> 'limits', 'approval', v_used -> 'approval');
 end
 $$;
@@ -213,6 +219,6 @@ begin
 end
 $$;
 comment on function public.check_call(jsonb) is
-  'The gate of a call, in one round trip: {tool_id, params_sha256 (required), server, session_id, version, content_hash, params_size, approval_id, dry_run}. Rate limits first (all or none; anonymous callers in buckets of their own), then, unless dry_run, the approval (one used, or a pending one recorded when a policy covers the tool). Returns {allowed: true, limits, approval} or {allowed: false, kind: rate_limited | approval_refused | approval_pending, reason, ...}; limits are taken only when the call is allowed.';
+  'The gate of a call, in one round trip: {tool_id, params_sha256 (required), server, session_id, version, content_hash, params_size, approval_id, dry_run}. Rate limits first (all or none; anonymous callers in buckets of their own), then, unless dry_run, the approval (one used, or a pending one recorded when a policy covers the tool). Returns {allowed: true, limits, approval} or {allowed: false, kind: rate_limited | approval_refused | approval_pending, reason, ...}; limits are taken only when the call is allowed and is not a dry run (a dry run runs nothing, so it takes nothing).';
 revoke execute on function public.check_call(jsonb) from public;
 grant execute on function public.check_call(jsonb) to anon, authenticated, service_role;

@@ -1,7 +1,8 @@
 -- Approvals through the gate. A call a policy covers is held: a pending approval is
 -- recorded (as request_approval records it) and nothing is taken from the rate limits,
 -- since nothing ran. The approved call, made again with its approval_id, is allowed once
--- and counted then; a second use is refused, saying why. A dry run never needs approval.
+-- and counted then; a second use is refused, saying why. A dry run never needs approval,
+-- and takes nothing from the limits: it runs nothing.
 -- A call refused by a rate limit records no approval. Anonymous callers never get one.
 begin;
 \ir ../_setup.sql
@@ -13,7 +14,7 @@ select plan(22);
 select tests.make_acme();
 
 insert into approval_policies (pattern, ttl_seconds) values ('acme/*', 600);
-insert into rate_limits (scope, key, max_calls, per_seconds) values ('tool', 'acme/public_tool', 2, 3600);
+insert into rate_limits (scope, key, max_calls, per_seconds) values ('tool', 'acme/public_tool', 1, 3600);
 create function tests.call(p jsonb) returns jsonb language sql as $$
   select public.check_call(jsonb_build_object('tool_id', 'acme/public_tool', 'params_sha256', repeat('a', 64),
                                               'session_id', 'gate-session', 'version', '1.0.0') || p)
@@ -44,7 +45,7 @@ select is(tests.calls_counted(), 0, 'a held call takes nothing from the rate lim
 -- a dry run never needs approval
 select is(tests.call('{"dry_run": true}') ->> 'allowed', 'true', 'a dry run is allowed without approval');
 select is((select count(*)::int from approvals), 1, 'and records no approval');
-select is(tests.calls_counted(), 1, 'it is counted: it ran');
+select is(tests.calls_counted(), 0, 'and takes nothing from the limits: nothing ran');
 
 -- the approved call runs once
 select tests.act_as_user('owner');
@@ -55,10 +56,10 @@ create temporary table used on commit drop as
   select tests.call(jsonb_build_object('approval_id', (select answer #>> '{approval,id}' from held))) as answer;
 select is((select answer ->> 'allowed' from used), 'true', 'the call with its approval is allowed');
 select is((select answer #>> '{approval,status}' from used), 'used', 'the answer carries the approval, now used');
-select is(tests.calls_counted(), 2, 'the allowed call is counted');
+select is(tests.calls_counted(), 1, 'the allowed call is counted');
 select is((select answer ->> 'kind' from (select tests.call(jsonb_build_object(
              'approval_id', (select answer #>> '{approval,id}' from held))) as answer) x), 'rate_limited',
-  'the limit of 2 is now full: a third call is refused before its approval is looked at');
+  'the limit of 1 is now full: another call is refused before its approval is looked at');
 select is((select status from approvals where id = (select (answer #>> '{approval,id}')::uuid from held)), 'used',
   'a refused call uses nothing');
 
@@ -72,11 +73,11 @@ select matches((select answer ->> 'reason' from again), 'cannot be used: it was 
   'saying why, as use_approval does');
 select ok((select answer ? 'hint' and answer ->> 'approval_id' = (select answer #>> '{approval,id}' from held) from again),
   'with a hint and the approval''s id');
-select is(tests.calls_counted(), 2, 'a refused approval takes nothing from the limits');
+select is(tests.calls_counted(), 1, 'a refused approval takes nothing from the limits');
 
 -- a rate-limited call records no approval
 select tests.act_as_admin();
-update rate_limits set max_calls = 2 where key = 'acme/public_tool';
+update rate_limits set max_calls = 1 where key = 'acme/public_tool';
 select tests.act_as_user('member');
 select is(tests.call('{"params_sha256": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}') ->> 'kind', 'rate_limited',
   'a call over its limit is refused as rate limited');
