@@ -6,7 +6,10 @@
   background task (anyio requires a task group to be closed by the task that opened
   it); callers only send requests on the session.
 * Startup is bounded (config `startup_timeout`), each call too (`timeout_s`); a session left
-  unused for `idle_shutdown_s` closes itself.
+  unused for `idle_shutdown_s` closes itself. A call holds its session from the moment the
+  pool picks it, before it waits for the session to be ready, until it is answered; the idle
+  shutdown closes only a session nobody holds, deciding with no await between its check and
+  the close (one event loop), so a session is never shut down under a call that acquired it.
 * A dead connection discards the session. A call that provably did not reach the
   server goes to a new session, retried at most `retries` times: its connection had
   already ended (the transport's read stream reached its end), the remote server could
@@ -139,12 +142,21 @@ class _Session:
             return _Lost(str(exc), sent=not unsent)
         return None
 
+    def hold(self) -> None:
+        """A caller takes the session: the idle shutdown leaves it open until `release()`."""
+        self.in_flight += 1
+
+    def release(self) -> None:
+        """The caller is done with the session: it is idle from now, unless held by another."""
+        self.in_flight -= 1
+        self.last_used = time.monotonic()
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], timeout_s: float, on_progress: ProgressFnT | None = None
     ) -> types.CallToolResult:
+        """One call on the session, which the caller holds (`hold()`)."""
         if self.session is None or not self.usable:
             raise _Lost("the connection had already ended", sent=False)
-        self.in_flight += 1
         try:
             return await self.session.call_tool(
                 name, arguments, read_timeout_seconds=timeout_s, progress_callback=on_progress
@@ -163,16 +175,13 @@ class _Session:
                     hint="raise config.timeout of the tool or its server",
                 ) from exc
             raise
-        finally:
-            self.in_flight -= 1
-            self.last_used = time.monotonic()
 
     async def list_tools(self, timeout_s: float) -> list[types.Tool]:
+        """Every tool the server lists, on the session the caller holds (`hold()`)."""
         if self.session is None or not self.usable:
             raise _Lost("the connection had already ended", sent=False)
         tools: list[types.Tool] = []
         cursor: str | None = None
-        self.in_flight += 1
         try:
             with anyio.fail_after(timeout_s):
                 while True:
@@ -188,9 +197,6 @@ class _Session:
             raise
         except TimeoutError as exc:
             raise CallTimedOut(f"{self.spec.ref}: tools/list did not answer within {timeout_s:g} s") from exc
-        finally:
-            self.in_flight -= 1
-            self.last_used = time.monotonic()
 
     async def aclose(self) -> None:
         self.closed = True
@@ -241,7 +247,10 @@ class _Session:
                 self._confine.release()
 
     async def _serve(self) -> None:
-        """Until aclose() or until idle for idle_shutdown_s with no call in flight."""
+        """Until aclose() or until idle for idle_shutdown_s with nobody holding the session.
+        The check and the close happen with no await between them: a caller that took the
+        session before (`hold()`, made by the pool as it picks the session, even one still
+        starting) keeps it open; one that comes after finds it closed and starts another."""
         while not self._stop.is_set():
             idle = time.monotonic() - self.last_used
             if self.in_flight == 0 and idle >= self.spec.idle_shutdown_s:
@@ -463,6 +472,8 @@ class McpPool:
                     raise ConnectionFailed(f"MCP server {spec.ref}: {exc} (after {attempt + 1} attempts)") from exc
                 await asyncio.sleep(_BACKOFF_S * attempt)
                 continue
+            finally:
+                s.release()
             facts: dict[str, Any] = {"attempts": attempt + 1}
             if connected:
                 facts["connect_ms"] = s.connect_ms
@@ -479,6 +490,8 @@ class McpPool:
                 self._discard(s)
                 if attempt >= DEFAULT_RETRIES:
                     raise ConnectionFailed(f"MCP server {spec.ref}: {exc}") from exc
+            finally:
+                s.release()
         raise AssertionError("unreachable")
 
     async def aclose(self) -> None:
@@ -488,8 +501,10 @@ class McpPool:
         await asyncio.gather(*(s.aclose() for s in sessions), *self._closing, return_exceptions=True)
 
     async def _acquire(self, spec: ServerSpec, attempt: int, retries: int) -> tuple[_Session, bool]:
-        """The live session for spec.key, connecting it if needed; True when this call waited
-        for a connection. Connection failures are retried here with the same budget."""
+        """The live session for spec.key, connecting it if needed, held for the caller (who
+        releases it); True when this call waited for a connection. The session is held as it
+        is picked, before any await: its idle shutdown cannot close it while the caller waits
+        for it to be ready. Connection failures are retried here with the same budget."""
         while True:
             s = self._sessions.get(spec.key)
             fresh = s is None or not s.usable or s.spec != spec
@@ -499,10 +514,14 @@ class McpPool:
                 s = _Session(spec)
                 self._sessions[spec.key] = s
             assert s is not None
+            s.hold()
             try:
                 await s.ready()
                 return s, fresh
-            except ConnectionFailed:
+            except BaseException as exc:
+                s.release()
+                if not isinstance(exc, ConnectionFailed):
+                    raise
                 self._discard(s)
                 if attempt >= retries:
                     raise
