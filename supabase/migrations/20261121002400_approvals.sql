@@ -18,8 +18,9 @@
 -- requested it: an agent cannot approve itself through Kiwi's MCP server.
 --
 -- Who uses (use_approval): only the caller who requested it, for the same tool, the same
--- parameters (sha256), and, when given, the same content_hash; approved, unexpired and
--- unused. Using it marks it used in the same statement, so it runs once however many
+-- parameters (sha256), and the same content_hash (an approval that recorded one is refused
+-- to a call that gives none: leaving it out must not skip the "tool changed" check);
+-- approved, unexpired and unused. Using it marks it used in the same statement, so it runs once however many
 -- processes race for it.
 --
 -- Who requests (request_approval, or the gate public.check_call): a signed-in caller, for
@@ -474,8 +475,8 @@ revoke execute on function kiwi_internal.approval_unusable(public.approvals, tex
   from public, anon, authenticated, service_role;
 
 -- Use approval p_id for one call: it must be the caller's, approved, unexpired, unused, for
--- the same tool and parameters (sha256) and, when p_content_hash is given, the same
--- content. Marks it used and answers {approval}, or answers why not:
+-- the same tool and parameters (sha256) and the same content: when the approval recorded a
+-- content_hash, p_content_hash must be that one (null is refused, not a pass). Marks it used and answers {approval}, or answers why not:
 -- {refused: {message, errcode, hint}}. use_approval raises that; check_call returns it.
 create function kiwi_internal.spend_approval(p_id uuid, p_tool_id text, p_params_sha256 text, p_content_hash text)
   returns jsonb
@@ -500,7 +501,10 @@ begin
       then kiwi_internal.approval_unusable(v_row, 'an approval runs one call')
     when v_row.tool_id <> kiwi_internal.normalize_ref(p_tool_id) then format('it is for %s, not %s', v_row.tool_id, p_tool_id)
     when p_params_sha256 is distinct from v_row.params_sha256 then 'it was given for different parameters'
-    when p_content_hash is not null and v_row.content_hash is not null and p_content_hash <> v_row.content_hash
+    when v_row.content_hash is not null and p_content_hash is null
+      then format('it approved content_hash %s, and the call gives none: give the content_hash of the version called',
+                  v_row.content_hash)
+    when v_row.content_hash is not null and p_content_hash <> v_row.content_hash
       then 'the tool changed since it was requested (another content_hash)'
   end;
   if v_why is not null then
@@ -551,7 +555,7 @@ begin
 end
 $$;
 comment on function public.use_approval(uuid, text, text, text) is
-  'Use an approval for one call, atomically: it must be yours, approved, unexpired, unused, for the same tool and parameters (sha256) and, when p_content_hash is given, the same content; it is then marked used. Otherwise refused (PT409) saying why: pending, denied, expired, used, another tool, different parameters.';
+  'Use an approval for one call, atomically: it must be yours, approved, unexpired, unused, for the same tool and parameters (sha256) and the same content (p_content_hash: required when the approval recorded one, a null is refused); it is then marked used. Otherwise refused (PT409) saying why: pending, denied, expired, used, another tool, different parameters, other or no content.';
 revoke execute on function public.use_approval(uuid, text, text, text) from public;
 grant execute on function public.use_approval(uuid, text, text, text) to authenticated, service_role;
 
