@@ -8,6 +8,9 @@ before the SDK's streamable HTTP app sees a request, where the SDK answers other
   single-exchange path, which complains about missing "params._meta envelope keys").
 * A POST whose Content-Type is not `application/json` is 415 Unsupported Media Type (the
   SDK's DNS-rebinding guard answers 400 "Invalid Content-Type header", in plain text).
+* A POST body nested deeper than MAX_JSON_DEPTH arrays and objects is -32600 Invalid Request
+  naming the limit, measured by a linear scan before anything parses it (the parsers recurse
+  per level: 10,000 levels were a RecursionError and a 500 with a traceback).
 * A POST body that is JSON but not a JSON-RPC message (no `method`, and not a response; a
   batch; `jsonrpc` other than "2.0"; a request id that is null or not a string or integer)
   is -32600 Invalid Request (the SDK answers -32602 Invalid params with pydantic's text).
@@ -25,6 +28,8 @@ SDK's 413.
 from __future__ import annotations
 
 import json
+from array import array
+from itertools import accumulate
 from typing import Any
 
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
@@ -36,12 +41,19 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["SUPPORTED_VERSIONS", "ProtocolChecks", "invalid_request"]
+__all__ = ["MAX_JSON_DEPTH", "SUPPORTED_VERSIONS", "ProtocolChecks", "invalid_request", "json_depth", "too_deep"]
 
 SUPPORTED_VERSIONS: tuple[str, ...] = tuple(SUPPORTED_PROTOCOL_VERSIONS)
 """The protocol versions the SDK serves, and so this endpoint."""
 
 JSON = "application/json"
+
+MAX_JSON_DEPTH = 64
+"""How deep a request body's arrays and objects may nest: far more than any MCP message or
+tool manifest needs, and far less than what makes a parser recurse past Python's limit."""
+
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 down a level, -1 (as a signed byte) up
 
 
 class ProtocolChecks:
@@ -76,6 +88,13 @@ class ProtocolChecks:
             await _error(415, message)(scope, receive, send)
             return
         body, complete, rest = await _read(receive, self.max_body)
+        if complete and (depth := too_deep(body)) is not None:
+            message = (
+                f"Invalid Request: the body nests {depth} levels deep; "
+                f"arrays and objects may nest at most {MAX_JSON_DEPTH} levels"
+            )
+            await _error(400, message, data={"max_depth": MAX_JSON_DEPTH})(scope, receive, send)
+            return
         if complete and (problem := invalid_request(body)) is not None:
             message, request_id = problem
             await _error(400, f"Invalid Request: {message}", request_id=request_id)(scope, receive, send)
@@ -86,6 +105,30 @@ class ProtocolChecks:
 def is_json(content_type: str | None) -> bool:
     """Whether a Content-Type names application/json (parameters such as charset allowed)."""
     return (content_type or "").split(";", 1)[0].strip().lower() == JSON
+
+
+def json_depth(body: bytes) -> int:
+    """How deep `body`'s arrays and objects nest, read as JSON text without parsing it: strings
+    (and what looks like structure inside them) removed, then the running count of the brackets
+    left, at its highest. No recursion; a few linear passes in C, whatever the body holds. For
+    valid JSON it is exact; for anything else it is exact up to the first error, where every
+    parser stops, so no parser goes deeper than it says (a string left open runs to the end)."""
+    # Outside strings JSON has no backslash, inside each starts an escape: escaped backslashes
+    # first, then escaped quotes, leave only the quotes that open and close strings.
+    unescaped = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    structure = b"".join(unescaped.split(b'"')[::2]).translate(None, _NOT_BRACKETS)
+    if not structure:
+        return 0
+    return max(0, max(accumulate(array("b", structure.translate(_STEPS)))))
+
+
+def too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> int | None:
+    """The body's depth when it nests deeper than `limit`, else None (at once when it has too
+    few brackets to, as nearly every request has)."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return None
+    depth = json_depth(body)
+    return depth if depth > limit else None
 
 
 def invalid_request(body: bytes) -> tuple[str, Any] | None:
