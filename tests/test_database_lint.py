@@ -725,6 +725,10 @@ AUTHENTICATED_SECURITY_DEFINER_ALLOWED = {
     "kiwi_internal.open_context(p_session text, p_version_id uuid, p_parent uuid, p_permissions jsonb)": (
         "open_context calls it; the directive version must be one can_read() allows, the parent the caller's own"
     ),
+    "kiwi_internal.approval_required(p_tool_id text)": (
+        "approval_required calls it; the policy of a tool readable_tool() lets the caller read, else only a policy "
+        "the caller may read (caller_is_admin(), my_namespaces())"
+    ),
     "kiwi_internal.request_approval(p jsonb)": (
         "request_approval calls it; only for a tool the caller can read, recorded as caller_identity()'s"
     ),

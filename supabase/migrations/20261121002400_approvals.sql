@@ -8,7 +8,8 @@
 -- Policies are data (public.approval_policies): a pattern, a tool reference or an
 -- MCP `server.tool` glob where `*` matches anything (`github.*`, `acme/deploy_*`, `*`),
 -- and how long an approval stays valid (ttl_seconds). Admins (service_role) write them;
--- signed-in users read them.
+-- admins, and the members of the namespace a pattern names, read them (a pattern without a
+-- namespace: every signed-in user), as 20261128040100_approval_policy_visibility.sql says.
 --
 -- Who decides (decide_approval): admins (service_role, the dashboard's postgres, the
 -- runner's direct connection), or an owner of the tool's namespace who did not ask for
@@ -57,7 +58,7 @@ create table public.approval_policies (
   constraint approval_policies_pattern_key unique (pattern)
 );
 comment on table public.approval_policies is
-  'Tools whose calls need approval: pattern is a tool reference or an MCP server.tool glob (* matches anything); an approval is valid for ttl_seconds. Written by admins (service_role); readable by signed-in users.';
+  'Tools whose calls need approval: pattern is a tool reference or an MCP server.tool glob (* matches anything); an approval is valid for ttl_seconds. Written by admins (service_role); read by admins and by the members of the namespace the pattern names (the part before its first /; a pattern without one is read by every signed-in user).';
 comment on column public.approval_policies.pattern is
   'A tool reference (acme/deploy), or a glob over references and MCP server.tool ids: github.*, acme/deploy_*, *.';
 comment on column public.approval_policies.ttl_seconds is
@@ -83,9 +84,8 @@ revoke all on table public.approval_policies from public, anon, authenticated, s
 grant select on table public.approval_policies to authenticated;
 grant select, insert, update, delete on table public.approval_policies to service_role;
 
-create policy "signed-in users and admins read approval policies"
-  on public.approval_policies for select to authenticated, service_role
-  using (true);
+-- Who reads them: 20261128040100_approval_policy_visibility.sql (not every signed-in user:
+-- a pattern may name a namespace's private tools).
 create policy "admins declare approval policies"
   on public.approval_policies for insert to service_role
   with check ((select kiwi_internal.caller_is_admin()));
@@ -188,8 +188,9 @@ revoke execute on function kiwi_internal.approval_json(public.approvals) from pu
 grant execute on function kiwi_internal.approval_json(public.approvals) to service_role;
 
 -- The enabled policy that applies to a tool: the shortest ttl when several match.
--- Security invoker: signed-in callers read every policy anyway, and the security definer
--- functions that call it (request_approval, check_call) read them as their owner.
+-- Security invoker: the security definer functions that call it (request_approval,
+-- check_call, approval_required) read every policy as their owner; anyone else calling it
+-- sees only the policies they may read.
 create function kiwi_internal.approval_policy_for(p_tool_id text) returns public.approval_policies
   language plpgsql stable
   set search_path = ''
@@ -214,19 +215,13 @@ create function public.approval_required(p_tool_id text) returns jsonb
   language plpgsql stable
   set search_path = ''
 as $$
-declare
-  v_policy public.approval_policies := kiwi_internal.approval_policy_for(p_tool_id);
 begin
-  if v_policy.id is null then
-    return jsonb_build_object('required', false, 'tool_id', kiwi_internal.normalize_ref(p_tool_id));
-  end if;
-  return jsonb_build_object('required', true, 'tool_id', kiwi_internal.normalize_ref(p_tool_id),
-                            'policy', v_policy.pattern, 'policy_id', v_policy.id,
-                            'ttl_seconds', v_policy.ttl_seconds);
+  -- kiwi_internal.approval_required: 20261128040100_approval_policy_visibility.sql
+  return kiwi_internal.approval_required(p_tool_id);
 end
 $$;
 comment on function public.approval_required(text) is
-  'Whether calls of p_tool_id (a tool reference or MCP server.tool) need approval: {required, tool_id, policy (the matching pattern), policy_id, ttl_seconds}.';
+  'Whether calls of p_tool_id (a tool reference or MCP server.tool) need approval, as the gate decides for you: {required, tool_id, policy (the matching pattern), policy_id, ttl_seconds}. For a tool you cannot read, only a policy you may read counts.';
 revoke execute on function public.approval_required(text) from public;
 grant execute on function public.approval_required(text) to authenticated, service_role;
 
