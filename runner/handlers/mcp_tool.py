@@ -25,7 +25,7 @@ from ..mcp.oauth.provider import OAuthSessions
 from ..mcp.pool import DEFAULT_CALL_TIMEOUT_S, DEFAULT_RETRIES, CallTimedOut, McpPool, ServerSpec
 from ..mcp.servers import server_link, server_spec
 from ..primitives.base import Invocation, Outcome, RunListener
-from ..primitives.subprocess import positive_number
+from ..primitives.subprocess import seconds
 from ..sandbox.site import ToolSite
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class McpToolHandler:
         own = self._spec(plan, invocation.environ, invocation.site)
         spec = self.oauth.apply(own, config, invocation.environ, invocation.registry, invocation.runner_environ)
         name = upstream_name(plan)
-        timeout_s = positive_number(config, "timeout", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
+        timeout_s = seconds(config, "timeout", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
         retries = config.get("retries", DEFAULT_RETRIES)
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"{plan.tool_id}: config.retries must be a whole number >= 0, not {retries!r}")

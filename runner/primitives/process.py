@@ -30,6 +30,9 @@ from .pipes import Collector
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_TIMEOUT_S = 300.0
+# The longest timeout a config may set (24 h); the registry refuses more at publish with the same
+# number (kiwi_internal.max_timeout_s, supabase/migrations/20261128030100_max_timeout.sql).
+MAX_TIMEOUT_S = 86400.0
 DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 KILL_GRACE_S = 1.0  # between SIGTERM and SIGKILL: time to flush and clean up, not to linger
 DRAIN_S = 0.5  # once the group is gone, how long pipes held by an escaped process may stay open

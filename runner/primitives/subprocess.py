@@ -16,7 +16,6 @@ Nothing here knows any runtime or tool: everything specific is config data.
 from __future__ import annotations
 
 import json
-import math
 import re
 import signal
 from collections.abc import Mapping
@@ -29,7 +28,7 @@ from ..core.plan import Plan
 from ..errors import ConfigError, Refused
 from . import reaper
 from .base import Invocation, Outcome
-from .process import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_PATH, DEFAULT_TIMEOUT_S, ProcessResult, _resolve
+from .process import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_PATH, DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, ProcessResult, _resolve
 from .process import KILL_GRACE_S as KILL_GRACE_S  # re-exported: spawn's own, for callers of this module
 from .process import ProcessSpec as ProcessSpec
 from .process import spawn as spawn
@@ -300,13 +299,16 @@ def _cwd(invocation: Invocation, values: Mapping[str, Any]) -> Path | None:
 
 
 def seconds(config: Mapping[str, Any], key: str, default: float, tool: str) -> float:
-    """config[key] as a number of seconds above 0 (a timeout), its default when absent; else a
-    ConfigError naming the field."""
+    """config[key] as a number of seconds above 0 and at most MAX_TIMEOUT_S (a timeout), its default
+    when absent; else a ConfigError naming the field."""
     value = config.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value < math.inf):
-        raise ConfigError(f"{tool}: config.{key} must be a number of seconds greater than 0, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value <= MAX_TIMEOUT_S):
+        raise ConfigError(
+            f"{tool}: config.{key} must be a number of seconds greater than 0 and at most {MAX_TIMEOUT_S:g}"
+            f" (24 hours), not {value!r}"
+        )
     return float(value)
 
 

@@ -577,8 +577,9 @@ begin
   foreach v_schema in array v_schemas loop
     v_contract := kiwi_internal.jsonb_deep_merge(v_contract, v_schema);
   end loop;
-  if v_contract is null then
-    return jsonb_build_object('manifest', p_manifest, 'normalised', v_none, 'problems', v_none, 'append', v_marks);
+  if v_contract is null then   -- no contract; still no timeout over a day (20261128030100_max_timeout.sql)
+    return jsonb_build_object('manifest', p_manifest, 'normalised', v_none, 'append', v_marks,
+                              'problems', to_jsonb(kiwi_internal.timeout_problems(p_manifest -> 'config', 'config')));
   end if;
   v_r := kiwi_internal.config_normalise(coalesce(p_manifest -> 'config', '{}'), v_contract, 'config');
   v_problems := array(select jsonb_array_elements_text(v_r -> 'problems'));
@@ -589,6 +590,7 @@ begin
     v_problems := kiwi_internal.config_problems(kiwi_internal.jsonb_deep_merge(coalesce(v_below, '{}'), v_r -> 'value'),
                                                 v_contract, 'config');
   end if;
+  v_problems := v_problems || kiwi_internal.timeout_problems(v_r -> 'value', 'config');
   return jsonb_build_object(
     'manifest', case when p_manifest ? 'config' then p_manifest || jsonb_build_object('config', v_r -> 'value')
                      else p_manifest end,
