@@ -99,6 +99,9 @@ begin
   -- version
   if jsonb_typeof(p_manifest -> 'version') is distinct from 'string' then
     p := p || 'version: required, a semantic version string such as "1.0.0"'::text;
+  elsif kiwi_internal.version_length_problem(p_manifest ->> 'version') is not null then
+    -- at most as long as a call names it (20261128030000_version_length.sql)
+    p := p || kiwi_internal.version_length_problem(p_manifest ->> 'version');
   elsif not kiwi_internal.is_semver(p_manifest ->> 'version') then
     p := p || format('version: "%s" is not a semantic version (MAJOR.MINOR.PATCH[-PRERELEASE], no leading zeros%s)',
                      p_manifest ->> 'version',
@@ -143,6 +146,8 @@ begin
   if p_manifest ? 'outputs' and jsonb_typeof(p_manifest -> 'outputs') not in ('object', 'array') then
     p := p || 'outputs: must be an object (a JSON Schema) or a list'::text;
   end if;
+  -- parameters and outputs are schemas the runner can compile (20261128030400_schema_checks.sql)
+  p := p || kiwi_internal.outputs_problems(p_manifest -> 'outputs');
 
   -- parameters: a list of {name, type, ...} or a JSON Schema object
   if p_manifest ? 'parameters' then
@@ -151,10 +156,7 @@ begin
         if coalesce(p_manifest #>> '{parameters,type}', 'object') <> 'object' then
           p := p || 'parameters: a JSON Schema for parameters must have "type": "object"'::text;
         end if;
-        if p_manifest #> '{parameters,properties}' is not null
-           and jsonb_typeof(p_manifest #> '{parameters,properties}') <> 'object' then
-          p := p || 'parameters.properties: must be an object'::text;
-        end if;
+        p := p || kiwi_internal.schema_problems(p_manifest -> 'parameters', 'parameters');
       when 'array' then
         for v_param in select * from jsonb_array_elements(p_manifest -> 'parameters') loop
           v_i := v_i + 1;
@@ -183,6 +185,9 @@ begin
           end if;
           if v_param ? 'description' and jsonb_typeof(v_param -> 'description') <> 'string' then
             p := p || format('parameters[%s].description: must be a string', v_i);
+          end if;
+          if v_param ? 'items' then
+            p := p || kiwi_internal.schema_problems(v_param -> 'items', format('parameters[%s].items', v_i));
           end if;
           for v_key in select jsonb_object_keys(v_param) loop
             if not v_key = any (array['name', 'type', 'required', 'description', 'default', 'enum', 'items']) then
@@ -229,8 +234,10 @@ grant execute on function kiwi_internal.manifest_problems(jsonb) to anon, authen
 -- The files of a version: the number of files first (a list over
 -- registry_limits.files_per_version is not read further), then each file's fields by their
 -- JSON types (registry_limits.file_field_types), its path against the limits and reserved
--- names (path_limit_problems), its size; then the total, no file that is also another's
--- directory, one entrypoint that agrees with the manifest's.
+-- names (path_limit_problems), its media type, its size; then the total, no two paths one
+-- name once normalised and case folded and no file that is also another's directory
+-- (folded_path, 20261128030200_path_folding.sql), one entrypoint that agrees with the
+-- manifest's.
 create function kiwi_internal.files_problems(p_files jsonb, p_manifest jsonb) returns text[]
   language plpgsql stable
   set search_path = ''
@@ -241,6 +248,9 @@ declare
   v_i       int := 0;
   v_key     text;
   v_paths   text[] := '{}';
+  v_folded  text[] := '{}';   -- each path as a filesystem compares it (folded_path)
+  v_at      int[] := '{}';    -- each path's position in the list of files
+  v_same    int;
   v_entry   text[] := '{}';
   v_types   jsonb := kiwi_internal.registry_limit_json('file_field_types', '{}');
   v_limit   bigint;
@@ -295,8 +305,24 @@ begin
                        v_i, v_file ->> 'path');
     elsif (v_file ->> 'path') = any (v_paths) then
       p := p || format('files[%s].path: "%s" appears twice', v_i, v_file ->> 'path');
+    else   -- one name once normalised and case folded (20261128030200_path_folding.sql)
+      v_same := array_position(v_folded, kiwi_internal.folded_path(v_file ->> 'path'));
+      if v_same is not null then
+        p := p || format('files[%s].path: "%s" and "%s" (files[%s]) are one name once Unicode is normalised (NFC) and case ignored: a filesystem that ignores case or normalises names keeps only one',
+                         v_i, v_file ->> 'path', v_paths[v_same], v_at[v_same]);
+      end if;
     end if;
     v_paths := v_paths || (v_file ->> 'path');
+    v_folded := v_folded || kiwi_internal.folded_path(v_file ->> 'path');
+    v_at := v_at || v_i;
+    if v_file ? 'media_type' and not kiwi_internal.is_media_type(v_file ->> 'media_type') then
+      -- 20261128030300_media_type.sql
+      p := p || format('files[%s].media_type: %s is not a media type such as "text/plain" (type/subtype, optional ; parameters, at most 255 characters)',
+                       v_i, case when char_length(v_file ->> 'media_type') > 60
+                                 then format('%s characters starting "%s…"', char_length(v_file ->> 'media_type'),
+                                             left(v_file ->> 'media_type', 40))
+                                 else format('"%s"', v_file ->> 'media_type') end);
+    end if;
     if (v_file ? 'content_text') = (v_file ? 'storage_key')
        and not v_mistyped && array['content_text', 'storage_key'] then
       p := p || format('files[%s] ("%s"): give exactly one of content_text or storage_key (a string)', v_i, v_file ->> 'path');
@@ -326,15 +352,15 @@ begin
   if v_total > v_limit then
     p := p || kiwi_internal.over_limit('files', v_total, 'bytes in all', 'version_bytes', v_limit);
   end if;
-  -- a file cannot also be a directory of another file
+  -- a file cannot also be a directory of another file (compared as folded paths)
   for v_clash in
-    select f.path, min(o.path) as other
-      from unnest(v_paths) f(path)
-      join unnest(v_paths) o(path) on left(o.path, length(f.path) + 1) = f.path || '/'
-     group by f.path order by f.path
+    select f.path, f.at, min(o.path) as other
+      from unnest(v_paths, v_folded, v_at) f(path, fold, at)
+      join unnest(v_paths, v_folded) o(path, fold) on left(o.fold, length(f.fold) + 1) = f.fold || '/'
+     group by f.path, f.at order by f.path
   loop
     p := p || format('files[%s].path: "%s" is a file, but "%s" needs it to be a directory',
-                     array_position(v_paths, v_clash.path), v_clash.path, v_clash.other);
+                     v_clash.at, v_clash.path, v_clash.other);
   end loop;
   if cardinality(v_entry) > 1 then
     p := p || format('files: only one entrypoint allowed, found %s', array_to_string(v_entry, ', '));
