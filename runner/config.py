@@ -19,6 +19,14 @@ Environment variables:
                            tokens; default: the local stack's, when the database is local
   KIWI_JWKS_URL            the project's JWKS, to verify asymmetric tokens (default with
                            SUPABASE_URL: <SUPABASE_URL>/auth/v1/.well-known/jwks.json)
+  KIWI_JWT_AUDIENCE        the audience (`aud`) a user's token must carry (default
+                           authenticated, as Supabase Auth issues them; [auth] audience)
+  KIWI_JWT_MAX_LIFETIME    the longest life, in seconds, of a user's token (exp - iat, and
+                           exp - now) (default 86400, a day; [auth] max_lifetime)
+  KIWI_SESSION_IDLE_TIMEOUT  `kiwi serve --transport http`: seconds an MCP session may go
+                           unused before it is closed (default 600; [serve] session_idle_timeout)
+  KIWI_MAX_SESSIONS_PER_USER  `kiwi serve --transport http`: live MCP sessions per caller
+                           (default 32; [serve] max_sessions_per_user)
   KIWI_EMBEDDINGS          the model that embeds tools and queries for search: local (default:
                            the bundled wordllama model, no download) | openai (an
                            OpenAI-compatible embeddings API) | off (search by words only)
@@ -40,7 +48,15 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
-from .principal import LOCAL_JWT_SECRET, Principal, anon, from_token, local_owner
+from .principal import (
+    DEFAULT_AUDIENCE,
+    DEFAULT_MAX_LIFETIME_S,
+    LOCAL_JWT_SECRET,
+    Principal,
+    anon,
+    from_token,
+    local_owner,
+)
 from .principal import admin as principal_admin
 
 # The local stack's Supabase Auth (the Supabase CLI's API port, 54321).
@@ -54,6 +70,10 @@ EMBEDDINGS = ("local", "off", "openai")  # KIWI_EMBEDDINGS: the models of runner
 DEFAULT_EMBEDDINGS_URL = "https://api.openai.com/v1"
 DEFAULT_EMBEDDINGS_MODEL = "text-embedding-3-small"
 LOCKFILE_NAME = "kiwi.lock"
+# `kiwi serve --transport http`: an MCP session unused this long is closed, and a caller holds
+# at most this many live sessions (the oldest idle one makes room for a new one)
+DEFAULT_SESSION_IDLE_S = 600.0
+DEFAULT_MAX_SESSIONS_PER_USER = 32
 
 
 @dataclass(frozen=True)
@@ -89,6 +109,12 @@ class Settings:
     admin: bool = False
     jwt_secret: str | None = field(default=None, repr=False)
     jwks_url: str | None = None
+    # what a user's token must carry: the audience, and a life no longer than this (principal.py)
+    jwt_audience: str = DEFAULT_AUDIENCE
+    jwt_max_lifetime_s: float = DEFAULT_MAX_LIFETIME_S
+    # `kiwi serve --transport http`: an idle MCP session's life, and live sessions per caller
+    session_idle_s: float = DEFAULT_SESSION_IDLE_S
+    max_sessions_per_user: int = DEFAULT_MAX_SESSIONS_PER_USER
     # `kiwi serve` runs a local space's tools only when asked ([serve] local_spaces = true,
     # or --local-spaces): a server's callers did not choose the directory it runs in
     serve_local_spaces: bool = False
@@ -164,6 +190,30 @@ class Settings:
             jwks_url=env.get("KIWI_JWKS_URL")
             or auth.get("jwks_url")
             or (f"{supabase_url.rstrip('/')}/auth/v1/.well-known/jwks.json" if supabase_url else None),
+            jwt_audience=_text(
+                env.get("KIWI_JWT_AUDIENCE"), auth.get("audience"), DEFAULT_AUDIENCE, "KIWI_JWT_AUDIENCE"
+            ),
+            jwt_max_lifetime_s=_number(
+                env.get("KIWI_JWT_MAX_LIFETIME"),
+                auth.get("max_lifetime"),
+                DEFAULT_MAX_LIFETIME_S,
+                "KIWI_JWT_MAX_LIFETIME",
+            ),
+            session_idle_s=_number(
+                env.get("KIWI_SESSION_IDLE_TIMEOUT"),
+                serve.get("session_idle_timeout"),
+                DEFAULT_SESSION_IDLE_S,
+                "KIWI_SESSION_IDLE_TIMEOUT",
+            ),
+            max_sessions_per_user=int(
+                _number(
+                    env.get("KIWI_MAX_SESSIONS_PER_USER"),
+                    serve.get("max_sessions_per_user"),
+                    DEFAULT_MAX_SESSIONS_PER_USER,
+                    "KIWI_MAX_SESSIONS_PER_USER",
+                    whole=True,
+                )
+            ),
             serve_local_spaces=serve.get("local_spaces") is True,
             embeddings=embeddings,
             embeddings_url=env.get("KIWI_EMBEDDINGS_URL") or embed.get("url") or DEFAULT_EMBEDDINGS_URL,
@@ -179,7 +229,13 @@ class Settings:
         if self.admin:
             return principal_admin()
         if self.supabase_access_token:
-            return from_token(self.supabase_access_token, secret=self.jwt_secret, jwks_url=self.jwks_url)
+            return from_token(
+                self.supabase_access_token,
+                secret=self.jwt_secret,
+                jwks_url=self.jwks_url,
+                audience=self.jwt_audience,
+                max_lifetime_s=self.jwt_max_lifetime_s,
+            )
         return local_owner() if self.backend == "postgres" else anon()
 
     def auth_issuer(self, environ: Mapping[str, str] | None = None) -> str:
@@ -200,6 +256,36 @@ def _flag(value: str | None, name: str) -> bool:
     if value.strip().lower() in ("1", "true", "yes"):
         return True
     raise UsageError(f"{name}={value!r} is not a yes or no", hint=f"{name}=1 to turn it on, 0 (or unset) for off")
+
+
+def _text(value: str | None, configured: Any, default: str, name: str) -> str:
+    """A setting that is a non-empty string: the environment's, else config.toml's, else the default."""
+    chosen = value if value is not None else configured
+    if chosen is None:
+        return default
+    if not isinstance(chosen, str) or not chosen.strip():
+        raise UsageError(f"{name}={chosen!r} is not a non-empty string", hint=f"unset {name} for {default!r}")
+    return chosen.strip()
+
+
+def _number(value: str | None, configured: Any, default: float, name: str, *, whole: bool = False) -> float:
+    """A positive, finite setting (a whole number if `whole`): the environment's, else
+    config.toml's, else the default; anything else is a UsageError naming it."""
+    chosen: Any = value if value is not None else configured
+    if chosen is None:
+        return default
+    kind = "a whole number" if whole else "a number"
+    try:
+        if isinstance(chosen, bool):
+            raise ValueError(chosen)
+        number = float(chosen.strip()) if isinstance(chosen, str) else float(chosen)
+    except (TypeError, ValueError):
+        raise UsageError(f"{name}={chosen!r} is not {kind}", hint=f"unset it for the default, {default:g}") from None
+    if not (0 < number < float("inf")) or (whole and not number.is_integer()):
+        raise UsageError(
+            f"{name}={chosen!r} is not {kind} above 0 (and finite)", hint=f"unset it for the default, {default:g}"
+        ) from None
+    return number
 
 
 def _sandbox_mode(value: str | None, section: Any) -> bool:

@@ -12,6 +12,14 @@ PostgREST does, so that row-level security and the namespace rules decide.
                     never a default
     from_token(t)   a Supabase Auth JWT (KIWI_ACCESS_TOKEN, or an HTTP bearer), verified
 
+A token is held to what Supabase Auth issues: a user's access token (role `authenticated`)
+carries the audience `authenticated` (another when the deployment's tokens carry another:
+KIWI_JWT_AUDIENCE) and lives at most DEFAULT_MAX_LIFETIME_S (Supabase's default is an hour,
+its maximum a week; KIWI_JWT_MAX_LIFETIME): `exp - iat`, and `exp - now` (which also judges a
+token without `iat`). The project's API keys (role `anon` or `service_role`, no user) are
+long-lived by design and carry no audience: they are checked for their signature and `exp`,
+and an audience they do carry must be the expected one.
+
 `acting_as(p)` makes `p` the principal of everything the current task (and the tasks it
 starts) asks of the registry; a registry asked outside any `acting_as` uses the principal
 it was made with.
@@ -32,6 +40,9 @@ from typing import Any
 from .errors import Refused, UsageError
 
 __all__ = [
+    "API_KEY_ROLES",
+    "DEFAULT_AUDIENCE",
+    "DEFAULT_MAX_LIFETIME_S",
     "LOCAL_JWT_SECRET",
     "LOCAL_NAMESPACE",
     "LOCAL_OWNER_ID",
@@ -57,6 +68,11 @@ LOCAL_NAMESPACE = "local"
 # The Supabase CLI's default JWT secret for local projects: the local stack's tokens are
 # signed with it, as `supabase start` signs its own.
 LOCAL_JWT_SECRET = "super-secret-jwt-token-with-at-least-32-characters-long"
+# What Supabase Auth puts in a user's access token, and the longest life Kiwi accepts for one
+DEFAULT_AUDIENCE = "authenticated"
+DEFAULT_MAX_LIFETIME_S = 24 * 3600
+# The roles of the project's API keys (the anon and service keys): long-lived, no audience
+API_KEY_ROLES = ("anon", "service_role")
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,11 +150,14 @@ def from_token(
     *,
     secret: str | None,
     jwks_url: str | None = None,
-    audience: str | None = None,
+    audience: str | None = DEFAULT_AUDIENCE,
+    max_lifetime_s: float | None = DEFAULT_MAX_LIFETIME_S,
     leeway_s: float = 30.0,
 ) -> Principal:
     """Verify a Supabase Auth JWT (HS256 with the project's secret, or a key of the project's
-    JWKS) and return its principal. Expired, forged or malformed tokens are Refused.
+    JWKS) and return its principal. Expired, forged or malformed tokens are Refused, and so is
+    a user's token for another audience or living longer than `max_lifetime_s` (module
+    docstring; None turns either check off, for callers embedding Kiwi that judge it themselves).
 
     An HTTP client sends the same bearer with every request, and verifying it (PyJWT checks
     each base64 character in Python) cost about half a millisecond a request. So the claims of
@@ -148,15 +167,17 @@ def from_token(
     token = token.strip()
     if token.lower().startswith("bearer "):
         token = token[7:].strip()
-    key = (token, secret, jwks_url, audience, leeway_s)
+    key = (token, secret, jwks_url, audience, max_lifetime_s, leeway_s)
     claims = _verified.get(key)
     if claims is not None:
         if time.time() <= float(claims["exp"]) + leeway_s:
             return from_claims(claims, token=token)
         del _verified[key]
         raise Refused("the access token has expired", hint="sign in again (or refresh) for a new token")
-    claims = _verify(token, secret=secret, jwks_url=jwks_url, audience=audience, leeway_s=leeway_s)
+    claims = _verify(token, secret=secret, jwks_url=jwks_url, leeway_s=leeway_s)
     principal = from_claims(claims, token=token)
+    _check_audience(claims, audience)
+    _check_lifetime(claims, max_lifetime_s, leeway_s)
     if len(_verified) >= _VERIFIED_MAX:
         del _verified[next(iter(_verified))]  # the oldest
     _verified[key] = claims
@@ -164,13 +185,60 @@ def from_token(
 
 
 _VERIFIED_MAX = 1024
-_verified: dict[tuple[str, str | None, str | None, str | None, float], dict[str, Any]] = {}
+_verified: dict[tuple[str, str | None, str | None, str | None, float | None, float], dict[str, Any]] = {}
 
 
-def _verify(
-    token: str, *, secret: str | None, jwks_url: str | None, audience: str | None, leeway_s: float
-) -> dict[str, Any]:
-    """The claims of `token` once its signature, exp and audience check out (else Refused)."""
+def _check_audience(claims: Mapping[str, Any], audience: str | None) -> None:
+    """A user's token names `audience` in its `aud` (a string, or a list holding it); an API key
+    may name none, but not another."""
+    if audience is None:
+        return
+    aud = claims.get("aud")
+    if aud is None and claims.get("role") in API_KEY_ROLES:
+        return
+    named = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+    if audience in named:
+        return
+    what = "names no audience (aud)" if aud is None else f"is for the audience {aud!r}"
+    raise Refused(
+        f"the access token {what}; this server accepts tokens for {audience!r}",
+        hint="use an access token this project's Supabase Auth issued; a deployment whose tokens carry "
+        "another audience sets KIWI_JWT_AUDIENCE (config.toml [auth] audience)",
+    )
+
+
+def _check_lifetime(claims: Mapping[str, Any], max_lifetime_s: float | None, leeway_s: float) -> None:
+    """A user's token lives at most `max_lifetime_s`: from its iat to its exp, and from now to its
+    exp (which judges a token without iat too). API keys are long-lived by design."""
+    if max_lifetime_s is None or claims.get("role") in API_KEY_ROLES:
+        return
+    exp = float(claims["exp"])
+    iat = claims.get("iat")
+    issued = isinstance(iat, int | float) and not isinstance(iat, bool)
+    lifetime = exp - float(iat) if issued else exp - time.time()
+    if lifetime <= max_lifetime_s + (0 if issued else leeway_s):
+        return
+    said = "is valid for" if issued else "is valid for another"
+    raise Refused(
+        f"the access token {said} {_duration(lifetime)}, longer than the {_duration(max_lifetime_s)} "
+        "this server accepts",
+        hint="sign in again (or refresh) for a token of a shorter life (Supabase Auth: JWT expiry); "
+        "KIWI_JWT_MAX_LIFETIME (config.toml [auth] max_lifetime) sets the maximum, in seconds",
+    )
+
+
+def _duration(seconds: float) -> str:
+    """A lifetime as people say it: 90 s, 2 h, 7 d, 2.9e+12 d."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.3g} h"
+    return f"{seconds / 86400:.3g} d"
+
+
+def _verify(token: str, *, secret: str | None, jwks_url: str | None, leeway_s: float) -> dict[str, Any]:
+    """The claims of `token` once its signature and exp check out (else Refused); its audience
+    and lifetime are judged by the caller, once the role they depend on is known."""
     import jwt  # only when a token is given: `kiwi run` as the local owner never pays for it
 
     try:
@@ -178,7 +246,7 @@ def _verify(
     except jwt.PyJWTError as e:
         raise Refused(f"the access token is not a JWT: {e}", hint="give the access_token a sign-in returned") from None
     alg = header.get("alg")
-    options = {"require": ["exp"], "verify_aud": audience is not None}
+    options = {"require": ["exp"], "verify_aud": False}
     try:
         if alg == "HS256":
             if not secret:
@@ -186,12 +254,10 @@ def _verify(
                     "cannot verify the access token: no JWT secret is configured",
                     hint="set KIWI_JWT_SECRET to the project's JWT secret (Supabase dashboard: Settings, API)",
                 )
-            claims = jwt.decode(
-                token, secret, algorithms=["HS256"], audience=audience, leeway=leeway_s, options=options
-            )
+            claims = jwt.decode(token, secret, algorithms=["HS256"], leeway=leeway_s, options=options)
         elif alg in ("RS256", "ES256", "EdDSA") and jwks_url:
             key = _jwks_client(jwks_url).get_signing_key_from_jwt(token).key
-            claims = jwt.decode(token, key, algorithms=[alg], audience=audience, leeway=leeway_s, options=options)
+            claims = jwt.decode(token, key, algorithms=[alg], leeway=leeway_s, options=options)
         else:
             raise Refused(
                 f"the access token is signed with {alg!r}, which this server cannot verify",

@@ -78,13 +78,15 @@ def test_a_token_is_verified_with_the_projects_secret_known_only_for_a_local_dat
 
     none = tmp_path / "none.toml"
     user = str(uuid.uuid4())
-    token = sign({"sub": user, "role": "authenticated"}, LOCAL_JWT_SECRET)
+    token = sign({"sub": user, "role": "authenticated", "aud": "authenticated"}, LOCAL_JWT_SECRET)
     assert Settings.load({"KIWI_ACCESS_TOKEN": token}, none).principal().user_id == user
     hosted = {"KIWI_ACCESS_TOKEN": token, "KIWI_DATABASE_URL": "postgresql://u:p@db.example.supabase.co/postgres"}
     assert Settings.load(hosted, none).jwt_secret is None, "a remote project's secret is never guessed"
     with pytest.raises(UsageError, match="no JWT secret is configured"):
         Settings.load(hosted, none).principal()
-    mine = sign({"sub": user, "role": "authenticated"}, "the-hosted-projects-secret-0123456789abcdef")
+    mine = sign(
+        {"sub": user, "role": "authenticated", "aud": "authenticated"}, "the-hosted-projects-secret-0123456789abcdef"
+    )
     ok = Settings.load(
         {**hosted, "KIWI_ACCESS_TOKEN": mine, "KIWI_JWT_SECRET": "the-hosted-projects-secret-0123456789abcdef"}, none
     )

@@ -7,7 +7,9 @@
 
 The token is signed (HS256) with the project's JWT secret (KIWI_JWT_SECRET or
 SUPABASE_JWT_SECRET; the local stack's well-known one when the database is on this
-machine), so only someone who could mint tokens anyway can run it. A hosted project's
+machine), so only someone who could mint tokens anyway can run it. A user's token carries
+the audience the server expects (KIWI_JWT_AUDIENCE, default `authenticated`) and lives no
+longer than the server accepts (KIWI_JWT_MAX_LIFETIME, default a day). A hosted project's
 users sign in through its Supabase Auth instead; `kiwi serve --transport http` tells
 MCP clients where (its protected resource metadata names the authorization server).
 
@@ -28,7 +30,7 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import KiwiError, UsageError
-from ..principal import LOCAL_OWNER_ID, sign
+from ..principal import DEFAULT_AUDIENCE, LOCAL_OWNER_ID, sign
 
 __all__ = ["add_token_command", "cmd_token", "main", "token_claims"]
 
@@ -36,15 +38,15 @@ DEFAULT_EXPIRES_S = 24 * 3600
 MAX_EXPIRES_S = 366 * 24 * 3600
 
 
-def token_claims(*, role: str, user: str | None, issuer: str) -> dict[str, Any]:
-    """The claims of a token for `user` (role authenticated) or for nobody (role anon)."""
+def token_claims(*, role: str, user: str | None, issuer: str, audience: str = DEFAULT_AUDIENCE) -> dict[str, Any]:
+    """The claims of a token for `user` (role authenticated, for `audience`) or for nobody (role anon)."""
     if role == "anon":
         if user is not None:
             raise UsageError("an anon token names no user", hint="drop --user, or use --role authenticated")
         return {"role": "anon", "iss": issuer}
     if role != "authenticated":
         raise UsageError(f"kiwi token signs only authenticated or anon tokens, not {role!r}")
-    return {"sub": user or LOCAL_OWNER_ID, "role": "authenticated", "aud": "authenticated", "iss": issuer}
+    return {"sub": user or LOCAL_OWNER_ID, "role": "authenticated", "aud": audience, "iss": issuer}
 
 
 def _user_id(text: str) -> str:
@@ -85,7 +87,8 @@ def add_token_command(subparsers: Any) -> argparse.ArgumentParser:
         type=_seconds,
         default=DEFAULT_EXPIRES_S,
         metavar="SECONDS",
-        help=f"how long the token is valid (default {DEFAULT_EXPIRES_S}, a day)",
+        help=f"how long the token is valid (default {DEFAULT_EXPIRES_S}, a day; a user's token at most "
+        "KIWI_JWT_MAX_LIFETIME, which servers hold tokens to)",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON object (access_token, expires_at, ...)")
     parser.set_defaults(handler=cmd_token)
@@ -100,7 +103,14 @@ async def cmd_token(args: argparse.Namespace) -> int:
             hint="set KIWI_JWT_SECRET to the project's JWT secret; a hosted project's users sign in "
             "through its Supabase Auth instead (MCP clients discover it from the server's metadata)",
         )
-    claims = token_claims(role=args.role, user=args.user, issuer=settings.auth_issuer())
+    if args.role == "authenticated" and args.expires > settings.jwt_max_lifetime_s:
+        raise UsageError(
+            f"--expires {args.expires} is longer than the {settings.jwt_max_lifetime_s:g} s a server accepts "
+            "for a user's token (KIWI_JWT_MAX_LIFETIME)",
+            hint=f"give --expires {settings.jwt_max_lifetime_s:g} or less (a server's KIWI_JWT_MAX_LIFETIME, "
+            "config.toml [auth] max_lifetime, sets the maximum)",
+        )
+    claims = token_claims(role=args.role, user=args.user, issuer=settings.auth_issuer(), audience=settings.jwt_audience)
     token = sign(claims, settings.jwt_secret, expires_in_s=args.expires)
     expires_at = int(time.time()) + args.expires
     if args.json:

@@ -9,7 +9,9 @@ served without authentication at /.well-known/oauth-protected-resource/mcp and a
 /.well-known/oauth-protected-resource) names the authorization server, the project's
 Supabase Auth, where an MCP client signs its user in.
 
-Expired, forged and malformed tokens are 401 with an `error_description` saying why. A
+Expired, forged and malformed tokens are 401 with an `error_description` saying why, and so
+are a user's tokens for another audience or of a longer life than the server accepts
+(KIWI_JWT_AUDIENCE, KIWI_JWT_MAX_LIFETIME; runner/principal.py). A
 service-role token (the project's service key) is accepted only by a server started with
 `--admin`; otherwise it is refused like a bad token, saying so.
 
@@ -49,7 +51,7 @@ from starlette.routing import Mount, Route
 
 from ..config import Settings
 from ..errors import KiwiError, Refused, UsageError
-from ..principal import Principal, acting_as, from_token
+from ..principal import DEFAULT_AUDIENCE, DEFAULT_MAX_LIFETIME_S, Principal, acting_as, from_token
 from .http_protocol import ProtocolChecks
 
 __all__ = [
@@ -91,7 +93,8 @@ class SupabaseTokenVerifier:
         secret: str | None,
         jwks_url: str | None = None,
         allow_admin: bool = False,
-        audience: str | None = None,
+        audience: str | None = DEFAULT_AUDIENCE,
+        max_lifetime_s: float | None = DEFAULT_MAX_LIFETIME_S,
     ) -> None:
         if not secret and not jwks_url:
             raise UsageError(
@@ -103,12 +106,19 @@ class SupabaseTokenVerifier:
         self.jwks_url = jwks_url
         self.allow_admin = allow_admin
         self.audience = audience
+        self.max_lifetime_s = max_lifetime_s
 
     async def authenticate(self, token: str) -> KiwiAccessToken:
         """The verified token and its principal; raises why a token is refused."""
 
         def verify() -> Principal:
-            return from_token(token, secret=self.secret, jwks_url=self.jwks_url, audience=self.audience)
+            return from_token(
+                token,
+                secret=self.secret,
+                jwks_url=self.jwks_url,
+                audience=self.audience,
+                max_lifetime_s=self.max_lifetime_s,
+            )
 
         # fetching the project's JWKS blocks (once per key, then cached): keep it off the event loop
         principal = await anyio.to_thread.run_sync(verify) if self.jwks_url else verify()
@@ -260,7 +270,13 @@ def http_auth(
             f"not a usable authorization server or resource URL ({issuer!r}, {resource_url!r}): {e}",
             hint="KIWI_AUTH_ISSUER is the project's Supabase Auth URL, e.g. https://<ref>.supabase.co/auth/v1",
         ) from None
-    verifier = SupabaseTokenVerifier(secret=settings.jwt_secret, jwks_url=settings.jwks_url, allow_admin=allow_admin)
+    verifier = SupabaseTokenVerifier(
+        secret=settings.jwt_secret,
+        jwks_url=settings.jwks_url,
+        allow_admin=allow_admin,
+        audience=settings.jwt_audience,
+        max_lifetime_s=settings.jwt_max_lifetime_s,
+    )
     return HttpAuth(auth_settings, verifier)
 
 

@@ -41,10 +41,10 @@ def test_a_token_cached_under_one_secret_is_not_accepted_under_another() -> None
         from_token(token, secret="another-projects-secret-of-at-least-32-chars")
 
 
-def test_a_token_cached_without_an_audience_is_checked_against_one() -> None:
+def test_a_token_cached_under_one_audience_is_checked_against_another() -> None:
     token = sign({**user_claims(), "aud": "somebody-else"}, LOCAL_JWT_SECRET)
-    from_token(token, secret=LOCAL_JWT_SECRET)
-    with pytest.raises(Refused, match="refused"):
+    from_token(token, secret=LOCAL_JWT_SECRET, audience="somebody-else")
+    with pytest.raises(Refused, match="audience"):
         from_token(token, secret=LOCAL_JWT_SECRET, audience="authenticated")
 
 
