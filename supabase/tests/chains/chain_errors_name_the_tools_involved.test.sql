@@ -8,6 +8,8 @@ select throws_ok($$ select * from resolve_executor_chain('no_such_tool') $$,
   'PT404', 'tool "no_such_tool" not found', 'an unknown tool raises, naming it');
 
 -- missing executor, as the caller sees it: a public tool on a private runtime
+-- a public tool on a private runtime, as older registries took it (an admin writes it now)
+set local kiwi.allow_less_visible_executor = on;
 select public.publish_tool_version('{"tool_id": "acme/open_runtime", "tool_type": "runtime", "executor": "subprocess", "version": "1.0.0", "visibility": "private"}');
 select tests.publish('acme/on_open', 'runtime', 'acme/open_runtime');
 select tests.act_as_user('stranger');

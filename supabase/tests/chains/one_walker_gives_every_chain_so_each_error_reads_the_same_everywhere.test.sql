@@ -72,6 +72,8 @@ select is((select array_agg(c.error order by c.requested_tool_id)
           'the batch reports each error in the same words');
 
 -- as a caller who cannot see a link: the private runtime is missing for both
+-- a public tool on a private runtime, as older registries took it (an admin writes it now)
+set local kiwi.allow_less_visible_executor = on;
 select public.publish_tool_version('{"tool_id": "acme/w_private_rt", "tool_type": "runtime", "executor": "subprocess", "version": "1.0.0", "visibility": "private"}');
 select tests.publish('acme/w_on_private', 'runtime', 'acme/w_private_rt');
 select tests.act_as_user('stranger');

@@ -60,6 +60,8 @@ select is((resolve_execution_plan('cache_script', '1.0.0') -> 'config' ->> 'time
           'a pinned older version gets its own plan, not the cached latest');
 
 -- a cached plan through a private runtime is still refused to those who cannot see it
+-- a public tool on a private runtime, as older registries took it (an admin writes it now)
+set local kiwi.allow_less_visible_executor = on;
 select public.publish_tool_version('{"tool_id": "acme/hidden_rt", "tool_type": "runtime", "executor": "subprocess", "version": "1.0.0", "visibility": "private"}');
 select tests.publish('acme/open_script', 'script', 'acme/hidden_rt');
 set constraints all immediate;
