@@ -6,10 +6,8 @@
   background task (anyio requires a task group to be closed by the task that opened
   it); callers only send requests on the session.
 * Startup is bounded (config `startup_timeout`), each call too (`timeout_s`); a session left
-  unused for `idle_shutdown_s` closes itself. A call holds its session from the moment the
-  pool picks it, before it waits for the session to be ready, until it is answered; the idle
-  shutdown closes only a session nobody holds, deciding with no await between its check and
-  the close (one event loop), so a session is never shut down under a call that acquired it.
+  unused for `idle_shutdown_s` closes itself: only one nobody holds (a call holds its session
+  from when the pool picks it, even while it starts), so none closes under a call.
 * A dead connection discards the session. A call that provably did not reach the
   server goes to a new session, retried at most `retries` times: its connection had
   already ended (the transport's read stream reached its end), the remote server could
@@ -142,19 +140,14 @@ class _Session:
             return _Lost(str(exc), sent=not unsent)
         return None
 
-    def hold(self) -> None:
-        """A caller takes the session: the idle shutdown leaves it open until `release()`."""
-        self.in_flight += 1
-
     def release(self) -> None:
-        """The caller is done with the session: it is idle from now, unless held by another."""
+        """A caller that held the session (the pool, from _acquire) is done: idle from now, unless held."""
         self.in_flight -= 1
         self.last_used = time.monotonic()
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], timeout_s: float, on_progress: ProgressFnT | None = None
     ) -> types.CallToolResult:
-        """One call on the session, which the caller holds (`hold()`)."""
         if self.session is None or not self.usable:
             raise _Lost("the connection had already ended", sent=False)
         try:
@@ -177,7 +170,6 @@ class _Session:
             raise
 
     async def list_tools(self, timeout_s: float) -> list[types.Tool]:
-        """Every tool the server lists, on the session the caller holds (`hold()`)."""
         if self.session is None or not self.usable:
             raise _Lost("the connection had already ended", sent=False)
         tools: list[types.Tool] = []
@@ -247,10 +239,8 @@ class _Session:
                 self._confine.release()
 
     async def _serve(self) -> None:
-        """Until aclose() or until idle for idle_shutdown_s with nobody holding the session.
-        The check and the close happen with no await between them: a caller that took the
-        session before (`hold()`, made by the pool as it picks the session, even one still
-        starting) keeps it open; one that comes after finds it closed and starts another."""
+        """Until aclose() or until idle for idle_shutdown_s with nobody holding the session (no
+        await between the check and the close: a later caller finds it closed, and starts another)."""
         while not self._stop.is_set():
             idle = time.monotonic() - self.last_used
             if self.in_flight == 0 and idle >= self.spec.idle_shutdown_s:
@@ -502,9 +492,8 @@ class McpPool:
 
     async def _acquire(self, spec: ServerSpec, attempt: int, retries: int) -> tuple[_Session, bool]:
         """The live session for spec.key, connecting it if needed, held for the caller (who
-        releases it); True when this call waited for a connection. The session is held as it
-        is picked, before any await: its idle shutdown cannot close it while the caller waits
-        for it to be ready. Connection failures are retried here with the same budget."""
+        releases it) from before any await; True when this call waited for a connection.
+        Connection failures are retried here with the same budget."""
         while True:
             s = self._sessions.get(spec.key)
             fresh = s is None or not s.usable or s.spec != spec
@@ -514,7 +503,7 @@ class McpPool:
                 s = _Session(spec)
                 self._sessions[spec.key] = s
             assert s is not None
-            s.hold()
+            s.in_flight += 1  # held for the caller: the idle shutdown leaves it open until release()
             try:
                 await s.ready()
                 return s, fresh
