@@ -34,6 +34,7 @@ BENCHES = (
     "mcp_server",
     "mcp_execute",
     "search",
+    "hostile",
 )  # bench/<name>_bench.py, in this order
 
 

@@ -1,0 +1,363 @@
+"""One hostile tenant against another's searches, on one shared `kiwi serve --transport http`.
+
+A real server process on a free loopback port, two signed-in users with tokens of their own:
+
+  attacker  owns a namespace; publishes, over MCP `execute publish`, a script whose parameter
+            is `{"type": "string", "pattern": "^(a+)+$"}`, then keeps sending, one request at a
+            time: runs of it with values that almost match ("a"*27+"!", "a"*40+"!", ...: bait
+            for a backtracking engine), a YAML alias bomb as a manifest to `execute publish`
+            (1 KB that expands to tens of MB), and JSON-RPC nested 10,000 deep
+  searcher  calls `search` over MCP, first alone, then while the attacker keeps on
+
+Target (the issue's): the searcher's median latency under attack within 2x of its median
+alone (ratio = under attack / alone, both measured in this run). Every request has a client
+timeout (--timeout), and each phase a deadline, so a server that stalls cannot hang the
+bench: a search that times out counts at the timeout, and the timeouts are reported. The
+server is killed at the end, whatever it is doing; the attacker's namespace is deleted.
+
+The attack phase lasts until every kind of attack was sent --cycles times (and at least
+--searches searches were made), or until its deadline.
+
+Run:  .venv/bin/python bench/hostile_bench.py [--searches 40] [--timeout 5] [--phase-s 25] [--cycles 2]
+Needs the local stack (`scripts/stack up`): KIWI_DATABASE_URL (superuser) and the runner's login.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from report import Verdict, git_commit, summary  # noqa: E402
+
+from runner import LOCAL_JWT_SECRET, sign_token  # noqa: E402
+
+DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
+TARGET = 2.0
+EVIL = "^(a+)+$"
+BAIT = ["a" * 27 + "!", "a" * 40 + "!", "a" * 64 + "!", "a" * 4000 + "!"]
+QUERIES = ["hello", "format bytes", "bash script", "type:runtime"]
+PROTOCOL = "2025-11-25"
+ACCEPT = "application/json, text/event-stream"
+
+
+def alias_bomb(levels: int = 7, width: int = 9) -> str:
+    """Under 1 KB of YAML whose aliases stand for width**levels strings: 9**7, 4.8 million,
+    about 30 MB once expanded to JSON, if the server expands it."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels):
+        refs = ", ".join([f"*a{i - 1}"] * width)
+        lines.append(f"a{i}: &a{i} [{refs}]")
+    lines.append(f"tool_id: bomb\ntool_type: knowledge\nversion: 1.0.0\ndescription: *a{levels - 1}")
+    return "\n".join(lines) + "\n"
+
+
+def nested_call(depth: int) -> bytes:
+    """A tools/call whose argument is nested `depth` lists deep."""
+    deep = "[" * depth + "]" * depth
+    return (
+        '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"search",'
+        f'"arguments":{{"query":"x","limit":{deep}}}}}}}'
+    ).encode()
+
+
+def runner_url(url: str) -> str:
+    """The login `kiwi serve` uses on the local stack (tests/conftest.py's rule)."""
+    explicit = os.environ.get("KIWI_RUNNER_DATABASE_URL")
+    if explicit:
+        return explicit
+    return url.replace("//postgres:postgres@", "//kiwi_runner:kiwi_runner@", 1)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serving(url: str, workdir: Path) -> Iterator[str]:
+    """`kiwi serve --transport http` until the block ends; killed then, whatever it is doing."""
+    port = free_port()
+    log = workdir / "serve.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
+    env.update(KIWI_DATABASE_URL=runner_url(url), KIWI_CACHE_DIR=str(workdir / "cache"), PYTHONPATH=str(ROOT))
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runner.cli.serve", "--transport", "http", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "serving MCP at" not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"kiwi serve did not start:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@dataclass
+class Session:
+    """One MCP session over raw HTTP, as one user; every request bounded by `timeout`."""
+
+    url: str
+    token: str
+    timeout: float
+    headers: dict[str, str] = field(default_factory=dict)
+    client: httpx.AsyncClient | None = None
+
+    async def open(self) -> None:
+        self.client = httpx.AsyncClient(timeout=self.timeout)
+        base = {"Authorization": f"Bearer {self.token}", "Accept": ACCEPT, "Content-Type": "application/json"}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            },
+        }
+        opened = await self.client.post(self.url, json=init, headers=base)
+        opened.raise_for_status()
+        self.headers = {**base, "Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": PROTOCOL}
+        await self.client.post(
+            self.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=self.headers
+        )
+
+    async def close(self) -> None:
+        if self.client is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                await self.client.delete(self.url, headers=self.headers)
+            await self.client.aclose()
+
+    async def post(self, body: bytes) -> httpx.Response:
+        assert self.client is not None
+        return await self.client.post(self.url, content=body, headers=self.headers)
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A tools/call's result (raises on an HTTP or JSON-RPC error, or httpx.TimeoutException)."""
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+        )
+        answer = await self.post(body.encode())
+        answer.raise_for_status()
+        for line in answer.text.splitlines():
+            if line.startswith("data:") and '"id":1' in line:
+                message = json.loads(line[5:])
+                if "error" in message:
+                    raise RuntimeError(message["error"])
+                return dict(message["result"])
+        return dict(answer.json()["result"])
+
+
+@dataclass
+class Searches:
+    latencies_ms: list[float] = field(default_factory=list)
+    timeouts: int = 0
+    errors: int = 0
+
+
+async def search_until(
+    searcher: Session, count: int, deadline: float, timeout_s: float, until: asyncio.Event | None = None
+) -> Searches:
+    """At least `count` searches, one at a time (and on until `until` is set, when given), or as
+    many as fit before `deadline`; a timed-out one counts at the timeout."""
+    done = Searches()
+    i = 0
+    while time.monotonic() < deadline and (i < count or (until is not None and not until.is_set())):
+        started = time.perf_counter()
+        try:
+            result = await searcher.call("search", {"query": QUERIES[i % len(QUERIES)], "limit": 5})
+            if result.get("isError"):
+                done.errors += 1
+            done.latencies_ms.append((time.perf_counter() - started) * 1000)
+        except httpx.TimeoutException:
+            done.timeouts += 1
+            done.latencies_ms.append(timeout_s * 1000)
+        i += 1
+    return done
+
+
+async def attack(
+    attacker: Session, tool: str, stop: asyncio.Event, cycled: asyncio.Event, cycles: int, outcomes: Counter[str]
+) -> None:
+    """Pathological requests, one at a time, until `stop`: each outcome counted by kind;
+    `cycled` is set once every kind was sent `cycles` times."""
+    bomb = alias_bomb()
+    kinds: list[tuple[str, Any]] = [(f"run a*{len(v) - 1}+!", v) for v in BAIT]
+    kinds += [("publish alias bomb", bomb), ("JSON nested 10,000 deep", nested_call(10_000))]
+    i = 0
+    while not stop.is_set():
+        if i == cycles * len(kinds):
+            cycled.set()
+        kind, payload = kinds[i % len(kinds)]
+        i += 1
+        try:
+            if kind.startswith("run"):
+                result = await attacker.call(
+                    "execute", {"action": "run", "item_id": tool, "parameters": {"x": payload}}
+                )
+                outcomes[f"{kind}: {'refused' if result.get('isError') else 'ran'}"] += 1
+            elif kind.startswith("publish"):
+                result = await attacker.call("execute", {"action": "publish", "manifest": payload})
+                outcomes[f"{kind}: {'refused' if result.get('isError') else 'accepted'}"] += 1
+            else:
+                outcomes[f"{kind}: HTTP {(await attacker.post(payload)).status_code}"] += 1
+        except httpx.TimeoutException:
+            outcomes[f"{kind}: client timeout"] += 1
+        except (httpx.HTTPError, RuntimeError) as e:
+            outcomes[f"{kind}: {type(e).__name__}"] += 1
+
+
+def tenant(conn: psycopg.Connection) -> tuple[str, str]:
+    """A throwaway user owning a fresh namespace: (user id, namespace)."""
+    user, ns = str(uuid.uuid4()), f"bench_hostile_{uuid.uuid4().hex[:8]}"
+    conn.execute("insert into namespaces (namespace, owner_id) values (%s, %s)", (ns, user))
+    return user, ns
+
+
+def token(user: str) -> str:
+    return sign_token(
+        {"sub": user, "role": "authenticated", "aud": "authenticated"}, LOCAL_JWT_SECRET, expires_in_s=600
+    )
+
+
+async def publish_evil(attacker: Session, ns: str) -> str:
+    tool = f"{ns}/redos"
+    manifest = {
+        "tool_id": tool,
+        "tool_type": "script",
+        "executor": "bash_runtime",
+        "version": "1.0.0",
+        "entrypoint": "run.sh",
+        "description": "a parameter with a backtracking pattern",
+        "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": EVIL}}, "required": ["x"]},
+    }
+    files = [{"path": "run.sh", "content_text": "echo ok\n", "is_entrypoint": True}]
+    result = await attacker.call("execute", {"action": "publish", "manifest": manifest, "files": files})
+    if result.get("isError"):
+        raise SystemExit(f"publishing the attacker's tool failed: {result['content']}")
+    return tool
+
+
+async def measure(url: str, args: argparse.Namespace) -> tuple[Searches, Searches, Counter[str]]:
+    with psycopg.connect(url, autocommit=True) as conn, tempfile.TemporaryDirectory(prefix="kiwi-hostile-") as tmp:
+        (a_user, ns), (s_user, _) = tenant(conn), tenant(conn)
+        try:
+            with serving(url, Path(tmp)) as endpoint:
+                attacker = Session(endpoint, token(a_user), args.timeout)
+                searcher = Session(endpoint, token(s_user), args.timeout)
+                await attacker.open()
+                await searcher.open()
+                try:
+                    tool = await publish_evil(attacker, ns)
+                    await search_until(searcher, 10, time.monotonic() + args.phase_s, args.timeout)  # warm-up
+                    alone = await search_until(searcher, args.searches, time.monotonic() + args.phase_s, args.timeout)
+                    stop, cycled, outcomes = asyncio.Event(), asyncio.Event(), Counter[str]()
+                    attacking = asyncio.create_task(attack(attacker, tool, stop, cycled, args.cycles, outcomes))
+                    await asyncio.sleep(0.05)  # the attacker's first request is in
+                    deadline = time.monotonic() + args.phase_s
+                    hostile = await search_until(searcher, args.searches, deadline, args.timeout, until=cycled)
+                    stop.set()
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(attacking, args.timeout + 1)
+                finally:
+                    await attacker.close()
+                    await searcher.close()
+        finally:
+            for user in (a_user, s_user):
+                conn.execute("delete from tools where owner_id = %s", (user,))
+                conn.execute("delete from namespaces where owner_id = %s", (user,))
+    return alone, hostile, outcomes
+
+
+def report(alone: Searches, hostile: Searches, outcomes: Counter[str], args: argparse.Namespace) -> list[str]:
+    if not alone.latencies_ms or not hostile.latencies_ms:
+        raise SystemExit("no searches were measured")
+    a, h = statistics.median(alone.latencies_ms), statistics.median(hostile.latencies_ms)
+
+    def line(name: str, s: Searches) -> str:
+        ms = sorted(s.latencies_ms)
+        p95 = ms[min(len(ms) - 1, int(0.95 * len(ms)))]
+        return (
+            f"{name:<20} median {statistics.median(ms):8.1f} ms   p95 {p95:8.1f} ms   max {ms[-1]:8.1f} ms"
+            f"   over {len(ms)} ({s.timeouts} timed out, {s.errors} tool errors)"
+        )
+
+    lines = [
+        f"# A hostile tenant against another's search ({git_commit()}; client timeout {args.timeout:g} s)",
+        "",
+        line("search alone", alone),
+        line("search under attack", hostile),
+        f"ratio of the medians {h / a:8.2f}x (target <= {TARGET:g}x)",
+        "",
+        "the attacker's requests meanwhile:",
+        *(f"  {n:5d}  {kind}" for kind, n in sorted(outcomes.items())),
+        "",
+    ]
+    verdicts = [
+        Verdict("search median under attack / alone", h / a, "x", "<=", TARGET),
+        Verdict("search median alone", a, "ms", "<=", a, judged=False),
+        Verdict(
+            "search under attack, slowest",
+            max(hostile.latencies_ms),
+            "ms",
+            "<=",
+            max(hostile.latencies_ms),
+            judged=False,
+        ),
+        Verdict("searches timed out under attack", hostile.timeouts, "", "<=", max(hostile.timeouts, 1), judged=False),
+    ]
+    return [*lines, *summary(verdicts)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--searches", type=int, default=40, help="searches per phase (default 40)")
+    parser.add_argument("--timeout", type=float, default=5.0, help="each request's client timeout in s (default 5)")
+    parser.add_argument("--phase-s", type=float, default=25.0, help="each phase's deadline in s (default 25)")
+    parser.add_argument(
+        "--cycles",
+        type=int,
+        default=2,
+        help="the attack phase lasts until every attack was sent this often (default 2)",
+    )
+    args = parser.parse_args()
+    url = os.environ.get("KIWI_DATABASE_URL", DEFAULT_URL)
+    alone, hostile, outcomes = asyncio.run(measure(url, args))
+    print("\n".join(report(alone, hostile, outcomes, args)))
+    return 0 if statistics.median(hostile.latencies_ms) <= TARGET * statistics.median(alone.latencies_ms) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
