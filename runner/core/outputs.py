@@ -8,12 +8,12 @@ the output (what the tool printed, parsed as JSON when it is JSON; an MCP tool's
 structuredContent) must satisfy it, else the run is an error naming each place that does
 not (OutputMismatch).
 
-The verdict is jsonschema-rs's, as for parameters (params.py: the draft a schema's
-`$schema` names, else 2020-12; formats as annotations; no remote `$ref`). Only a mismatch
-is described, by jsonschema, imported then: a run of a tool that declares no outputs loads
-neither (jsonschema-rs is imported when declared outputs are first compiled). Descriptions
-say where and what the schema wants, never the value found, since they reach run records,
-which hold no outputs.
+The verdict and its description are jsonschema-rs's, as for parameters (params.py,
+schema_errors.py: the draft a schema's `$schema` names, else 2020-12; formats as annotations;
+no remote `$ref`; patterns on a linear-time engine). A run of a tool that declares no outputs
+loads neither (jsonschema-rs is imported when declared outputs are first compiled).
+Descriptions say where and what the schema wants, never the value found, since they reach run
+records, which hold no outputs.
 """
 
 from __future__ import annotations
@@ -22,12 +22,14 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, KiwiError
 from .identity import ByIdentity
 from .plan import Plan
-from .text import first_line
+
+if TYPE_CHECKING:
+    from .schema_errors import Failure
 
 __all__ = ["OutputContract", "OutputMismatch", "output_contract", "output_schema"]
 
@@ -90,7 +92,7 @@ class OutputContract:
     def mismatch(self, output: Any) -> OutputMismatch | None:
         if self.validator.is_valid(output):
             return None
-        return OutputMismatch(self.tool_id, _problems(self.schema, self.validator, output))
+        return OutputMismatch(self.tool_id, _problems(self.validator, output))
 
 
 def output_contract(plan: Plan) -> OutputContract | None:
@@ -116,13 +118,10 @@ def _compile(outputs: Any) -> tuple[dict[str, Any] | None, Any, str | None]:
         return None, None, str(e)
     if schema is None:
         return None, None, None
-    import jsonschema_rs
-
     try:
         return schema, _validator(json.dumps(schema, sort_keys=True)), None
-    except (ValueError, jsonschema_rs.ReferencingError) as e:
-        reason = first_line(getattr(e, "message", None) or str(e)) or type(e).__name__
-        return None, None, f"outputs: not a usable JSON Schema: {reason}"
+    except ValueError as e:
+        return None, None, f"outputs: not a usable JSON Schema: {e}"
 
 
 _compiled = ByIdentity(_compile, max_size=512)
@@ -134,28 +133,18 @@ def _no_remote_refs(uri: str) -> Any:
 
 @lru_cache(maxsize=256)
 def _validator(schema_json: str) -> Any:
-    import jsonschema_rs
+    from .schema_errors import compile_schema
 
-    return jsonschema_rs.validator_for(json.loads(schema_json), retriever=_no_remote_refs)
+    return compile_schema(json.loads(schema_json), _no_remote_refs, draft_from_schema=True)
 
 
-def _problems(schema: dict[str, Any], fast: Any, output: Any) -> list[str]:
-    """Each place the output breaks the schema, described by jsonschema; should it find
-    nothing (or fail) where jsonschema-rs found something, the places jsonschema-rs names."""
-    try:
-        from jsonschema import Draft202012Validator
-        from jsonschema.validators import validator_for
+def _problems(fast: Any, output: Any) -> list[str]:
+    """Each place the output breaks the schema (the first schema_errors.MAX_DESCRIBED), never its value."""
+    from .schema_errors import failures
 
-        checker = validator_for(schema, default=Draft202012Validator)(schema)
-        described = sorted({line for e in checker.iter_errors(output) for line in _describe(e)})
-    except Exception:  # the verdict stands; only its wording falls back
-        described = []
-    return described or sorted(
-        {
-            f"{_where(e.instance_path)}: does not satisfy the schema at {'/'.join(map(str, e.schema_path)) or '(root)'}"
-            for e in fast.iter_errors(output)
-        }
-    )
+    found, more = failures(fast, output)
+    described = sorted({line for f in found for line in _describe(f)})
+    return described + ([f"(and {more} more)"] if more else [])
 
 
 def _where(path: Sequence[Any]) -> str:
@@ -179,39 +168,18 @@ def _json_type(value: Any) -> str:
     return "object" if isinstance(value, dict) else type(value).__name__
 
 
-_RULES = {
-    "minimum": ">= {}",
-    "maximum": "<= {}",
-    "exclusiveMinimum": "> {}",
-    "exclusiveMaximum": "< {}",
-    "minLength": "at least {} characters long",
-    "maxLength": "at most {} characters long",
-    "minItems": "a list of at least {} items",
-    "maxItems": "a list of at most {} items",
-    "minProperties": "an object with at least {} properties",
-    "maxProperties": "an object with at most {} properties",
-    "pattern": "text matching {}",
-    "multipleOf": "a multiple of {}",
-    "uniqueItems": "a list without duplicates",
-}
+def _describe(failure: Failure) -> Iterator[str]:
+    from .schema_errors import wants
 
-
-def _describe(error: Any) -> Iterator[str]:
-    where, rule, want, found = _where(error.absolute_path), error.validator, error.validator_value, error.instance
+    where, rule, details, found = _where(failure.path), failure.rule, failure.details, failure.instance
     if rule == "required":
-        missing = [n for n in want if isinstance(found, dict) and n not in found]
-        yield from (f"{where}.{name}: required" for name in missing)
+        yield f"{where}.{details.get('property')}: required"
     elif rule == "type":
-        wanted = " or ".join(want) if isinstance(want, list) else want
-        text = " (the tool's output was text, not JSON)" if not error.absolute_path and isinstance(found, str) else ""
+        wanted = " or ".join(map(str, details.get("types") or []))
+        text = " (the tool's output was text, not JSON)" if not failure.path and isinstance(found, str) else ""
         yield f"{where}: must be of type {wanted}, not {_json_type(found)}{text}"
-    elif rule in ("additionalProperties", "unevaluatedProperties") and isinstance(found, dict):
-        allowed = set((error.schema.get("properties") or {}).keys())
-        extra = sorted(str(k) for k in found if k not in allowed)
+    elif rule in ("additionalProperties", "unevaluatedProperties") and details.get("unexpected"):
+        extra = sorted(str(k) for k in details["unexpected"])
         yield f"{where}: unexpected propert{'ies' if len(extra) > 1 else 'y'} {', '.join(extra)}"
-    elif rule in ("enum", "const"):
-        yield f"{where}: must be {'one of ' if rule == 'enum' else 'exactly '}{json.dumps(want, default=str)}"
-    elif rule in _RULES:
-        yield f"{where}: must be {_RULES[rule].format(want)}"
     else:
-        yield f"{where}: does not satisfy the schema's {rule!r} rule"
+        yield f"{where}: " + (wants(failure) or f"does not satisfy the schema's {rule!r} rule")

@@ -1,10 +1,12 @@
 """Parameters are checked against the tool's JSON Schema before anything runs.
 
-The verdict is jsonschema-rs's (Draft 2020-12, formats as annotations, no remote $ref):
-it costs a fraction of a microsecond, where the pure-Python jsonschema costs tens on a
-busy server. Only parameters it refuses are described, by jsonschema (imported then),
-whose errors say which field and what the schema wants; the error lists every bad field
-at once, so a person (or an agent) fixes them in one go, and never quotes the values.
+First their shape, without recursion and with an early exit: at most MAX_PARAM_DEPTH levels
+deep and MAX_PARAMS_SIZE in all (text counted in characters), values JSON can carry. Then the
+schema, by jsonschema-rs (Draft 2020-12, formats as annotations, no remote $ref, patterns on a
+linear-time engine: linear_regex.py), which also describes what it refuses (schema_errors.py):
+the error lists every bad field at once, so a person (or an agent) fixes them in one go, and
+never quotes the values. Every step is linear in the parameters' size, which is capped, so a
+tenant's schema cannot hold the server's event loop.
 """
 
 from __future__ import annotations
@@ -15,11 +17,17 @@ from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
-import jsonschema_rs
-
 from ..errors import InvalidParameters, Refused
 from .identity import ByIdentity
-from .text import first_line, is_utf8
+from .schema_errors import Failure, compile_schema, failures, wants
+from .text import is_utf8
+
+__all__ = ["MAX_PARAMS_SIZE", "MAX_PARAM_DEPTH", "coerce_strings", "json_depth_exceeds", "validate_params"]
+
+# How deep parameters may nest (objects and lists), and how large they may be in all: text in
+# characters, each other value, key or container as 8. Checked before the schema, at every entry.
+MAX_PARAM_DEPTH = 64
+MAX_PARAMS_SIZE = 8 * 1024 * 1024
 
 
 def _no_remote_refs(uri: str) -> Any:
@@ -27,12 +35,11 @@ def _no_remote_refs(uri: str) -> Any:
 
 
 @lru_cache(maxsize=512)
-def _validator(schema_json: str) -> jsonschema_rs.Draft202012Validator:
+def _validator(schema_json: str) -> Any:
     try:
-        return jsonschema_rs.Draft202012Validator(json.loads(schema_json), retriever=_no_remote_refs)
-    except (jsonschema_rs.ValidationError, ValueError) as e:
-        reason = first_line(getattr(e, "message", None) or str(e)) or type(e).__name__
-        raise Refused(f"the tool's parameter schema is invalid: {reason}") from e
+        return compile_schema(json.loads(schema_json), _no_remote_refs, draft_from_schema=False)
+    except ValueError as e:
+        raise Refused(f"the tool's parameter schema is invalid: {e}") from e
 
 
 # A cached plan hands back the same parameters dict on every run: its validator is then
@@ -55,31 +62,48 @@ def validate_params(tool_id: str, schema: Mapping[str, Any] | None, params: Any)
             filled[name] = prop["default"]
     validator = _validator_for(schema)
     if not validator.is_valid(filled):
-        raise InvalidParameters(tool_id, _problems(schema, validator, filled))
+        raise InvalidParameters(tool_id, _problems(validator, filled))
     return filled
 
 
-def _problems(schema: Mapping[str, Any], validator: jsonschema_rs.Draft202012Validator, filled: Any) -> list[str]:
-    """Every refused field, described by jsonschema; should it find nothing where jsonschema-rs
-    found something, the places jsonschema-rs names (never the values)."""
-    from jsonschema import Draft202012Validator
+def _problems(validator: Any, filled: Any) -> list[str]:
+    """Every refused field (the first schema_errors.MAX_DESCRIBED), never its value."""
+    found, more = failures(validator, filled)
+    problems = sorted({line for f in found for line in _describe(f)})
+    return problems + ([f"(and {more} more)"] if more else [])
 
-    described = Draft202012Validator(schema).iter_errors(filled)
-    problems = sorted(line for e in described for line in _describe(e).split("; "))
-    return problems or sorted(
-        f"{'.'.join(map(str, e.instance_path)) or '(parameters)'}: does not satisfy the schema at "
-        f"{'/'.join(map(str, e.schema_path))}"
-        for e in validator.iter_errors(filled)
-    )
+
+def json_depth_exceeds(text: str, limit: int = MAX_PARAM_DEPTH) -> bool:
+    """Whether JSON `text` nests deeper than `limit`, seen before parsing it (json.loads
+    recurses, and a deep enough document is a RecursionError): brackets outside strings."""
+    depth, in_string, escaped = 0, False, False
+    for c in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (c == "\\", c != '"')
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif c in "]}":
+            depth -= 1
+    return False
 
 
 def _not_json(value: Any) -> Iterator[str]:
     """Where `value` holds what JSON text cannot carry to a tool: a name that is not text, a lone
-    surrogate (not encodable as UTF-8), NaN or an infinity, a non-JSON type, or a cycle."""
+    surrogate (not encodable as UTF-8), NaN or an infinity, a non-JSON type, or a cycle; or
+    that it nests deeper than MAX_PARAM_DEPTH or is larger than MAX_PARAMS_SIZE (then it stops)."""
     stack: list[tuple[str, Any, frozenset[int]]] = [("", value, frozenset())]
+    size = 0
     while stack:
         path, item, ancestors = stack.pop()
         where = path or "(parameters)"
+        size += len(item) if isinstance(item, str) else 8
+        if size > MAX_PARAMS_SIZE:
+            yield f"(parameters): must be at most {MAX_PARAMS_SIZE // 2**20} MiB in all (text counted in characters)"
+            return
         if isinstance(item, str):
             if not is_utf8(item):
                 yield f"{where}: must be valid Unicode text (it holds a lone surrogate)"
@@ -90,12 +114,16 @@ def _not_json(value: Any) -> Iterator[str]:
             if id(item) in ancestors:
                 yield f"{where}: must not contain itself"
                 continue
+            if len(ancestors) >= MAX_PARAM_DEPTH:
+                yield f"{where}: parameters may nest at most {MAX_PARAM_DEPTH} levels deep"
+                return
             inner = ancestors | {id(item)}
             if isinstance(item, dict):
                 for key, child in item.items():
                     if not isinstance(key, str) or not is_utf8(key):
                         yield f"{where}: parameter names must be valid Unicode text"
                         continue
+                    size += len(key)
                     stack.append((f"{path}.{key}" if path else key, child, inner))
             else:
                 stack.extend((f"{path}.{i}" if path else str(i), child, inner) for i, child in enumerate(item))
@@ -103,42 +131,21 @@ def _not_json(value: Any) -> Iterator[str]:
             yield f"{where}: must be a JSON value, not {type(item).__name__}"
 
 
-_RULES = {
-    "minimum": ">= {}",
-    "maximum": "<= {}",
-    "exclusiveMinimum": "> {}",
-    "exclusiveMaximum": "< {}",
-    "minLength": "at least {} characters long",
-    "maxLength": "at most {} characters long",
-    "minItems": "a list of at least {} items",
-    "maxItems": "a list of at most {} items",
-    "pattern": "text matching {}",
-    "format": "a valid {}",
-    "const": "exactly {}",
-    "multipleOf": "a multiple of {}",
-    "uniqueItems": "a list without duplicates",
-}
-
-
-def _describe(error: Any) -> str:
+def _describe(failure: Failure) -> Iterator[str]:
     """Say what the schema wants, never echo the value given: these lines reach run records."""
-    path = ".".join(str(p) for p in error.absolute_path)
-    rule, want = error.validator, error.validator_value
-    if rule == "required":
-        missing = [name for name in want if isinstance(error.instance, dict) and name not in error.instance]
-        return "; ".join(f"{(path + '.') if path else ''}{name}: required" for name in missing) or "required"
+    path = ".".join(str(p) for p in failure.path)
     where = path or "(parameters)"
-    if rule == "additionalProperties":
-        allowed = set((error.schema.get("properties") or {}).keys())
-        extra = sorted(str(k) for k in (error.instance or {}) if k not in allowed)
-        return f"{where}: unexpected parameter{'s' if len(extra) > 1 else ''} {', '.join(extra)}"
-    if rule == "type":
-        return f"{where}: must be of type {' or '.join(want) if isinstance(want, list) else want}"
-    if rule == "enum":
-        return f"{where}: must be one of {json.dumps(want)}"
-    if rule in _RULES:
-        return f"{where}: must be {_RULES[rule].format(json.dumps(want) if rule == 'const' else want)}"
-    return f"{where}: does not satisfy the schema's {rule!r} rule"
+    rule, details = failure.rule, failure.details
+    if rule == "required":
+        yield f"{(path + '.') if path else ''}{details.get('property')}: required"
+    elif rule in ("additionalProperties", "unevaluatedProperties") and details.get("unexpected"):
+        extra = sorted(str(k) for k in details["unexpected"])
+        yield f"{where}: unexpected parameter{'s' if len(extra) > 1 else ''} {', '.join(extra)}"
+    elif rule == "type":
+        types = details.get("types") or []
+        yield f"{where}: must be of type {' or '.join(map(str, types))}"
+    else:
+        yield f"{where}: " + (wants(failure) or f"does not satisfy the schema's {rule!r} rule")
 
 
 def coerce_strings(schema: Mapping[str, Any] | None, raw: Mapping[str, str]) -> dict[str, Any]:

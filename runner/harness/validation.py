@@ -10,8 +10,10 @@
 Only `validation.rules` is read; each rule is one of:
 
 * `pattern_check`: `patterns` maps a name (`dangerous`) to a list of patterns, each a
-  Python regular expression (multiline: `^` starts a line) searched in every text file of
-  the tool. The documents write them as strings and their sample check compares them
+  regular expression as Python writes it (multiline: `^` starts a line) searched in every
+  text file of the tool, in linear time (core/linear_regex.py: no lookaround and no
+  backreferences, the features that need a backtracking engine; a pattern using them is a
+  ConfigError). The documents write them as strings and their sample check compares them
   literally (`pattern in content`), yet one of their own patterns is
   `subprocess.call.*shell=True`, which only means something as a regular expression; read
   as one, every pattern the documents show finds what it names (`rm -rf /`, `os.system`,
@@ -37,13 +39,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..core.expand import render_argv
+from ..core.linear_regex import linear_pattern
 from ..core.materialize import entrypoint_file
 from ..core.plan import Plan
 from ..errors import ConfigError, Refused
@@ -143,17 +145,15 @@ def _pattern_check(plan: Plan, where: str, rule: Mapping[str, Any]) -> list[str]
     for name, patterns in groups.items():
         for pattern in patterns:
             try:
-                compiled = re.compile(pattern, re.MULTILINE)
-            except re.error as e:
+                compiled = linear_pattern(pattern, multiline=True, python=True)
+            except ValueError as e:
                 raise ConfigError(
-                    f"{tool}: {where}.patterns.{name}: {pattern!r} is not a regular expression: {e}",
-                    hint="patterns are Python regular expressions: escape what is meant literally (\\( for a '(')",
+                    f"{tool}: {where}.patterns.{name}: {e}",
+                    hint="escape what is meant literally (\\( for a '(')",
                 ) from None
             for f in plan.files:
-                text = f.content_text
-                match = compiled.search(text) if text is not None else None
-                if match is not None and text is not None:
-                    line = text.count("\n", 0, match.start()) + 1
+                line = compiled.first_line(f.content_text) if f.content_text is not None else None
+                if line is not None:
                     said = rule.get("message") or f"{name} pattern"
                     found.append(f"{f.path}:{line}: {said} ({pattern!r})")
     return found
@@ -163,9 +163,9 @@ def _shebang_required(plan: Plan, where: str, rule: Mapping[str, Any]) -> list[s
     tool = plan.tool_id
     pattern = rule.get("pattern", DEFAULT_SHEBANG)
     try:
-        compiled = re.compile(pattern) if isinstance(pattern, str) else None
-    except re.error as e:
-        raise ConfigError(f"{tool}: {where}.pattern {pattern!r} is not a regular expression: {e}") from None
+        compiled = linear_pattern(pattern, python=True) if isinstance(pattern, str) else None
+    except ValueError as e:
+        raise ConfigError(f"{tool}: {where}.pattern {e}") from None
     if compiled is None:
         raise ConfigError(f"{tool}: {where}.pattern must be a regular expression (text), not {pattern!r}")
     entry = entrypoint_file(plan)

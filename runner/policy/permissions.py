@@ -49,7 +49,6 @@ import json
 import posixpath
 import re
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from ..core.plan import mcp_server_of
@@ -80,15 +79,29 @@ _SANDBOX = (
 )
 
 
-@lru_cache(maxsize=1024)
-def _regex(pattern: str) -> re.Pattern[str]:
-    body = re.escape(pattern).replace(r"\*", ".*").replace(r"\?", "[^*]")
-    return re.compile(body, re.DOTALL)
+def glob_matches(pattern: str, value: str) -> bool:
+    """Whether glob `pattern` matches all of `value`: `*` any run of characters, `?` one that is
+    not `*`, the rest literal. Greedy, going back only to the last `*`: at most
+    len(pattern) * len(value) steps, where a regular expression of many `*` (`.*a.*a.*b`)
+    would backtrack through polynomially many ways to split the value."""
+    p = v = 0
+    star, resume = -1, 0  # the last `*` seen, and where in `value` its run ends for now
+    while v < len(value):
+        if p < len(pattern) and pattern[p] == "*":
+            star, resume, p = p, v, p + 1
+        elif p < len(pattern) and (pattern[p] == value[v] if pattern[p] != "?" else value[v] != "*"):
+            p, v = p + 1, v + 1
+        elif star >= 0:
+            resume += 1
+            p, v = star + 1, resume
+        else:
+            return False
+    return all(c == "*" for c in pattern[p:])
 
 
 def covers(pattern: str, value: str) -> bool:
     """Whether glob `pattern` matches `value` (a name, or another pattern read as a string)."""
-    return _regex(normalize_ref(pattern)).fullmatch(normalize_ref(value)) is not None
+    return glob_matches(normalize_ref(pattern), normalize_ref(value))
 
 
 def _allowed(patterns: Any, value: str) -> bool:
@@ -144,7 +157,7 @@ def _check_paths(permissions: Mapping[str, Any], plan: Mapping[str, Any], params
             value = params.get(name)
             for path in value if isinstance(value, list) else [value] if value is not None else []:
                 normal = posixpath.normpath(str(path))
-                if not any(_regex(str(g)).fullmatch(normal) for g in permissions.get(kind) or []):
+                if not any(glob_matches(str(g), normal) for g in permissions.get(kind) or []):
                     return _lacks(kind, f"{normal} (parameter {name})", permissions.get(kind))
     return None
 
