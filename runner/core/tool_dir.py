@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from .text import is_utf8
+from .yaml_safe import YamlTooLarge, load_yaml
 
 MANIFEST_NAME = "tool.yaml"
 
@@ -46,11 +47,11 @@ def load_tool_dir(path: Path) -> ToolDir:
         raise ToolDirError(f"{path}: no {MANIFEST_NAME} found")
     manifest_yaml = _read_text(manifest_path)
     try:
-        manifest = yaml.safe_load(manifest_yaml)
+        manifest = load_yaml(manifest_yaml)
+    except YamlTooLarge as exc:
+        raise ToolDirError(f"{manifest_path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ToolDirError(f"{manifest_path}: not valid YAML: {exc}") from exc
-    except RecursionError as exc:
-        raise ToolDirError(f"{manifest_path}: nested too deeply") from exc
     if not isinstance(manifest, dict):
         raise ToolDirError(f"{manifest_path}: must hold a mapping of manifest fields")
     problems = sorted(set(_not_json(manifest)))

@@ -213,11 +213,15 @@ def _identity(manifest_path: Path, name: str) -> str | None:
 def _parse_identity(raw: bytes) -> tuple[str | None, str | None]:
     import yaml
 
+    from ..core.yaml_safe import YamlTooLarge, load_yaml
+
     try:
-        manifest = yaml.load(raw.decode("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        manifest = load_yaml(raw)
     except UnicodeDecodeError:
         return None, "not UTF-8 text"
-    except (yaml.YAMLError, RecursionError) as e:
+    except YamlTooLarge as e:
+        return None, str(e)
+    except yaml.YAMLError as e:
         return None, f"not valid YAML: {e}"
     named = ToolRef.of_manifest(manifest)
     identity = named.ref if named else None
@@ -275,13 +279,15 @@ def _manifest_text(source: dict[str, Any]) -> str:
     (published as JSON) or when its YAML does not say what its manifest says."""
     import yaml
 
+    from ..core.yaml_safe import YamlTooLarge, load_yaml
+
     manifest = source["manifest"]
     text = source.get("manifest_yaml")
     if isinstance(text, str):
         try:
-            if yaml.safe_load(text) == manifest:
+            if load_yaml(text) == manifest:
                 return text
-        except (yaml.YAMLError, RecursionError):
+        except (yaml.YAMLError, YamlTooLarge):
             pass
         logger.warning("%s: the stored tool.yaml disagrees with its manifest; writing the manifest", source["tool_id"])
     return yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True)

@@ -141,6 +141,8 @@ def _read(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """A tool.yaml's manifest, or why it cannot be read; parsed once while unchanged."""
     import yaml
 
+    from ..core.yaml_safe import YamlTooLarge, load_yaml
+
     try:
         stat = path.stat()
         cached = _manifests.get(path)
@@ -152,17 +154,19 @@ def _read(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     manifest: dict[str, Any] | None = None
     problem: str | None = None
     try:
-        loaded = yaml.load(raw.decode("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        loaded = load_yaml(raw)
         if isinstance(loaded, dict):
             manifest = loaded
         else:
             problem = "not a mapping"
     except UnicodeDecodeError:
         problem = "not UTF-8 text"
+    except YamlTooLarge as e:
+        problem = str(e)
     except yaml.MarkedYAMLError as e:
         where = f" (line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1})" if e.problem_mark else ""
         problem = f"not valid YAML: {e.problem or e.context or 'cannot parse'}{where}"
-    except (yaml.YAMLError, RecursionError) as e:
+    except yaml.YAMLError as e:
         problem = "not valid YAML: " + " ".join(str(e).split())
     if len(_manifests) >= 4096:
         _manifests.clear()

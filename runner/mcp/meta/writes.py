@@ -14,6 +14,7 @@ from mcp_types import CallToolResult
 
 from ...core.refs import ToolRef, tool_name
 from ...core.text import dependents_line
+from ...core.yaml_safe import YamlTooLarge, load_yaml
 from ...errors import NotFound, Refused, UsageError
 from ...principal import requested
 from ...registry.base import Registry
@@ -177,7 +178,9 @@ def _manifest(value: dict[str, Any] | str) -> tuple[dict[str, Any], str | None]:
     if isinstance(value, dict):
         return dict(value), None
     try:
-        doc = yaml.safe_load(value)
+        doc = load_yaml(value)
+    except YamlTooLarge as e:
+        raise UsageError(f"manifest: {e}", hint="publish a smaller manifest") from None
     except yaml.YAMLError as e:
         raise UsageError(f"the manifest is not valid YAML or JSON: {e}", hint="give it as a JSON object") from e
     if not isinstance(doc, dict):
