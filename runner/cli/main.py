@@ -260,6 +260,13 @@ def progress(line: str) -> None:
 def parse_params(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
     params: dict[str, Any] = {}
     if args.params:
+        from ..core.params import MAX_PARAM_DEPTH, json_depth_exceeds
+
+        if json_depth_exceeds(args.params):
+            raise UsageError(
+                f"--params nests deeper than {MAX_PARAM_DEPTH} levels, the most parameters may nest",
+                hint="flatten the parameters, or pass large structured data as a file the tool reads",
+            )
         try:
             params = json.loads(args.params)
         except ValueError as e:

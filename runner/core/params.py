@@ -115,7 +115,7 @@ def _not_json(value: Any) -> Iterator[str]:
                 yield f"{where}: must not contain itself"
                 continue
             if len(ancestors) >= MAX_PARAM_DEPTH:
-                yield f"{where}: parameters may nest at most {MAX_PARAM_DEPTH} levels deep"
+                yield f"{path.split('.', 1)[0]}: parameters may nest at most {MAX_PARAM_DEPTH} levels deep"
                 return
             inner = ancestors | {id(item)}
             if isinstance(item, dict):
@@ -148,8 +148,11 @@ def _describe(failure: Failure) -> Iterator[str]:
         yield f"{where}: " + (wants(failure) or f"does not satisfy the schema's {rule!r} rule")
 
 
-def coerce_strings(schema: Mapping[str, Any] | None, raw: Mapping[str, str]) -> dict[str, Any]:
-    """`-p key=value` values arrive as text: read them as JSON where the schema wants a non-string."""
+def coerce_strings(
+    schema: Mapping[str, Any] | None, raw: Mapping[str, str], tool_id: str = "the tool"
+) -> dict[str, Any]:
+    """`-p key=value` values arrive as text: read them as JSON where the schema wants a non-string
+    (nested no deeper than MAX_PARAM_DEPTH, seen before json.loads recurses)."""
     props = (schema or {}).get("properties") or {}
     out: dict[str, Any] = {}
     for key, text in raw.items():
@@ -158,6 +161,8 @@ def coerce_strings(schema: Mapping[str, Any] | None, raw: Mapping[str, str]) -> 
         if types and types <= {"string"}:
             out[key] = text
             continue
+        if json_depth_exceeds(text):
+            raise InvalidParameters(tool_id, [f"{key}: parameters may nest at most {MAX_PARAM_DEPTH} levels deep"])
         try:
             out[key] = json.loads(text)
         except ValueError:

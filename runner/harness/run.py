@@ -36,6 +36,7 @@ from ..core.records import params_digest, params_snapshot, run_record, scrub, sc
 from ..errors import KiwiError, NotFound, RegistryUnavailable
 from ..policy import Admission, Call, Denied, Gate
 from ..primitives.base import Invocation, Outcome, RunListener
+from ..principal import requested
 from ..registry.base import Registry
 from ..registry.spaces import find as find_local
 from ..registry.spaces import spaces as local_spaces_of
@@ -197,7 +198,7 @@ class Runner:
             plan = plan or await self.plan(tool_id, version)
             plan, trust_warnings = await self._hold_to_trust(plan, tool_id, version)
             if raw_params and isinstance(given, dict):
-                given = {**given, **coerce_strings(plan.parameters, raw_params)}
+                given = {**given, **coerce_strings(plan.parameters, raw_params, plan.tool_id)}
             values = validate_params(plan.tool_id, plan.parameters, given)
             admission = await self.gate.admit(plan, values, call, dry_run)
             result = await self._execute(plan, values, dry_run, listener)
@@ -446,7 +447,10 @@ class Runner:
     def _record(self, result: RunResult, plan: Plan | None, params: Any, started_at: float) -> None:
         """Queue the run's record, made and written behind the run (recorder.py). A caller may
         reuse its parameters once the run returns, so they are copied now when a shallow copy
-        is a whole one, else their digest is taken now."""
+        is a whole one, else their digest is taken now. An anonymous call has no run record (the
+        database keeps none for callers who are nobody): its audit row says how it ended."""
+        if _anonymous(self.registry):
+            return
         snapshot = params_snapshot(params)
         result.run_id = self.recorder.submit(
             partial(
@@ -468,6 +472,12 @@ class Runner:
                 started_at=started_at,
             )
         )
+
+
+def _anonymous(registry: Registry) -> bool:
+    """Whether the running call acts as nobody: the request's principal, else the registry's own."""
+    who = requested() or getattr(registry, "principal", None)
+    return getattr(who, "role", None) == "anon"
 
 
 def _shadowing(plan: Plan) -> list[str]:
