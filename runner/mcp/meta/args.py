@@ -3,6 +3,7 @@ checks of their arguments, in one place because several tools share them."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -16,6 +17,7 @@ __all__ = [
     "ITEM_TYPES",
     "ExecuteRequest",
     "FileInput",
+    "check_context_id",
     "check_item_type",
     "item_type_of",
     "same_tool",
@@ -83,6 +85,20 @@ def check_item_type(item_type: str | None) -> str | None:
             hint="item_type is one of directive, tool, knowledge (or leave it out for all)",
         )
     return item_type
+
+
+def check_context_id(context: str | None) -> str | None:
+    """`context`, an execution context's id (a UUID), checked here so that the registry is never
+    handed text it cannot read as one (it would answer with a raw type error)."""
+    if context is None:
+        return None
+    try:
+        return str(uuid.UUID(context))
+    except (ValueError, TypeError, AttributeError):
+        raise UsageError(
+            "context: must be an execution context's id (a UUID)",
+            hint="pass the id a directive's run or action=open_context answered with, or leave context out",
+        ) from None
 
 
 def split_ref(item_id: str | None, version: str | None) -> tuple[str, str | None]:

@@ -16,7 +16,7 @@ from ...policy import permissions as access
 from ...primitives.base import RunListener
 from .. import approvals
 from ..notify_run import following
-from .args import ACTIONS, ExecuteRequest, FileInput, split_ref
+from .args import ACTIONS, ExecuteRequest, FileInput, check_context_id, split_ref
 from .audit import audited_action, manifest_tool_id
 from .import_action import import_tools
 from .results import guarded, ok
@@ -186,7 +186,8 @@ async def _run(state: ServerState, req: ExecuteRequest, listener: RunListener | 
 async def _open_context(state: ServerState, req: ExecuteRequest) -> CallToolResult:
     ref, ver = split_ref(req.item_id, req.version) if req.item_id else (None, None)
     directive = f"{ref}@{ver}" if ver else ref
-    opened = await state.registry.open_context(req.session, directive, req.context, req.permissions)
+    parent = check_context_id(req.context)
+    opened = await state.registry.open_context(req.session, directive, parent, req.permissions)
     return ok(access.summary(opened), {"action": "open_context", "context": opened})
 
 
