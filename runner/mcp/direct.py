@@ -51,7 +51,7 @@ from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
-from mcp_types import INVALID_PARAMS, CallToolResult
+from mcp_types import INVALID_PARAMS, CallToolResult, GetPromptResult
 from mcp_types import Tool as MCPTool
 
 from ..core.plan import Plan
@@ -105,6 +105,15 @@ class DirectServer(MCPServer):
 
     async def list_tools(self) -> list[MCPTool]:
         return [tool.listed() for tool in self.tools.values()]
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> GetPromptResult:
+        """Direct mode offers tools only (prompts/list is empty): any name is an unknown prompt,
+        a -32602 naming it, where the SDK's own answer is an internal error and a traceback."""
+        raise MCPError(
+            INVALID_PARAMS, f"unknown prompt {name[:200]!r}: this server offers the tools of {self.directive}"
+        )
 
     async def refresh(self) -> bool:
         """Read the directive's tool context again (the registry changed); whether the listed
