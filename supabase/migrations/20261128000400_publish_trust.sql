@@ -122,6 +122,8 @@ begin
   -- speculative inserts of one new tool would otherwise deadlock on the unique index
   -- when the first one updates its row (tests/test_concurrent_publish.py).
   perform pg_advisory_xact_lock(hashtext('kiwi.publish'), hashtext(v_ref));
+  -- tools, versions and bytes per namespace and user (20261128030600_quotas.sql)
+  perform kiwi_internal.check_publish_quotas(v_ns, v_ref, v_version, p_manifest, v_files, p_manifest_yaml);
   select * into v_tool from public.tools t where t.namespace = v_ns and t.tool_id = v_tool_id for update;
   if not found then
     insert into public.tools (namespace, tool_id, tool_type, executor_id, name, visibility, owner_id)
