@@ -638,6 +638,14 @@ SPLINTER_0029 = _splinter_lint("0029_authenticated_security_definer_function_exe
 # my_namespaces(), caller_identity()), never from an argument, and refuses or narrows
 # accordingly. Keys are splinter's `schema.name(arguments)`.
 ANON_SECURITY_DEFINER_ALLOWED = {
+    "kiwi_internal.record_audit(p_entry jsonb)": (
+        "record_audit calls it; the row's caller is caller_identity() (anon: role:anon), never taken from the "
+        "entry; anon's rows within registry_limits.anon_audit_rows_per_minute (anon_audit_take)"
+    ),
+    "kiwi_internal.record_audits(p_entries jsonb)": (
+        "record_audits calls it; every row's caller is caller_identity() (anon: role:anon), never taken from an "
+        "entry; anon's batch all or none within registry_limits.anon_audit_rows_per_minute (anon_audit_take)"
+    ),
     "kiwi_internal.my_namespaces(p_owned_only boolean)": (
         "RLS policies call it as the querying user; it returns only auth.uid()'s own memberships"
     ),
@@ -712,12 +720,6 @@ AUTHENTICATED_SECURITY_DEFINER_ALLOWED = {
     "kiwi_internal.store_search_embeddings(p_model text, p_items jsonb)": (
         "store_search_embeddings calls it; only for texts of tools the caller may embed (my_namespaces()), and only "
         "admins replace a stored vector"
-    ),
-    "kiwi_internal.record_audit(p_entry jsonb)": (
-        "record_audit calls it; the row's caller is caller_identity(), never taken from the entry"
-    ),
-    "kiwi_internal.record_audits(p_entries jsonb)": (
-        "record_audits calls it; anon is refused, every row's caller is caller_identity(), never taken from an entry"
     ),
     "kiwi_internal.record_runs(p_runs jsonb)": (
         "record_run(s) call it; each record's caller is caller_identity(), never taken from the record"

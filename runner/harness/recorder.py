@@ -26,6 +26,11 @@ one that stopped while the registry was unreachable, leaves its records there, a
 next recorder of the same registry writes them (at its start, when it is made inside a
 running event loop, else at its first record). A record is then made when it is
 submitted, not in the writer.
+
+Anonymous callers' audit rows are written in batches of at most ANON_BATCH, within the
+budget the registry gives all anonymous callers a minute (20261128040000_anonymous_audit.sql):
+a batch refused for want of room (PT429) is kept and written again, as when the registry
+is unreachable, once the minute has turned.
 """
 
 from __future__ import annotations
@@ -60,6 +65,10 @@ RETRY_MAX_S = 15.0
 KEEP_S = 120.0
 MAX_WAITING = 50_000
 DUPLICATE_ID = "23505"
+# Anonymous audit rows: a budget per minute shared by every anonymous caller; a batch
+# beyond it is refused whole (OVER_BUDGET), so anonymous batches stay small.
+ANON_BATCH = 50
+OVER_BUDGET = "PT429"
 
 
 @dataclass(frozen=True)
@@ -200,9 +209,11 @@ class RunRecorder:
                     groups.setdefault((item.principal, item.kind), []).append(item)
                 unreachable: list[_Queued] = []
                 for (principal, kind), theirs in groups.items():
+                    size = ANON_BATCH if principal is not None and principal.role == "anon" else MAX_BATCH
                     with acting_as(principal):
                         made = [q for q in map(self._made, theirs) if q is not None]
-                        unreachable += await self._write_batch(kind, made)
+                        for at in range(0, len(made), size):
+                            unreachable += await self._write_batch(kind, made[at : at + size])
                 self._keep(unreachable)
         finally:
             self._hurry.clear()
@@ -230,6 +241,9 @@ class RunRecorder:
             self._unreachable = e.message
             return batch
         except KiwiError as e:
+            if e.sqlstate == OVER_BUDGET:  # anonymous rows beyond this minute's budget: kept, as above
+                self._unreachable = e.message
+                return batch
             if len(batch) > 1 and (isinstance(e, UsageError) or e.sqlstate == DUPLICATE_ID):
                 # one bad record, or one an unanswered write did store, refuses its batch:
                 # write them one by one, losing only the bad one

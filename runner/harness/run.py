@@ -382,7 +382,9 @@ class Runner:
                 if (mismatch := contract.mismatch(outcome.output)) is not None:
                     scrub_error(mismatch, self._secrets(plan))
                     result.status, result.error, result.failure = "error", str(mismatch), mismatch
-        result.warnings = warnings
+        said = result.detail.get("warnings") if isinstance(result.detail, dict) else None
+        # what the primitive warned of (a parameter not in the environment, a cut output) is the run's too
+        result.warnings = [*warnings, *(w for w in said or [] if isinstance(w, str))]
         return result
 
     def environ_for(self, plan: Plan) -> Mapping[str, str]:

@@ -6,7 +6,9 @@
 -- resolved to), whether the call was allowed, and if not why, in which session and
 -- under which directive, how long it took and how it ended. Parameter values are never
 -- stored: only their sha256 and size. Callers read their own rows, admins all of them;
--- rows are never updated, and service_role deletes old ones.
+-- rows are never updated, and service_role deletes old ones. Anonymous callers write rows
+-- too, in the name role:anon and within a budget per minute
+-- (20261128040000_anonymous_audit.sql).
 --
 -- Two questions for the dashboard: "what did this session do" (session_activity) and
 -- "what did this tool look like when it ran" (audited_tool_versions: each audited call
@@ -59,7 +61,7 @@ comment on column public.audit_log.outcome is 'How an allowed call ended: succes
 comment on column public.audit_log.params_sha256 is 'sha256 (hex) of the parameters as the runner serialised them; never the values.';
 comment on column public.audit_log.params_size is 'Size in bytes of the serialised parameters.';
 comment on column public.audit_log.run_id is 'The tool_runs row of the call, when one was recorded.';
-comment on column public.audit_log.caller is 'Set by the database (kiwi_internal.caller_identity()): a user id, or role:<role> without a JWT subject.';
+comment on column public.audit_log.caller is 'Set by the database (kiwi_internal.caller_identity()): a user id, or role:<role> without a JWT subject; role:anon for every anonymous caller, whatever its claims say.';
 comment on column public.audit_log.caller_role is 'The role the caller acted as, set by the database.';
 
 create index audit_log_session_id_at_idx on public.audit_log (session_id, at, id);
@@ -212,17 +214,15 @@ as $$
 declare
   v_problems text[] := kiwi_internal.audit_problems(p_entry);
   v_role     text := kiwi_internal.caller_role();
-  v_reason   text;
   v_id       uuid;
 begin
-  if v_role = 'anon' then
-    raise exception 'anonymous callers cannot write the audit log'
-      using errcode = '42501', hint = 'sign in';
-  end if;
   if cardinality(v_problems) > 0 then
     raise exception 'invalid audit entry: %', array_to_string(v_problems, '; ')
       using errcode = '22023', detail = to_jsonb(v_problems)::text,
             hint = 'fix the fields named above; nothing was recorded';
+  end if;
+  if v_role = 'anon' then   -- within the anonymous budget (20261128040000_anonymous_audit.sql), or PT429
+    perform kiwi_internal.anon_audit_take(1);
   end if;
 
   insert into public.audit_log (id, at, session_id, directive, action, tool_id, server, version, content_hash,
@@ -236,13 +236,14 @@ begin
           p_entry ->> 'decision', p_entry ->> 'reason', (p_entry ->> 'retry_after_s')::numeric,
           (p_entry ->> 'duration_ms')::double precision, p_entry ->> 'outcome',
           p_entry ->> 'params_sha256', (p_entry ->> 'params_size')::int, (p_entry ->> 'run_id')::uuid,
-          kiwi_internal.caller_identity(), v_role)
+          case when v_role = 'anon' then 'role:anon' else kiwi_internal.caller_identity() end, v_role)
   returning id into v_id;
   return v_id;
 end
 $$;
 revoke execute on function kiwi_internal.record_audit(jsonb) from public;
-grant execute on function kiwi_internal.record_audit(jsonb) to authenticated, service_role;
+-- Writes only in the caller's name (anon: role:anon, within its budget).
+grant execute on function kiwi_internal.record_audit(jsonb) to anon, authenticated, service_role;
 
 create function public.record_audit(p_entry jsonb) returns uuid
   language plpgsql volatile
@@ -253,9 +254,9 @@ begin
 end
 $$;
 comment on function public.record_audit(jsonb) is
-  'Audit one call: {session_id, tool_id, decision (allowed|refused), reason (required when refused), directive, action (run|dry_run|create|update|publish|delete|import|approve|deny|open_context), server, version, content_hash, retry_after_s, duration_ms, outcome (success|error|timeout; none when refused), params_sha256, params_size, run_id, id, at}. The database sets who asked; unknown or bad fields are refused by name. Returns the row''s id.';
+  'Audit one call: {session_id, tool_id, decision (allowed|refused), reason (required when refused), directive, action (run|dry_run|create|update|publish|delete|import|approve|deny|open_context), server, version, content_hash, retry_after_s, duration_ms, outcome (success|error|timeout; none when refused), params_sha256, params_size, run_id, id, at}. The database sets who asked (anonymous callers: role:anon, within registry_limits.anon_audit_rows_per_minute, else PT429); unknown or bad fields are refused by name. Returns the row''s id.';
 revoke execute on function public.record_audit(jsonb) from public;
-grant execute on function public.record_audit(jsonb) to authenticated, service_role;
+grant execute on function public.record_audit(jsonb) to anon, authenticated, service_role;
 
 -- Many entries in one call, all or nothing, in one INSERT (the runner writes an audit row
 -- for every call, in batches behind the replies: a statement per row cost ~120 µs each).
@@ -267,9 +268,6 @@ declare
   v_role text := kiwi_internal.caller_role();
   v_bad  text[];
 begin
-  if v_role = 'anon' then
-    raise exception 'anonymous callers cannot write the audit log' using errcode = '42501', hint = 'sign in';
-  end if;
   if jsonb_typeof(p_entries) is distinct from 'array' then
     raise exception 'invalid audit entries: must be a JSON array of audit entries' using errcode = '22023';
   end if;
@@ -284,6 +282,9 @@ begin
       using errcode = '22023', detail = to_jsonb(v_bad)::text,
             hint = 'fix the fields named above; nothing was recorded';
   end if;
+  if v_role = 'anon' then   -- within the anonymous budget (20261128040000_anonymous_audit.sql), or PT429
+    perform kiwi_internal.anon_audit_take(jsonb_array_length(p_entries));
+  end if;
   return query
   insert into public.audit_log (id, at, session_id, directive, action, tool_id, server, version, content_hash,
                                 decision, reason, retry_after_s, duration_ms, outcome, params_sha256,
@@ -296,15 +297,15 @@ begin
          e.entry ->> 'decision', e.entry ->> 'reason', (e.entry ->> 'retry_after_s')::numeric,
          (e.entry ->> 'duration_ms')::double precision, e.entry ->> 'outcome',
          e.entry ->> 'params_sha256', (e.entry ->> 'params_size')::int, (e.entry ->> 'run_id')::uuid,
-         kiwi_internal.caller_identity(), v_role
+         case when v_role = 'anon' then 'role:anon' else kiwi_internal.caller_identity() end, v_role
     from jsonb_array_elements(p_entries) with ordinality as e(entry, n)
    order by e.n
   returning id;
 end
 $$;
 revoke execute on function kiwi_internal.record_audits(jsonb) from public;
--- Checks the caller itself (anon refused); writes rows only in the caller's name.
-grant execute on function kiwi_internal.record_audits(jsonb) to authenticated, service_role;
+-- Writes rows only in the caller's name (anon: role:anon, within its budget).
+grant execute on function kiwi_internal.record_audits(jsonb) to anon, authenticated, service_role;
 
 create function public.record_audits(p_entries jsonb) returns setof uuid
   language plpgsql volatile
@@ -315,9 +316,9 @@ begin
 end
 $$;
 comment on function public.record_audits(jsonb) is
-  'record_audit for a JSON array of entries in one call, in order; returns their ids. One bad entry refuses them all.';
+  'record_audit for a JSON array of entries in one call, in order; returns their ids. One bad entry refuses them all, and so does an anonymous batch that does not fit in the minute''s budget (PT429, saying when to retry).';
 revoke execute on function public.record_audits(jsonb) from public;
-grant execute on function public.record_audits(jsonb) to authenticated, service_role;
+grant execute on function public.record_audits(jsonb) to anon, authenticated, service_role;
 
 -- Views for the dashboard. security_invoker: each reader sees only the rows RLS lets
 -- them read (their own; admins all), and only the tool versions they may see.

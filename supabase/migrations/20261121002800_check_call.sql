@@ -28,6 +28,11 @@
 --       namespace's private one) in the caller's own buckets. One over its limit:
 --         {allowed: false, kind: 'rate_limited', reason, retry_after_s, limit, limits}
 --       and nothing else happens (no approval is recorded or used).
+--       An anonymous call is also refused so, while the audit rows anonymous callers may
+--       write this minute are used up (registry_limits.anon_audit_rows_per_minute,
+--       20261128040000_anonymous_audit.sql): a call that runs must leave its row. The
+--       budget's state is then one of the answer's limits (scope anonymous_audit), so an
+--       anonymous verdict is never remembered as one no limit counts.
 --   (b) unless dry_run, approvals (20261121002400_approvals.sql):
 --       with approval_id: used exactly as use_approval uses it (the caller's own,
 --       approved, unexpired, unused, same tool and parameters, same content; never by an
@@ -132,6 +137,7 @@ declare
   v_policy   public.approval_policies;
   v_used     jsonb;
   v_row      public.approvals;
+  v_budget   jsonb;
 begin
   if cardinality(v_problems) > 0 then
     raise exception 'invalid call: %', array_to_string(v_problems, '; ')
@@ -158,6 +164,23 @@ begin
     return jsonb_build_object('allowed', false, 'kind', 'rate_limited', 'reason', v_limits -> 'reason',
                               'retry_after_s', v_limits -> 'retry_after_s', 'limit', v_limits -> 'limit',
                               'limits', v_limits -> 'limits');
+  end if;
+  -- an anonymous call: room for its audit row this minute (read, not taken: the row takes it)
+  if v_anon then
+    v_budget := kiwi_internal.anon_audit_budget(1, false);
+    if v_budget ? 'max_rows' then
+      v_budget := jsonb_build_object('id', null, 'scope', 'anonymous_audit', 'key', 'anon_audit_rows_per_minute',
+                                     'max_calls', v_budget -> 'max_rows', 'per_seconds', 60, 'calls', v_budget -> 'rows',
+                                     'window_resets_at', v_budget -> 'window_resets_at', 'allowed', v_budget -> 'allowed',
+                                     'retry_after_s', v_budget -> 'retry_after_s', 'reason', v_budget -> 'reason');
+      v_limits := jsonb_set(v_limits, '{limits}', (v_limits -> 'limits') || (v_budget - 'retry_after_s' - 'reason'));
+      if not (v_budget ->> 'allowed')::boolean then
+        return jsonb_build_object('allowed', false, 'kind', 'rate_limited', 'reason', v_budget -> 'reason',
+                                  'retry_after_s', v_budget -> 'retry_after_s',
+                                  'limit', v_budget - 'retry_after_s' - 'reason' - 'allowed',
+                                  'limits', v_limits -> 'limits');
+      end if;
+    end if;
   end if;
 
   -- (b) approvals, unless a dry run

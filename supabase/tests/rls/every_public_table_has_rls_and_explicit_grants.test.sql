@@ -209,8 +209,8 @@ select function_privs_are('public', 'record_run', array['jsonb'], 'authenticated
   'authenticated may execute record_run');
 select function_privs_are('public', 'record_run', array['jsonb'], 'service_role', array['EXECUTE'],
   'service_role may execute record_run');
-select function_privs_are('public', 'record_audit', array['jsonb'], 'anon', array[]::text[],
-  'anon may not execute record_audit');
+select function_privs_are('public', 'record_audit', array['jsonb'], 'anon', array['EXECUTE'],
+  'anon may execute record_audit (as role:anon, within a budget a minute)');
 select function_privs_are('public', 'record_audit', array['jsonb'], 'authenticated', array['EXECUTE'],
   'authenticated may execute record_audit');
 select function_privs_are('public', 'take_rate_limit', array['text', 'text', 'text'], 'anon', array['EXECUTE'],
