@@ -7,7 +7,10 @@ A real server process on a free loopback port, two signed-in users with tokens o
             time: runs of it with values that almost match ("a"*27+"!", "a"*40+"!", ...: bait
             for a backtracking engine), a YAML alias bomb as a manifest to `execute publish`
             (1 KB that expands to tens of MB), and JSON-RPC nested 10,000 deep
-  searcher  calls `search` over MCP, first alone, then while the attacker keeps on
+  searcher  calls `search` over MCP, first alone, then beside a benign client (another user
+            searching one request at a time, for comparison), then while the attacker keeps on
+
+Each client is a process of its own, so that neither's client work is charged to the other.
 
 Target (the issue's): the searcher's median latency under attack within 2x of its median
 alone (ratio = under attack / alone, both measured in this run). Every request has a client
@@ -59,6 +62,7 @@ EVIL = "^(a+)+$"
 BAIT = ["a" * 27 + "!", "a" * 40 + "!", "a" * 64 + "!", "a" * 4000 + "!"]
 QUERIES = ["hello", "format bytes", "bash script", "type:runtime"]
 PROTOCOL = "2025-11-25"
+BENIGN = "-"  # the attacker process's tool argument for a benign client
 ACCEPT = "application/json, text/event-stream"
 
 
@@ -208,22 +212,24 @@ async def search_until(
     return done
 
 
-async def attack(
-    attacker: Session, tool: str, stop: asyncio.Event, cycled: asyncio.Event, cycles: int, outcomes: Counter[str]
-) -> None:
-    """Pathological requests, one at a time, until `stop`: each outcome counted by kind;
-    `cycled` is set once every kind was sent `cycles` times."""
-    bomb = alias_bomb()
+async def attack(attacker: Session, tool: str, stop: asyncio.Event, cycles: int, outcomes: Counter[str]) -> None:
+    """Pathological requests, one at a time, until `stop`: each outcome counted by kind; says
+    "cycled" on stdout once every kind was sent `cycles` times."""
     kinds: list[tuple[str, Any]] = [(f"run a*{len(v) - 1}+!", v) for v in BAIT]
-    kinds += [("publish alias bomb", bomb), ("JSON nested 10,000 deep", nested_call(10_000))]
+    kinds += [("publish alias bomb", alias_bomb()), ("JSON nested 10,000 deep", nested_call(10_000))]
+    if tool == BENIGN:  # the same pace of ordinary requests, for comparison
+        kinds = [("search (a benign client)", q) for q in QUERIES]
     i = 0
     while not stop.is_set():
         if i == cycles * len(kinds):
-            cycled.set()
+            print("cycled", flush=True)
         kind, payload = kinds[i % len(kinds)]
         i += 1
         try:
-            if kind.startswith("run"):
+            if tool == BENIGN:
+                result = await attacker.call("search", {"query": payload, "limit": 5})
+                outcomes[f"{kind}: {'error' if result.get('isError') else 'answered'}"] += 1
+            elif kind.startswith("run"):
                 result = await attacker.call(
                     "execute", {"action": "run", "item_id": tool, "parameters": {"x": payload}}
                 )
@@ -237,6 +243,22 @@ async def attack(
             outcomes[f"{kind}: client timeout"] += 1
         except (httpx.HTTPError, RuntimeError) as e:
             outcomes[f"{kind}: {type(e).__name__}"] += 1
+
+
+async def attacker_process(endpoint: str, bearer: str, tool: str, timeout: float, cycles: int) -> None:
+    """The attacker as a process of its own (its client work is not charged to the searcher's
+    event loop): attacks until its stdin closes, then prints its outcomes as JSON."""
+    attacker = Session(endpoint, bearer, timeout)
+    await attacker.open()
+    stop, outcomes = asyncio.Event(), Counter[str]()
+    attacking = asyncio.create_task(attack(attacker, tool, stop, cycles, outcomes))
+    await asyncio.to_thread(sys.stdin.read)
+    stop.set()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(attacking, timeout + 1)
+    print("outcomes " + json.dumps(outcomes), flush=True)
+    with contextlib.suppress(Exception):  # a stalled server: the session is not worth waiting for
+        await asyncio.wait_for(attacker.close(), 1)
 
 
 def tenant(conn: psycopg.Connection) -> tuple[str, str]:
@@ -270,39 +292,73 @@ async def publish_evil(attacker: Session, ns: str) -> str:
     return tool
 
 
-async def measure(url: str, args: argparse.Namespace) -> tuple[Searches, Searches, Counter[str]]:
+async def under_attack(
+    searcher: Session, endpoint: str, bearer: str, tool: str, args: argparse.Namespace, outcomes: Counter[str]
+) -> Searches:
+    """Searches while the attacker process attacks (until it has cycled, or the deadline)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--attacker", endpoint, bearer, tool, "--timeout", str(args.timeout),
+        "--cycles", str(args.cycles), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    cycled = asyncio.Event()
+
+    async def read() -> None:
+        assert proc.stdout is not None
+        async for raw in proc.stdout:
+            line = raw.decode().strip()
+            if line == "cycled":
+                cycled.set()
+            elif line.startswith("outcomes "):
+                outcomes.update(json.loads(line.removeprefix("outcomes ")))
+
+    reading = asyncio.create_task(read())
+    try:
+        await asyncio.sleep(0.5)  # the attacker's session is open and its first request in
+        deadline = time.monotonic() + args.phase_s
+        return await search_until(searcher, args.searches, deadline, args.timeout, until=cycled)
+    finally:
+        proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), args.timeout + 10)
+            await reading
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            reading.cancel()
+
+
+async def measure(url: str, args: argparse.Namespace) -> tuple[Searches, Searches, Searches, Counter[str]]:
+    """Searches alone, beside a benign client, beside the attacker; the attacker's outcomes."""
     with psycopg.connect(url, autocommit=True) as conn, tempfile.TemporaryDirectory(prefix="kiwi-hostile-") as tmp:
         (a_user, ns), (s_user, _) = tenant(conn), tenant(conn)
         try:
             with serving(url, Path(tmp)) as endpoint:
-                attacker = Session(endpoint, token(a_user), args.timeout)
+                publisher = Session(endpoint, token(a_user), args.timeout)
                 searcher = Session(endpoint, token(s_user), args.timeout)
-                await attacker.open()
+                await publisher.open()
                 await searcher.open()
                 try:
-                    tool = await publish_evil(attacker, ns)
+                    tool = await publish_evil(publisher, ns)
                     await search_until(searcher, 10, time.monotonic() + args.phase_s, args.timeout)  # warm-up
                     alone = await search_until(searcher, args.searches, time.monotonic() + args.phase_s, args.timeout)
-                    stop, cycled, outcomes = asyncio.Event(), asyncio.Event(), Counter[str]()
-                    attacking = asyncio.create_task(attack(attacker, tool, stop, cycled, args.cycles, outcomes))
-                    await asyncio.sleep(0.05)  # the attacker's first request is in
-                    deadline = time.monotonic() + args.phase_s
-                    hostile = await search_until(searcher, args.searches, deadline, args.timeout, until=cycled)
-                    stop.set()
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(attacking, args.timeout + 1)
+                    benign, outcomes = Counter[str](), Counter[str]()
+                    busy = await under_attack(searcher, endpoint, token(a_user), BENIGN, args, benign)
+                    hostile = await under_attack(searcher, endpoint, token(a_user), tool, args, outcomes)
                 finally:
-                    await attacker.close()
+                    await publisher.close()
                     await searcher.close()
         finally:
             for user in (a_user, s_user):
                 conn.execute("delete from tools where owner_id = %s", (user,))
                 conn.execute("delete from namespaces where owner_id = %s", (user,))
-    return alone, hostile, outcomes
+    return alone, busy, hostile, outcomes
 
 
-def report(alone: Searches, hostile: Searches, outcomes: Counter[str], args: argparse.Namespace) -> list[str]:
-    if not alone.latencies_ms or not hostile.latencies_ms:
+def report(
+    alone: Searches, busy: Searches, hostile: Searches, outcomes: Counter[str], args: argparse.Namespace
+) -> list[str]:
+    if not alone.latencies_ms or not busy.latencies_ms or not hostile.latencies_ms:
         raise SystemExit("no searches were measured")
     a, h = statistics.median(alone.latencies_ms), statistics.median(hostile.latencies_ms)
 
@@ -318,8 +374,10 @@ def report(alone: Searches, hostile: Searches, outcomes: Counter[str], args: arg
         f"# A hostile tenant against another's search ({git_commit()}; client timeout {args.timeout:g} s)",
         "",
         line("search alone", alone),
+        line("search beside benign", busy),
         line("search under attack", hostile),
-        f"ratio of the medians {h / a:8.2f}x (target <= {TARGET:g}x)",
+        f"ratio of the medians {h / a:8.2f}x (target <= {TARGET:g}x); beside a benign client at the same pace "
+        f"{statistics.median(busy.latencies_ms) / a:.2f}x",
         "",
         "the attacker's requests meanwhile:",
         *(f"  {n:5d}  {kind}" for kind, n in sorted(outcomes.items())),
@@ -328,6 +386,14 @@ def report(alone: Searches, hostile: Searches, outcomes: Counter[str], args: arg
     verdicts = [
         Verdict("search median under attack / alone", h / a, "x", "<=", TARGET),
         Verdict("search median alone", a, "ms", "<=", a, judged=False),
+        Verdict(
+            "search median beside a benign client / alone",
+            statistics.median(busy.latencies_ms) / a,
+            "x",
+            "<=",
+            TARGET,
+            judged=False,
+        ),
         Verdict(
             "search under attack, slowest",
             max(hostile.latencies_ms),
@@ -352,10 +418,14 @@ def main() -> int:
         default=2,
         help="the attack phase lasts until every attack was sent this often (default 2)",
     )
+    parser.add_argument("--attacker", nargs=3, metavar=("ENDPOINT", "TOKEN", "TOOL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.attacker:
+        asyncio.run(attacker_process(*args.attacker, args.timeout, args.cycles))
+        return 0
     url = os.environ.get("KIWI_DATABASE_URL", DEFAULT_URL)
-    alone, hostile, outcomes = asyncio.run(measure(url, args))
-    print("\n".join(report(alone, hostile, outcomes, args)))
+    alone, busy, hostile, outcomes = asyncio.run(measure(url, args))
+    print("\n".join(report(alone, busy, hostile, outcomes, args)))
     return 0 if statistics.median(hostile.latencies_ms) <= TARGET * statistics.median(alone.latencies_ms) else 1
 
 
