@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -12,6 +13,36 @@ def is_utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "must not contain NUL (\\u0000): PostgreSQL text cannot hold it"
+    if not is_utf8(text):
+        return "must be valid Unicode text (it holds a lone surrogate)"
+    return None
+
+
+def unstorable_text(value: Any, where: str) -> Iterator[str]:
+    """Each place of `value` (JSON: dicts, lists, strings...) holding text the registry cannot
+    store, a NUL or a lone surrogate, as `where.key[1]: why` (lists counted from 1, as the
+    registry counts them). Walked without recursion: a value may be nested deeply."""
+    stack: list[tuple[str, Any]] = [(where, value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            problem = _text_problem(item)
+            if problem:
+                yield f"{path}: {problem}"
+        elif isinstance(item, dict):
+            for key, child in reversed(list(item.items())):
+                problem = _text_problem(key) if isinstance(key, str) else None
+                if problem:
+                    yield f"{path}: a key {problem}"
+                else:
+                    stack.append((f"{path}.{key}", child))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{path}[{i}]", child) for i, child in reversed(list(enumerate(item, start=1))))
 
 
 def first_line(text: str | None) -> str:

@@ -33,6 +33,7 @@ from functools import partial
 from typing import Any, Literal, Protocol, Self, TypeAlias
 
 from ..core.plan import Plan
+from ..core.text import unstorable_text
 from ..errors import UsageError
 
 __all__ = ["Backend", "Cache", "Registry", "Returns", "Select"]
@@ -96,6 +97,21 @@ def _uuid(value: str) -> str:
         raise UsageError(
             f"not an approval id: {value!r}", hint="approval ids are uuids; list them with `kiwi approvals`"
         ) from None
+
+
+def _storable(manifest: Any, files: Sequence[Any], manifest_yaml: str | None = None) -> None:
+    """Refuse, naming each field, what PostgreSQL cannot store (a NUL, a lone surrogate) before it
+    is sent: the database would answer with a raw error naming no field."""
+    problems = [
+        *unstorable_text(manifest, "manifest"),
+        *unstorable_text(list(files), "files"),
+        *unstorable_text(manifest_yaml, "manifest_yaml"),
+    ]
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        err = UsageError(f"invalid manifest:\n{lines}", hint="remove those characters; nothing was sent")
+        err.problems = problems  # type: ignore[attr-defined]  # as a 22023 from the registry carries them
+        raise err
 
 
 class Registry:
@@ -202,7 +218,8 @@ class Registry:
         transaction. `approval_id` (sent only when given): an admin's approval of this exact
         content, for a write only an admin may otherwise make; it is used up, or Refused saying
         why (pending, denied, expired, used, other content); given for a publish that needs
-        none, UsageError."""
+        none, UsageError. Text PostgreSQL cannot store is refused here, naming the field."""
+        _storable(manifest, files, manifest_yaml)
         return await self._call(
             "publish_tool_version",
             {"p_manifest": manifest, "p_files": list(files)},
@@ -218,6 +235,7 @@ class Registry:
         (policy 'command write') of publishing exactly this content, which only an admin
         decides -> {id, status, tool_id, version, content_hash, expires_at, decide, why}.
         Refused for a publish that needs none (PT409) and for anon."""
+        _storable(manifest, files)
         args = {"p_manifest": manifest, "p_files": list(files)}
         return await self._call("request_publish_approval", args, p_session=session)
 
@@ -249,6 +267,7 @@ class Registry:
     async def preview_plan(self, manifest: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
         """public.preview_execution_plan(p_manifest, p_files): the plan an unpublished tool
         (a local space's tool.yaml) would have, its executor chain taken from the registry."""
+        _storable(manifest, files)
         return await self._call("preview_execution_plan", {"p_manifest": manifest, "p_files": list(files)}, read=True)
 
     async def version_source(self, tool_id: str, version: str | None = None) -> dict[str, Any]:
