@@ -37,6 +37,7 @@ REGISTRY_TABLES = [
     "audit_log",
     "rate_limits",
     "registry_limits",
+    "registry_quotas",
     "execution_contexts",
     "approval_policies",
     "approvals",

@@ -4,14 +4,14 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(93);
+select plan(96);
 select tests.make_acme();
 
 -- The tables of the matrix: a new table must join it (and this list).
 select tables_are('public',
   array['namespaces', 'namespace_members', 'tools', 'tool_versions', 'tool_version_files', 'tool_type_rules',
         'tool_version_signatures', 'tool_runs', 'audit_log', 'rate_limits', 'registry_limits',
-        'execution_contexts',
+        'registry_quotas', 'execution_contexts',
         'approval_policies', 'approvals', 'namespace_secret_grants'],
   'schema public holds exactly the tables of the RLS matrix');
 select is_empty(
@@ -127,6 +127,12 @@ select table_privs_are('public', 'registry_limits', 'authenticated', array['SELE
   'authenticated may only read registry_limits');
 select table_privs_are('public', 'registry_limits', 'service_role', array['SELECT', 'INSERT', 'UPDATE', 'DELETE'],
   'service_role sets, changes and removes registry limits');
+select table_privs_are('public', 'registry_quotas', 'anon', array['SELECT'],
+  'anon may only read registry_quotas');
+select table_privs_are('public', 'registry_quotas', 'authenticated', array['SELECT'],
+  'authenticated may only read registry_quotas');
+select table_privs_are('public', 'registry_quotas', 'service_role', array['SELECT', 'INSERT', 'UPDATE', 'DELETE'],
+  'service_role sets, changes and removes registry quotas');
 select table_privs_are('public', 'execution_contexts', 'anon', array[]::text[],
   'anon holds no privilege on execution_contexts');
 select table_privs_are('public', 'execution_contexts', 'authenticated', array['SELECT'],
