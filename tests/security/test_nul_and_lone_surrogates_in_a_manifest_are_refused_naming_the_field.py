@@ -5,6 +5,8 @@ such a manifest or file reached the database and came back as a raw error naming
 The runner's one publish path (Registry.publish, and request_publish_approval and
 preview_plan beside it), which `kiwi publish` and MCP `execute publish` both take, now refuses
 it before sending, naming each place: `manifest.description`, `files[1].content_text`, ...
+(`kiwi publish` of a directory already refused such text as it read it; its test guards that
+it still says so, without a traceback.)
 """
 
 from __future__ import annotations
@@ -90,7 +92,9 @@ def test_kiwi_publish_names_the_file(database_url: str, tmp_path: Path) -> None:
     folder = tmp_path / "tool"
     folder.mkdir()
     tool_id = f"nul_{uuid.uuid4().hex[:8]}"
-    (folder / "tool.yaml").write_text(f"tool_id: {tool_id}\ntool_type: script\nexecutor: bash_runtime\nversion: 1.0.0\n")
+    (folder / "tool.yaml").write_text(
+        f"tool_id: {tool_id}\ntool_type: script\nexecutor: bash_runtime\nversion: 1.0.0\n"
+    )
     (folder / "run.sh").write_text("echo hi\x00\n")
     done = run_kiwi(["publish", str(folder)], cwd=tmp_path, env=kiwi_env(database_url, tmp_path / "cache"))
     assert done.code == 2, done.err
