@@ -75,14 +75,15 @@ def build_spec(invocation: Invocation) -> ProcessSpec:
     _check_entrypoint_placed(invocation)
     positional, note = param_values(invocation.plan, invocation.params)
     values = {**invocation.values(), "param_values": positional}
+    env, env_notes = _environment(invocation, values)
     return ProcessSpec(
         argv=command_argv(config, environ, values, tool_id=tool),
-        env=_environment(invocation, values),
+        env=env,
         cwd=_cwd(invocation, values),
         stdin=json.dumps(invocation.params, ensure_ascii=False).encode(),
         timeout_s=seconds(config, "timeout", DEFAULT_TIMEOUT_S, tool),
         max_output_bytes=int(positive_number(config, "max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES, tool)),
-        notes=(note,) if note else (),
+        notes=(*((note,) if note else ()), *env_notes),
         on_stderr_line=invocation.listener.line if invocation.listener else None,
     )
 
@@ -265,18 +266,31 @@ def command_environment(
     return env
 
 
-def _environment(invocation: Invocation, values: Mapping[str, Any]) -> dict[str, str]:
-    """What the config declares (command_environment), the parameters, and the tool's identity.
-    A parameter too large for one environment string (exec would fail) is left out of
-    KIWI_PARAM_*; stdin carries it."""
+def _environment(invocation: Invocation, values: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """What the config declares (command_environment), the parameters, and the tool's identity;
+    and a note for each parameter too large for one environment string (exec would fail): it
+    is left out of KIWI_PARAM_*, named in KIWI_PARAMS_NOT_IN_ENV (so a tool can tell it from an
+    absent one) and in the run's warnings; stdin carries it, with every parameter, as JSON."""
     env = command_environment(invocation.config, invocation.environ, values, tool_id=invocation.plan.tool_id)
+    left_out: list[str] = []
+    notes: list[str] = []
     for name, value in invocation.params.items():
         text = as_text(value)
-        if len(text) <= _MAX_ENV_PARAM_BYTES // 4 or len(text.encode()) <= _MAX_ENV_PARAM_BYTES:
-            env["KIWI_PARAM_" + _PARAM_NAME.sub("_", name.upper())] = text
+        variable = "KIWI_PARAM_" + _PARAM_NAME.sub("_", name.upper())
+        if len(text) <= _MAX_ENV_PARAM_BYTES // 4 or (size := len(text.encode())) <= _MAX_ENV_PARAM_BYTES:
+            env[variable] = text
+            continue
+        left_out.append(name)
+        notes.append(
+            f"parameter {name!r} ({size} bytes) is over the {_MAX_ENV_PARAM_BYTES} bytes an environment "
+            f"variable holds: {variable} is not set (KIWI_PARAMS_NOT_IN_ENV names it); the tool has it "
+            "on stdin, with every parameter, as one JSON object"
+        )
+    if left_out:
+        env["KIWI_PARAMS_NOT_IN_ENV"] = ",".join(left_out)
     env["KIWI_TOOL_ID"] = invocation.plan.tool_id
     env["KIWI_TOOL_VERSION"] = invocation.plan.version
-    return env
+    return env, notes
 
 
 def _cwd(invocation: Invocation, values: Mapping[str, Any]) -> Path | None:
