@@ -263,7 +263,7 @@ async def test_a_syntax_check_may_be_an_argv_list_and_has_a_timeout(run_plan: An
         ),
         (
             {"rules": [{"type": "syntax_check", "command": "true", "timeout": "1m"}]},
-            "config.validation.rules[0].timeout must be a number of seconds greater than 0, not '1m'",
+            "config.validation.rules[0].timeout must be a number of seconds greater than 0 and at most 86400",
         ),
     ],
 )

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..core.expand import expand_vars_deep, fill, render_argv
 from ..errors import ConfigError, PrimitiveError
+from ..primitives.process import MAX_TIMEOUT_S
 from ..primitives.subprocess import ProcessSpec, passthrough, spawn
 from ..sandbox.confine import ENV_DIR, NOBODY
 from ..sandbox.site import ToolSite, hand_over
@@ -139,6 +140,20 @@ def _acquire(path: Path) -> Any:
     return handle
 
 
+def _step_timeout(spec: Mapping[str, Any]) -> float:
+    """config.environment.timeout: seconds above 0 and at most MAX_TIMEOUT_S, as the registry holds
+    every timeout (a ConfigError naming the field, never a float() traceback or an endless step)."""
+    value = spec.get("timeout")
+    if value is None:
+        return DEFAULT_STEP_TIMEOUT_S
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value <= MAX_TIMEOUT_S):
+        raise ConfigError(
+            f"config.environment.timeout must be a number of seconds greater than 0 and at most "
+            f"{MAX_TIMEOUT_S:g} (24 hours), not {value!r}"
+        )
+    return float(value)
+
+
 async def _build(
     config: Mapping[str, Any],
     env_dir: Path,
@@ -149,7 +164,7 @@ async def _build(
     spec = config["environment"]
     confined = site is not None and site.confined
     values = _Expanded(config, ENV_DIR if confined else str(env_dir), environ)
-    timeout = float(spec.get("timeout") or DEFAULT_STEP_TIMEOUT_S)
+    timeout = _step_timeout(spec)
     shutil.rmtree(env_dir, ignore_errors=True)  # a half-built leftover
     env_dir.mkdir(parents=True)
     names = [*(config.get("env_passthrough") or ["PATH", "HOME"]), *(spec.get("env_passthrough") or [])]

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,6 +48,7 @@ from ..core.linear_regex import linear_pattern
 from ..core.materialize import entrypoint_file
 from ..core.plan import Plan
 from ..errors import ConfigError, Refused
+from ..primitives.process import MAX_TIMEOUT_S
 from ..primitives.subprocess import ProcessSpec, passthrough, spawn
 from ..sandbox.site import ToolSite
 
@@ -227,8 +227,11 @@ def _check_argv(
 
 def _timeout(plan: Plan, where: str, rule: Mapping[str, Any]) -> float:
     value = rule.get("timeout", DEFAULT_CHECK_TIMEOUT_S)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value < math.inf):
-        raise ConfigError(f"{plan.tool_id}: {where}.timeout must be a number of seconds greater than 0, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value <= MAX_TIMEOUT_S):
+        raise ConfigError(
+            f"{plan.tool_id}: {where}.timeout must be a number of seconds greater than 0 and at most "
+            f"{MAX_TIMEOUT_S:g} (24 hours), not {value!r}"
+        )
     return float(value)
 
 

@@ -21,7 +21,14 @@ from typing import Any
 from ..core.expand import as_text, expand_vars
 from ..core.plan import ChainLink, Plan
 from ..errors import ConfigError, Refused
-from ..primitives.subprocess import DEFAULT_PATH, command_argv, command_environment, positive_number, resolve_command
+from ..primitives.subprocess import (
+    DEFAULT_PATH,
+    command_argv,
+    command_environment,
+    positive_number,
+    resolve_command,
+    seconds,
+)
 from ..sandbox.site import ToolSite
 from .pool import DEFAULT_IDLE_SHUTDOWN_S, DEFAULT_STARTUP_TIMEOUT_S, ServerSpec, Transport
 
@@ -82,7 +89,7 @@ def server_spec(plan: Plan, environ: Mapping[str, str], site: ToolSite | None = 
     return ServerSpec(
         ref=ref,
         key=f"{ref}@{link.version}#{link.content_hash[:16]}:{fingerprint}",
-        startup_timeout_s=positive_number(config, "startup_timeout", DEFAULT_STARTUP_TIMEOUT_S, ref),
+        startup_timeout_s=seconds(config, "startup_timeout", DEFAULT_STARTUP_TIMEOUT_S, ref),
         idle_shutdown_s=positive_number(config, "idle_shutdown_s", DEFAULT_IDLE_SHUTDOWN_S, ref),
         **fields,
     )
