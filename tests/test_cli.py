@@ -459,7 +459,7 @@ def test_publish_names_the_bad_field(kiwi: Kiwi, tmp_path: Path, conn: psycopg.C
         ("date", b"tool_id: x\ntool_type: knowledge\nversion: 2024-01-01\n", "version: a YAML date"),
         ("date key", b"tool_id: x\nconfig: {2024-01-01: x}\n", "not text"),
         ("recursive alias", b"tool_id: x\nconfig: &c {self: *c}\n", "contains itself"),
-        ("deep", b"tool_id: x\nconfig: " + b"[" * 3000 + b"]" * 3000 + b"\n", "nested too deeply"),
+        ("deep", b"tool_id: x\nconfig: " + b"[" * 3000 + b"]" * 3000 + b"\n", "nests deeper than 64 levels"),
     ],
 )
 def test_a_tool_yaml_json_cannot_carry_is_a_usage_error(
