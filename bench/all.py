@@ -35,6 +35,7 @@ BENCHES = (
     "mcp_execute",
     "search",
     "hostile",
+    "sessions",
 )  # bench/<name>_bench.py, in this order
 
 

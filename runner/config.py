@@ -26,7 +26,7 @@ Environment variables:
   KIWI_SESSION_IDLE_TIMEOUT  `kiwi serve --transport http`: seconds an MCP session may go
                            unused before it is closed (default 600; [serve] session_idle_timeout)
   KIWI_MAX_SESSIONS_PER_USER  `kiwi serve --transport http`: live MCP sessions per caller
-                           (default 32; [serve] max_sessions_per_user)
+                           (default 64; [serve] max_sessions_per_user)
   KIWI_EMBEDDINGS          the model that embeds tools and queries for search: local (default:
                            the bundled wordllama model, no download) | openai (an
                            OpenAI-compatible embeddings API) | off (search by words only)
@@ -73,7 +73,7 @@ LOCKFILE_NAME = "kiwi.lock"
 # `kiwi serve --transport http`: an MCP session unused this long is closed, and a caller holds
 # at most this many live sessions (the oldest idle one makes room for a new one)
 DEFAULT_SESSION_IDLE_S = 600.0
-DEFAULT_MAX_SESSIONS_PER_USER = 32
+DEFAULT_MAX_SESSIONS_PER_USER = 64
 
 
 @dataclass(frozen=True)

@@ -185,6 +185,14 @@ def from_token(
 
 
 _VERIFIED_MAX = 1024
+
+
+def forget_verified_tokens() -> None:
+    """Empty the verified-token cache (each token is verified again at its next use): a server
+    giving memory back after a burst of callers drops what their tokens left scattered."""
+    _verified.clear()
+
+
 _verified: dict[tuple[str, str | None, str | None, str | None, float | None, float], dict[str, Any]] = {}
 
 

@@ -13,6 +13,8 @@ Who the calls act as:
   metadata at /.well-known/oauth-protected-resource/mcp, where MCP clients discover the
   authorization server. Service-role tokens are accepted only with `--admin`.
   `--insecure-no-auth` (loopback only) serves without tokens as the server's own principal.
+  An MCP session left idle for --session-idle-timeout seconds is closed, and one caller holds
+  at most --max-sessions-per-user live sessions (runner/mcp/http_sessions.py).
 
 Wire it into the kiwi CLI with `add_serve_command(sub)` on its subparsers; standalone:
 `python -m runner.cli.serve --transport stdio`. Logs go to stderr (stdout is the
@@ -34,7 +36,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from ..config import Settings
+from ..config import DEFAULT_MAX_SESSIONS_PER_USER, DEFAULT_SESSION_IDLE_S, Settings
 from ..errors import KiwiError, UsageError
 from ..principal import acting_as, anon
 
@@ -92,6 +94,23 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
         "`kiwi run` does (default: registry only; config.toml [serve] local_spaces = true)",
     )
     serve_parser.add_argument(
+        "--session-idle-timeout",
+        type=_positive(float),
+        default=None,
+        metavar="SECONDS",
+        help="http: close an MCP session no request has used for this long; its client opens another "
+        f"(default KIWI_SESSION_IDLE_TIMEOUT, else {DEFAULT_SESSION_IDLE_S:g})",
+    )
+    serve_parser.add_argument(
+        "--max-sessions-per-user",
+        type=_positive(int),
+        default=None,
+        metavar="N",
+        help="http: live MCP sessions one caller may hold; at the cap a new one closes the caller's "
+        "session idle the longest, or is refused (429) when none is idle "
+        f"(default KIWI_MAX_SESSIONS_PER_USER, else {DEFAULT_MAX_SESSIONS_PER_USER})",
+    )
+    serve_parser.add_argument(
         "--directive",
         default=None,
         metavar="REF",
@@ -104,6 +123,8 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
 
 async def cmd_serve(args: argparse.Namespace) -> int:
     """The handler `kiwi` calls (async, like its other commands)."""
+    if args.transport == "http":
+        _with_the_system_allocator()
     await serve(
         args.transport,
         host=args.host,
@@ -115,6 +136,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         allow_command_writes=args.allow_command_writes,
         local_spaces=args.local_spaces,
         directive=getattr(args, "directive", None),
+        session_idle_timeout=getattr(args, "session_idle_timeout", None),
+        max_sessions_per_user=getattr(args, "max_sessions_per_user", None),
     )
     return 0
 
@@ -130,11 +153,17 @@ async def serve(
     allow_command_writes: bool = False,
     local_spaces: bool = False,
     directive: str | None = None,
+    session_idle_timeout: float | None = None,
+    max_sessions_per_user: int | None = None,
 ) -> None:
     _log_to_stderr()
     settings = Settings.load()
     if local_spaces:
         settings = dataclasses.replace(settings, serve_local_spaces=True)
+    if session_idle_timeout is not None:
+        settings = dataclasses.replace(settings, session_idle_s=session_idle_timeout)
+    if max_sessions_per_user is not None:
+        settings = dataclasses.replace(settings, max_sessions_per_user=max_sessions_per_user)
     admin = admin or settings.admin  # KIWI_ADMIN=1 is the same explicit choice as --admin
     if transport == "stdio":
         if insecure_no_auth:
@@ -177,6 +206,7 @@ async def _serve_http(
 
     from ..mcp.auth import http_app, http_auth, is_loopback
     from ..mcp.auth import public_url as public_url_of
+    from ..mcp.http_sessions import SessionLimits
 
     if not settings.sandbox:
         raise UsageError(
@@ -208,7 +238,8 @@ async def _serve_http(
             principal = anon()
             auth = http_auth(settings, resource, allow_admin=admin)
         async with _served(settings, allow_command_writes, directive) as server:
-            app = http_app(server, host=host, resource_url=resource, auth=auth)
+            limits = SessionLimits(settings.session_idle_s, settings.max_sessions_per_user)
+            app = http_app(server, host=host, resource_url=resource, auth=auth, limits=limits)
             config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
             if auth is None:
                 _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
@@ -218,6 +249,7 @@ async def _serve_http(
                 admins = "accepted (--admin)" if admin else "refused (start with --admin to accept them)"
                 _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
                 _say(f"requires a bearer token: an access token of {auth.issuer}; service-role tokens {admins}")
+                _say(f"sessions: closed after {limits.idle_s:g} s idle; at most {limits.per_user} live per caller")
                 _say(f"protected resource metadata: {auth.metadata_url}")
                 if host in ("0.0.0.0", "::", "") and not (public_url or os.environ.get("KIWI_PUBLIC_URL")):
                     _say("hint: clients cannot reach 0.0.0.0: give --public-url (the URL they use) for the metadata")
@@ -256,6 +288,43 @@ async def _served(settings: Settings, allow_command_writes: bool, directive: str
         )
     finally:
         await runner.aclose()
+
+
+def _with_the_system_allocator() -> None:
+    """Start this command again under PYTHONMALLOC=malloc, unless PYTHONMALLOC is set already.
+
+    A shared server's MCP sessions come and go by the thousand, and what they freed should go
+    back to the system (runner/mcp/http_sessions.py trims it). CPython's own small-object
+    allocator keeps most of it, pinned by the few objects that outlive a burst of sessions
+    (3,000 abandoned sessions kept 30 to 70 MB after they had all expired); with the system's
+    allocator, glibc's malloc_trim returns nearly all of it. The allocator is chosen when the
+    interpreter starts, so the command is started again, the same process (exec), before it
+    has done anything. Only where the trim exists (glibc); PYTHONMALLOC=pymalloc keeps CPython's."""
+    import platform
+
+    if os.environ.get("PYTHONMALLOC") is not None or sys.flags.ignore_environment:
+        return
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return
+    os.environ["PYTHONMALLOC"] = "malloc"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, sys.orig_argv)
+
+
+def _positive(kind: type[float] | type[int]) -> Any:
+    """An argparse type: a finite number above 0 of `kind`, or an error naming what was given."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {'whole ' if kind is int else ''}number: {text!r}") from None
+        if not (0 < value < float("inf")):
+            raise argparse.ArgumentTypeError(f"must be above 0 (and finite), not {text}")
+        return value
+
+    return parse
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -49,10 +49,11 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
-from ..config import Settings
+from ..config import DEFAULT_MAX_SESSIONS_PER_USER, DEFAULT_SESSION_IDLE_S, Settings
 from ..errors import KiwiError, Refused, UsageError
 from ..principal import DEFAULT_AUDIENCE, DEFAULT_MAX_LIFETIME_S, Principal, acting_as, from_token
 from .http_protocol import ProtocolChecks
+from .http_sessions import SessionLimits, sessions_app
 
 __all__ = [
     "METADATA_PATH",
@@ -294,13 +295,17 @@ def _transport_security(host: str, resource_url: str) -> TransportSecuritySettin
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
-def http_app(server: MCPServer, *, host: str, resource_url: str, auth: HttpAuth | None) -> Starlette:
+def http_app(
+    server: MCPServer, *, host: str, resource_url: str, auth: HttpAuth | None, limits: SessionLimits | None = None
+) -> Starlette:
     """The ASGI app of the streamable HTTP endpoint at /mcp: with `auth`, every request needs a
     token it accepts, and the protected resource metadata is served; without (only
-    `--insecure-no-auth` on loopback), anyone who can connect is served."""
-    inner = server.streamable_http_app(
-        streamable_http_path=MCP_PATH, host=host, transport_security=_transport_security(host, resource_url)
-    )
+    `--insecure-no-auth` on loopback), anyone who can connect is served. Its MCP sessions
+    expire when idle and are capped per caller (`limits`, default Settings' defaults;
+    http_sessions.py)."""
+    limits = limits or SessionLimits(DEFAULT_SESSION_IDLE_S, DEFAULT_MAX_SESSIONS_PER_USER)
+    security = _transport_security(host, resource_url)
+    inner = sessions_app(server, path=MCP_PATH, limits=limits, transport_security=security)
     checked = ProtocolChecks(inner, path=MCP_PATH)  # the protocol errors the SDK answers otherwise
     if auth is None:
         return Starlette(routes=[Mount("/", app=checked)], lifespan=lambda app: inner.router.lifespan_context(inner))
