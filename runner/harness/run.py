@@ -33,7 +33,7 @@ from ..core.outputs import output_contract
 from ..core.params import coerce_strings, validate_params
 from ..core.plan import Plan
 from ..core.records import params_digest, params_snapshot, run_record, scrub, scrub_deep, scrub_error, secret_values
-from ..errors import KiwiError, NotFound, RegistryUnavailable
+from ..errors import KiwiError, NotFound
 from ..policy import Admission, Call, Denied, Gate
 from ..primitives.base import Invocation, Outcome, RunListener
 from ..principal import requested
@@ -210,7 +210,9 @@ class Runner:
             raise
         except KiwiError as e:
             scrub_error(e, self._secrets(plan) if plan else [])  # before it is audited, stored or shown
-            if admission is None and not isinstance(e, Denied | RegistryUnavailable):
+            if admission is None and not isinstance(e, Denied):
+                # refused before the gate: an unknown tool, bad parameters, or no registry to ask (its
+                # row is journaled and written once the registry answers again, recorder.py)
                 self.gate.refused(call, plan, tool_id, given, dry_run, e)
             result = RunResult(
                 tool_id=plan.tool_id if plan else tool_id,

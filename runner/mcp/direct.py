@@ -187,7 +187,13 @@ class DirectServer(MCPServer):
 
         inputs = {"item_id": directive, "mode": "direct"}
         await audited_action(
-            registry, session=session, action="open_context", subject=directive, inputs=inputs, work=work
+            registry,
+            session=session,
+            action="open_context",
+            subject=directive,
+            inputs=inputs,
+            work=work,
+            keep=self.runner.recorder.submit_audit,
         )
         context_id = str(opened["id"])
         if len(self._contexts) >= 4096:

@@ -6,14 +6,16 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from mcp_types import CallToolResult
 
 from ...core.records import params_digest
 from ...core.refs import ToolRef
-from ...errors import KiwiError
+from ...errors import KiwiError, RegistryUnavailable
 from ...registry.base import Registry
 
 __all__ = ["audited_action", "manifest_tool_id"]
@@ -21,10 +23,25 @@ __all__ = ["audited_action", "manifest_tool_id"]
 logger = logging.getLogger("kiwi.mcp.server")
 
 
-async def _audit(reg: Registry, entry: dict[str, Any]) -> None:
-    """Write the audit row; a failure to write it is logged, never a failed call."""
+Keep = Callable[[dict[str, Any]], None]
+"""Takes an audit row the registry could not be reached for (the run recorder's submit_audit:
+journaled, and written once the registry answers again)."""
+
+
+async def _audit(reg: Registry, entry: dict[str, Any], keep: Keep | None = None) -> None:
+    """Write the audit row; a failure to write it is logged, never a failed call. A row the
+    registry could not be reached for goes to `keep`, when there is one, under the id and time
+    it was first written with (a write whose answer was lost may have stored it: not twice)."""
+    row = {k: v for k, v in entry.items() if v is not None}
+    if keep is not None:
+        row = {"id": str(uuid.uuid4()), "at": datetime.now(UTC).isoformat(), **row}
     try:
-        await reg.record_audit({k: v for k, v in entry.items() if v is not None})
+        await reg.record_audit(row)
+    except RegistryUnavailable as e:
+        if keep is None:
+            logger.warning("could not audit the call of %s: %s", entry.get("tool_id"), e.message)
+        else:
+            keep(row)
     except KiwiError as e:
         logger.warning("could not audit the call of %s: %s", entry.get("tool_id"), e.message)
 
@@ -43,6 +60,7 @@ async def audited_action(
     subject: str | None,
     inputs: dict[str, Any],
     work: Callable[[], Awaitable[CallToolResult]],
+    keep: Keep | None = None,
 ) -> CallToolResult:
     """`work` (an execute action other than run/dry_run), with one audit row for how it went.
 
@@ -52,7 +70,9 @@ async def audited_action(
     success, naming what it touched (the published version and its content_hash, the
     approval's tool, the context's directive). A delete without confirm is a preview: allowed,
     no outcome, reason "preview". The inputs are stored only as their sha256 and size; the
-    result is returned (or the error raised) unchanged, and a failure to audit is only logged."""
+    result is returned (or the error raised) unchanged, and a failure to audit is only logged;
+    a row the registry could not be reached for goes to `keep` (the runner's recorder), which
+    journals it and writes it once the registry answers again."""
     started = time.perf_counter()
     entry: dict[str, Any] = {"session_id": session, "action": action}
     entry["params_sha256"], entry["params_size"] = params_digest(inputs)
@@ -61,11 +81,12 @@ async def audited_action(
         result = await work()
     except KiwiError as e:
         refused = e.kind in _REFUSALS
-        await _audit(reg, {**entry, **_subject(fallback), **_verdict(refused, e.message), "duration_ms": _ms(started)})
+        verdict = _verdict(refused, e.message)
+        await _audit(reg, {**entry, **_subject(fallback), **verdict, "duration_ms": _ms(started)}, keep)
         raise
     except Exception as e:
         reason = f"failed unexpectedly: {type(e).__name__}"
-        await _audit(reg, {**entry, **_subject(fallback), **_verdict(False, reason), "duration_ms": _ms(started)})
+        await _audit(reg, {**entry, **_subject(fallback), **_verdict(False, reason), "duration_ms": _ms(started)}, keep)
         raise
     data = result.structured_content if isinstance(result.structured_content, dict) else {}
     if result.is_error:
@@ -76,7 +97,7 @@ async def audited_action(
         verdict = {"decision": "allowed", "reason": "preview: nothing deleted (confirm=true was not given)"}
     else:
         verdict = {"decision": "allowed", "outcome": "success"}
-    await _audit(reg, {**entry, **_subject(fallback, data), **verdict, "duration_ms": _ms(started)})
+    await _audit(reg, {**entry, **_subject(fallback, data), **verdict, "duration_ms": _ms(started)}, keep)
     return result
 
 

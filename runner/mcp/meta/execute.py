@@ -161,8 +161,16 @@ async def _execute(state: ServerState, req: ExecuteRequest, listener: RunListene
     if action == "open_context" and not subject:  # no directive: the parent context, or a new one
         subject = f"context:{req.context}" if req.context else "context:new"
     act = _ACTS.get(action, publish)  # create, update and publish
+    # a row the registry cannot take now is journaled by the runner's recorder, when it writes there
+    keep = state.runner.recorder.submit_audit if state.registry is state.runner.registry else None
     return await audited_action(
-        state.registry, session=req.session, action=action, subject=subject, inputs=inputs, work=lambda: act(state, req)
+        state.registry,
+        session=req.session,
+        action=action,
+        subject=subject,
+        inputs=inputs,
+        work=lambda: act(state, req),
+        keep=keep,
     )
 
 
