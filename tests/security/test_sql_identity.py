@@ -69,6 +69,19 @@ ANON_INVOKER_HELPERS = {
     ),
     "kiwi_internal.manifest_limit_problems(p_manifest jsonb)": "manifest validation against the limits (preview)",
     "kiwi_internal.path_limit_problems(p_field text, p_path text)": "file path validation against the limits (preview)",
+    "kiwi_internal.backtracking_construct(p_pattern text)": "a pattern's backtracking constructs (preview)",
+    "kiwi_internal.pattern_problem(p_pattern text, p_path text)": "parameter pattern validation (preview)",
+    "kiwi_internal.schema_problems(p_schema jsonb, p_path text, p_draft text, p_outputs boolean, p_depth integer)": (
+        "parameter and outputs schema validation (preview)"
+    ),
+    "kiwi_internal.outputs_problems(p_outputs jsonb)": "outputs schema validation (preview)",
+    "kiwi_internal.folded_path(p_path text)": "a path under NFC and case folding, for duplicates (preview)",
+    "kiwi_internal.is_media_type(p_media_type text)": "file media type validation (preview)",
+    "kiwi_internal.max_timeout_s()": "the maximum timeout, a constant (preview)",
+    "kiwi_internal.timeout_problems(p_config jsonb, p_path text, p_depth integer)": "config timeouts (preview)",
+    "kiwi_internal.version_length_problem(p_version text)": "manifest validation (preview)",
+    "kiwi_internal.version_max_chars()": "the longest version, a constant (preview)",
+    "kiwi_internal.visibility_rank(p_visibility text)": "the order of visibilities, a pure function (preview)",
     # config contracts (20261121001360_config_contracts.sql): pure functions of their arguments,
     # but checked_config, which reads the chain through resolve_chains as the caller sees it
     "kiwi_internal.json_type_words(p_types text[])": "the wording of config problems (preview)",
