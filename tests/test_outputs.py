@@ -169,17 +169,17 @@ async def test_text_output_of_a_tool_declaring_an_object_is_a_mismatch(
     assert "output: must be of type object, not string (the tool's output was text, not JSON)" in (result.error or "")
 
 
-async def test_unusable_outputs_stop_the_run_before_the_tool_runs(
-    runner: Runner, publish_tool: Callable[..., str], tmp_path: Path
+def test_unusable_outputs_are_refused_at_publish_and_by_the_runner(
+    publish_tool: Callable[..., str], tmp_path: Path
 ) -> None:
+    """Publish refuses an outputs schema the runner cannot use; a row that holds one anyway
+    (published before publish checked) still stops the run before the tool runs."""
     marker = tmp_path / "ran"
-    tool = script(publish_tool, f"touch {marker}\necho '{{}}'\n", {"type": "nope"})
-    result = await runner.run(tool)
-    assert result.status == "error" and isinstance(result.failure, ConfigError)
-    assert f"{tool}: outputs: not a usable JSON Schema" in (result.error or "")
+    with pytest.raises(Exception, match="outputs"):
+        script(publish_tool, f"touch {marker}\necho '{{}}'\n", {"type": "nope"})
+    with pytest.raises(ConfigError, match=r"t: outputs: not a usable JSON Schema"):
+        output_contract(plan_with({"type": "nope"}))
     assert not marker.exists()
-    dry = await runner.run(tool, dry_run=True)
-    assert dry.status == "error" and "outputs" in (dry.error or "")
 
 
 async def test_a_failed_run_is_not_held_to_its_outputs_and_no_outputs_means_no_check(

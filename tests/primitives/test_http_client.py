@@ -391,8 +391,14 @@ async def test_timeout_bounds_each_attempt(prim: HttpClientPrimitive, base: str)
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"timeout": "x"}, "config.timeout must be a number of seconds greater than 0, not 'x'"),
-        ({"timeout": 0}, "config.timeout must be a number of seconds greater than 0, not 0"),
+        (
+            {"timeout": "x"},
+            "config.timeout must be a number of seconds greater than 0 and at most 86400 (24 hours), not 'x'",
+        ),
+        (
+            {"timeout": 0},
+            "config.timeout must be a number of seconds greater than 0 and at most 86400 (24 hours), not 0",
+        ),
         ({"retries": -1}, "config.retries must be a whole number of extra attempts (0 or more), not -1"),
         ({"retries": 1.5}, "config.retries must be a whole number of extra attempts (0 or more), not 1.5"),
         ({"retries": True}, "config.retries must be a whole number of extra attempts (0 or more), not True"),

@@ -198,11 +198,13 @@ async def test_timeout_is_the_documents_key() -> None:
     assert time.monotonic() - started < 1 + KILL_GRACE_S + 1.0
 
 
-@pytest.mark.parametrize("value", ["x", 0, -1, True, [5]])
+@pytest.mark.parametrize("value", ["x", 0, -1, True, [5], 1e308, 86401])
 async def test_a_timeout_that_is_not_seconds_is_an_error_naming_the_field(value: Any) -> None:
     with pytest.raises(ConfigError) as info:
         await run(python("pass", timeout=value))
-    assert str(info.value) == f"probe: config.timeout must be a number of seconds greater than 0, not {value!r}"
+    assert str(info.value) == (
+        f"probe: config.timeout must be a number of seconds greater than 0 and at most 86400 (24 hours), not {value!r}"
+    )
 
 
 # --------------------------------------------------------------------------- results
