@@ -52,6 +52,7 @@ from ..core.expand import as_text, expand_vars, fill, fill_deep, variables_in
 from ..core.plan import Plan
 from ..errors import ConfigError
 from .base import Invocation, Outcome, Status
+from .linear_jsonpath import LINEAR_JSONPATH
 from .redirects import RedirectPolicy, Redirects, Secrets, send_following
 from .subprocess import seconds
 
@@ -388,7 +389,7 @@ def _outcome(reply: _Reply, transform: tuple[str, Any] | None) -> Outcome:
 
 @functools.lru_cache(maxsize=256)
 def _compile_path(expression: str) -> Any:
-    return jsonpath.compile(expression)
+    return LINEAR_JSONPATH.compile(expression)
 
 
 def _compile_transform(expression: Any) -> tuple[str, Any] | None:
