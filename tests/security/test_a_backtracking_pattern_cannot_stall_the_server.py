@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from runner import InvalidParameters, Refused
 from runner.core.params import validate_params
-from runner.errors import InvalidParameters, Refused
 from tests.conftest import ROOT
 from tests.kiwi_cli import kiwi_env, run_kiwi
 

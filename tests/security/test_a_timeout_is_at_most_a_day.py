@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from runner.errors import ConfigError
+from runner import ConfigError
 from runner.primitives.process import MAX_TIMEOUT_S
 from runner.primitives.subprocess import seconds
 from tests.security.publishing import Publisher, publishing

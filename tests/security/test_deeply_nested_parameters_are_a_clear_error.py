@@ -14,9 +14,8 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
+from runner import InvalidParameters, PostgresRegistry, Runner, Settings, build_server, local_owner
 from runner.core.params import validate_params
-from runner.errors import InvalidParameters
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 

@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 
-from runner import MemoryBackend, Registry, Runner, Settings
-from runner.core.plan import Plan
-from runner.errors import ConfigError
+from runner import ConfigError, MemoryBackend, Plan, Registry, Runner, Settings
 from runner.mcp.servers import server_spec
 from tests.test_validation import RUNTIME, plan_of
 

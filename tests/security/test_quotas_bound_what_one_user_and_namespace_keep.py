@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from runner.errors import Refused
+from runner import Refused
 from runner.registry.errors import from_sqlstate
 from tests.security.publishing import Publisher, publishing, script
 

@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 
-from runner import Plan
+from runner import KiwiError, Plan
 from runner.core.outputs import output_contract
 from runner.core.params import validate_params
-from runner.errors import KiwiError
 from tests.security.publishing import Publisher, publishing
 
 
