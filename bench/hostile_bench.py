@@ -32,9 +32,7 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from http_serving import kiwi_http_server, runner_url, server_env  # noqa: E402
 from report import Verdict, git_commit, summary  # noqa: E402
 
 from runner import LOCAL_JWT_SECRET, sign_token  # noqa: E402
@@ -86,46 +85,11 @@ def nested_call(depth: int) -> bytes:
     ).encode()
 
 
-def runner_url(url: str) -> str:
-    """The login `kiwi serve` uses on the local stack (tests/conftest.py's rule)."""
-    explicit = os.environ.get("KIWI_RUNNER_DATABASE_URL")
-    if explicit:
-        return explicit
-    return url.replace("//postgres:postgres@", "//kiwi_runner:kiwi_runner@", 1)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def serving(url: str, workdir: Path) -> Iterator[str]:
-    """`kiwi serve --transport http` until the block ends; killed then, whatever it is doing."""
-    port = free_port()
-    log = workdir / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
-    env.update(KIWI_DATABASE_URL=runner_url(url), KIWI_CACHE_DIR=str(workdir / "cache"), PYTHONPATH=str(ROOT))
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "runner.cli.serve", "--transport", "http", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while "serving MCP at" not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"kiwi serve did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.kill()
-        proc.wait()
+    """`kiwi serve --transport http` until the block ends."""
+    with kiwi_http_server(server_env(runner_url(url), workdir / "cache"), workdir / "serve.log") as (endpoint, _pid):
+        yield endpoint
 
 
 @dataclass

@@ -34,9 +34,7 @@ import contextlib
 import os
 import platform
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +51,7 @@ from mcp.client.streamable_http import streamable_http_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from http_serving import kiwi_http_server, server_env  # noqa: E402
 from report import Verdict, git_commit, summary, table  # noqa: E402
 from runner_bench import direct_spec, spawn_direct  # noqa: E402
 
@@ -82,11 +81,6 @@ def checked(result: Any) -> Any:
     if result.is_error or (result.structured_content or {}).get("output") != EXPECTED:
         raise SystemExit(f"execute failed during the bench: {result.content}")
     return result
-
-
-def server_env(url: str, cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
-    return {**env, "KIWI_DATABASE_URL": url, "KIWI_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
 
 
 class RowCount:
@@ -164,38 +158,10 @@ async def measure_stdio(
 # --------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def http_server(url: str, cache: Path, log: Path) -> Any:
-    port = free_port()
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "runner.cli.serve", "--transport", "http", "--port", str(port)],
-            cwd=ROOT,
-            env=server_env(url, cache),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while "serving MCP at" not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"kiwi serve --transport http did not start:\n{log.read_text(errors='replace')}")
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp", proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with kiwi_http_server(server_env(url, cache), log) as served:
+        yield served
 
 
 @contextlib.asynccontextmanager
@@ -303,6 +269,8 @@ async def run(args: argparse.Namespace) -> int:
         finally:
             await runner.aclose()
         conn = await psycopg.AsyncConnection.connect(args.url, autocommit=True)
+        # the runner's login inherits nothing: counting the audit rows is service_role's to do
+        await conn.execute("set role service_role")
         started = (await (await conn.execute("select now()::text")).fetchone())[0]
         rows = RowCount(conn, started)
         lines = [

@@ -24,8 +24,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +36,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from http_serving import kiwi_http_server, runner_url, server_env  # noqa: E402
 from report import Verdict, git_commit, summary  # noqa: E402
 
 from runner import LOCAL_JWT_SECRET, sign_token  # noqa: E402
@@ -57,56 +56,13 @@ INITIALIZE = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def runner_url(url: str) -> str:
-    """The login `kiwi serve` uses on the local stack (tests/conftest.py's rule)."""
-    explicit = os.environ.get("KIWI_RUNNER_DATABASE_URL")
-    if explicit:
-        return explicit
-    return url.replace("//postgres:postgres@", "//kiwi_runner:kiwi_runner@", 1)
-
-
 @contextlib.contextmanager
 def serving(workdir: Path, idle_s: float) -> Iterator[tuple[str, int]]:
     """`kiwi serve --transport http` with sessions expiring after `idle_s`: its URL and pid."""
-    port = free_port()
-    log = workdir / "serve.log"
     database = os.environ.get("KIWI_DATABASE_URL") or DEFAULT_DATABASE_URL
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
-    env.update(
-        KIWI_DATABASE_URL=runner_url(database),
-        KIWI_CACHE_DIR=str(workdir / "cache"),
-        KIWI_SESSION_IDLE_TIMEOUT=str(idle_s),
-        PYTHONPATH=str(ROOT),
-    )
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "runner.cli.serve", "--transport", "http", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while "serving MCP at" not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"kiwi serve did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp", proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    env = server_env(runner_url(database), workdir / "cache", KIWI_SESSION_IDLE_TIMEOUT=str(idle_s))
+    with kiwi_http_server(env, workdir / "serve.log") as served:
+        yield served
 
 
 def rss_mb(pid: int) -> float:
