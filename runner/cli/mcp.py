@@ -14,9 +14,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
+from ..errors import KiwiError
 
 if TYPE_CHECKING:
     from ..mcp.importer import ImportReport
+    from ..registry.base import Registry
 
 
 def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
@@ -28,6 +30,12 @@ def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
         help="publish one mcp_tool per tool the server lists (new: 1.0.0; changed: a new minor version)",
     )
     imp.add_argument("server", metavar="SERVER", help="the mcp_server's tool id (or namespace/tool)")
+    imp.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="publish the tools into this namespace (NS/SERVER.TOOL) instead of beside the server,"
+        " e.g. your own when the server is in public",
+    )
     imp.add_argument("--json", action="store_true", help="print the report as one JSON object")
     imp.set_defaults(handler=cmd_mcp_import)
     login = sub.add_parser("login", help="sign in to a remote MCP server that asks for OAuth, and keep the tokens")
@@ -68,9 +76,12 @@ async def cmd_mcp_import(args: argparse.Namespace) -> int:
     pool = McpPool()  # import_server signs in where the server's config asks (config.auth)
     sandbox = Sandbox(enabled=settings.sandbox)  # the server starts sandboxed, as a run of it would
     try:
-        report = await import_server(registry, pool, args.server, runner_environ(), sandbox)
+        report = await import_server(registry, pool, args.server, runner_environ(), sandbox, namespace=args.namespace)
         # what it published, embedded for search by meaning (a bar on a terminal); never fails the import
         _, unembedded = await embed_published(registry, settings, progress=None)
+        failure = report.failure()
+        if failure is not None and failure.sqlstate == "42501":  # not allowed there: say where it may go
+            failure.hint = await import_hint(registry, report.server, args.namespace)
     finally:
         await pool.aclose()
         await sandbox.aclose()
@@ -81,11 +92,32 @@ async def cmd_mcp_import(args: argparse.Namespace) -> int:
         print_report(report)
     if unembedded:
         print(f"warning: {unembedded}", file=sys.stderr)
-    return 0 if report.ok else 1
+    if failure is None:
+        return 0
+    if args.json:  # the report says it all; the exit code says what kind of failure
+        return failure.exit_code
+    raise failure  # one line and its hint on stderr (cli/main.py's fail), its exit code
+
+
+async def import_hint(registry: Registry, server: str, namespace: str | None) -> str:
+    """Where a caller who may not publish into the target namespace can import to: an admin
+    imports into the server's namespace; anyone into a namespace of theirs."""
+    try:
+        mine = [n["namespace"] for n in (await registry.whoami()).get("namespaces") or []]
+    except KiwiError:
+        mine = []
+    own = next((n for n in mine if n != namespace), None)
+    where = f"--namespace {own}" if own else "--namespace <yours>"
+    admin = "" if namespace else f"an admin imports beside the server: kiwi --admin mcp import {server}; or "
+    return f"{admin}import into a namespace of yours: kiwi mcp import {server} {where}"
 
 
 def print_report(report: ImportReport) -> None:
+    """Each tool imported (or unchanged, missing) on stdout, the counts on stderr; the tools that
+    failed are left to the one error line the command ends with (ImportReport.failure)."""
     for t in report.tools:
+        if t.status == "error":
+            continue
         line = f"{t.status:9s} {t.tool_id}"
         if t.version:
             line += f"@{t.version}"
@@ -93,8 +125,9 @@ def print_report(report: ImportReport) -> None:
             line += f" (was {t.previous_version}: {', '.join(t.changed)} changed upstream)"
         for note in t.notes:  # e.g. a description cut to the registry's limit
             line += f" ({note})"
-        if t.error:
-            line += f": {t.error}"
         print(line)
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(report.counts().items()))
-    print(f"{report.server}: {summary or 'no tools'}", file=sys.stderr)
+    counts = report.counts()
+    failed = counts.pop("error", 0)
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    if summary or not failed:  # when every tool failed, the error line says all there is
+        print(f"{report.server}: {summary or 'no tools'}", file=sys.stderr)

@@ -12,6 +12,8 @@ description, its annotations config.annotations, the server its executor.
   say what changed (`description`, `inputSchema`, `outputSchema`, `annotations`), so a
   silent change upstream is visible. Earlier versions stay as they were: callers pinned to one keep it.
 * tools the latest listing no longer has are reported as `missing`; nothing is deleted.
+* `namespace`: the tools go there (`<namespace>/<server name>.<tool>`) instead of beside the
+  server, for a user who may not publish into the server's namespace (`public`).
 * a description longer than the registry allows (registry_limits.text_field_chars.description,
   which publish enforces) is cut to it at a word, ending in "…": the tool is published all
   the same, `metadata.mcp_import.description_cut` keeps the upstream length, the report's
@@ -23,12 +25,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import mcp_types as types
 
-from ..core.refs import tool_name
+from ..core.refs import ToolRef, tool_name
 from ..errors import KiwiError, Refused
 from ..harness.environ import allowed_environ
 from ..registry.base import Registry
@@ -69,6 +71,10 @@ class ImportedTool:
     changed: list[str] = field(default_factory=list)
     error: str | None = None
     notes: list[str] = field(default_factory=list)  # what was fitted to the registry (a cut description)
+    failure: KiwiError | None = field(default=None, repr=False, compare=False)  # why publish refused it
+
+    def as_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "failure"}
 
 
 @dataclass
@@ -87,15 +93,46 @@ class ImportReport:
         return out
 
     def as_json(self) -> dict[str, Any]:
-        return {"server": self.server, "ok": self.ok, "counts": self.counts(), "tools": [asdict(t) for t in self.tools]}
+        return {
+            "server": self.server,
+            "ok": self.ok,
+            "counts": self.counts(),
+            "tools": [t.as_json() for t in self.tools],
+        }
+
+    def failure(self) -> KiwiError | None:
+        """One error for every tool that was not imported (None when all were): the first
+        reason, how many more there are, and its kind (so its exit code) and hint."""
+        failed = [t for t in self.tools if t.status == "error"]
+        if not failed:
+            return None
+        first = failed[0]
+        reason = first.error or "publish refused it"
+        alike = sum(1 for t in failed[1:] if t.error == first.error)
+        more = [f"and {alike} more like it"] if alike else []
+        if len(failed) - 1 - alike:
+            more.append(f"{len(failed) - 1 - alike} more for other reasons (--json lists each)")
+        tail = f" ({'; '.join(more)})" if more else ""
+        of = f"{len(failed)} of {len(self.tools)} tools"
+        kind = type(first.failure) if first.failure is not None else KiwiError
+        hint = first.failure.hint if first.failure is not None else None
+        error = kind(f"{of} of {self.server} not imported: {first.tool_id}: {reason}{tail}", hint=hint)
+        error.sqlstate = first.failure.sqlstate if first.failure is not None else None
+        return error
 
 
 async def import_server(
-    registry: Registry, pool: McpPool, server: str, environ: Mapping[str, str], sandbox: Sandbox | None = None
+    registry: Registry,
+    pool: McpPool,
+    server: str,
+    environ: Mapping[str, str],
+    sandbox: Sandbox | None = None,
+    *,
+    namespace: str | None = None,
 ) -> ImportReport:
     """List the server's tools through `pool` and publish what is new or changed. The server
     starts as a run of it would: in `sandbox` with its plan's profile, reading only the
-    variables its plan allows."""
+    variables its plan allows. `namespace`: publish the tools there, not beside the server."""
     plan = await registry.plan(server)
     if plan.tool_type != "mcp_server":
         raise Refused(f"{plan.tool_id} is a {plan.tool_type}, not an mcp_server", hint="kiwi search type:mcp_server")
@@ -109,34 +146,48 @@ async def import_server(
     listed = await pool.list_tools(OAuthSessions().apply(spec, plan.config, allowed, registry, environ))
     server_row = (await registry.chain(ref))[0]
     server_manifest: dict[str, Any] = server_row.get("manifest") or {}
-    wanted = {tool_id_for(ref, t.name): t for t in listed}
+    target = import_target(ref, namespace)
+    wanted = {tool_id_for(target, t.name): t for t in listed}
     latest = await _latest_manifests(registry, list(wanted))
     limit = await description_limit(registry)
 
     report = ImportReport(server=ref)
     for tool_id, tool in wanted.items():
-        manifest = tool_manifest(ref, tool, server_manifest)
+        manifest = tool_manifest(ref, tool, server_manifest, target)
         upstream = manifest["description"]
         manifest["description"] = cut_description(upstream, limit)
         cut = {"upstream_chars": len(upstream), "limit": limit} if manifest["description"] != upstream else None
         report.tools.append(await _publish_one(registry, tool_id, tool.name, manifest, latest.get(tool_id), cut))
     for row in await registry.search(f"mcp:{ref}", tool_type="mcp_tool", limit=1000):
-        if row["tool_id"] not in wanted and row.get("executor_id") == ref:
+        mine = str(row["tool_id"]).startswith(f"{target}.")
+        if mine and row["tool_id"] not in wanted and row.get("executor_id") == ref:
             report.tools.append(
                 ImportedTool(tool_id=row["tool_id"], tool="", status="missing", version=row.get("latest_version"))
             )
     return report
 
 
+def import_target(server_ref: str, namespace: str | None) -> str:
+    """What the imported tools' ids start with: the server's ref, or in `namespace` the
+    server's name (`local/everything_mcp` for everything_mcp imported into `local`)."""
+    if namespace is None or ToolRef.parse(server_ref, strict=False).namespace == namespace:
+        return server_ref
+    return ToolRef(namespace=namespace, tool_id=tool_name(server_ref)).ref
+
+
 def tool_id_for(server_ref: str, name: str) -> str:
     return f"{server_ref}.{_NOT_IN_ID.sub('_', name)}"[: len(server_ref) + 1 + 128]
 
 
-def tool_manifest(server_ref: str, tool: types.Tool, server_manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The manifest an upstream tool publishes as (without version, changelog, metadata)."""
+def tool_manifest(
+    server_ref: str, tool: types.Tool, server_manifest: Mapping[str, Any], target: str | None = None
+) -> dict[str, Any]:
+    """The manifest an upstream tool publishes as (without version, changelog, metadata);
+    `target` (import_target) is where its id goes, beside the server by default."""
     schema = dict(tool.input_schema or {"type": "object"})
+    target = target or server_ref
     manifest: dict[str, Any] = {
-        "tool_id": tool_id_for(server_ref, tool.name),
+        "tool_id": tool_id_for(target, tool.name),
         "tool_type": "mcp_tool",
         "executor": server_ref,
         "name": tool.title or tool.name,
@@ -152,7 +203,7 @@ def tool_manifest(server_ref: str, tool: types.Tool, server_manifest: Mapping[st
         hints = tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
         if hints:
             manifest["config"]["annotations"] = hints
-    if server_manifest.get("visibility"):
+    if server_manifest.get("visibility") and target == server_ref:  # elsewhere, that namespace's default
         manifest["visibility"] = server_manifest["visibility"]
     return manifest
 
@@ -219,7 +270,7 @@ async def _publish_one(
     try:
         await registry.publish(manifest, [])
     except KiwiError as exc:
-        item.status, item.error = "error", exc.message
+        item.status, item.error, item.failure = "error", exc.message, exc
     return item
 
 
