@@ -28,6 +28,7 @@ SDK's 413.
 from __future__ import annotations
 
 import json
+import re
 from array import array
 from itertools import accumulate
 from typing import Any
@@ -40,6 +41,8 @@ from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..core.text import is_utf8
 
 __all__ = ["MAX_JSON_DEPTH", "SUPPORTED_VERSIONS", "ProtocolChecks", "invalid_request", "json_depth", "too_deep"]
 
@@ -54,6 +57,8 @@ tool manifest needs, and far less than what makes a parser recurse past Python's
 
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 down a level, -1 (as a signed byte) up
+# a \uD800-\uDFFF escape: the only way JSON text spells a surrogate (a pair is fine, a lone one is not text)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class ProtocolChecks:
@@ -144,6 +149,8 @@ def invalid_request(body: bytes) -> tuple[str, Any] | None:
         return "the body is not a JSON-RPC message (a JSON object)", None
     request_id = message.get("id")
     known_id = request_id if _is_id(request_id) else None
+    if _SURROGATE_ESCAPE.search(body) and (where := _lone_surrogate(message)) is not None:
+        return f"{where}: must be valid Unicode text (it holds a lone surrogate escape)", known_id
     if message.get("jsonrpc") != "2.0":
         return 'a JSON-RPC message has "jsonrpc": "2.0"', known_id
     if "method" in message:
@@ -163,8 +170,29 @@ def invalid_request(body: bytes) -> tuple[str, Any] | None:
     )
 
 
+def _lone_surrogate(message: dict[str, Any]) -> str | None:
+    """Where the first lone surrogate of a parsed message is (`params.arguments.query`), else
+    None. The SDK's parser refuses one as a misleading "unexpected end of hex escape" and
+    loses the request id; walked without recursion (the depth is bounded before this runs)."""
+    stack: list[tuple[str, Any]] = [("", message)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if not is_utf8(item):
+                return path or "(message)"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if not is_utf8(key):
+                    return f"{path or '(message)'}: a key"
+                stack.append((f"{path}.{key}" if path else key, child))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
+    return None
+
+
 def _is_id(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    """A JSON-RPC id this server can echo (a string that is text, or an integer)."""
+    return (isinstance(value, str) and is_utf8(value)) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _error(status: int, message: str, *, request_id: Any = None, data: Any = None) -> JSONResponse:
