@@ -35,9 +35,12 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import Refused, UsageError
+
+if TYPE_CHECKING:
+    from jwt.types import Options
 
 __all__ = [
     "API_KEY_ROLES",
@@ -222,8 +225,9 @@ def _check_lifetime(claims: Mapping[str, Any], max_lifetime_s: float | None, lee
         return
     exp = float(claims["exp"])
     iat = claims.get("iat")
-    issued = isinstance(iat, int | float) and not isinstance(iat, bool)
-    lifetime = exp - float(iat) if issued else exp - time.time()
+    issued_at = float(iat) if isinstance(iat, int | float) and not isinstance(iat, bool) else None
+    issued = issued_at is not None
+    lifetime = exp - (issued_at if issued_at is not None else time.time())
     if lifetime <= max_lifetime_s + (0 if issued else leeway_s):
         return
     said = "is valid for" if issued else "is valid for another"
@@ -254,7 +258,7 @@ def _verify(token: str, *, secret: str | None, jwks_url: str | None, leeway_s: f
     except jwt.PyJWTError as e:
         raise Refused(f"the access token is not a JWT: {e}", hint="give the access_token a sign-in returned") from None
     alg = header.get("alg")
-    options = {"require": ["exp"], "verify_aud": False}
+    options: Options = {"require": ["exp"], "verify_aud": False}
     try:
         if alg == "HS256":
             if not secret:

@@ -120,7 +120,7 @@ def run_record(
     stored only then (the column's default is registry); sandbox: the sandbox profile the run
     had (a JSON object of at most 4096 bytes as text, tool_runs.sandbox), stored when given."""
     params_sha256, params_size = digest if digest is not None else params_digest(params)
-    record = {
+    record: dict[str, Any] = {
         "tool_id": tool_id,
         "version": version,
         "content_hash": content_hash,

@@ -62,6 +62,7 @@ class ToolRef:
         """`tool@1.2.0` is the same as `tool` with version 1.2.0 given apart (which must agree);
         the last `@` splits. `strict=False` never refuses: it reads what a failed or
         foreign request named (the separate version wins, empty parts stay empty)."""
+        at: str | None
         ref, at_sign, at = text.strip().rpartition("@")
         if not at_sign:
             ref, at = at, None

@@ -124,6 +124,7 @@ class OpenAIChat:
         for c in message.get("tool_calls") or []:
             fn = c.get("function") or {}
             raw = fn.get("arguments") or "{}"
+            bad: str | None
             try:
                 args = json.loads(raw) if isinstance(raw, str) else raw
             except json.JSONDecodeError as e:

@@ -245,7 +245,7 @@ class Journal:
     def stored(self, segment: int | None) -> None:
         """One record of `segment` is in the registry (or will never be: refused for good)."""
         found = self._segments.get(segment) if segment is not None else None
-        if found is None:
+        if segment is None or found is None:
             return
         found.outstanding -= 1
         if found.outstanding > 0:

@@ -275,7 +275,8 @@ class RunRecorder:
             return
         now = time.monotonic()
         flushing = self._hurry.is_set()
-        kept, expired = [], []
+        kept: list[_Queued] = []
+        expired: list[_Queued] = []
         for item in map(partial(_waiting, now=now), unreachable):
             (expired if flushing or now - (item.failed_at or now) >= KEEP_S else kept).append(item)
         when = "at the flush" if flushing else f"for {KEEP_S:.0f} s"

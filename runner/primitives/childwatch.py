@@ -20,13 +20,14 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVarTuple
 
 __all__ = ["install"]
 
 logger = logging.getLogger("kiwi.runner")
 
 _installed: bool | None = None
+_Ts = TypeVarTuple("_Ts")
 
 
 def install() -> bool:
@@ -49,7 +50,7 @@ def _replace_default_watcher() -> bool:
         current = policy._watcher  # type: ignore[attr-defined]
         if current is not None and type(current) is not asyncio.ThreadedChildWatcher:
             return False  # someone chose a watcher: theirs it stays
-        policy.set_child_watcher(PidfdWatcher())  # type: ignore[name-defined]
+        policy.set_child_watcher(PidfdWatcher())
     return True
 
 
@@ -83,7 +84,7 @@ if sys.version_info < (3, 12):  # later Pythons do this themselves, and deprecat
         def attach_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
             return None
 
-        def add_child_handler(self, pid: int, callback: Callable[..., Any], *args: Any) -> None:
+        def add_child_handler(self, pid: int, callback: Callable[[int, int, *_Ts], object], *args: *_Ts) -> None:
             loop = asyncio.get_running_loop()
             pidfd = os.pidfd_open(pid)
             loop._add_reader(pidfd, self._exited, loop, pid, pidfd, callback, args)  # type: ignore[attr-defined]

@@ -294,7 +294,8 @@ def _build_request(client: httpx.AsyncClient, inv: Invocation) -> httpx.Request:
     elif method in _BODY_METHODS:
         kwargs["json"] = inv.params
     timeout = seconds(config, "timeout", DEFAULT_TIMEOUT_S, inv.plan.tool_id)
-    raw_headers = {k: v.encode() for k, v in headers.items()}  # UTF-8: a parameter may not be ASCII
+    # values in UTF-8 (a parameter may not be ASCII); names in ASCII, as httpx encodes them
+    raw_headers = {k.encode("ascii"): v.encode() for k, v in headers.items()}
     return client.build_request(method, url, params=query or None, headers=raw_headers, timeout=timeout, **kwargs)
 
 
@@ -403,7 +404,14 @@ def _compile_transform(expression: Any) -> tuple[str, Any] | None:
 
 
 def _failure(status: Status, message: str, url: str, attempts: int) -> Outcome:
-    detail = {"http_status": None, "headers": {}, "body": None, "attempts": attempts, "truncated": False, "url": url}
+    detail: dict[str, Any] = {
+        "http_status": None,
+        "headers": {},
+        "body": None,
+        "attempts": attempts,
+        "truncated": False,
+        "url": url,
+    }
     return Outcome(status=status, error=message, detail=detail)
 
 

@@ -145,19 +145,24 @@ class Redirects:
         try:
             url = redirect_url(request, location)
         except httpx.InvalidURL:
-            return self._refuse("the redirect's Location is not a valid URL")
+            self._refuse("the redirect's Location is not a valid URL")
+            return None
         where = f"redirect to {_shown(url)}"
         if url.scheme not in ("http", "https"):
-            return self._refuse(f"{where} refused: only http and https redirects are followed")
+            self._refuse(f"{where} refused: only http and https redirects are followed")
+            return None
         if self.policy.follow == "none":
-            return self._refuse(f"{where} not followed (follow_redirects: false)")
+            self._refuse(f"{where} not followed (follow_redirects: false)")
+            return None
         if len(self.hops) >= self.policy.max_redirects:
             limit = self.policy.max_redirects
-            return self._refuse(f"{where} not followed: more than {limit} redirects (max_redirects)")
+            self._refuse(f"{where} not followed: more than {limit} redirects (max_redirects)")
+            return None
         cross = origin(url) != origin(request.url)
         if cross and self.policy.follow == "same_origin":
             how = "follow_redirects: same_origin; true follows it without the config's secrets"
-            return self._refuse(f"{where} not followed: it leaves for another origin ({how})")
+            self._refuse(f"{where} not followed: it leaves for another origin ({how})")
+            return None
         method = redirect_method(request.method, response.status_code)
         body = request.content if method == request.method else b""
         hop: dict[str, Any] = {"status": response.status_code, "url": _shown(url), "cross_origin": cross}
@@ -168,9 +173,11 @@ class Redirects:
         if cross:
             secrets = self._secrets = self._secrets or self.secrets_of()
             if body and (secrets.body_refers or secrets.in_bytes(body)):
-                return self._refuse(f"{where} refused: it would resend a body holding a secret to another origin")
+                self._refuse(f"{where} refused: it would resend a body holding a secret to another origin")
+                return None
             if secrets.in_text(_outside_query(url)):
-                return self._refuse(f"{where} refused: its URL holds a secret outside the query")
+                self._refuse(f"{where} refused: its URL holds a secret outside the query")
+                return None
             headers, hop["dropped_headers"] = _drop_headers(headers, secrets)
             url, hop["dropped_query"] = _drop_query(url, secrets)
             hop["url"] = _shown(url)
@@ -179,7 +186,6 @@ class Redirects:
 
     def _refuse(self, why: str) -> None:
         self.refused = why
-        return None
 
 
 async def send_following(client: httpx.AsyncClient, request: httpx.Request, redirects: Redirects) -> httpx.Response:
@@ -211,7 +217,7 @@ def _drop_query(url: httpx.URL, secrets: Secrets) -> tuple[httpx.URL, list[str]]
     if len(kept) == len(items):
         return url, []
     dropped = [k for k, v in items if secrets.in_text(v)]
-    return url.copy_with(query=str(httpx.QueryParams(kept)).encode() or None), dropped
+    return url.copy_with(query=str(httpx.QueryParams(tuple(kept))).encode() or None), dropped
 
 
 def _outside_query(url: httpx.URL) -> str:

@@ -206,8 +206,8 @@ def to_outcome(result: ProcessResult, spec: ProcessSpec, *, shown_command: str |
         error = f"{error}\n{killed}" if killed else error
         output = _output(result) if result.stdout else None
         return Outcome("error", output=output, error=error, exit_code=code, detail=detail)
-    error = "; ".join(w for w in (cut if result.stdout_truncated else None, killed) if w) or None
-    return Outcome("success", output=_output(result), error=error, exit_code=0, detail=detail)
+    notes = "; ".join(w for w in (cut if result.stdout_truncated else None, killed) if w) or None
+    return Outcome("success", output=_output(result), error=notes, exit_code=0, detail=detail)
 
 
 def _output(result: ProcessResult) -> Any:

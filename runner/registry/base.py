@@ -68,7 +68,11 @@ class Cache(Protocol):
 class Backend(Protocol):
     """What carries the registry's calls: one coroutine, `call`."""
 
-    cache: Cache | None  # a backend whose database says when answers change (Postgres), else None
+    @property
+    def cache(self) -> Cache | None:
+        """A backend whose database says when answers change (Postgres), else None; read-only
+        here, so that a backend may hold a narrower type (PlanCache)."""
+        ...
 
     def caller(self) -> str:
         """Whom the next call acts as, as a key (what one caller may read, another may not)."""

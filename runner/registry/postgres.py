@@ -54,7 +54,7 @@ import logging
 import re
 import select
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
@@ -229,6 +229,10 @@ def statement(function: str, args: Mapping[str, Any], returns: Returns) -> tuple
     raise ValueError(f"unknown returns: {returns!r}")
 
 
+# what carries the calls: a pool, or the one connection of max_size=1
+_Pool: TypeAlias = "AsyncConnectionPool[_KiwiConnection] | _OneConnection"
+
+
 class PostgresBackend:
     """The registry's calls over Postgres. `url` is a libpq URL or conninfo string; `principal`
     is whom it acts as outside any `acting_as` (there is no default: choosing admin is explicit)."""
@@ -250,7 +254,7 @@ class PostgresBackend:
         self._max_size = max_size
         self._connect_timeout = connect_timeout
         self._timeout = timeout
-        self._pool: AsyncConnectionPool | _OneConnection | None = None
+        self._pool: _Pool | None = None
         self._opening: asyncio.Lock | None = None
         self._retiring: set[asyncio.Task[None]] = set()  # old pools closing after a reconnect
         self._last_connect_error: BaseException | None = None
@@ -323,7 +327,7 @@ class PostgresBackend:
             pool = await self._reopen(pool)
         raise AssertionError("unreachable")
 
-    async def _attempt(self, pool: AsyncConnectionPool | _OneConnection, work: Callable[[Any], Awaitable[T]]) -> T:
+    async def _attempt(self, pool: _Pool, work: Callable[[Any], Awaitable[T]]) -> T:
         """One try; a dead connection is raised as _Died, saying whether the statement may have run."""
         try:
             async with pool.connection() as conn:
@@ -345,7 +349,7 @@ class PostgresBackend:
         except self._closed_errors as exc:  # replaced by a concurrent reconnect: nothing was sent
             raise _Died(exc, may_have_run=False) from exc
 
-    async def _reopen(self, dead: AsyncConnectionPool | _OneConnection) -> AsyncConnectionPool | _OneConnection:
+    async def _reopen(self, dead: _Pool) -> _Pool:
         """A new pool in place of one whose connection died (unless a concurrent call has
         already replaced it). The old one is closed behind: connections in use close when
         returned. Raises RegistryUnavailable, at once, while the database is down."""
@@ -380,13 +384,13 @@ class PostgresBackend:
             self._opening = asyncio.Lock()
         return self._opening
 
-    async def _open_pool(self) -> AsyncConnectionPool | _OneConnection:
+    async def _open_pool(self) -> _Pool:
         async with self._lock():
             if self._pool is None:
                 self._pool = await self._new_pool()
             return self._pool
 
-    async def _new_pool(self) -> AsyncConnectionPool | _OneConnection:
+    async def _new_pool(self) -> _Pool:
         kwargs = {"autocommit": True, "prepare_threshold": 0, "connect_timeout": max(1, round(self._connect_timeout))}
         if self._max_size == 1:
             one = _OneConnection(self._url, kwargs)
@@ -405,7 +409,7 @@ class PostgresBackend:
             """Tells the registry why a connection attempt failed (the pool only retries)."""
 
             @classmethod
-            async def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+            async def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
                 try:
                     conn = await super().connect(conninfo, **kwargs)
                 except psycopg.OperationalError as exc:
@@ -416,7 +420,7 @@ class PostgresBackend:
                 registry._last_connect_error = None
                 return conn
 
-        pool = AsyncConnectionPool(
+        pool: AsyncConnectionPool[_KiwiConnection] = AsyncConnectionPool(
             self._url,
             connection_class=_Connection,
             kwargs=kwargs,
@@ -427,7 +431,8 @@ class PostgresBackend:
             open=False,
         )
         opened = asyncio.ensure_future(pool.open(wait=True, timeout=self._connect_timeout))
-        await asyncio.wait({opened, failed}, return_when=asyncio.FIRST_COMPLETED)
+        either: set[asyncio.Future[Any]] = {opened, failed}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         if opened.done() and not opened.cancelled() and opened.exception() is None:
             return pool
         opened.cancel()

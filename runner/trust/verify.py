@@ -119,7 +119,8 @@ def _append_marks(schema: Any, marks: Any) -> Any:
     if schema.get("x-merge") == "append":
         return "append"
     out = marks
-    for key, sub in (schema.get("properties") if isinstance(schema.get("properties"), dict) else {}).items():
+    properties = schema.get("properties")
+    for key, sub in (properties if isinstance(properties, dict) else {}).items():
         mark = _append_marks(sub, marks.get(key) if isinstance(marks, dict) else None)
         if mark is not None:
             out = {**(out or {}), key: mark}

@@ -90,7 +90,8 @@ async def audited_action(
         raise
     data = result.structured_content if isinstance(result.structured_content, dict) else {}
     if result.is_error:
-        error = data.get("error") if isinstance(data.get("error"), dict) else {}
+        said = data.get("error")
+        error: dict[str, Any] = said if isinstance(said, dict) else {}
         refused = action != "import" and error.get("kind") in _REFUSALS
         verdict = _verdict(refused, str(error.get("message") or "failed"))
     elif action == "delete" and not data.get("deleted"):
