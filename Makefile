@@ -4,8 +4,15 @@
 SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
-# the runner's login (not a superuser), on the port scripts/stack uses (KIWI_DB_PORT)
-RUNNER_URL = $(shell scripts/stack runner-url)
+# The stack's port: KIWI_DB_PORT from the environment or the command line (make demo
+# KIWI_DB_PORT=5433), else scripts/stack's default. Exported, so every target's commands
+# (the stack, the demo, pytest, the benches) and the kiwi they start use the same one.
+ifndef KIWI_DB_PORT
+KIWI_DB_PORT := $(shell scripts/stack port)
+endif
+export KIWI_DB_PORT
+# the runner's login (not a superuser), on that port
+RUNNER_URL := $(shell KIWI_DB_PORT='$(KIWI_DB_PORT)' scripts/stack runner-url)
 
 .PHONY: deps db reset demo test bench lint seed stop status clean
 
@@ -24,7 +31,7 @@ node_modules/.installed: package.json package-lock.json
 	@npm install --no-audit --no-fund --loglevel=error
 	@touch $@
 
-## db: PostgreSQL 18 + pgvector on 127.0.0.1:54322 with migrations and seed applied
+## db: PostgreSQL 18 + pgvector on 127.0.0.1:$KIWI_DB_PORT with migrations and seed applied
 db: deps
 	@scripts/stack up
 

@@ -57,9 +57,10 @@ import psycopg  # noqa: E402
 from report import Verdict, summary  # noqa: E402
 
 from runner import Call, PostgresRegistry, Runner, Settings, local_owner  # noqa: E402
+from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url  # noqa: E402
 from runner.core.materialize import materialise  # noqa: E402
 
-URL = os.environ.get("KIWI_DATABASE_URL", "postgresql://postgres:postgres@127.0.0.1:54322/postgres")
+URL = os.environ.get("KIWI_DATABASE_URL") or stack_database_url(login=STACK_SUPERUSER_LOGIN)
 
 
 async def main(runs: int) -> int:

@@ -54,8 +54,9 @@ from http_serving import kiwi_http_server, runner_url, server_env  # noqa: E402
 from report import Verdict, git_commit, summary  # noqa: E402
 
 from runner import LOCAL_JWT_SECRET, sign_token  # noqa: E402
+from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url  # noqa: E402
 
-DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
+DEFAULT_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
 TARGET = 2.0
 EVIL = "^(a+)+$"
 BAIT = ["a" * 27 + "!", "a" * 40 + "!", "a" * 64 + "!", "a" * 4000 + "!"]

@@ -50,10 +50,11 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from report import Verdict, record  # noqa: E402
 
 from runner import Invocation, McpPool, PostgresRegistry, Runner, Settings, local_owner, standard_dispatcher  # noqa: E402
+from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url  # noqa: E402
 from runner.handlers.mcp_tool import McpToolHandler  # noqa: E402
 from runner.mcp.servers import server_spec  # noqa: E402
 
-DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
+DEFAULT_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
 SERVER = "everything_mcp"
 TARGET = 1.5
 ARGS = {"message": "hi"}

@@ -57,7 +57,7 @@ from runner_bench import direct_spec, spawn_direct  # noqa: E402
 
 from runner import LOCAL_JWT_SECRET, LOCAL_OWNER_ID, PostgresRegistry, Runner, Settings, local_owner  # noqa: E402
 from runner import sign_token as sign  # noqa: E402
-from runner.config import DEFAULT_DATABASE_URL  # noqa: E402
+from runner.config import stack_database_url  # noqa: E402
 
 HELLO = {"action": "run", "item_id": "hello_world", "parameters": {"name": "Ada"}}
 EXPECTED = {"greeting": "Hello, Ada!"}
@@ -357,7 +357,7 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=20, help="http: concurrent sessions (default %(default)s)")
     parser.add_argument("--calls", type=int, default=2000, help="http: calls per round and kind (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of stdio, of http (default %(default)s)")
-    parser.add_argument("--url", default=os.environ.get("KIWI_DATABASE_URL", DEFAULT_DATABASE_URL))
+    parser.add_argument("--url", default=os.environ.get("KIWI_DATABASE_URL") or stack_database_url())
     args = parser.parse_args()
     args.only = {p.strip() for p in args.only.split(",") if p.strip()}
     return asyncio.run(run(args))

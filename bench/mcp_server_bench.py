@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 from report import Verdict, summary  # noqa: E402
 
 from runner import PostgresRegistry, Runner, Settings, build_server, embedder_from_settings, local_owner  # noqa: E402
-from runner.config import DEFAULT_DATABASE_URL  # noqa: E402
+from runner.config import stack_database_url  # noqa: E402
 
 WARMUP = 30
 SEARCHES = ["hello", "type:runtime", "", "bash scrpt"]  # a word, a modifier, empty (by popularity), a typo
@@ -220,7 +220,7 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=300, help="timed calls per column and case (default 300)")
     parser.add_argument("--output", type=Path, help="also write the report to this file")
     args = parser.parse_args()
-    url = os.environ.get("KIWI_DATABASE_URL", DEFAULT_DATABASE_URL)
+    url = os.environ.get("KIWI_DATABASE_URL") or stack_database_url()
     text = asyncio.run(run(args.reps, url))
     print(text)
     if args.output:

@@ -66,6 +66,7 @@ import psycopg  # noqa: E402
 from report import Verdict, git_commit, summary, table  # noqa: E402
 
 from runner import Invocation, Plan, PostgresRegistry, Runner, Settings, local_owner  # noqa: E402
+from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url  # noqa: E402
 from runner.core.materialize import materialise  # noqa: E402
 from runner.harness.environment import prepare_environment  # noqa: E402
 from runner.primitives import procfs  # noqa: E402
@@ -73,7 +74,7 @@ from runner.primitives.http_client import HttpClientPrimitive  # noqa: E402
 from runner.primitives.subprocess import ProcessSpec, build_spec  # noqa: E402
 
 RESULTS_FILE = ROOT / "bench" / "results" / "runner.md"
-DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
+DEFAULT_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
 VENV_BIN = ROOT / ".venv" / "bin"
 PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
 KIWI = [str(VENV_BIN / "kiwi")] if (VENV_BIN / "kiwi").exists() else [PYTHON, "-m", "runner.cli"]

@@ -35,13 +35,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 from report import Verdict, git_commit, summary  # noqa: E402
 
 from runner import PostgresRegistry, Runner, Settings, local_owner  # noqa: E402
+from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url  # noqa: E402
 
 CASES = (("bash", "hello_world", {"name": "bench"}), ("python", "format_bytes", {"bytes": 123456789}))
 TARGETS_MS = {"bash": 15.0, "python": 30.0}
 
 
 async def main(runs: int) -> int:
-    url = os.environ.get("KIWI_DATABASE_URL", "postgresql://postgres:postgres@127.0.0.1:54322/postgres")
+    url = os.environ.get("KIWI_DATABASE_URL") or stack_database_url(login=STACK_SUPERUSER_LOGIN)
     with tempfile.TemporaryDirectory(prefix="kiwi-sandbox-bench-") as tmp:
         runners = {}
         for mode in ("on", "off"):

@@ -40,7 +40,7 @@ from http_serving import kiwi_http_server, runner_url, server_env  # noqa: E402
 from report import Verdict, git_commit, summary  # noqa: E402
 
 from runner import LOCAL_JWT_SECRET, sign_token  # noqa: E402
-from runner.config import DEFAULT_DATABASE_URL  # noqa: E402
+from runner.config import stack_database_url  # noqa: E402
 
 TARGET_MB = 20.0
 WARMUP = 200
@@ -59,7 +59,7 @@ INITIALIZE = {
 @contextlib.contextmanager
 def serving(workdir: Path, idle_s: float) -> Iterator[tuple[str, int]]:
     """`kiwi serve --transport http` with sessions expiring after `idle_s`: its URL and pid."""
-    database = os.environ.get("KIWI_DATABASE_URL") or DEFAULT_DATABASE_URL
+    database = os.environ.get("KIWI_DATABASE_URL") or stack_database_url()
     env = server_env(runner_url(database), workdir / "cache", KIWI_SESSION_IDLE_TIMEOUT=str(idle_s))
     with kiwi_http_server(env, workdir / "serve.log") as served:
         yield served

@@ -48,10 +48,12 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from synthetic_load import load
 
+from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url
+
 ROOT = Path(__file__).resolve().parent.parent
 MIGRATIONS_DIR = ROOT / "supabase" / "migrations"
 SEED_FILE = ROOT / "supabase" / "seed.sql"
-DEFAULT_ADMIN_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
+DEFAULT_ADMIN_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
 
 # Bump when the generated data changes shape: registries built by an older generator
 # are then rebuilt instead of reused. (5: file bodies of api and MCP tools as one-line

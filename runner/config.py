@@ -1,7 +1,10 @@
 """Runner settings: environment first, then config.toml, then the local defaults.
 
 Environment variables:
-  KIWI_DATABASE_URL        direct Postgres backend (default: the local stack)
+  KIWI_DATABASE_URL        direct Postgres backend (default: the local stack, the runner's login
+                           on 127.0.0.1:KIWI_DB_PORT)
+  KIWI_DB_PORT             the local stack's port (default DEFAULT_DB_PORT below), the same
+                           setting scripts/stack, make and the tests read
   SUPABASE_URL, SUPABASE_KEY (or SUPABASE_SERVICE_ROLE_KEY / SUPABASE_ANON_KEY)
                            the Supabase REST backend, used when KIWI_BACKEND=rest or
                            when SUPABASE_URL is set and KIWI_DATABASE_URL is not
@@ -62,9 +65,14 @@ from .principal import admin as principal_admin
 # The local stack's Supabase Auth (the Supabase CLI's API port, 54321).
 LOCAL_AUTH_ISSUER = "http://127.0.0.1:54321/auth/v1"
 
-# The local stack's runner login (supabase/local_runner_login.sql): not a superuser; it can only
-# SET ROLE to anon, authenticated and service_role, as each request's principal asks.
-DEFAULT_DATABASE_URL = "postgresql://kiwi_runner:kiwi_runner@127.0.0.1:54322/postgres"
+# The local stack (scripts/stack): PostgreSQL on 127.0.0.1 at KIWI_DB_PORT, else this port; the
+# one place Python holds it (scripts/stack holds the shell's).
+DEFAULT_DB_PORT = 54322
+# Its two logins: the runner's (supabase/local_runner_login.sql), not a superuser, which can only
+# SET ROLE to anon, authenticated and service_role as each request's principal asks; and the
+# superuser's, for resets, psql and the tests' fixtures.
+STACK_RUNNER_LOGIN = "kiwi_runner:kiwi_runner"
+STACK_SUPERUSER_LOGIN = "postgres:postgres"
 TRUST_POLICIES = ("off", "warn", "require")
 EMBEDDINGS = ("local", "off", "openai")  # KIWI_EMBEDDINGS: the models of runner/search/embedders.py
 DEFAULT_EMBEDDINGS_URL = "https://api.openai.com/v1"
@@ -173,7 +181,7 @@ class Settings:
             )
         return cls(
             backend=backend,
-            database_url=explicit_db or DEFAULT_DATABASE_URL,
+            database_url=explicit_db or stack_database_url(env),
             supabase_url=supabase_url,
             supabase_key=supabase_key,
             supabase_access_token=env.get("KIWI_ACCESS_TOKEN") or None,
@@ -186,7 +194,7 @@ class Settings:
             admin=_flag(env.get("KIWI_ADMIN"), "KIWI_ADMIN"),
             jwt_secret=env.get("KIWI_JWT_SECRET")
             or env.get("SUPABASE_JWT_SECRET")
-            or (LOCAL_JWT_SECRET if _is_local(explicit_db or DEFAULT_DATABASE_URL) else None),
+            or (LOCAL_JWT_SECRET if _is_local(explicit_db or stack_database_url(env)) else None),
             jwks_url=env.get("KIWI_JWKS_URL")
             or auth.get("jwks_url")
             or (f"{supabase_url.rstrip('/')}/auth/v1/.well-known/jwks.json" if supabase_url else None),
@@ -248,6 +256,27 @@ class Settings:
         if self.supabase_url:
             return self.supabase_url.rstrip("/") + "/auth/v1"
         return LOCAL_AUTH_ISSUER
+
+
+def stack_port(environ: Mapping[str, str] | None = None) -> int:
+    """The local stack's port: KIWI_DB_PORT, else DEFAULT_DB_PORT. One setting, so kiwi never
+    talks to a server on a port the stack does not use."""
+    env = os.environ if environ is None else environ
+    raw = (env.get("KIWI_DB_PORT") or "").strip()
+    if not raw:
+        return DEFAULT_DB_PORT
+    if not (raw.isascii() and raw.isdigit() and not raw.startswith("0") and int(raw) <= 65535):
+        raise UsageError(
+            f"KIWI_DB_PORT={raw!r} is not a port number",
+            hint="KIWI_DB_PORT is the local stack's port, 1-65535 (unset: " + str(DEFAULT_DB_PORT) + ")",
+        )
+    return int(raw)
+
+
+def stack_database_url(environ: Mapping[str, str] | None = None, login: str = STACK_RUNNER_LOGIN) -> str:
+    """The local stack's database URL on its port (stack_port), as `login` (the runner's by
+    default): kiwi's default when no KIWI_DATABASE_URL is set."""
+    return f"postgresql://{login}@127.0.0.1:{stack_port(environ)}/postgres"
 
 
 def _flag(value: str | None, name: str) -> bool:

@@ -21,12 +21,16 @@ import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 
+from runner.config import stack_database_url
+
 ROOT = Path(__file__).resolve().parent.parent
 # the runner's login, as kiwi's default (runner/config.py): not a superuser
-URL = os.environ.get("KIWI_DATABASE_URL", "postgresql://kiwi_runner:kiwi_runner@127.0.0.1:54322/postgres")
+URL = os.environ.get("KIWI_DATABASE_URL") or stack_database_url()
+DB_PORT = urlsplit(URL).port or 5432  # the one the sandboxed tool tries to reach
 KIWI = [sys.executable, "-m", "runner.cli"]
 
 
@@ -148,7 +152,7 @@ ESCAPE_SH = """\
 echo "I am uid $(id -u) on $(hostname)"
 [ -e /etc/shadow ] && echo "read /etc/shadow" || echo "no /etc/shadow"
 ls "$HOME_OF_RUNNER" >/dev/null 2>&1 && echo "read the runner's home" || echo "no runner home"
-(echo > /dev/tcp/127.0.0.1/54322) 2>/dev/null && echo "reached the database" || echo "database: connection refused"
+(echo > /dev/tcp/127.0.0.1/$DB_PORT) 2>/dev/null && echo "reached the database" || echo "database: connection refused"
 setsid sleep 600 </dev/null >/dev/null 2>&1 &
 echo "left a daemon behind (it dies with the sandbox)"
 """
@@ -163,7 +167,9 @@ def sandbox_tour() -> None:
         tool = Path(project) / ".ai" / "tools" / "escape_attempt"
         tool.mkdir(parents=True)
         (tool / "tool.yaml").write_text(ESCAPE_YAML)
-        (tool / "escape.sh").write_text(ESCAPE_SH.replace("$HOME_OF_RUNNER", str(Path.home())))
+        (tool / "escape.sh").write_text(
+            ESCAPE_SH.replace("$HOME_OF_RUNNER", str(Path.home())).replace("$DB_PORT", str(DB_PORT))
+        )
         kiwi("run", "escape_attempt", env={**env, "KIWI_PROJECT_DIR": project})
     left = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True, check=False).stdout.split()
     print(f"  daemons left on the host: {len(left)}")

@@ -13,18 +13,20 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from runner.config import STACK_RUNNER_LOGIN, STACK_SUPERUSER_LOGIN, stack_database_url
+
 ROOT = Path(__file__).resolve().parent.parent
-# The superuser's: fixtures create and delete data as the dashboard's SQL editor would.
-DEFAULT_DATABASE_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
-# The local stack's two logins (scripts/stack): the superuser, and the runner's
+# The local stack's two logins (scripts/stack): the superuser, with which fixtures create and
+# delete data as the dashboard's SQL editor would, and the runner's
 # (supabase/local_runner_login.sql), which `kiwi` itself logs in with by default.
-SUPERUSER_LOGIN = "postgres:postgres@"
-RUNNER_LOGIN = "kiwi_runner:kiwi_runner@"
+SUPERUSER_LOGIN = STACK_SUPERUSER_LOGIN + "@"
+RUNNER_LOGIN = STACK_RUNNER_LOGIN + "@"
 
 
 def stack_url() -> str:
-    """The superuser URL of the database the suite runs on."""
-    return os.environ.get("KIWI_DATABASE_URL", DEFAULT_DATABASE_URL)
+    """The superuser URL of the database the suite runs on: KIWI_DATABASE_URL, else the local
+    stack's on its port (KIWI_DB_PORT, as scripts/stack and kiwi read it)."""
+    return os.environ.get("KIWI_DATABASE_URL") or stack_database_url(login=STACK_SUPERUSER_LOGIN)
 
 
 def runner_url(database_url: str) -> str:
@@ -46,7 +48,10 @@ def database_url() -> str:
         with psycopg.connect(url, connect_timeout=5) as conn:
             conn.execute("select 1 from public.tools limit 1")
     except psycopg.Error as exc:
-        pytest.fail(f"the registry database at {url} is not ready ({exc}); run `make db` first")
+        pytest.fail(
+            f"the registry database at {url} is not ready ({exc}); run `make db` first, or set "
+            "KIWI_DB_PORT to the port your stack runs on"
+        )
     return url
 
 

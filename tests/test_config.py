@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from runner import Settings, UsageError
-from runner.config import DEFAULT_DATABASE_URL
+from runner.config import stack_database_url
 
 
 def test_defaults_point_at_the_local_stack(tmp_path: Path) -> None:
     s = Settings.load({"HOME": str(tmp_path)}, tmp_path / "absent.toml")
-    assert s.backend == "postgres" and s.database_url == DEFAULT_DATABASE_URL
+    assert s.backend == "postgres" and s.database_url == stack_database_url({})
     assert s.cache_dir == tmp_path / ".cache" / "kiwi" and s.record_runs
 
 

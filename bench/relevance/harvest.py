@@ -35,6 +35,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url
+
 HERE = Path(__file__).resolve().parent
 
 # Dummy credentials: enough for a server to start and list its tools, never to reach a service.
@@ -60,7 +62,7 @@ class Server:
         return f"{self.package}{sep}{self.version}"
 
 
-PG_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
+PG_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
 ATLASSIAN = {"ATLASSIAN_SITE_NAME": "example", "ATLASSIAN_USER_EMAIL": "a@example.com", "ATLASSIAN_API_TOKEN": DUMMY}
 AWS = {"AWS_ACCESS_KEY_ID": DUMMY, "AWS_SECRET_ACCESS_KEY": DUMMY, "AWS_REGION": "us-east-1"}
 BROWSERBASE = {"BROWSERBASE_API_KEY": DUMMY, "BROWSERBASE_PROJECT_ID": DUMMY, "GEMINI_API_KEY": DUMMY}

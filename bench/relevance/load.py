@@ -42,6 +42,7 @@ if str(ROOT) not in sys.path:  # run as a bench script: the runner package is th
 import mcp_types as types  # noqa: E402
 
 from runner import LocalWordLlama, PostgresRegistry, admin, embed_pending  # noqa: E402  # noqa: E402
+from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url  # noqa: E402
 from runner.mcp.importer import cut_description as importer_cut  # noqa: E402
 from runner.mcp.importer import tool_id_for, tool_manifest  # noqa: E402
 
@@ -49,7 +50,7 @@ CATALOG = HERE / "catalog.json"
 QUERIES = HERE / "queries.yaml"
 MIGRATIONS_DIR = ROOT / "supabase" / "migrations"
 SEED_FILE = ROOT / "supabase" / "seed.sql"
-DEFAULT_ADMIN_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres"
+DEFAULT_ADMIN_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
 DEFAULT_DB = "kiwi_bench_relevance"
 DESCRIPTION_LIMIT = 4000  # registry_limits.text_field_chars.description (20261121001350)
 LOADER_VERSION = 1  # bump when what is loaded changes shape: databases built before are rebuilt

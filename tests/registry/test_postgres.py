@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -27,6 +28,7 @@ from runner import (
 )
 from runner.registry.errors import redact, scrub
 from runner.registry.postgres import statement
+from tests.conftest import stack_url
 
 
 @pytest.fixture
@@ -162,7 +164,7 @@ async def test_bad_manifest_is_a_usage_error_naming_each_field(reg: PostgresRegi
 @pytest.mark.parametrize(
     "url",
     [
-        "postgresql://postgres:Wr0ng-S3cret-pw@127.0.0.1:54322/postgres",  # wrong password
+        f"postgresql://postgres:Wr0ng-S3cret-pw@127.0.0.1:{urlsplit(stack_url()).port}/postgres",  # wrong password
         "postgresql://postgres:Wr0ng-S3cret-pw@127.0.0.1:1/postgres",  # nothing listens
         "host=127.0.0.1 port=1 user=postgres password=Wr0ng-S3cret-pw dbname=postgres",
     ],

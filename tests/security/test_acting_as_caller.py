@@ -32,6 +32,7 @@ from runner import (
     from_claims,
     local_owner,
 )
+from runner.config import stack_database_url
 
 
 def user(user_id: str) -> Principal:
@@ -165,7 +166,7 @@ async def test_the_local_owner_publishes_in_its_namespace_but_not_into_public(
 def test_a_principal_is_never_the_database_login_by_default() -> None:
     """Nothing constructs a registry without saying whom it acts as."""
     with pytest.raises(TypeError):
-        PostgresRegistry("postgresql://kiwi_runner:kiwi_runner@127.0.0.1:54322/postgres")  # type: ignore[call-arg]
+        PostgresRegistry(stack_database_url())  # type: ignore[call-arg]
 
 
 def test_the_local_stack_creates_the_owner_the_runner_acts_as(conn: psycopg.Connection) -> None:

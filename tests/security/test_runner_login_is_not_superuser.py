@@ -19,10 +19,9 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from runner.config import DEFAULT_DATABASE_URL
+from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url
 from runner.mcp.registry_events import CHANNEL as REGISTRY_CHANNEL
 from runner.registry.plan_cache import CHANNEL as PLANS_CHANNEL
-from tests.conftest import DEFAULT_DATABASE_URL as STACK_SUPERUSER_URL
 from tests.conftest import ROOT, runner_url
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
@@ -41,8 +40,9 @@ def test_the_default_url_is_the_runner_login_the_stack_creates(monkeypatch: pyte
     supabase/local_runner_login.sql creates are one and the same."""
     monkeypatch.delenv("KIWI_DATABASE_URL", raising=False)
     monkeypatch.delenv("KIWI_RUNNER_DATABASE_URL", raising=False)
-    assert runner_url(STACK_SUPERUSER_URL) == DEFAULT_DATABASE_URL
-    login = urlsplit(DEFAULT_DATABASE_URL)
+    default = stack_database_url()
+    assert runner_url(stack_database_url(login=STACK_SUPERUSER_LOGIN)) == default
+    login = urlsplit(default)
     sql = (ROOT / "supabase" / "local_runner_login.sql").read_text()
     assert f"create role {login.username} " in sql and f"password '{login.password}'" in sql
 

@@ -16,10 +16,12 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from runner import PostgresRegistry, Runner, Settings, local_owner
+from tests.conftest import stack_url
 from tests.security.test_no_orphans import none_left
 
 SECRET = f"s3cret-{uuid.uuid4().hex}"
@@ -79,14 +81,15 @@ async def test_host_files_are_out_of_reach(runner: Runner, bash_tool: Callable[.
 
 
 async def test_the_database_is_not_reachable_over_loopback(runner: Runner, bash_tool: Callable[..., str]) -> None:
+    database = urlsplit(stack_url()).port or 5432
     script = (
-        "for port in 54322 5432 80; do\n"
+        f"for port in {database} 5432 80; do\n"
         '  if (echo > "/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "OPEN $port"; else echo "closed $port"; fi\n'
         "done\n"
     )
     status, output, error = await run(runner, bash_tool(script))
     assert status == "success", error
-    assert "OPEN" not in output and "closed 54322" in output
+    assert "OPEN" not in output and f"closed {database}" in output
 
 
 async def test_another_tools_cache_directory_cannot_be_written(
