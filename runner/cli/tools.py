@@ -88,13 +88,19 @@ async def cmd_show(args: argparse.Namespace) -> int:
     from ..core.refs import split_ref
     from ..handlers import standard_dispatcher
     from ..harness.run import Runner
+    from ..errors import NotFound
     from ..registry import connect
+    from ..registry.suggest import suggest_for
 
     tool, version = split_ref(args.tool, args.version)
     settings = Settings.load()
     runner = Runner(connect(settings, one_shot=True), settings, dispatcher=standard_dispatcher())
     try:
-        plan = await runner.registry.plan(tool, version)
+        try:
+            plan = await runner.registry.plan(tool, version)
+        except NotFound as e:
+            await suggest_for(runner.registry, tool, e)
+            raise
         verdicts = {v.tool_id: v for v in await runner.verify(plan)}
         sandbox = runner.sandbox_profile(plan)
     finally:

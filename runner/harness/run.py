@@ -40,6 +40,7 @@ from ..principal import requested
 from ..registry.base import Registry
 from ..registry.spaces import find as find_local
 from ..registry.spaces import spaces as local_spaces_of
+from ..registry.suggest import suggest_for
 from ..sandbox import Profile, Sandbox, profile_from
 from ..sandbox.site import ToolSite
 from ..trust.integrity import check_content
@@ -163,7 +164,11 @@ class Runner:
                 tool = local.load()
                 preview = await self.registry.preview_plan(tool.manifest, tool.files)
                 return Plan.from_json({**preview, "source": local.space, "origin": str(local.path)})
-        return await self.registry.plan(tool_id, version)
+        try:
+            return await self.registry.plan(tool_id, version)
+        except NotFound as e:  # `shout` for `local/shout`: say so
+            await suggest_for(self.registry, tool_id, e)
+            raise
 
     async def run(
         self,
