@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import KiwiError, UsageError
+from .version import VersionAction
 
 if TYPE_CHECKING:
     from ..harness.run import RunResult
@@ -132,6 +133,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--admin", action="store_true", help="act as service_role (admin), like KIWI_ADMIN=1; never a default"
     )
+    parser.add_argument("--version", action=VersionAction, help="print kiwi's version (and commit, in a checkout)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     defined: set[Callable[[Any], object]] = set()
     for name, define in COMMANDS.items():  # in the order `kiwi --help` lists them
