@@ -144,7 +144,7 @@ def test_each_port_has_its_own_cluster_and_stamp(tmp_path: Path) -> None:
 
 def test_a_port_that_is_not_a_number_is_refused(tmp_path: Path) -> None:
     checkout = fake_checkout(tmp_path)
-    for bad in ("abc", "0", "65536", "54322; rm -rf /"):
+    for bad in ("abc", "0", "65536", "5432; rm -rf /"):
         done = run_stack(checkout, "up", port=bad)
         assert done.returncode != 0 and "KIWI_DB_PORT must be a port number" in done.stderr, bad
     assert not (checkout / "supabase-args").exists()

@@ -444,7 +444,7 @@ class PostgresBackend:
         reason = scrub(str(exc).strip() or type(exc).__name__, self._url)
         return RegistryUnavailable(
             f"cannot connect to the registry database at {redact(self._url)}: {reason}",
-            hint="start the local database with `make db`, or check KIWI_DATABASE_URL",
+            hint="start the local database with `make db`, or check KIWI_DB_PORT (its port) or KIWI_DATABASE_URL",
         )
 
     def _dead(self, cause: BaseException) -> KiwiError:
