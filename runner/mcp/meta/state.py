@@ -11,6 +11,7 @@ from types import EllipsisType
 from typing import Any
 
 from mcp.server.mcpserver import Context
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 
 from ...harness.run import Runner
 from ...registry.base import Registry
@@ -76,9 +77,11 @@ class ServerState:
 
 def session_of(ctx: Context | None, server_session: str) -> str:
     """The session a call is audited and rate-limited in: each client connection's own over
-    streamable HTTP (where many callers share one server), else the server's (stdio: one client)."""
-    try:
-        transport = ctx.request_context.session_id if ctx is not None else None
+    streamable HTTP (where many callers share one server), else the server's (stdio: one client;
+    the sessionless HTTP of protocol 2026-07-28, whose requests carry no session id)."""
+    try:  # the id the transport gave the connection, which it checked before routing the request here
+        headers = ctx.headers if ctx is not None else None
+        transport = headers.get(MCP_SESSION_ID_HEADER) if headers is not None else None
     except (AttributeError, ValueError, LookupError):  # outside a request (in-memory tests call it directly)
         transport = None
     return f"{server_session}/{transport}"[:200] if transport else server_session
