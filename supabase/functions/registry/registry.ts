@@ -10,12 +10,15 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import postgres from "postgres";
 import { z } from "zod";
 
-/** The Supabase local default, as in the runner's configuration. */
-export const DEFAULT_DATABASE_URL = "postgresql://postgres:postgres@127.0.0.1:54322/postgres";
+/** The local stack's port when KIWI_DB_PORT is unset, as scripts/stack and runner/config.py have it. */
+export const DEFAULT_DB_PORT = "54322";
 
-/** SUPABASE_DB_URL is what Supabase gives edge functions; KIWI_DATABASE_URL is what Kiwi uses. */
+/** SUPABASE_DB_URL is what Supabase gives edge functions; KIWI_DATABASE_URL is what Kiwi uses;
+ * else the local stack, on KIWI_DB_PORT like the rest of Kiwi. */
 export function databaseUrl(env: (name: string) => string | undefined = (n) => Deno.env.get(n)): string {
-  return env("SUPABASE_DB_URL") || env("KIWI_DATABASE_URL") || DEFAULT_DATABASE_URL;
+  const port = env("KIWI_DB_PORT") || DEFAULT_DB_PORT;
+  return env("SUPABASE_DB_URL") || env("KIWI_DATABASE_URL") ||
+    `postgresql://postgres:postgres@127.0.0.1:${port}/postgres`;
 }
 
 type Sql = postgres.Sql<Record<string, unknown>>;

@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { handle } from "./index.ts";
-import { databaseUrl, DEFAULT_DATABASE_URL, searchAnswer, signatureState, splitRef, ToolError } from "./registry.ts";
+import { databaseUrl, DEFAULT_DB_PORT, searchAnswer, signatureState, splitRef, ToolError } from "./registry.ts";
 
 Deno.test("a reference may carry a version and the public namespace", () => {
   assert.deepEqual(splitRef(" hello_world "), { ref: "hello_world", version: null });
@@ -36,11 +36,12 @@ Deno.test("a search answer says once how it was ranked, and each item how it mat
   assert.deepEqual(searchAnswer("zzqx", []), { query: "zzqx", count: 0, search_mode: null, items: [] });
 });
 
-Deno.test("the database is SUPABASE_DB_URL, else KIWI_DATABASE_URL, else the local default", () => {
+Deno.test("the database is SUPABASE_DB_URL, else KIWI_DATABASE_URL, else the local stack on KIWI_DB_PORT", () => {
   const env = (vars: Record<string, string>) => (name: string) => vars[name];
   assert.equal(databaseUrl(env({ SUPABASE_DB_URL: "a", KIWI_DATABASE_URL: "b" })), "a");
-  assert.equal(databaseUrl(env({ KIWI_DATABASE_URL: "b" })), "b");
-  assert.equal(databaseUrl(env({})), DEFAULT_DATABASE_URL);
+  assert.equal(databaseUrl(env({ KIWI_DATABASE_URL: "b", KIWI_DB_PORT: "6543" })), "b");
+  assert.equal(databaseUrl(env({ KIWI_DB_PORT: "6543" })), "postgresql://postgres:postgres@127.0.0.1:6543/postgres");
+  assert.equal(databaseUrl(env({})), `postgresql://postgres:postgres@127.0.0.1:${DEFAULT_DB_PORT}/postgres`);
 });
 
 Deno.test("a plain GET is a health check; a GET for a stream is refused with 405", async () => {
