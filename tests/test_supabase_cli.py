@@ -8,7 +8,7 @@ service_role) are cluster-wide and already exist, as on a project.
 Facts about the CLI (3.1.0) these tests rely on, each checked with `--help`:
 * `db push` and `migration list` target the LOCAL stack by default; `--remote=<url>`
   targets any database (`--db-url` still works but is deprecated, "removed in v4").
-* The host is spelled `127.1`: the CLI treats `127.0.0.1:54322` as its own Docker stack.
+* The host is spelled `127.1`: the CLI treats `127.0.0.1` on its own db port as its Docker stack.
 * `--workdir DIR` is the directory holding `supabase/`, used as given. The push runs on
   a temporary copy of `supabase/`, so the CLI's `supabase/.temp/` lands there and the
   files pushed cannot change under the test while others edit the tree.
