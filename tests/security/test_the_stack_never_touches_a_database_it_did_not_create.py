@@ -1,7 +1,7 @@
 """`make demo` with another project's PostgreSQL on the port refuses and leaves it untouched.
 
-Before, scripts/stack found any PostgreSQL answering on its port (the Supabase CLI's own
-54322, so every developer running `supabase start` for another project), said "using it"
+Before, scripts/stack found any PostgreSQL answering on its port (the Supabase CLI's own db
+port, so every developer running `supabase start` for another project), said "using it"
 and ran `supabase db reset` against it. Here a real "foreign" PostgreSQL, started with the
 stack's own binaries in a folder of this test's, holds a table with a row; `make demo`
 and `scripts/stack reset` pointed at it through KIWI_DB_PORT must refuse with a message
