@@ -160,7 +160,7 @@ class _Setup:
         own = (plan.manifest.get("config") or {}).get("timeout")
         if isinstance(own, int | float) and not isinstance(own, bool) and own > 0:
             budget.seconds = min(budget.seconds, float(own))
-        return cls(directive_ref, tier_name, tier, provider, fmt, budget)
+        return cls(directive_ref, str(tier_name), tier, provider, fmt, budget)
 
 
 class _Thread:

@@ -28,7 +28,8 @@ import contextlib
 import ipaddress
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -295,6 +296,17 @@ def _transport_security(host: str, resource_url: str) -> TransportSecuritySettin
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
+def _lifespan_of(inner: Starlette) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    """The outer app's lifespan: the inner app's (its session manager's), which yields no state."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with inner.router.lifespan_context(inner):
+            yield
+
+    return lifespan
+
+
 def http_app(
     server: MCPServer, *, host: str, resource_url: str, auth: HttpAuth | None, limits: SessionLimits | None = None
 ) -> Starlette:
@@ -308,7 +320,7 @@ def http_app(
     inner = sessions_app(server, path=MCP_PATH, limits=limits, transport_security=security)
     checked = ProtocolChecks(inner, path=MCP_PATH)  # the protocol errors the SDK answers otherwise
     if auth is None:
-        return Starlette(routes=[Mount("/", app=checked)], lifespan=lambda app: inner.router.lifespan_context(inner))
+        return Starlette(routes=[Mount("/", app=checked)], lifespan=_lifespan_of(inner))
     assert auth.settings.resource_server_url is not None
     metadata_routes = create_protected_resource_routes(
         resource_url=auth.settings.resource_server_url,
@@ -327,7 +339,7 @@ def http_app(
             Middleware(AuthenticationMiddleware, backend=_BearerBackend(auth.verifier), on_error=auth.refusal),
             Middleware(AuthContextMiddleware),
         ],
-        lifespan=lambda app: inner.router.lifespan_context(inner),
+        lifespan=_lifespan_of(inner),
     )
 
 

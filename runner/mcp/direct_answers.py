@@ -52,12 +52,14 @@ def direct_answer(result: CallToolResult, tool: str) -> CallToolResult:
     if not result.is_error or not isinstance(structured, dict):
         return result
     failure = structured.get("failure")
-    error = structured.get("error") if isinstance(structured.get("error"), dict) else {}
+    said = structured.get("error")
+    error: dict[str, Any] = said if isinstance(said, dict) else {}
     if isinstance(failure, dict) and failure.get("kind") == "invalid_parameters":
         hint = f"the input schema of {tool} is in tools/list; pass the arguments as one object that satisfies it"
         return _rehinted(result, structured.get("hint"), hint, {"hint": hint, "failure": {**failure, "hint": hint}})
     if error.get("kind") == "approval_pending":
-        approval = structured.get("approval") if isinstance(structured.get("approval"), dict) else {}
+        pending = structured.get("approval")
+        approval: dict[str, Any] = pending if isinstance(pending, dict) else {}
         aid = str(approval.get("id"))
         hint = (
             f"ask a person to run `kiwi approve {aid}` (or `kiwi deny {aid}`); then call {tool} again with exactly "

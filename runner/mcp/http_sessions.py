@@ -156,7 +156,7 @@ class CappedSessionManager(StreamableHTTPSessionManager):
         """Close the caller's session idle the longest (its idle scope's deadline is the soonest:
         the SDK sets it when the session's last request ends, and to infinity while one is in
         flight), as its idle timeout would have; SessionCapReached if every one is busy."""
-        idle = [(t.idle_scope.deadline, sid, t) for sid, t in held.items() if _idle(t)]
+        idle = [(deadline, sid, t) for sid, t in held.items() if (deadline := _idle_until(t)) is not None]
         if not idle:
             raise SessionCapReached(caller, self.limits.per_user)
         _, session_id, transport = min(idle, key=lambda found: found[0])
@@ -203,10 +203,13 @@ def _libc_malloc_trim() -> Any:
 _malloc_trim = _libc_malloc_trim()
 
 
-def _idle(transport: StreamableHTTPServerTransport) -> bool:
-    """No request in flight and not already ending (its idle scope counting down)."""
+def _idle_until(transport: StreamableHTTPServerTransport) -> float | None:
+    """When the session expires if it is idle: no request in flight and not already ending (its
+    idle scope counting down); else None."""
     scope = transport.idle_scope
-    return scope is not None and not scope.cancel_called and math.isfinite(scope.deadline)
+    if scope is None or scope.cancel_called or not math.isfinite(scope.deadline):
+        return None
+    return scope.deadline
 
 
 def sessions_app(

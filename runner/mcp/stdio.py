@@ -97,8 +97,8 @@ async def stdio_wire() -> AsyncIterator[tuple[LineReader, LineWriter] | tuple[No
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
         yield LineReader(reader), LineWriter(writer)
     finally:
-        for transport in transports:  # each closes its own copy of the wire
-            transport.close()
+        for opened in transports:  # each closes its own copy of the wire
+            opened.close()
         for restore in reversed(restores):
             restore()
 

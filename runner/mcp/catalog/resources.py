@@ -22,6 +22,7 @@ from urllib.parse import unquote
 
 from mcp.server.context import ServerRequestContext
 from mcp_types import (
+    BlobResourceContents,
     ListResourcesResult,
     ListResourceTemplatesResult,
     PaginatedRequestParams,
@@ -141,7 +142,7 @@ async def read_resource(
     return await answered("resources/read", call, not_found=not_found)
 
 
-def contents_of(uri: str, plan: Plan) -> list[TextResourceContents]:
+def contents_of(uri: str, plan: Plan) -> list[TextResourceContents | BlobResourceContents]:
     """A knowledge entry's text as resource contents read by `uri`."""
     versioned = knowledge_uri(plan.tool_id, plan.version)
     meta = {"version": plan.version, "content_hash": plan.content_hash, "uri": versioned}

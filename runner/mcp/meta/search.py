@@ -82,7 +82,7 @@ async def search(
             warnings.append("this server does not serve local spaces (kiwi serve --local-spaces)")
         for warning in warnings + ([found.embedding_failed] if found.embedding_failed else []):
             logger.warning("search: %s", warning)
-        structured = {
+        structured: dict[str, Any] = {
             "query": query,
             "item_type": kind,
             "count": len(items),

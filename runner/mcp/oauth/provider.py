@@ -27,6 +27,7 @@ from mcp.client.auth.extensions.client_credentials import (
     SignedJWTParameters,
 )
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
+from pydantic import AnyUrl
 
 from ...errors import ConfigError, Refused
 from ...principal import requested
@@ -152,8 +153,8 @@ def preregistered_client(cfg: OAuthConfig, redirect_uri: str) -> OAuthClientInfo
     return OAuthClientInformationFull(
         client_id=cfg.client_id,
         client_secret=cfg.client_secret,
-        redirect_uris=[redirect_uri],  # type: ignore[list-item]
-        token_endpoint_auth_method=cfg.token_endpoint_auth_method  # type: ignore[arg-type]
+        redirect_uris=[AnyUrl(redirect_uri)],
+        token_endpoint_auth_method=cfg.token_endpoint_auth_method
         or ("client_secret_basic" if cfg.client_secret else "none"),
         issuer=cfg.issuer,
     )
