@@ -86,9 +86,9 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
     from ..config import Settings
     from ..core.refs import split_ref
+    from ..errors import NotFound
     from ..handlers import standard_dispatcher
     from ..harness.run import Runner
-    from ..errors import NotFound
     from ..registry import connect
     from ..registry.suggest import suggest_for
 
@@ -230,6 +230,11 @@ async def cmd_publish(args: argparse.Namespace) -> int:
         )
         if answer.get("executor_chain"):
             print("chain: " + " -> ".join(answer["executor_chain"]))
+        if "visibility" not in tool_dir.manifest and answer.get("namespace") not in (None, "public"):
+            print(
+                f"visibility: private (the default in namespace {answer['namespace']}: only its members see it;"
+                " `visibility: public` in tool.yaml shares it)"
+            )
         if answer.get("normalised"):  # old spellings of config keys the registry rewrote
             print("normalised: " + "; ".join(answer["normalised"]))
         if answer.get("signature"):

@@ -108,7 +108,9 @@ begin
     category       = v_best.manifest ->> 'category',
     subcategory    = v_best.manifest ->> 'subcategory',
     tags           = coalesce((select array_agg(x) from jsonb_array_elements_text(v_best.manifest -> 'tags') x), '{}'),
-    visibility     = coalesce(v_best.manifest ->> 'visibility', 'public')
+    -- the default as publish gives it: public in `public`, private in anyone's own namespace
+    visibility     = coalesce(v_best.manifest ->> 'visibility', case when t.namespace = 'public' then 'public'
+                                                                     else 'private' end)
    where t.id = p_tool_uuid;
 end
 $$;

@@ -128,7 +128,9 @@ begin
   if not found then
     insert into public.tools (namespace, tool_id, tool_type, executor_id, name, visibility, owner_id)
     values (v_ns, v_tool_id, p_manifest ->> 'tool_type', v_exec,
-            coalesce(p_manifest ->> 'name', v_tool_id), coalesce(p_manifest ->> 'visibility', 'public'), v_uid)
+            coalesce(p_manifest ->> 'name', v_tool_id),
+            -- no visibility given: public in `public`, private in anyone's own namespace
+            coalesce(p_manifest ->> 'visibility', case when v_ns = 'public' then 'public' else 'private' end), v_uid)
     on conflict (namespace, tool_id) do nothing;
     select * into v_tool from public.tools t where t.namespace = v_ns and t.tool_id = v_tool_id for update;
   end if;

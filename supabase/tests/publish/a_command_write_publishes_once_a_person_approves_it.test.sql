@@ -16,7 +16,7 @@ grant all on t to anon, authenticated, service_role;
 -- the runtime the member wants, and its content hash as publish computes it
 create function tests.runtime(p_version text, p_command text default 'python3') returns jsonb language sql as $$
   select jsonb_build_object('tool_id', 'acme/py_runtime', 'tool_type', 'runtime', 'executor', 'subprocess',
-                            'version', p_version, 'config', jsonb_build_object('command', p_command, 'args', '["{entrypoint}"]'::jsonb))
+                            'version', p_version, 'visibility', 'public', 'config', jsonb_build_object('command', p_command, 'args', '["{entrypoint}"]'::jsonb))
 $$;
 grant execute on function tests.runtime(text, text) to anon, authenticated, service_role;
 

@@ -62,7 +62,7 @@ select matches(tests.refusal(tests.script('{"version": "1.1.0", "parameters": {"
 select tests.act_as_admin();
 select public.publish_tool_version('{"tool_id": "rr_ns/rt", "tool_type": "runtime", "executor": "subprocess", "version": "1.0.0", "visibility": "private"}');
 select tests.act_as('authenticated', tests.owner_id());
-select matches(tests.refusal('{"tool_id": "rr_ns/on_rt", "tool_type": "script", "executor": "rr_ns/rt", "version": "1.0.0"}'),
+select matches(tests.refusal('{"tool_id": "rr_ns/on_rt", "tool_type": "script", "executor": "rr_ns/rt", "version": "1.0.0", "visibility": "public"}'),
   'visibility: a public tool \("rr_ns/on_rt"\) cannot run on a private executor \("rr_ns/rt"\)',
   'a public tool on a private runtime is refused naming both');
 select is(tests.refusal('{"tool_id": "rr_ns/on_rt", "tool_type": "script", "executor": "rr_ns/rt", "version": "1.0.0", "visibility": "private"}'),

@@ -24,7 +24,8 @@ begin
       jsonb_build_array(jsonb_build_object('path', 'k.txt', 'content_text', 'know', 'is_entrypoint', true)));
   end loop;
   perform public.publish_tool_version(  -- a newer version: the listing shows it
-    jsonb_build_object('tool_id', 'acme/k_public', 'tool_type', 'knowledge', 'version', '1.1.0', 'entrypoint', 'k.md'),
+    jsonb_build_object('tool_id', 'acme/k_public', 'tool_type', 'knowledge', 'version', '1.1.0', 'visibility', 'public',
+                       'entrypoint', 'k.md'),
     jsonb_build_array(jsonb_build_object('path', 'k.md', 'content_text', 'know more', 'is_entrypoint', true)));
 end $$;
 

@@ -13,7 +13,7 @@ select tests.make_acme();
 -- an admin publishes a public runtime into acme; the stranger builds on it in their own
 -- namespace, once publicly and once privately.
 select tests.act_as_user('service_role');
-select is(publish_tool_version('{"tool_id": "acme/rt", "tool_type": "runtime", "executor": "subprocess", "version": "1.0.0"}') ->> 'created',
+select is(publish_tool_version('{"tool_id": "acme/rt", "tool_type": "runtime", "executor": "subprocess", "version": "1.0.0", "visibility": "public"}') ->> 'created',
   'true', 'an admin publishes a public runtime into acme');
 select tests.act_as_user('stranger');
 insert into namespaces (namespace, owner_id) values ('stranger_co', tests.stranger_id());
@@ -22,7 +22,7 @@ select is(publish_tool_version(
             '[{"path": "main.sh", "content_text": "echo secret"}]') ->> 'created',
   'true', 'a stranger publishes a private script, in their own namespace, on acme''s public runtime');
 select is(publish_tool_version(
-            '{"tool_id": "stranger_co/open_plan", "tool_type": "script", "executor": "acme/rt", "version": "1.0.0"}',
+            '{"tool_id": "stranger_co/open_plan", "tool_type": "script", "executor": "acme/rt", "version": "1.0.0", "visibility": "public"}',
             '[{"path": "main.sh", "content_text": "echo open"}]') ->> 'created',
   'true', 'and a public one');
 
