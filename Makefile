@@ -51,9 +51,10 @@ test: db
 bench: db
 	@$(PY) bench/all.py $(BENCH_ARGS)
 
-## lint: ruff, and the seed compiled from supabase/seed/ is current
+## lint: ruff, mypy (pyproject's [tool.mypy]), and the seed compiled from supabase/seed/ is current
 lint: deps
-	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(PY) scripts/build_seed.py --check
+	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy \
+		&& $(PY) scripts/build_seed.py --check
 
 ## seed: recompile supabase/seed.sql from supabase/seed/*/
 seed: deps

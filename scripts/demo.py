@@ -80,7 +80,7 @@ def registry_tour() -> None:
             print(f"  {depth}  {tool_id:<16} {tool_type:<10} -> {executor or '-':<16} {version}  {content_hash[:12]}")
 
         heading("select resolve_execution_plan('format_bytes')  (config merged in SQL)")
-        plan = conn.execute("select resolve_execution_plan('format_bytes')").fetchone()[0]
+        (plan,) = conn.execute("select resolve_execution_plan('format_bytes')").fetchall()[0]
         print("  chain:     ", " -> ".join(link["tool_id"] for link in plan["chain"]))
         print("  primitive: ", plan["primitive"])
         print("  config:")
