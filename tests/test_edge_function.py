@@ -21,7 +21,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from psycopg.types.json import Jsonb
+
+from tests.conftest import runner_url
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTION = ROOT / "supabase" / "functions" / "registry"
@@ -45,16 +47,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def edge_url(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The function on a free port, against the test database; always stopped afterwards."""
+@contextmanager
+def edge_function(database: dict[str, str], log: Path) -> Iterator[str]:
+    """The function on a free port, its login given by `database` (KIWI_EDGE_DATABASE_URL or
+    KIWI_DATABASE_URL); its URL once it answers the health check; always stopped afterwards."""
     if not DENO.exists():  # a failure, not a skip: CI installs Deno from package.json
         pytest.fail(f"Deno is not installed ({DENO}); run `npm install` (package.json pins it)")
     port = free_port()
-    log = tmp_path_factory.mktemp("edge") / "deno.log"
     env = {
-        **{k: v for k, v in os.environ.items() if k != "SUPABASE_DB_URL"},
-        "KIWI_DATABASE_URL": database_url,
+        **{k: v for k, v in os.environ.items() if k not in ("SUPABASE_DB_URL", "KIWI_DATABASE_URL")},
+        **database,
         "PORT": str(port),
         "DENO_DIR": str(DENO_DIR),
         "NO_COLOR": "1",
@@ -85,6 +87,15 @@ def edge_url(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def edge_url(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The function against the test database through the runner's login (the local default's
+    login; never the superuser's, which it refuses)."""
+    log = tmp_path_factory.mktemp("edge") / "deno.log"
+    with edge_function({"KIWI_DATABASE_URL": runner_url(database_url)}, log) as url:
+        yield url
 
 
 # --- the MCP Inspector CLI ---------------------------------------------------------------

@@ -1,7 +1,8 @@
 // The registry's read-only MCP tools (search, load, resolve) over the database.
 //
 // Every query runs in its own transaction as the `anon` role, so the caller sees what
-// an anonymous PostgREST client would: public tools only, Row Level Security applied.
+// an anonymous PostgREST client would: public tools only, Row Level Security applied. The
+// login it connects with can become anon and no more (databaseUrl, checkLogin).
 // Signed-in callers (forwarding the caller's JWT as `request.jwt.claims` and using the
 // `authenticated` role) are a later step.
 
@@ -13,18 +14,43 @@ import { z } from "zod";
 /** The local stack's port when KIWI_DB_PORT is unset, as scripts/stack and runner/config.py have it. */
 export const DEFAULT_DB_PORT = "54322";
 
-/** SUPABASE_DB_URL is what Supabase gives edge functions; KIWI_DATABASE_URL is what Kiwi uses;
- * else the local stack, on KIWI_DB_PORT like the rest of Kiwi. */
+/** A configuration the function refuses to run with; said on every call until it is fixed. */
+export class LoginError extends Error {}
+
+/** The login: KIWI_EDGE_DATABASE_URL (a login that can only become anon: the migration's
+ * kiwi_registry_edge), else KIWI_DATABASE_URL (Kiwi's), else the local stack's runner login on
+ * KIWI_DB_PORT. Never SUPABASE_DB_URL, the superuser-level login Supabase hands every function:
+ * with only that set (a deployed function not given its own login), it refuses, saying how. */
 export function databaseUrl(env: (name: string) => string | undefined = (n) => Deno.env.get(n)): string {
+  const given = env("KIWI_EDGE_DATABASE_URL") || env("KIWI_DATABASE_URL");
+  if (given) return given;
+  if (env("SUPABASE_DB_URL")) {
+    throw new LoginError(
+      "KIWI_EDGE_DATABASE_URL is not set, and SUPABASE_DB_URL is a superuser-level login the registry does not use; " +
+        "give the function its own: alter role kiwi_registry_edge login password '...', then " +
+        "supabase secrets set KIWI_EDGE_DATABASE_URL=postgresql://kiwi_registry_edge...",
+    );
+  }
   const port = env("KIWI_DB_PORT") || DEFAULT_DB_PORT;
-  return env("SUPABASE_DB_URL") || env("KIWI_DATABASE_URL") ||
-    `postgresql://postgres:postgres@127.0.0.1:${port}/postgres`;
+  return `postgresql://kiwi_runner:kiwi_runner@127.0.0.1:${port}/postgres`;
+}
+
+/** Refuses a login that is a superuser or bypasses Row Level Security: the function acts as
+ * anon, and a login that could do more must not be the one it holds. */
+export function checkLogin(row: { rolsuper: boolean; rolbypassrls: boolean; rolname: string }): void {
+  if (row.rolsuper || row.rolbypassrls) {
+    throw new LoginError(
+      `the registry's database login "${row.rolname}" is a superuser or bypasses RLS; ` +
+        "use a login that can only become anon (kiwi_registry_edge) in KIWI_EDGE_DATABASE_URL",
+    );
+  }
 }
 
 type Sql = postgres.Sql<Record<string, unknown>>;
 type Tx = postgres.TransactionSql<Record<string, unknown>>;
 
 let pool: Sql | undefined;
+let checked: Promise<void> | undefined;
 
 /** One small pool per isolate, opened on first use. `prepare: false` keeps it usable
  * behind Supabase's transaction-mode pooler. */
@@ -40,9 +66,23 @@ function sql(): Sql {
   return pool;
 }
 
+/** The login, checked once per isolate (checkLogin); a refusal stands, a failure to connect is retried. */
+function loginChecked(): Promise<void> {
+  checked ??= (async () => {
+    const [row] =
+      await sql()`select rolname, rolsuper, rolbypassrls from pg_catalog.pg_roles where rolname = current_user`;
+    checkLogin(row as { rolsuper: boolean; rolbypassrls: boolean; rolname: string });
+  })().catch((e) => {
+    if (!(e instanceof LoginError)) checked = undefined;
+    throw e;
+  });
+  return checked;
+}
+
 /** Runs `fn` in a transaction as `anon` (the public, read-only view). */
-function asAnon<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-  return sql().begin(async (tx) => {
+async function asAnon<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  await loginChecked();
+  return await sql().begin(async (tx) => {
     await tx`set local role anon`;
     // What PostgREST sets for an anonymous request; also clears anything left on a pooled session.
     await tx`select set_config('request.jwt.claims', '{"role":"anon"}', true)`;
@@ -159,6 +199,9 @@ function failure(error: unknown): CallToolResult {
   let text: string;
   if (error instanceof ToolError) {
     text = error.message;
+  } else if (error instanceof LoginError) {
+    console.error("registry:", error.message);
+    text = `the registry is not configured: ${error.message}`;
   } else if (error instanceof postgres.PostgresError) {
     text = error.hint ? `${error.message}\nhint: ${error.hint}` : error.message;
   } else {

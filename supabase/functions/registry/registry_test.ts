@@ -5,7 +5,16 @@
 
 import assert from "node:assert/strict";
 import { handle } from "./index.ts";
-import { databaseUrl, DEFAULT_DB_PORT, searchAnswer, signatureState, splitRef, ToolError } from "./registry.ts";
+import {
+  checkLogin,
+  databaseUrl,
+  DEFAULT_DB_PORT,
+  LoginError,
+  searchAnswer,
+  signatureState,
+  splitRef,
+  ToolError,
+} from "./registry.ts";
 
 Deno.test("a reference may carry a version and the public namespace", () => {
   assert.deepEqual(splitRef(" hello_world "), { ref: "hello_world", version: null });
@@ -36,12 +45,31 @@ Deno.test("a search answer says once how it was ranked, and each item how it mat
   assert.deepEqual(searchAnswer("zzqx", []), { query: "zzqx", count: 0, search_mode: null, items: [] });
 });
 
-Deno.test("the database is SUPABASE_DB_URL, else KIWI_DATABASE_URL, else the local stack on KIWI_DB_PORT", () => {
+Deno.test("the login is KIWI_EDGE_DATABASE_URL, else KIWI_DATABASE_URL, else the local runner login on KIWI_DB_PORT", () => {
   const env = (vars: Record<string, string>) => (name: string) => vars[name];
-  assert.equal(databaseUrl(env({ SUPABASE_DB_URL: "a", KIWI_DATABASE_URL: "b" })), "a");
-  assert.equal(databaseUrl(env({ KIWI_DATABASE_URL: "b", KIWI_DB_PORT: "6543" })), "b");
-  assert.equal(databaseUrl(env({ KIWI_DB_PORT: "6543" })), "postgresql://postgres:postgres@127.0.0.1:6543/postgres");
-  assert.equal(databaseUrl(env({})), `postgresql://postgres:postgres@127.0.0.1:${DEFAULT_DB_PORT}/postgres`);
+  assert.equal(databaseUrl(env({ KIWI_EDGE_DATABASE_URL: "e", KIWI_DATABASE_URL: "b", SUPABASE_DB_URL: "a" })), "e");
+  assert.equal(databaseUrl(env({ KIWI_DATABASE_URL: "b", SUPABASE_DB_URL: "a", KIWI_DB_PORT: "6543" })), "b");
+  assert.equal(
+    databaseUrl(env({ KIWI_DB_PORT: "6543" })),
+    "postgresql://kiwi_runner:kiwi_runner@127.0.0.1:6543/postgres",
+  );
+  assert.equal(databaseUrl(env({})), `postgresql://kiwi_runner:kiwi_runner@127.0.0.1:${DEFAULT_DB_PORT}/postgres`);
+});
+
+Deno.test("SUPABASE_DB_URL alone is refused, naming the login to give the function", () => {
+  const env = (vars: Record<string, string>) => (name: string) => vars[name];
+  assert.throws(() => databaseUrl(env({ SUPABASE_DB_URL: "postgresql://postgres:pw@db/postgres" })), (e: unknown) => {
+    assert.ok(e instanceof LoginError);
+    assert.match(e.message, /KIWI_EDGE_DATABASE_URL/);
+    assert.match(e.message, /kiwi_registry_edge/);
+    return true;
+  });
+});
+
+Deno.test("a superuser login or one that bypasses RLS is refused", () => {
+  assert.throws(() => checkLogin({ rolname: "postgres", rolsuper: true, rolbypassrls: true }), LoginError);
+  assert.throws(() => checkLogin({ rolname: "x", rolsuper: false, rolbypassrls: true }), LoginError);
+  checkLogin({ rolname: "kiwi_registry_edge", rolsuper: false, rolbypassrls: false });
 });
 
 Deno.test("a plain GET is a health check; a GET for a stream is refused with 405", async () => {
