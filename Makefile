@@ -14,7 +14,7 @@ export KIWI_DB_PORT
 # the runner's login (not a superuser), on that port
 RUNNER_URL := $(shell KIWI_DB_PORT='$(KIWI_DB_PORT)' scripts/stack runner-url)
 
-.PHONY: deps db reset demo test bench lint seed stop status clean
+.PHONY: deps db reset demo test test-fast bench lint seed stop status clean
 
 ## deps: Python (uv, into .venv) and Node (npm) dependencies
 deps: $(VENV)/.synced node_modules/.installed
@@ -46,6 +46,10 @@ demo: db
 ## test: the whole suite (pytest, which runs the pgTAP files through pg_prove)
 test: db
 	@$(PY) -m pytest
+
+## test-fast: only the tests that need no database (tests/_markers.py): no stack, an answer in seconds
+test-fast: deps
+	@$(PY) -m pytest -m "not db" -q
 
 ## bench: performance figures (see README); not part of the test suite
 bench: db
