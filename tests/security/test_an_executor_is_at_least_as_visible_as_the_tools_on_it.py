@@ -44,9 +44,13 @@ def test_a_tool_more_visible_than_its_executor_is_refused(publisher: Publisher, 
     assert publisher.one("select count(*) from tools where ref = %s", manifest["tool_id"]) == 0
 
 
-def test_the_default_visibility_is_public_and_checked_too(publisher: Publisher) -> None:
+def test_the_default_visibility_in_a_namespace_is_private_so_it_fits_a_private_executor(publisher: Publisher) -> None:
     runtime = _runtime(publisher, "private")
-    assert "cannot run on a private executor" in publisher.refusal(publisher.manifest(executor=runtime))
+    tool = publisher.publish(publisher.manifest(executor=runtime))["tool_id"]
+    assert publisher.one("select visibility from tools where ref = %s", tool) == "private"
+    assert "cannot run on a private executor" in publisher.refusal(
+        publisher.manifest(executor=runtime, visibility="public")
+    )
 
 
 @pytest.mark.parametrize(
@@ -59,7 +63,7 @@ def test_a_tool_no_more_visible_than_its_executor_is_published(publisher: Publis
 
 def test_an_executor_cannot_be_narrowed_below_a_tool_on_it(publisher: Publisher) -> None:
     runtime = _runtime(publisher, "public")
-    tool = publisher.publish(publisher.manifest(executor=runtime))["tool_id"]
+    tool = publisher.publish(publisher.manifest(executor=runtime, visibility="public"))["tool_id"]
     publisher.admin()
     with pytest.raises(psycopg.Error) as raised, publisher.conn.transaction():
         publisher.publish(
@@ -79,6 +83,7 @@ def test_an_executor_cannot_be_narrowed_below_a_tool_on_it(publisher: Publisher)
 def test_only_an_admin_may_write_such_a_row(publisher: Publisher) -> None:
     runtime = _runtime(publisher, "private")
     publisher.conn.execute("set local kiwi.allow_less_visible_executor = on")
-    assert "cannot run on a private executor" in publisher.refusal(publisher.manifest(executor=runtime))
+    public = publisher.manifest(executor=runtime, visibility="public")
+    assert "cannot run on a private executor" in publisher.refusal(public)
     publisher.admin()
-    assert publisher.publish(publisher.manifest(executor=runtime))["created"] is True
+    assert publisher.publish(public)["created"] is True

@@ -225,6 +225,7 @@ def world(database_url: str) -> Iterator[World]:
                         "tool_type": "script",
                         "executor": "bash_runtime",
                         "version": "1.0.0",
+                        "visibility": "public",
                     }
                 ),
                 Jsonb([{"path": "a.sh", "content_text": "echo open"}]),
