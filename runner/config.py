@@ -67,7 +67,7 @@ LOCAL_AUTH_ISSUER = "http://127.0.0.1:54321/auth/v1"
 
 # The local stack (scripts/stack): PostgreSQL on 127.0.0.1 at KIWI_DB_PORT, else this port; the
 # one place Python holds it (scripts/stack holds the shell's).
-DEFAULT_DB_PORT = 54322
+DEFAULT_DB_PORT = 5494  # "KIWI" on a phone keypad; clear of the Supabase CLI's 54320-54329
 # Its two logins: the runner's (supabase/local_runner_login.sql), not a superuser, which can only
 # SET ROLE to anon, authenticated and service_role as each request's principal asks; and the
 # superuser's, for resets, psql and the tests' fixtures.

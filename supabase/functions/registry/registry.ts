@@ -12,7 +12,7 @@ import postgres from "postgres";
 import { z } from "zod";
 
 /** The local stack's port when KIWI_DB_PORT is unset, as scripts/stack and runner/config.py have it. */
-export const DEFAULT_DB_PORT = "54322";
+export const DEFAULT_DB_PORT = "5494";
 
 /** A configuration the function refuses to run with; said on every call until it is fixed. */
 export class LoginError extends Error {}
