@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from mcp import Client, StdioServerParameters
 
+from runner.config import DEFAULT_DB_PORT
 from tests.conftest import ROOT, runner_url
 from tests.kiwi_cli import kiwi_env
 
@@ -26,7 +27,8 @@ DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 PAGES = sorted(DOCS.rglob("*.md"))
 PLACEHOLDER = "/path/to/kiwi"  # what the client guides write for the clone's path
-LOCAL_URL = "postgresql://kiwi_runner:kiwi_runner@127.0.0.1:54322/postgres"  # what they write for the database
+# what they write for the database: the stack's default port, so a guide follows the default
+LOCAL_URL = f"postgresql://kiwi_runner:kiwi_runner@127.0.0.1:{DEFAULT_DB_PORT}/postgres"
 INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
 # what each client documents: its top-level key, the transports an entry may name, and the
 # variable syntax it expands in a value (anything else written as ${...} reaches it verbatim)
