@@ -80,6 +80,8 @@ begin
 end $$;
 
 -- Publish a tool in one line (a script gets a one-line main.sh).
+-- Published public, as a test's tools were before a namespace's default became private: a
+-- test that wants another visibility publishes through publish_tool_version itself.
 create function tests.publish(p_tool_id text, p_tool_type text, p_executor text,
                               p_version text default '1.0.0', p_config jsonb default '{}')
   returns jsonb
@@ -87,7 +89,7 @@ create function tests.publish(p_tool_id text, p_tool_type text, p_executor text,
   select public.publish_tool_version(
     jsonb_strip_nulls(jsonb_build_object(
       'tool_id', p_tool_id, 'tool_type', p_tool_type, 'executor', p_executor,
-      'version', p_version, 'config', p_config)),
+      'version', p_version, 'config', p_config, 'visibility', 'public')),
     case when p_tool_type = 'script'
          then '[{"path": "main.sh", "content_text": "echo ok"}]'::jsonb else '[]'::jsonb end)
 $$;
