@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,9 @@ INITIALIZE = {
 
 
 def signed(**claims: Any) -> str:
-    """A token of exactly these claims (None: left out), signed with the local secret."""
+    """A token of exactly these claims (None: left out), signed with the local secret. The
+    cases below mint theirs when they run (a lambda), not when pytest collects them: a token
+    made at collection had expired by the time a slow suite reached it."""
     now = int(time.time())
     base: dict[str, Any] = {"sub": LOCAL_OWNER_ID, "role": "authenticated", "aud": "authenticated"}
     base |= {"iat": now, "exp": now + 600}
@@ -52,38 +54,43 @@ def verify(token: str, **settings: str) -> Any:
 
 
 REFUSED = [
-    ("another audience", signed(aud="somebody-else"), "audience 'somebody-else'"),
-    ("a list of other audiences", signed(aud=["a", "b"]), "audience ['a', 'b']"),
-    ("no audience", signed(aud=None), "names no audience"),
-    ("exp in the year 9999", signed(exp=YEAR_9999), "longer than the 24 h"),
-    ("exp in 9999 and no iat", signed(exp=YEAR_9999, iat=None), "longer than the 24 h"),
-    ("a week and a second", signed(exp=int(time.time()) + 7 * 86400 + 1), "longer than the 24 h"),
-    ("no iat, 2 days left", signed(iat=None, exp=int(time.time()) + 2 * 86400), "valid for another"),
-    ("an anon key for another audience", signed(role="anon", sub=None, aud="other"), "audience 'other'"),
+    ("another audience", lambda: signed(aud="somebody-else"), "audience 'somebody-else'"),
+    ("a list of other audiences", lambda: signed(aud=["a", "b"]), "audience ['a', 'b']"),
+    ("no audience", lambda: signed(aud=None), "names no audience"),
+    ("exp in the year 9999", lambda: signed(exp=YEAR_9999), "longer than the 24 h"),
+    ("exp in 9999 and no iat", lambda: signed(exp=YEAR_9999, iat=None), "longer than the 24 h"),
+    ("a week and a second", lambda: signed(exp=int(time.time()) + 7 * 86400 + 1), "longer than the 24 h"),
+    ("no iat, 2 days left", lambda: signed(iat=None, exp=int(time.time()) + 2 * 86400), "valid for another"),
+    ("an anon key for another audience", lambda: signed(role="anon", sub=None, aud="other"), "audience 'other'"),
 ]
 
 
 @pytest.mark.parametrize(("name", "token", "words"), REFUSED, ids=[r[0] for r in REFUSED])
-def test_a_token_beyond_supabase_auths_rules_is_refused_naming_why(name: str, token: str, words: str) -> None:
+def test_a_token_beyond_supabase_auths_rules_is_refused_naming_why(
+    name: str, token: Callable[[], str], words: str
+) -> None:
     with pytest.raises(Refused) as refused:
-        verify(token)
+        verify(token())
     assert words in refused.value.message, refused.value.message
     assert "KIWI_JWT" in (refused.value.hint or "")
 
 
 ACCEPTED = [
-    ("a Supabase Auth token (an hour)", signed(exp=int(time.time()) + 3600)),
-    ("a day, to the second", signed(exp=int(time.time()) + 86400)),
-    ("no iat, an hour left", signed(iat=None, exp=int(time.time()) + 3600)),
-    ("the audience among others", signed(aud=["authenticated", "other"])),
-    ("the anon key: no audience, years long", signed(role="anon", sub=None, aud=None, exp=YEAR_9999)),
-    ("the service key: no audience, years long", signed(role="service_role", sub=None, aud=None, exp=YEAR_9999)),
+    ("a Supabase Auth token (an hour)", lambda: signed(exp=int(time.time()) + 3600)),
+    ("a day, to the second", lambda: signed(exp=int(time.time()) + 86400)),
+    ("no iat, an hour left", lambda: signed(iat=None, exp=int(time.time()) + 3600)),
+    ("the audience among others", lambda: signed(aud=["authenticated", "other"])),
+    ("the anon key: no audience, years long", lambda: signed(role="anon", sub=None, aud=None, exp=YEAR_9999)),
+    (
+        "the service key: no audience, years long",
+        lambda: signed(role="service_role", sub=None, aud=None, exp=YEAR_9999),
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "token"), ACCEPTED, ids=[a[0] for a in ACCEPTED])
-def test_what_supabase_issues_is_accepted(name: str, token: str) -> None:
-    assert verify(token).role in ("authenticated", "anon", "service_role")
+def test_what_supabase_issues_is_accepted(name: str, token: Callable[[], str]) -> None:
+    assert verify(token()).role in ("authenticated", "anon", "service_role")
 
 
 def test_a_deployment_may_name_its_own_audience_and_lifetime() -> None:
@@ -121,15 +128,15 @@ def post(served: Served, token: str) -> httpx.Response:
 @pytest.mark.parametrize(
     ("name", "token", "words"),
     [
-        ("another audience", signed(aud="somebody-else"), "audience"),
-        ("exp in the year 9999", signed(exp=YEAR_9999), "longer than"),
-        ("exp in 9999 and no iat", signed(exp=YEAR_9999, iat=None), "longer than"),
+        ("another audience", lambda: signed(aud="somebody-else"), "audience"),
+        ("exp in the year 9999", lambda: signed(exp=YEAR_9999), "longer than"),
+        ("exp in 9999 and no iat", lambda: signed(exp=YEAR_9999, iat=None), "longer than"),
     ],
 )
 def test_the_http_endpoint_refuses_them_with_a_401_saying_why(
-    served: Served, name: str, token: str, words: str
+    served: Served, name: str, token: Callable[[], str], words: str
 ) -> None:
-    response = post(served, token)
+    response = post(served, token())
     assert response.status_code == 401, response.text
     assert 'error="invalid_token"' in response.headers["WWW-Authenticate"]
     assert words in response.json()["error_description"]
