@@ -14,7 +14,7 @@ export KIWI_DB_PORT
 # the runner's login (not a superuser), on that port
 RUNNER_URL := $(shell KIWI_DB_PORT='$(KIWI_DB_PORT)' scripts/stack runner-url)
 
-.PHONY: deps db reset demo test test-fast bench lint seed stop status clean
+.PHONY: deps db reset demo test test-fast bench lint seed baseline stop status clean
 
 ## deps: Python (uv, into .venv) and Node (npm) dependencies
 deps: $(VENV)/.synced node_modules/.installed
@@ -55,14 +55,19 @@ test-fast: deps
 bench: db
 	@$(PY) bench/all.py $(BENCH_ARGS)
 
-## lint: ruff, mypy (pyproject's [tool.mypy]), and the seed compiled from supabase/seed/ is current
+## lint: ruff, mypy (pyproject's [tool.mypy]), and the seed and the baseline migration compiled
+## from supabase/seed/ and supabase/schemas/ are current
 lint: deps
 	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy \
-		&& $(PY) scripts/build_seed.py --check
+		&& $(PY) scripts/build_seed.py --check && $(PY) scripts/build_baseline.py --check
 
 ## seed: recompile supabase/seed.sql from supabase/seed/*/
 seed: deps
 	@$(PY) scripts/build_seed.py
+
+## baseline: recompile the baseline migration from supabase/schemas/*.sql
+baseline: deps
+	@$(PY) scripts/build_baseline.py
 
 stop:
 	@scripts/stack stop

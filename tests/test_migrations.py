@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import psycopg
@@ -36,10 +37,12 @@ def scratch_db(database_url: str) -> Iterator[str]:
 
 
 def test_migration_names_follow_the_supabase_convention() -> None:
+    """<YYYYMMDDHHMMSS>_<name>.sql, the stamp a real UTC time (no minute 60, no second 60)."""
     assert MIGRATIONS
     for file in MIGRATIONS:
         stamp, _, name = file.stem.partition("_")
         assert len(stamp) == 14 and stamp.isdigit() and name, file.name
+        datetime.strptime(stamp, "%Y%m%d%H%M%S")  # raises on an impossible time
 
 
 def test_migrations_and_seed_apply_to_an_empty_database(scratch_db: str) -> None:

@@ -2,7 +2,7 @@
 -- test's transaction, so they are rolled back with it).
 
 -- The compact batch as the walker builds it: resolve_executor_chains_compact as it was
--- before the plan cache served it (20261125000300_chain_batch_compact.sql), over
+-- before the plan cache served it (380_chain_batch.sql), over
 -- kiwi_internal.resolve_chains. Whatever the cache holds, every answer must equal this.
 create function tests.walked_compact(p_tool_ids text[]) returns jsonb
   language sql stable as $$

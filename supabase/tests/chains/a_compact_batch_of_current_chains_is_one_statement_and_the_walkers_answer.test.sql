@@ -1,5 +1,5 @@
 -- kiwi_internal.chains_compact answers a batch whose every id is cached, current, visible
--- and asked once in one statement (20261125016000_chain_batch_one_statement.sql), and hands
+-- and asked once in one statement (380_chain_batch.sql), and hands
 -- anything else to kiwi_internal.chains_compact_general. Which of the two answered is read
 -- from this transaction's function call counts; either way the answer is the walker's.
 begin;

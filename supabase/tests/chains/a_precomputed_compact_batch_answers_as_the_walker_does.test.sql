@@ -1,8 +1,8 @@
 -- resolve_executor_chains_compact serves chains from the plan cache
--- (20261125012000_chain_batch_precomputed.sql) and walks only what the cache cannot
+-- (380_chain_batch.sql) and walks only what the cache cannot
 -- answer. Whatever the cache holds (current, stale, planted, missing), for every caller,
 -- its answer is the walker's: tests.walked_compact is the compact batch as it was built
--- before the cache served it (20261125000300_chain_batch_compact.sql), over resolve_chains.
+-- before the cache served it (380_chain_batch.sql), over resolve_chains.
 begin;
 \ir ../_setup.sql
 \ir _helpers.sql

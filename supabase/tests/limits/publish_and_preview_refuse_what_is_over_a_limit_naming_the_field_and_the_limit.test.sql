@@ -1,4 +1,4 @@
--- The registry's limits (public.registry_limits, 20261121001350_registry_limits.sql):
+-- The registry's limits (public.registry_limits, 140_registry_limits.sql):
 -- publish and preview refuse what is over one with 22023, naming the field, what it
 -- holds and the limit; what is within them is published.
 begin;

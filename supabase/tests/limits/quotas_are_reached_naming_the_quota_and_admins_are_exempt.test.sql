@@ -1,4 +1,4 @@
--- Quotas per user and namespace (public.registry_quotas, 20261128030600_quotas.sql): creating
+-- Quotas per user and namespace (public.registry_quotas, 520_quotas.sql): creating
 -- a namespace and publishing past one is refused (PT422) naming the quota, its value and its
 -- row; admins are exempt; the rows are read by everyone and changed by service_role.
 begin;

@@ -1,5 +1,5 @@
 -- An element an admin did not publish only narrows the sandbox. A plan's config.sandbox is
--- folded from the primitive up (20261128000300_sandbox_narrowing.sql): an admin's runtime
+-- folded from the primitive up (410_sandbox_narrowing.sql): an admin's runtime
 -- may open the network, host paths and limits; a member's script on it keeps only what the
 -- runtime allows. Even a version whose manifest was written past publish (a restore, a
 -- manual edit) cannot widen its plan, cached or computed live: a network entry not allowed

@@ -1,0 +1,598 @@
+-- search_tools: ranked search for queries written as sentences. A tool is found when it
+-- has ANY of the query's words (English stop words dropped, words stemmed, each a prefix,
+-- so `create pull request` finds what creates pull requests). A word no tool the caller
+-- sees has is replaced by its closest known spellings (trigram similarity against the
+-- registry's vocabulary: `forcast` -> forecast, never a far word like `format`). Ranked
+-- by, in order of weight: the exact id (or namespace/id); the share of the query's words
+-- it has; the share of its id and name those words cover; weighted full text
+-- (ts_rank_cd: id and name A, tags B, description and category C, parameter names and
+-- descriptions D); the most used breaks ties. The query may carry modifiers:
+--   type:T        tool type T, or tools running on runtime T / T_runtime (type:bash)
+--   category:C    category or subcategory C
+--   mcp:S         only MCP tools, those served by MCP server S or S_mcp: a reference
+--                 (namespace/S, public/S), or a bare name, which also finds a server of that
+--                 name in any namespace the caller sees (acme/S); mcp:* every MCP tool
+--   namespace:N   tools of namespace N
+-- An empty query lists by popularity. Unlisted tools never appear; RLS keeps private
+-- tools to their namespace's members (search_tools is security invoker).
+--
+-- Speed (bench/registry_bench.py): the OR of the words is served by the GIN index on
+-- tools.search_document; only the tools that match are ranked. Typos are matched
+-- against the small vocabulary (kiwi_internal.search_words), never against every tool.
+
+-- The ranked document: English (stemmed, stop words dropped), weighted by field. It
+-- includes the latest version's parameters, which tools does not mirror, so it is kept
+-- here by its own trigger, after tools_before_write, whenever a field it reads changes
+-- (the column public.tools.search_document).
+
+-- The words of a manifest's parameters: names and descriptions, in either form (a list
+-- of {name, description}, or a JSON Schema with properties).
+create function kiwi_internal.parameters_search_text(p_parameters jsonb) returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select coalesce(string_agg(kiwi_internal.search_words_of(k) || ' ' || coalesce(d, ''), ' '), '')
+    from (select p ->> 'name' as k, p ->> 'description' as d
+            from jsonb_array_elements(case jsonb_typeof(p_parameters) when 'array' then p_parameters else '[]' end) p
+           where jsonb_typeof(p) = 'object'
+          union all
+          select e.key, e.value ->> 'description'
+            from jsonb_each(case when jsonb_typeof(p_parameters -> 'properties') = 'object'
+                                 then p_parameters -> 'properties' else '{}' end) e
+           where jsonb_typeof(e.value) = 'object') x
+$$;
+revoke execute on function kiwi_internal.parameters_search_text(jsonb) from public;
+grant execute on function kiwi_internal.parameters_search_text(jsonb) to service_role;
+
+create function kiwi_internal.tool_search_document(
+  p_tool_id text, p_name text, p_tags text[], p_description text, p_category text, p_subcategory text,
+  p_parameters jsonb) returns tsvector
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select setweight(to_tsvector('english', kiwi_internal.search_words_of(p_tool_id || ' ' || coalesce(p_name, ''))), 'A')
+      || setweight(to_tsvector('english', kiwi_internal.search_words_of(array_to_string(coalesce(p_tags, '{}'), ' '))), 'B')
+      || setweight(to_tsvector('english', coalesce(p_description, '') || ' '
+                                          || kiwi_internal.search_words_of(concat_ws(' ', p_category, p_subcategory))), 'C')
+      || setweight(to_tsvector('english', kiwi_internal.parameters_search_text(p_parameters)), 'D')
+$$;
+revoke execute on function kiwi_internal.tool_search_document(text, text, text[], text, text, text, jsonb) from public;
+grant execute on function kiwi_internal.tool_search_document(text, text, text[], text, text, text, jsonb) to service_role;
+
+-- The text a tool's embedding is computed from (semantic search: 180_search_embeddings.sql): its id
+-- and name as words, description, tags, and its latest version's parameter names. Not
+-- the parameters' descriptions, nor the category: a model that averages its words'
+-- vectors is pulled away from what the tool does by them (measured on the relevance set,
+-- bench/search_bench.py: semantic recall@5 0.81 without, 0.76 with). Kept beside its
+-- sha256, which keys the embedding, so a text that did not change is never embedded again.
+-- (the columns public.tools.search_text and search_text_hash)
+create index tools_search_text_hash_idx on public.tools (search_text_hash);
+
+create function kiwi_internal.tool_search_text(
+  p_tool_id text, p_name text, p_tags text[], p_description text, p_parameters jsonb) returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select btrim(regexp_replace(concat_ws('. ',
+           nullif(btrim(kiwi_internal.search_words_of(p_tool_id)
+                        || case when lower(coalesce(p_name, '')) = lower(p_tool_id) then ''
+                                else ' ' || kiwi_internal.search_words_of(p_name) end), ''),
+           nullif(rtrim(btrim(coalesce(p_description, '')), '.'), ''),
+           nullif(btrim(kiwi_internal.search_words_of(array_to_string(coalesce(p_tags, '{}'), ' '))), ''),
+           nullif(btrim(kiwi_internal.search_words_of(
+             (select string_agg(k, ' ' order by n.i, k collate "C")  -- a list in its order; properties by name
+                from (select p ->> 'name' as k, i
+                        from jsonb_array_elements(case jsonb_typeof(p_parameters) when 'array' then p_parameters else '[]' end)
+                             with ordinality a(p, i)
+                       where jsonb_typeof(p) = 'object'
+                      union all
+                      select e.key, 0
+                        from jsonb_each(case when jsonb_typeof(p_parameters -> 'properties') = 'object'
+                                             then p_parameters -> 'properties' else '{}' end) e) n))), '')),
+         '\s+', ' ', 'g'))
+$$;
+revoke execute on function kiwi_internal.tool_search_text(text, text, text[], text, jsonb) from public;
+grant execute on function kiwi_internal.tool_search_text(text, text, text[], text, jsonb) to service_role;
+
+-- Security definer to read the latest version's manifest whoever writes the tool; it
+-- only sets the row's own document.
+create function kiwi_internal.tools_search_document() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+declare
+  v_parameters jsonb;
+begin
+  if tg_op = 'INSERT'
+     or (new.name, new.description, new.tags, new.category, new.subcategory, new.latest_version)
+        is distinct from (old.name, old.description, old.tags, old.category, old.subcategory, old.latest_version) then
+    v_parameters := (select v.manifest -> 'parameters' from public.tool_versions v
+                      where v.tool_uuid = new.id and v.version = new.latest_version);
+    new.search_document := kiwi_internal.tool_search_document(
+      new.tool_id, new.name, new.tags, new.description, new.category, new.subcategory, v_parameters);
+    new.search_text := kiwi_internal.tool_search_text(new.tool_id, new.name, new.tags, new.description, v_parameters);
+    new.search_text_hash := kiwi_internal.sha256_hex(new.search_text);
+  end if;
+  return new;
+end
+$$;
+revoke execute on function kiwi_internal.tools_search_document() from public;
+-- fires after tools_before_write (triggers fire in name order)
+create trigger tools_search_document
+  before insert or update on public.tools
+  for each row execute function kiwi_internal.tools_search_document();
+
+create index tools_search_document_idx on public.tools using gin (search_document);
+create index tools_search_vector_idx on public.tools using gin (search_vector);
+create index tools_name_vector_idx on public.tools using gin (name_vector);
+create index tools_tool_id_idx on public.tools (tool_id);   -- the exact tier, across namespaces
+create index search_words_trgm_idx on kiwi_internal.search_words using gin (word extensions.gin_trgm_ops);
+
+-- Up to two known words close to a (misspelt) word, closest first: among the ten
+-- closest in the vocabulary, those that occur in the search document of a tool the
+-- caller may find (a public tool; a private one of the caller's namespaces; any for
+-- admins; never an unlisted one), so that typo tolerance never reveals a word of a tool
+-- the caller cannot list. Security definer to read the vocabulary, which is private;
+-- it reads the caller from the session (caller_is_admin, my_namespaces), never from
+-- an argument.
+create function kiwi_internal.similar_search_words(p_word text) returns text[]
+  language plpgsql stable security definer
+  set search_path = ''
+  set pg_trgm.similarity_threshold = 0.2
+as $$
+declare
+  v_admin boolean := kiwi_internal.caller_is_admin();
+  v_ns    text[] := case when v_admin then '{}'::text[] else kiwi_internal.my_namespaces() end;
+begin
+  return (
+    select coalesce(array_agg(w.word order by w.score desc, w.word), '{}')
+      from (select c.word, c.score
+              from (select s.word, extensions.similarity(s.word, p_word) as score
+                      from kiwi_internal.search_words s
+                     where s.word operator(extensions.%) p_word
+                     order by score desc, s.word
+                     limit 10) c
+             where exists (select 1 from public.tools t
+                            where t.search_vector @@ to_tsquery('simple', quote_literal(c.word))
+                              and (t.visibility = 'public'
+                                   or (t.visibility = 'private' and (v_admin or t.namespace = any (v_ns)))))
+             order by c.score desc, c.word
+             limit 2) w);
+end
+$$;
+revoke execute on function kiwi_internal.similar_search_words(text) from public;
+-- search_tools (security invoker) calls it for every caller; it checks the caller itself.
+grant execute on function kiwi_internal.similar_search_words(text) to anon, authenticated, service_role;
+
+-- The modifiers' filter, shared by search_tools and semantic search's nearest_tools
+-- (180_search_embeddings.sql): a WHERE fragment over tools t, with $2 type, $3 category, $4 MCP
+-- server, $5 namespace.
+create function kiwi_internal.search_filter_sql() returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select $f$
+     and t.visibility <> 'unlisted'
+     and t.latest_version is not null
+     and ($2 is null or t.tool_type = $2 or t.executor_id in ($2, $2 || '_runtime'))
+     and ($3 is null or lower(t.category) = $3 or lower(t.subcategory) = $3)
+     and ($4 is null
+          or (t.tool_type = 'mcp_tool'
+              and ($4 = '*' or t.executor_id in ($4, $4 || '_mcp')
+                   or (strpos($4, '/') = 0 and split_part(t.executor_id, '/', 2) in ($4, $4 || '_mcp')))))
+     and ($5 is null or t.namespace = $5)$f$
+$$;
+revoke execute on function kiwi_internal.search_filter_sql() from public;
+grant execute on function kiwi_internal.search_filter_sql() to anon, authenticated, service_role;
+
+-- Search's rows with their latest version's content hash and signatures, so that a
+-- search and the signature states it shows are one query (the caller judges them against
+-- its own trusted keys). %s: a query of (id, ref, namespace, name, tool_type, category,
+-- description, executor_id, latest_version, rank, matched_by, search_mode), a page at most.
+create function kiwi_internal.search_signed_sql() returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select $f$
+    select x.ref, x.namespace, x.name, x.tool_type, x.category, x.description, x.executor_id, x.latest_version,
+           x.rank, x.matched_by, x.search_mode, v.content_hash, kiwi_internal.signatures_of(v.id)
+      from (%s) x
+      left join public.tool_versions v on v.tool_uuid = x.id and v.is_latest
+     order by x.rank desc, x.ref$f$
+$$;
+revoke execute on function kiwi_internal.search_signed_sql() from public;
+grant execute on function kiwi_internal.search_signed_sql() to anon, authenticated, service_role;
+
+-- After a bulk load that bypassed triggers: recompute every tool's search document and
+-- the vocabulary. Returns the number of tools indexed.
+create function kiwi_internal.rebuild_search() returns int
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_count int;
+begin
+  update public.tools t set
+    search_vector = kiwi_internal.tool_search_vector(t.tool_id, t.name, t.tags, t.description, t.category, t.subcategory),
+    name_vector   = kiwi_internal.tool_name_vector(t.tool_id, t.name),
+    search_document = kiwi_internal.tool_search_document(
+      t.tool_id, t.name, t.tags, t.description, t.category, t.subcategory, p.parameters),
+    search_text = kiwi_internal.tool_search_text(t.tool_id, t.name, t.tags, t.description, p.parameters),
+    search_text_hash = kiwi_internal.sha256_hex(
+      kiwi_internal.tool_search_text(t.tool_id, t.name, t.tags, t.description, p.parameters))
+    from (select t2.id, (select v.manifest -> 'parameters' from public.tool_versions v
+                          where v.tool_uuid = t2.id and v.version = t2.latest_version) as parameters
+            from public.tools t2) p
+   where p.id = t.id;
+  get diagnostics v_count = row_count;
+  perform kiwi_internal.remember_search_words(
+    string_agg(kiwi_internal.tool_vocabulary(t.tool_id, t.name, t.tags, t.category, t.subcategory), ' '))
+    from public.tools t;
+  return v_count;
+end
+$$;
+revoke execute on function kiwi_internal.rebuild_search() from public;
+grant execute on function kiwi_internal.rebuild_search() to service_role;
+-- search_tools for common words in a large registry (issue 18: search <= 25 ms at 1M
+-- tools). A word such as `email` matches 25k of 1M tools; ranking them all read each
+-- one's row (about 1 us apiece on this machine), so one common word cost 79 ms. When a
+-- registry is large, the candidates of a query with many matches are taken from its most
+-- used twentieth first: the popularity index and the words' index are intersected before
+-- any row is read, and only when that leaves a full ranking window (500) of tools the
+-- caller may list are they the candidates; otherwise every match is, as before. The
+-- ranking itself is unchanged (170_search.sql): exact id, words, name
+-- coverage, popularity, full text.
+
+-- The least use (runs + downloads) of the most used twentieth of the tools, from the
+-- statistics of the popularity index; null while the registry is small (under 50,000
+-- tools), or has no statistics yet, and search then ranks every match. Security definer
+-- to read pg_stats of an index; it returns one number about the whole registry (no tool,
+-- no namespace), and a stale one only makes search slower or faster, never different in
+-- what it may show.
+create function kiwi_internal.search_popular_floor() returns bigint
+  language sql stable security definer
+  set search_path = ''
+as $$
+  -- the most common values with their shares, and the histogram of the rest (each bucket
+  -- an equal share, at its upper bound); from the most used down, the first value where
+  -- the shares reach a twentieth
+  with st as (
+    select (case 1 when s.stakind1 then s.stavalues1 when s.stakind2 then s.stavalues2
+                   when s.stakind3 then s.stavalues3 end)::text::bigint[] as mcv,
+           case 1 when s.stakind1 then s.stanumbers1 when s.stakind2 then s.stanumbers2
+                  when s.stakind3 then s.stanumbers3 end as mcf,
+           (case 2 when s.stakind1 then s.stavalues1 when s.stakind2 then s.stavalues2
+                   when s.stakind3 then s.stavalues3 end)::text::bigint[] as hb
+      from pg_catalog.pg_statistic s
+     where s.starelid = 'public.tools_popularity_idx'::regclass and s.staattnum = 1
+     limit 1),
+  points as (
+    select m.v, m.f::float8 as f from st, unnest(st.mcv, st.mcf) m(v, f)
+    union all
+    select h.v, (1 - coalesce((select sum(x) from unnest(st.mcf) x), 0)) / (cardinality(st.hb) - 1)
+      from st, unnest(st.hb) with ordinality h(v, i)
+     where h.i > 1),
+  reach as (select p.v, sum(p.f) over (order by p.v desc) as share from points p)
+  select case when c.reltuples >= 50000 then (select max(r.v) from reach r where r.share >= 0.05) end
+    from pg_catalog.pg_class c
+   where c.oid = 'public.tools'::regclass
+$$;
+revoke execute on function kiwi_internal.search_popular_floor() from public;
+-- search_tools (security invoker) calls it for every caller.
+grant execute on function kiwi_internal.search_popular_floor() to anon, authenticated, service_role;
+-- search_tools without RLS in the way of its indexes. As a security invoker function it
+-- searched under the policies of public.tools, and `@@` (like pg_trgm's and pgvector's
+-- operators) is not LEAKPROOF: the planner may not probe the words' GIN index before the
+-- policy's filter, so it scanned and filtered. At 100k tools one query mix took 12 ms as
+-- the superuser but 58-106 ms as anon or a signed-in caller (400-1000 ms at 1M); the
+-- benches measured as the superuser and never saw it.
+--
+-- So, as for the other hot paths (chains_compact, execution_plan), the work moves into
+-- kiwi_internal.search_tools, security definer, which writes the tools' RLS out as a plain
+-- condition: `visibility = 'public'` for anon, `visibility = 'public' or namespace = any
+-- (my_namespaces())` for a signed-in caller, nothing for admins (service_role and roles
+-- that bypass RLS: caller_is_admin()). Identity comes only from the session (role and JWT
+-- claims), never from an argument. Every read of public.tools carries it: the listing, the
+-- typo check, each tier's window, the most-used-first window (so whether that window is
+-- full still counts only tools the caller may list), the lexical candidates and the hybrid
+-- answer. The rows it returns are tools the caller may see, so their latest versions and
+-- signatures (tool_versions and tool_version_signatures are readable with their tool) are
+-- read as the owner without changing what is shown. The helpers it calls check the caller
+-- themselves (similar_search_words, nearest_tools) or say nothing about any tool
+-- (has_embeddings, search_popular_floor). public.search_tools stays the contract (same
+-- arguments, columns and ranking, security invoker), a call to this function.
+
+create function kiwi_internal.search_tools(p_query text, p_tool_type text, p_category text, p_limit int,
+                                           p_embedding real[], p_model text)
+  returns table (tool_id text, namespace text, name text, tool_type text, category text,
+                 description text, executor_id text, latest_version text, rank real,
+                 matched_by text, search_mode text, content_hash text, signatures jsonb)
+  language plpgsql stable security definer
+  set search_path = ''
+  set plan_cache_mode = force_custom_plan
+as $$
+declare
+  v_text       text := '';
+  v_word       text;
+  v_type       text := nullif(btrim(p_tool_type), '');
+  v_category   text := lower(nullif(btrim(p_category), ''));
+  v_mcp        text;
+  v_namespace  text;
+  v_limit      int := least(greatest(coalesce(p_limit, 20), 1), 200);
+  v_stem       text;
+  v_fixes      text[];
+  v_doc_terms  text[] := '{}';  -- per query word: its stem as a prefix (or its corrections), for search_document
+  v_name_terms text[] := '{}';  -- the same word as written, for name_vector
+  v_doc_q      tsquery[];
+  v_name_q     tsquery[];
+  v_match      tsquery;         -- what a tool must match: all terms, all but one, or any (see below)
+  v_try        tsquery;
+  v_words      text[];
+  v_n          int;
+  -- who is asking, from the session only (the role and the JWT claims PostgREST set)
+  v_admin      constant boolean := kiwi_internal.caller_is_admin();
+  v_ns         constant text[] := case when v_admin or kiwi_internal.caller_role() = 'anon' then '{}'::text[]
+                                       else kiwi_internal.my_namespaces() end;
+  -- the modifiers, and the tools' RLS written out: anon lists public tools; a signed-in
+  -- caller also its namespaces' (unlisted ones never: search_filter_sql); an admin, all
+  v_filter     constant text := kiwi_internal.search_filter_sql()
+                                || case when v_admin then ''
+                                        when cardinality(v_ns) = 0 then $f$ and t.visibility = 'public'$f$
+                                        else format($f$ and (t.visibility = 'public' or t.namespace = any (%L::text[]))$f$,
+                                                    v_ns) end;
+  v_vector     extensions.vector(256);
+  v_mode       text := 'lexical: no query embedding given';
+  v_lex        text;   -- the lexical candidates, ranked: (id, ref, tool_id, search_document, cheap, rank)
+  v_cheap      text;   -- the rank without full text (see below), over tools t
+  v_window     int := greatest(v_limit, 50) * 10;  -- how many candidates ts_rank_cd orders
+  v_floor      bigint; -- the use (runs + downloads) of the most used tools, when the registry is large
+  v_ids        uuid[]; -- the candidates among the most used, when there are enough of them
+  v_source     text := 't.search_document @@ $6';  -- which tools are candidates
+  v_best       text;   -- a tier's best window (see below)
+  v_any        tsquery;
+begin
+  if length(p_query) > 2000 then  -- before any work on it
+    raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % characters)',
+      length(p_query)
+      using errcode = '22023', hint = 'describe the tool you want in a sentence or two';
+  end if;
+  foreach v_word in array regexp_split_to_array(btrim(coalesce(p_query, '')), '\s+') loop
+    if v_word ~* '^type:.' then
+      v_type := substr(v_word, 6);
+    elsif v_word ~* '^category:.' then
+      v_category := lower(substr(v_word, 10));
+    elsif v_word ~* '^mcp:.' then
+      v_mcp := kiwi_internal.normalize_ref(lower(substr(v_word, 5)));
+    elsif v_word ~* '^namespace:.' then
+      v_namespace := lower(substr(v_word, 11));
+    elsif v_word <> '' then
+      v_text := btrim(v_text || ' ' || v_word);
+    end if;
+  end loop;
+
+  if v_text = '' then   -- a listing: most used first, along the popularity index
+    return query execute format(kiwi_internal.search_signed_sql(),
+      'select t.id, t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
+              (t.run_count + t.download_count)::real as rank, null::text as matched_by,
+              ''listing: most used first''::text as search_mode
+         from public.tools t where true' || v_filter || '
+        order by t.run_count + t.download_count desc, t.ref limit $6')
+      using v_text, v_type, v_category, v_mcp, v_namespace, v_limit;
+    return;
+  end if;
+
+  -- The query's vector, when its caller computed one: semantic ranking joins in.
+  if p_embedding is not null then
+    if coalesce(btrim(p_model), '') = '' then
+      raise exception 'search_tools: p_model must name the model p_embedding was computed with'
+        using errcode = '22023';
+    end if;
+    if array_ndims(p_embedding) <> 1 or cardinality(p_embedding) <> 256 or array_position(p_embedding, null) is not null then
+      raise exception 'search_tools: p_embedding must be 256 numbers (got %)', coalesce(cardinality(p_embedding), 0)
+        using errcode = '22023';
+    end if;
+    if exists (select 1 from unnest(p_embedding) x where x in ('NaN', 'Infinity', '-Infinity')) then
+      raise exception 'search_tools: p_embedding must be finite numbers (it holds NaN or infinity)'
+        using errcode = '22023';
+    end if;
+    if not exists (select 1 from unnest(p_embedding) x where x <> 0) then
+      -- (a zero vector has no direction: cosine similarity with it is NaN, which sorts above all)
+      raise exception 'search_tools: p_embedding is all zeros, which has no direction to search in'
+        using errcode = '22023';
+    end if;
+    if kiwi_internal.has_embeddings(p_model) then
+      v_vector := p_embedding::extensions.vector(256);
+      v_mode := 'hybrid';
+    else
+      v_mode := format('lexical: no tool embeddings stored for model %s (kiwi embed stores them)', p_model);
+    end if;
+  end if;
+
+  -- Each distinct word that is not an English stop word is one term: its stem as a
+  -- prefix, or, when no tool the caller sees has it, its closest known spellings
+  -- (similarity >= 0.3: `forcast` is read as forecast, never as format). Every term
+  -- costs index probes, so a query is a sentence or two, not a document.
+  v_words := array(select distinct w from unnest(string_to_array(kiwi_internal.search_words_of(v_text), ' ')) w
+                    where w <> '');
+  if cardinality(v_words) > 64 then
+    raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % words)',
+      cardinality(v_words)
+      using errcode = '22023', hint = 'describe the tool you want in a sentence or two';
+  end if;
+  foreach v_word in array v_words loop
+    v_stem := (select s.lexeme from unnest(to_tsvector('english', v_word)) s limit 1);
+    continue when v_stem is null;
+    -- (materialized: under exists' LIMIT 1 the planner would scan every tool for a word none has)
+    if length(v_word) >= 4
+       and not exists (with m as materialized (
+                         select 1 from public.tools t
+                          where t.search_document @@ to_tsquery('simple', quote_literal(v_stem) || ':*')
+                            and t.visibility <> 'unlisted'
+                            and (t.visibility = 'public' or v_admin or t.namespace = any (v_ns)))
+                       select 1 from m) then
+      v_fixes := array(select c from unnest(kiwi_internal.similar_search_words(v_word)) c
+                        where extensions.similarity(c, v_word) >= 0.3);
+      continue when cardinality(v_fixes) = 0;
+      v_doc_terms := v_doc_terms || (select string_agg(quote_literal(s.lexeme), ' | ')
+                                       from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s);
+      v_name_terms := v_name_terms || (select string_agg(quote_literal(c), ' | ') from unnest(v_fixes) c);
+    else
+      v_doc_terms := v_doc_terms || (quote_literal(v_stem) || ':*');
+      v_name_terms := v_name_terms || (quote_literal(v_word) || ':*');
+    end if;
+  end loop;
+  v_doc_q := array(select to_tsquery('simple', x) from unnest(v_doc_terms) x where x is not null);
+  v_name_q := array(select to_tsquery('simple', x) from unnest(v_name_terms) x where x is not null);
+  v_n := cardinality(v_doc_q);
+  -- the rank without full text (see lexical rank below)
+  v_cheap := format($f$
+                   ((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
+                    + 3 * (%s)
+                    + (%s)::real / greatest(length(t.name_vector), 1)
+                    + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01))::real$f$,
+    coalesce((select string_agg(format('(t.search_document @@ $8[%s])::int', i), ' + ')
+                from generate_series(1, v_n) i), '0'),
+    coalesce((select string_agg(format('(t.name_vector @@ $9[%s])::int', i), ' + ')
+                from generate_series(1, v_n) i), '0'));
+  -- a tier's best window by that rank, among the most used (%s: a condition, or true)
+  v_best := format($f$
+      select array_agg(c.id) from (
+        select t.id from public.tools t
+         where t.search_document @@ $6 and %%s %s
+         order by %s desc, t.ref
+         limit %s) c$f$, v_filter, v_cheap, v_window);
+
+  -- Tools with more of the words always outrank those with fewer (see rank): when a
+  -- page of tools has every word, only they are ranked; else, for three to eight words,
+  -- when a page has all but one, only they are; else any word counts. A sentence of
+  -- common words then ranks hundreds of tools, not a third of the registry.
+  -- Each tier's words are looked up once (a prefix of a common word costs 5 to 15 ms in
+  -- the index at 1M tools): the pass that counts a tier also keeps its best window.
+  -- Many matches (a common word in a large registry: `email` is in 25k of 1M tools):
+  -- ranking every one reads every one's row, about 1 us each, which alone passes 25 ms.
+  -- So, when the last tier (any word) is reached in a large registry, its candidates are
+  -- the best window among the most used twentieth (the popularity index and the words'
+  -- index intersected before any row is read) when that many of the tools the caller
+  -- may list are there; else, as before, every match is. Only the rows the caller's RLS
+  -- lets through are counted, so whether search looks there first never depends on
+  -- tools the caller cannot see (the planner's estimates would: its statistics cover
+  -- every tool). A look that finds too few costs a second lookup of the words (25 ms for
+  -- `type:python csv` at 1M), so it is not made when a modifier narrows the search (a
+  -- window of a part of the registry is rarely among its most used), nor for the tiers
+  -- with every word or all but one, which match far fewer tools. Only words, name
+  -- coverage, popularity and full text order the window, so this can only pass over
+  -- rarely used tools among thousands as good.
+  v_match := null;
+  if v_n > 0 then
+    v_floor := kiwi_internal.search_popular_floor();
+    v_any := (select string_agg('(' || q::text || ')', ' | ')::tsquery from unnest(v_doc_q) q);
+    foreach v_try in array array[
+        case when v_n > 1 then (select string_agg('(' || q::text || ')', ' & ')::tsquery from unnest(v_doc_q) q) end,
+        case when v_n between 3 and 8 then
+          (select string_agg('(' || (select string_agg('(' || q::text || ')', ' & ')
+                                       from unnest(v_doc_q) with ordinality u(q, j) where j <> i) || ')', ' | ')::tsquery
+             from generate_series(1, v_n) i) end,
+        v_any] loop
+      continue when v_try is null;
+      if v_try = v_any then   -- the last tier: the most used first, else the lexical rank reads every match
+        if v_floor is not null and coalesce(v_type, v_category, v_mcp, v_namespace) is null then
+          execute format(v_best, '(t.run_count + t.download_count) >= ' || v_floor) into v_ids
+            using v_text, v_type, v_category, v_mcp, v_namespace, v_try, v_limit, v_doc_q, v_name_q;
+          if cardinality(v_ids) >= v_window then
+            v_source := format('t.id = any (%L::uuid[])', v_ids);
+          end if;
+        end if;
+        v_match := v_try;
+        exit;
+      end if;
+      execute format(v_best, 'true') into v_ids
+        using v_text, v_type, v_category, v_mcp, v_namespace, v_try, v_limit, v_doc_q, v_name_q;
+      if cardinality(v_ids) >= v_limit then
+        v_match := v_try;
+        v_source := format('t.id = any (%L::uuid[])', v_ids);
+        exit;
+      end if;
+    end loop;
+  end if;
+
+  -- lexical rank: the exact id (100), then 3 for each word the tool has, then how much of
+  -- its id and name the words cover (0..1), popularity (0..0.01), and weighted full text
+  -- (0..1). ts_rank_cd costs as much as the scan (a sentence of common words matches a
+  -- third of a large registry), so it orders only the best candidates by the rest: ten
+  -- times the page, or 500 (within which it still reorders tools that have as many words).
+  v_lex := format($f$
+    select y.*, (y.cheap + coalesce(ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', y.search_document, $6, 32), 0))::real as rank
+      from (select t.id, t.ref, t.tool_id, t.search_document, %s as cheap
+              from public.tools t
+             where (t.ref = $1 or t.tool_id = $1 or %s) %s
+             order by 5 desc, t.ref
+             limit %s) y$f$,
+    v_cheap, v_source, v_filter, v_window);
+
+  if v_vector is null then
+    return query execute format(kiwi_internal.search_signed_sql(), format($f$
+      select t.id, t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
+             l.rank, case when l.ref = $1 or l.tool_id = $1 then 'id' else 'words' end as matched_by, $10 as search_mode
+        from (%s) l join public.tools t on t.id = l.id
+       order by l.rank desc, t.ref
+       limit $7$f$, v_lex))
+      using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q, v_mode;
+    return;
+  end if;
+
+  -- Hybrid: each list's scores scaled to its best (words: the lexical rank without the
+  -- exact-id bonus; meaning: cosine similarity), fused as 0.4 words + 0.6 meaning; the exact
+  -- id first. Score fusion keeps how far apart tools are, which rank fusion forgets: on the
+  -- relevance set (bench/search_bench.py) it finds more in the first five than reciprocal
+  -- rank fusion did (0.87 against 0.80), and tools at least 0.1 similar to the query count,
+  -- so a misspelt sentence still finds by meaning what its words miss.
+  return query execute format(kiwi_internal.search_signed_sql(), format($f$
+    with lex as (
+      select l.id, (l.ref = $1 or l.tool_id = $1) as exact,
+             l.rank - case when l.ref = $1 or l.tool_id = $1 then 100 else 0 end as score
+        from (%s) l
+       order by l.rank desc, l.ref
+       limit $10),
+    sem as (
+      select n.id, n.similarity as score
+        from kiwi_internal.nearest_tools($11, $12, $10, $13, $2, $3, $4, $5) n),
+    fused as (
+      select coalesce(l.id, s.id) as id, coalesce(l.exact, false) as exact,
+             l.score / nullif((select max(score) from lex), 0) as lw,
+             s.score / nullif((select max(score) from sem), 0) as sw
+        from lex l full join sem s on s.id = l.id)
+    select t.id, t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
+           ((case when f.exact then 100 else 0 end) + $14 * coalesce(f.lw, 0) + $15 * coalesce(f.sw, 0))::real as rank,
+           case when f.exact then 'id' when f.lw is not null and f.sw is not null then 'words+meaning'
+                when f.lw is not null then 'words' else 'meaning' end as matched_by,
+           'hybrid'::text as search_mode
+      from fused f join public.tools t on t.id = f.id
+     where true %s
+     order by 10 desc, t.ref
+     limit $7$f$, v_lex, v_filter))
+    using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q,
+          greatest(v_limit, 50), p_model, v_vector, 0.1::real, 0.4::float8, 0.6::float8;
+end
+$$;
+revoke execute on function kiwi_internal.search_tools(text, text, text, int, real[], text) from public;
+-- public.search_tools (security invoker) calls it for every caller; it checks the caller itself.
+grant execute on function kiwi_internal.search_tools(text, text, text, int, real[], text)
+  to anon, authenticated, service_role;
+
+-- The contract: the same arguments, columns and ranking, security invoker, a call to
+-- kiwi_internal.search_tools above.
+create function public.search_tools(p_query text, p_tool_type text default null,
+                                               p_category text default null, p_limit int default 20,
+                                               p_embedding real[] default null, p_model text default null)
+  returns table (tool_id text, namespace text, name text, tool_type text, category text,
+                 description text, executor_id text, latest_version text, rank real,
+                 matched_by text, search_mode text, content_hash text, signatures jsonb)
+  language sql stable
+  set search_path = ''
+as $$
+  select * from kiwi_internal.search_tools(p_query, p_tool_type, p_category, p_limit, p_embedding, p_model)
+$$;
+comment on function public.search_tools(text, text, text, int, real[], text) is
+  'Ranked search. Lexical: any of the query''s words (English stop words dropped, stemmed, as prefixes; a word no tool has is replaced by its closest known spellings), ranked by the exact id, then how many words match, how much of the name they cover, and weighted full text (name and id, tags, description, parameters); most used breaks ties. With p_embedding (the query''s 256-number vector) and p_model (the model that made it), the lexical ranking is fused with the tools nearest in meaning (each list''s scores scaled to its best, 0.4 words + 0.6 meaning); without, the answer is lexical and search_mode says why. matched_by: id, words, meaning or words+meaning. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first.';
+revoke execute on function public.search_tools(text, text, text, int, real[], text) from public;
+grant execute on function public.search_tools(text, text, text, int, real[], text) to anon, authenticated, service_role;
