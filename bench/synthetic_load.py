@@ -48,7 +48,7 @@ from psycopg.copy import QueuedLibpqWriter
 Log = Callable[[str], None]
 
 CHUNK = 20_000  # tools per COPY write
-BATCH_TRIGGER = "plan_cache_batch_columns"  # 20261125012000_chain_batch_precomputed.sql
+BATCH_TRIGGER = "plan_cache_batch_columns"  # 380_chain_batch.sql
 INDEXED_TABLES = ("public.tools", "public.tool_versions", "public.tool_version_files", "kiwi_internal.plan_cache")
 # SQL functions whose `set search_path = ''` is lifted during the load so they inline.
 INLINED_FUNCTIONS = (

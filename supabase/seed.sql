@@ -466,7 +466,7 @@ config:
                     HTTP_PROXY, HTTPS_PROXY, NO_PROXY, http_proxy, https_proxy, no_proxy]
   # The bubblewrap sandbox every process runs in: no network, no host paths but the tool's
   # own, and these limits. An admin-published element above may widen it; any other element
-  # only narrows it (20261128000300_sandbox_narrowing.sql).
+  # only narrows it (410_sandbox_narrowing.sql).
   sandbox:
     network: []
     fs:
@@ -864,7 +864,7 @@ name: Create a script tool
 description: Step-by-step instructions for an agent to write, test and publish a new script tool.
 category: directives
 tags: [directive, authoring, workflow, publishing]
-# The directive format (validated at publish, supabase/migrations/20261121002000_directives.sql):
+# The directive format (validated at publish, supabase/schemas/230_directives.sql):
 #   entrypoint   the instructions, in markdown
 #   parameters   the inputs, as for any tool
 #   requires     tools: [{id, required (default true), version?}] from the registry;

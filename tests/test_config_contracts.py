@@ -1,4 +1,4 @@
-"""Config contracts (supabase/migrations/20261121001360_config_contracts.sql): a tool's config
+"""Config contracts (supabase/schemas/150_config_contracts.sql): a tool's config
 is held to the config_schema of every element of its chain.
 
 Hypothesis draws configs whose keys come from the union of every seeded contract (the
@@ -6,7 +6,7 @@ canonical keys, their old spellings, the keys other chains declare) and from now
 with values each key's schema allows, and publishes each through PostgresRegistry into
 namespace `local` as an admin: an admin's config may widen the sandbox and read any
 variable of the runner's environment (a drawn `sandbox` or `env_passthrough` would
-otherwise be refused for that, 20261128000400_publish_trust.sql, which is not what this
+otherwise be refused for that, 430_publish_trust.sql, which is not what this
 test is about). Every publish either succeeds with the config stored canonically, or is
 refused naming exactly the keys its chain does not declare.
 """

@@ -104,7 +104,7 @@ class Registry:
 def registry(database_url: str, conn: psycopg.Connection) -> Iterator[Registry]:
     forget(conn)
     # The fixtures' ${DOCS_*} variables, read by tools the local owner publishes: an admin
-    # grants them to namespace local, as a deployment would (20261128000200_secret_grants.sql).
+    # grants them to namespace local, as a deployment would (400_secret_grants.sql).
     conn.execute("select grant_secret('local', 'DOCS_*')")
     made = Registry(database_url)
     yield made

@@ -18,7 +18,7 @@ from urllib.parse import quote, quote_plus
 from ..errors import KiwiError
 
 MAX_ERROR_CHARS = 2000
-MAX_WARNINGS, MAX_WARNING_CHARS = 16, 1000  # tool_runs.warnings (20261121001800_run_records.sql)
+MAX_WARNINGS, MAX_WARNING_CHARS = 16, 1000  # tool_runs.warnings (210_run_records.sql)
 MASK = "***"  # what a secret value reads as once scrubbed (GitHub Actions' mask, familiar from CI logs)
 # Values shorter than this are left as they are: "1", "on" or "dev" would mask ordinary words
 # and digits all over an output, and masking them would be an oracle (a tool echoing a guess

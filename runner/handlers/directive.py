@@ -1,7 +1,7 @@
 """Running a directive: its instructions, its inputs, and a tool context of exactly the tools
 it declares, each with its availability.
 
-A directive's manifest (format: supabase/migrations/20261121002000_directives.sql) declares
+A directive's manifest (format: supabase/schemas/230_directives.sql) declares
 
     requires:    tools: [{id, required, version}]            registry tools
                  mcp:   [{server, tools: [names], required}]  imported MCP tools, <server>.<name>

@@ -28,7 +28,7 @@ running event loop, else at its first record). A record is then made when it is
 submitted, not in the writer.
 
 Anonymous callers' audit rows are written in batches of at most ANON_BATCH, within the
-budget the registry gives all anonymous callers a minute (20261128040000_anonymous_audit.sql):
+budget the registry gives all anonymous callers a minute (530_anonymous_audit.sql):
 a batch refused for want of room (PT429) is kept and written again, as when the registry
 is unreachable, once the minute has turned.
 """

@@ -1,7 +1,7 @@
 """Whether a call is within an execution context's permissions.
 
 A context (public.execution_contexts, opened by public.open_context; see
-supabase/migrations/20261121002300_contexts.sql) holds effective permissions in the directive
+supabase/schemas/260_contexts.sql) holds effective permissions in the directive
 manifest's format, every kind present:
 
     {fs_read: [globs], fs_write: [globs], shell: [commands], mcp: ["server.tool"], tools: [refs],
@@ -28,14 +28,14 @@ such as `tools: hello_world is not allowed by ["*_runtime"]`.
               not observed.
     net, fs_read, fs_write
               what the sandbox of the tool's plan reaches (config.sandbox, as the registry
-              computes it: 20261128000300_sandbox_narrowing.sql), for the tools `tools` checks
+              computes it: 410_sandbox_narrowing.sql), for the tools `tools` checks
               and for mcp_tools (whose plan, mcp_tool -> mcp_server -> subprocess, holds the
               sandbox of the server process that runs the call; a remote server's ends in
               http_client and has none): each `network` entry ("host:port") must match a
               glob of net, each `fs.read` path one of fs_read or fs_write, each `fs.write`
               path one of fs_write, compared as written (a ${VAR} is text). Publishing a
               directive holds the tools and MCP servers it requires to the same
-              (20261128010100_directive_sandbox_coverage.sql). A context without net
+              (450_directive_sandbox_coverage.sql). A context without net
               permits no host.
 
 Patterns are fnmatch-style globs, matched exactly as the database matches them

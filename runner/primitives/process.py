@@ -31,7 +31,7 @@ from .pipes import Collector
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_TIMEOUT_S = 300.0
 # The longest timeout a config may set (24 h); the registry refuses more at publish with the same
-# number (kiwi_internal.max_timeout_s, supabase/migrations/20261128030100_max_timeout.sql).
+# number (kiwi_internal.max_timeout_s, supabase/schemas/470_max_timeout.sql).
 MAX_TIMEOUT_S = 86400.0
 DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 KILL_GRACE_S = 1.0  # between SIGTERM and SIGKILL: time to flush and clean up, not to linger

@@ -335,7 +335,7 @@ class Registry:
 
         A call no limit counts and no policy covers is let through from memory while the
         backend's cache is live: it stays so until a limit, a policy or a plan changes, and each
-        of those notifies (20261121003000_gate_notifications.sql). Anything else, every dry run
+        of those notifies (320_gate_notifications.sql). Anything else, every dry run
         and every call that brings an approval asks the database."""
         fetch = partial(self._call, "check_call", {"p": call})
         cache, key = self.backend.cache, self._verdict_key(call)

@@ -1,7 +1,7 @@
 """Execution plans kept in memory, dropped the moment the database says they may be stale.
 
 The registry notifies the channel `kiwi_plans` at the commit of anything that can change
-a plan (migration 20261121001900_plan_notifications.sql). A PlanCache listens on its
+a plan (schema file 220_plan_notifications.sql). A PlanCache listens on its
 own connection and serves plans only while it is listening: before LISTEN has
 succeeded, and after the connection is lost, every call goes to the database. It is the
 PostgresBackend's `cache` (base.py's seam): Registry.execution_plan keeps plans in it, and

@@ -1,6 +1,6 @@
 """A connected agent learns of the registry's changes: tools, prompts and resources
 `list_changed`, and `resources/updated` for a knowledge entry it subscribed to, driven by
-Postgres NOTIFY (migration 20261125000100_registry_notifications.sql) through one LISTEN
+Postgres NOTIFY (schema file 340_registry_notifications.sql) through one LISTEN
 connection per server (runner/mcp/registry_events.py, agent_notifications.py).
 
 The real database; the changes are made by another connection, as another agent's publish

@@ -1,5 +1,5 @@
 """Plans kept in memory only while the database's change notifications can drop them
-(runner/registry/plan_cache.py, migration 20261121001900_plan_notifications.sql)."""
+(runner/registry/plan_cache.py, schema file 220_plan_notifications.sql)."""
 
 from __future__ import annotations
 

@@ -224,7 +224,7 @@ async def test_the_registry_reopens_after_aclose(reg: PostgresRegistry) -> None:
 
 
 async def test_record_run_then_runs_round_trip(reg: PostgresRegistry, conn: psycopg.Connection) -> None:
-    """Needs public.record_run and public.tool_runs (migration 20261121001800_run_records.sql)."""
+    """Needs public.record_run and public.tool_runs (schema file 210_run_records.sql)."""
     record = {
         "tool_id": "hello_world",
         "version": "1.0.0",
@@ -252,14 +252,14 @@ async def test_record_run_then_runs_round_trip(reg: PostgresRegistry, conn: psyc
 
 
 async def test_a_bad_run_record_is_a_usage_error(reg: PostgresRegistry) -> None:
-    """Needs migration 20261121001800_run_records.sql."""
+    """Needs schema file 210_run_records.sql."""
     with pytest.raises(UsageError) as info:
         await reg.record_run({"tool_id": "hello_world", "status": "finished"})
     assert any(p.startswith("status:") for p in info.value.problems)
 
 
 async def test_record_audit_and_take_rate_limit(reg: PostgresRegistry, conn: psycopg.Connection) -> None:
-    """Needs migrations 20261121002100_audit.sql and 20261121002200_rate_limits.sql."""
+    """Needs schema files 240_audit.sql and 250_rate_limits.sql."""
     session = f"registry-pg-{uuid.uuid4()}"
     tool = f"rl_registry_{uuid.uuid4().hex[:8]}"
     limit_id = conn.execute(

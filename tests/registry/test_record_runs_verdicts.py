@@ -3,7 +3,7 @@
 record_runs writes a batch without first working out every record's problems: it reads
 each record into typed columns, screens it for what the casts and the table's
 constraints would not refuse, and asks run_records_problems why only when a batch is
-refused (migration 20261121001800_run_records.sql). Two encodings of one set of rules can drift, so
+refused (schema file 210_run_records.sql). Two encodings of one set of rules can drift, so
 Hypothesis throws near-valid records at both and holds them to the same verdict:
 accepted exactly when there are no problems (and the run does not finish before it
 starts), and refused with the problems' own words otherwise. Each example runs in a

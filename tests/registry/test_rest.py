@@ -299,7 +299,7 @@ async def test_anonymous_publish_is_refused(fake: FakePostgREST, fresh_tool: str
 
 
 async def test_anonymous_callers_cannot_record_runs(fake: FakePostgREST) -> None:
-    """Needs migration 20261121001800_run_records.sql."""
+    """Needs schema file 210_run_records.sql."""
     async with RestRegistry(URL, ANON_KEY, transport=httpx.MockTransport(fake)) as anon:
         with pytest.raises(Refused):
             await anon.record_run({"tool_id": "hello_world", "status": "success"})
@@ -308,7 +308,7 @@ async def test_anonymous_callers_cannot_record_runs(fake: FakePostgREST) -> None
 async def test_record_audit_and_take_rate_limit_are_rpcs(
     reg: RestRegistry, fake: FakePostgREST, conn: psycopg.Connection
 ) -> None:
-    """Needs migrations 20261121002100_audit.sql and 20261121002200_rate_limits.sql."""
+    """Needs schema files 240_audit.sql and 250_rate_limits.sql."""
     session = f"registry-rest-{uuid.uuid4()}"
     tool = f"rl_rest_{uuid.uuid4().hex[:8]}"
     limit_id = conn.execute(
@@ -338,7 +338,7 @@ async def test_record_audit_and_take_rate_limit_are_rpcs(
 async def test_runs_is_a_table_select_newest_first(
     reg: RestRegistry, fake: FakePostgREST, conn: psycopg.Connection
 ) -> None:
-    """Needs public.record_run and public.tool_runs (migration 20261121001800_run_records.sql)."""
+    """Needs public.record_run and public.tool_runs (schema file 210_run_records.sql)."""
     record = {"tool_id": "hello_world", "version": "1.0.0", "status": "success", "exit_code": 0, "duration_ms": 3,
               "executor_chain": ["hello_world", "bash_runtime", "subprocess"]}  # fmt: skip
     run_id = await reg.record_run(record)

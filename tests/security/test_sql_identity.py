@@ -82,7 +82,7 @@ ANON_INVOKER_HELPERS = {
     "kiwi_internal.version_length_problem(p_version text)": "manifest validation (preview)",
     "kiwi_internal.version_max_chars()": "the longest version, a constant (preview)",
     "kiwi_internal.visibility_rank(p_visibility text)": "the order of visibilities, a pure function (preview)",
-    # config contracts (20261121001360_config_contracts.sql): pure functions of their arguments,
+    # config contracts (150_config_contracts.sql): pure functions of their arguments,
     # but checked_config, which reads the chain through resolve_chains as the caller sees it
     "kiwi_internal.json_type_words(p_types text[])": "the wording of config problems (preview)",
     "kiwi_internal.json_shown(p_value jsonb)": "the wording of config problems (preview)",
@@ -99,10 +99,11 @@ ANON_INVOKER_HELPERS = {
     ),
     "kiwi_internal.config_normalise(p_value jsonb, p_schema jsonb, p_path text)": "config normalisation (preview)",
     "kiwi_internal.checked_config(p_manifest jsonb)": "a config against its chain's contract (preview)",
-    # a plan's trust (20261128000200..0500, 20261128010100): pure functions of their arguments,
-    # but executor_plan, which reads a plan through execution_plan as the caller sees it.
+    # a plan's trust (schema files 400_secret_grants.sql to 430_publish_trust.sql and
+    # 450_directive_sandbox_coverage.sql): pure functions of their arguments, but executor_plan,
+    # which reads a plan through execution_plan as the caller sees it.
     # (trust_problems and sandbox_problems, called only by security definer publish, are
-    # revoked: 20261128020000_revoke_internal_helpers.sql.)
+    # revoked: 430_publish_trust.sql.)
     "kiwi_internal.json_list(p_value jsonb)": "a value as a list (preview, directive validation)",
     "kiwi_internal.variable_covered(p_entry text, p_patterns text[])": "variable patterns (preview's plan_trust)",
     "kiwi_internal.config_variable_refs(p_config jsonb)": "the ${VAR}s a config reads (preview's plan_trust)",

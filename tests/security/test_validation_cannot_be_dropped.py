@@ -4,7 +4,7 @@ Configs merge from the primitive up with lists replaced, so a tool that wrote
 `config: {validation: {rules: []}}` (or rules of its own) replaced bash_runtime's rules and
 ran `rm -rf /` that the runtime blocks: the runtime's safety rules were the tool author's
 to remove. subprocess's config_schema now marks `validation.rules` with `x-merge: append`
-(20261121001100_jsonb_merge.sql): every element above appends its rules after those below
+(110_jsonb_merge.sql): every element above appends its rules after those below
 and removes none, in the published plan, in a local space's preview and in the runner's
 own rebuilding of the merged config (trust/verify.py).
 
