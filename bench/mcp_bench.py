@@ -52,7 +52,7 @@ from report import Verdict, record  # noqa: E402
 from runner import Invocation, McpPool, PostgresRegistry, Runner, Settings, local_owner, standard_dispatcher  # noqa: E402
 from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url  # noqa: E402
 from runner.handlers.mcp_tool import McpToolHandler  # noqa: E402
-from runner.mcp.servers import server_spec  # noqa: E402
+from runner.mcp_client.servers import server_spec  # noqa: E402
 
 DEFAULT_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
 SERVER = "everything_mcp"

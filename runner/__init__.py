@@ -86,10 +86,10 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Sandbox": ("sandbox", "Sandbox"),
     "SandboxUnavailable": ("sandbox", "SandboxUnavailable"),
     # MCP: Kiwi as a server, MCP servers as tools
-    "build_server": ("mcp.server", "build_server"),
-    "McpPool": ("mcp.pool", "McpPool"),
-    "ServerSpec": ("mcp.pool", "ServerSpec"),
-    "import_server": ("mcp.importer", "import_server"),
+    "build_server": ("mcp_server.server", "build_server"),
+    "McpPool": ("mcp_client.pool", "McpPool"),
+    "ServerSpec": ("mcp_client.pool", "ServerSpec"),
+    "import_server": ("mcp_client.importer", "import_server"),
 }
 
 __all__ = [
@@ -186,9 +186,9 @@ if TYPE_CHECKING:  # what type checkers and editors see; nothing here runs
     from .handlers import standard_dispatcher, standard_handlers
     from .harness.dispatch import Dispatcher
     from .harness.run import Runner, RunResult
-    from .mcp.importer import import_server
-    from .mcp.pool import McpPool, ServerSpec
-    from .mcp.server import build_server
+    from .mcp_client.importer import import_server
+    from .mcp_client.pool import McpPool, ServerSpec
+    from .mcp_server.server import build_server
     from .policy import Call, Denied
     from .primitives.base import CallTool, Handler, Invocation, Outcome
     from .principal import (

@@ -28,8 +28,9 @@ LAYERS = [
     "primitives",
     "policy",
     "harness",
-    "mcp",
+    "mcp_client",  # Kiwi calling other MCP servers: the pool, import, outgoing OAuth
     "handlers",
+    "mcp_server",  # what agents call: the meta-tools, transports, incoming auth
     "cli",
 ]
 MAX_ROOT_MODULES = 12
@@ -93,6 +94,29 @@ def test_no_module_imports_from_a_higher_layer() -> None:
             if mine and theirs and LAYERS.index(theirs) > LAYERS.index(mine):
                 upward.append(f"{path.relative_to(RUNNER.parent)}:{line} {name} -> {target}")
     assert upward == []
+
+
+def test_every_package_stands_on_a_layer() -> None:
+    """A package missing from LAYERS would be checked by nothing above: each must be placed."""
+    packages = sorted(p.parent.name for p in RUNNER.glob("*/__init__.py"))
+    roots = sorted(p.stem for p in RUNNER.glob("*.py") if p.name != "__init__.py")
+    assert [name for name in packages + roots if name not in LAYERS] == []
+
+
+def test_the_server_may_use_the_client_and_handlers_never_the_server() -> None:
+    """Kiwi's MCP server (what agents call) stands above the handlers, which stand above its MCP
+    client (what Kiwi calls): a client module or a handler importing the server is an upward edge."""
+    assert LAYERS.index("mcp_client") < LAYERS.index("handlers") < LAYERS.index("mcp_server")
+    modules = _modules()
+    edges = {
+        (_layer(name), _layer(target))
+        for name, path in modules.items()
+        if _layer(name) in ("mcp_client", "handlers", "mcp_server")
+        for target, _ in _imports(name, path, modules)
+    }
+    assert ("mcp_server", "mcp_client") in edges  # the server does use the client: the rule is not vacuous
+    assert ("handlers", "mcp_client") in edges
+    assert not {("mcp_client", "mcp_server"), ("handlers", "mcp_server"), ("mcp_client", "handlers")} & edges
 
 
 def test_no_module_imports_the_package_facade() -> None:

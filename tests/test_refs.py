@@ -14,7 +14,7 @@ import pytest
 from runner import ChainLink, Plan, ToolRef, UsageError
 from runner.core.plan import mcp_server_of
 from runner.core.refs import CLI_WORDS, MCP_WORDS, split_ref, tool_name
-from runner.mcp.meta import args as meta_args
+from runner.mcp_server.meta import args as meta_args
 from runner.policy.permissions import check
 
 PARSED = [

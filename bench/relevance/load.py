@@ -2,7 +2,7 @@
 
 `ensure_relevance_db(dbname)` gives a database holding the real schema (every migration,
 then the seed) plus every MCP server of catalog.json and its tools, published the way
-`kiwi mcp import` publishes them (runner/mcp/importer.py: `tool_id_for`, `tool_manifest`,
+`kiwi mcp import` publishes them (runner/mcp_client/importer.py: `tool_id_for`, `tool_manifest`,
 version 1.0.0 with `metadata.mcp_import`) through the real publish RPC, then embedded with
 the project's local model (runner/search: `embed_pending`, what `kiwi embed` runs). It is
 rebuilt only when the migrations, the seed, the catalog or this loader change; otherwise it
@@ -43,8 +43,8 @@ import mcp_types as types  # noqa: E402
 
 from runner import LocalWordLlama, PostgresRegistry, admin, embed_pending  # noqa: E402  # noqa: E402
 from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url  # noqa: E402
-from runner.mcp.importer import cut_description as importer_cut  # noqa: E402
-from runner.mcp.importer import tool_id_for, tool_manifest  # noqa: E402
+from runner.mcp_client.importer import cut_description as importer_cut  # noqa: E402
+from runner.mcp_client.importer import tool_id_for, tool_manifest  # noqa: E402
 
 CATALOG = HERE / "catalog.json"
 QUERIES = HERE / "queries.yaml"

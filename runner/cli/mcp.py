@@ -17,7 +17,7 @@ from ..config import Settings
 from ..errors import KiwiError
 
 if TYPE_CHECKING:
-    from ..mcp.importer import ImportReport
+    from ..mcp_client.importer import ImportReport
     from ..registry.base import Registry
 
 
@@ -51,13 +51,13 @@ def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
 
 
 async def cmd_mcp_login(args: argparse.Namespace) -> int:
-    from ..mcp.oauth.login import login_command  # the MCP SDK: only this command pays for it
+    from ..mcp_client.oauth.login import login_command  # the MCP SDK: only this command pays for it
 
     return await login_command(args.server, open_browser=not args.no_browser, force=args.force, timeout_s=args.timeout)
 
 
 async def cmd_mcp_logout(args: argparse.Namespace) -> int:
-    from ..mcp.oauth.logout import logout_command
+    from ..mcp_client.oauth.logout import logout_command
 
     return await logout_command(args.server)
 
@@ -65,8 +65,8 @@ async def cmd_mcp_logout(args: argparse.Namespace) -> int:
 async def cmd_mcp_import(args: argparse.Namespace) -> int:
     # The MCP SDK takes most of a second to import: only this command pays for it.
     from ..harness.run import runner_environ
-    from ..mcp.importer import import_server
-    from ..mcp.pool import McpPool
+    from ..mcp_client.importer import import_server
+    from ..mcp_client.pool import McpPool
     from ..registry import connect
     from ..sandbox import Sandbox
     from ..search import embed_published

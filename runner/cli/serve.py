@@ -9,12 +9,12 @@ Who the calls act as:
 * stdio: the server's own principal (Settings.principal(): KIWI_ACCESS_TOKEN's user, else
   the local stack's owner on the Postgres backend), or service_role with `--admin`.
 * http: each request's caller. A bearer token is required (a Supabase Auth JWT of the
-  project; runner/mcp/auth.py); without one the answer is 401 naming the protected resource
+  project; runner/mcp_server/auth.py); without one the answer is 401 naming the protected resource
   metadata at /.well-known/oauth-protected-resource/mcp, where MCP clients discover the
   authorization server. Service-role tokens are accepted only with `--admin`.
   `--insecure-no-auth` (loopback only) serves without tokens as the server's own principal.
   An MCP session left idle for --session-idle-timeout seconds is closed, and one caller holds
-  at most --max-sessions-per-user live sessions (runner/mcp/http_sessions.py).
+  at most --max-sessions-per-user live sessions (runner/mcp_server/http_sessions.py).
 
 Wire it into the kiwi CLI with `add_serve_command(sub)` on its subparsers; standalone:
 `python -m runner.cli.serve --transport stdio`. Logs go to stderr (stdout is the
@@ -115,7 +115,7 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="REF",
         help="direct mode: serve the tool context of this directive (ref or ref@version) as ordinary MCP "
-        "tools instead of the meta-tools, every call through the same gate (runner/mcp/direct.py)",
+        "tools instead of the meta-tools, every call through the same gate (runner/mcp_server/direct.py)",
     )
     serve_parser.set_defaults(handler=cmd_serve)
     return serve_parser
@@ -172,7 +172,7 @@ async def serve(
         principal = settings.principal()
         async with _served(settings, allow_command_writes, directive) as server:
             _say(f"serving MCP over stdio as {principal.describe()}")
-            from ..mcp.stdio import serve_stdio  # the wire read and written by the loop, not threads
+            from ..mcp_server.stdio import serve_stdio  # the wire read and written by the loop, not threads
 
             with acting_as(principal):
                 await serve_stdio(server)
@@ -204,9 +204,9 @@ async def _serve_http(
 ) -> None:
     import uvicorn  # the MCP SDK's own server, loaded only when serving
 
-    from ..mcp.auth import http_app, http_auth, is_loopback
-    from ..mcp.auth import public_url as public_url_of
-    from ..mcp.http_sessions import SessionLimits
+    from ..mcp_server.auth import http_app, http_auth, is_loopback
+    from ..mcp_server.auth import public_url as public_url_of
+    from ..mcp_server.http_sessions import SessionLimits
 
     if not settings.sandbox:
         raise UsageError(
@@ -265,8 +265,8 @@ async def _serve_http(
 async def _served(settings: Settings, allow_command_writes: bool, directive: str | None = None) -> Any:
     from ..handlers import standard_dispatcher
     from ..harness.run import Runner
-    from ..mcp.pool import McpPool
-    from ..mcp.server import build_server  # the MCP SDK only when serving: `kiwi run` must not pay its import
+    from ..mcp_client.pool import McpPool
+    from ..mcp_server.server import build_server  # the MCP SDK only when serving: `kiwi run` must not pay its import
     from ..registry import connect
 
     pool = McpPool()  # the runs' and the imports' (closed with the runner's dispatcher)
@@ -274,7 +274,7 @@ async def _served(settings: Settings, allow_command_writes: bool, directive: str
     runner = Runner(connect(settings), settings, dispatcher=dispatcher, on_progress=partial(logger.info, "%s"))
     try:
         if directive is not None:  # direct mode: the directive's tools, read now (an error stops start-up)
-            from ..mcp.direct import build_direct_server
+            from ..mcp_server.direct import build_direct_server
 
             direct = await build_direct_server(runner, directive, local_spaces=settings.serve_local_spaces)
             _say(direct.summary())
@@ -294,7 +294,7 @@ def _with_the_system_allocator() -> None:
     """Start this command again under PYTHONMALLOC=malloc, unless PYTHONMALLOC is set already.
 
     A shared server's MCP sessions come and go by the thousand, and what they freed should go
-    back to the system (runner/mcp/http_sessions.py trims it). CPython's own small-object
+    back to the system (runner/mcp_server/http_sessions.py trims it). CPython's own small-object
     allocator keeps most of it, pinned by the few objects that outlive a burst of sessions
     (3,000 abandoned sessions kept 30 to 70 MB after they had all expired); with the system's
     allocator, glibc's malloc_trim returns nearly all of it. The allocator is chosen when the

@@ -17,7 +17,7 @@ from ..harness.dispatch import Dispatcher, Lazy, default_primitives, of_type
 from ..primitives.base import Handler
 
 if TYPE_CHECKING:
-    from ..mcp.pool import McpPool
+    from ..mcp_client.pool import McpPool
     from ..primitives.http_client import HttpClientPrimitive
 
 __all__ = ["standard_dispatcher", "standard_handlers"]
@@ -32,7 +32,7 @@ def standard_handlers(*, mcp_pool: McpPool | None = None) -> list[Handler]:
     """MCP tools, directives, threads, then the primitives (subprocess, http_client).
 
     mcp_pool: the MCP client pool the mcp_tool handler runs on, when something else shares it
-    (an MCP server's `execute import`: runner.mcp.server.build_server(mcp_pool=...)); the
+    (an MCP server's `execute import`: runner.mcp_server.server.build_server(mcp_pool=...)); the
     handler is then made now (the pool's caller has loaded the MCP SDK already), so closing
     the dispatcher closes the pool. By default the handler makes its own pool on first use.
     Threads send their model requests over the http_client primitive's pooled client."""

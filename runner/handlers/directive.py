@@ -29,7 +29,7 @@ from ..primitives.base import Invocation, Outcome
 from ..registry.base import Registry
 
 PERMISSION_KEYS = ("fs_read", "fs_write", "shell", "mcp", "tools", "net")
-_NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]")  # as runner/mcp/importer.py names imported tools
+_NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]")  # as runner/mcp_client/importer.py names imported tools
 
 
 @dataclass

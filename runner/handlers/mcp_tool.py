@@ -5,7 +5,7 @@ type is mcp_server), and its merged config holds the server's connection (stdio:
 command, args, env, env_passthrough, cwd; remote: url, headers), the primitive's
 defaults, and the tool's own keys (`tool`: the upstream name, `timeout`, `retries`,
 `idempotent`; `annotations`: the upstream tool's MCP annotations, as imported).
-How the server is started or connected is runner/mcp/servers.py's (`server_spec`): with
+How the server is started or connected is runner/mcp_client/servers.py's (`server_spec`): with
 `${VAR}`s from the runner's environment and no `{placeholders}` at all, so a request's
 parameters only ever become the tool call's arguments.
 """
@@ -21,9 +21,9 @@ from mcp.shared.exceptions import MCPError
 
 from ..core.plan import Plan
 from ..errors import ConfigError
-from ..mcp.oauth.provider import OAuthSessions
-from ..mcp.pool import DEFAULT_CALL_TIMEOUT_S, DEFAULT_RETRIES, CallTimedOut, McpPool, ServerSpec
-from ..mcp.servers import server_link, server_spec
+from ..mcp_client.oauth.provider import OAuthSessions
+from ..mcp_client.pool import DEFAULT_CALL_TIMEOUT_S, DEFAULT_RETRIES, CallTimedOut, McpPool, ServerSpec
+from ..mcp_client.servers import server_link, server_spec
 from ..primitives.base import Invocation, Outcome, RunListener
 from ..primitives.subprocess import seconds
 from ..sandbox.site import ToolSite
@@ -45,7 +45,7 @@ class McpToolHandler:
         # the merged config, and the runner's environment does not change under it.
         # (The environment is held with its spec, so its id cannot be reused while cached.)
         self._specs: dict[tuple[Any, ...], tuple[Mapping[str, str], ServerSpec]] = {}
-        self.oauth = OAuthSessions()  # config.auth: the calling user's OAuth (runner/mcp/oauth/)
+        self.oauth = OAuthSessions()  # config.auth: the calling user's OAuth (runner/mcp_client/oauth/)
 
     def _spec(self, plan: Plan, environ: Mapping[str, str], site: ToolSite | None = None) -> ServerSpec:
         key = (id(environ), id(site.sandbox) if site else None, *(link.content_hash for link in plan.chain))

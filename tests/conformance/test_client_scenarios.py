@@ -1,6 +1,6 @@
 """Every client scenario of the official MCP conformance suite, run against Kiwi's MCP client
-(the pool of runner/mcp/pool.py with the OAuth provider of runner/mcp/oauth/, driven by
-runner/mcp/oauth/conformance_client.py) and compared with client_not_applicable.yaml.
+(the pool of runner/mcp_client/pool.py with the OAuth provider of runner/mcp_client/oauth/, driven by
+runner/mcp_client/oauth/conformance_client.py) and compared with client_not_applicable.yaml.
 
 The suite starts its own test server (and, for auth/*, its own authorization server) per
 scenario, runs the client command with the server's URL appended and the scenario in
@@ -25,7 +25,7 @@ from tests.conformance.server_suite import NODE, SUITE
 from tests.conftest import ROOT
 
 EXPECTED = Path(__file__).with_name("client_not_applicable.yaml")
-CLIENT_COMMAND = f"{sys.executable} -m runner.mcp.oauth.conformance_client"
+CLIENT_COMMAND = f"{sys.executable} -m runner.mcp_client.oauth.conformance_client"
 SCENARIO_TIMEOUT_MS = 30_000
 _LISTED = re.compile(r"^\s+- (\S+) \[([^\]]*)\]\s*$")
 # The 14 authorization scenarios of spec 2025-11-25 / 2025-06-18 that issue 17 names: never excusable.

@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from runner import ConfigError, Runner, import_server
 from runner.handlers.mcp_tool import McpToolHandler
-from runner.mcp.pool import live_server_pids
+from runner.mcp_client.pool import live_server_pids
 from runner.primitives import procfs
 from tests.kiwi_cli import kiwi_env, run_kiwi
 

@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 from runner import Runner, import_server
 from runner.cli.mcp import add_mcp_commands, print_report
 from runner.handlers.mcp_tool import McpToolHandler
-from runner.mcp.importer import cut_description, next_version, tool_id_for
+from runner.mcp_client.importer import cut_description, next_version, tool_id_for
 
 from . import EVERYTHING, NODE_MODULES, make_runner, stdio_server, unique
 from .long_description_server import description

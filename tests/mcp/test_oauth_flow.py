@@ -36,9 +36,9 @@ from runner import (
     local_owner,
     standard_dispatcher,
 )
-from runner.mcp.oauth.login import login
-from runner.mcp.oauth.logout import logout
-from runner.mcp.pool import ConnectionFailed
+from runner.mcp_client.oauth.login import login
+from runner.mcp_client.oauth.logout import logout
+from runner.mcp_client.pool import ConnectionFailed
 from tests.conftest import ROOT
 from tests.kiwi_cli import kiwi_env, run_kiwi
 

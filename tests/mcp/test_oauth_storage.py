@@ -1,4 +1,4 @@
-"""MCP OAuth token storage (runner/mcp/oauth/storage.py, crypto.py) on the real database:
+"""MCP OAuth token storage (runner/mcp_client/oauth/storage.py, crypto.py) on the real database:
 per user under RLS, sealed with KIWI_TOKEN_KEY before it leaves the runner."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from runner import ConfigError, PostgresRegistry, Refused, admin, from_claims
-from runner.mcp.oauth.crypto import TokenCipher, TokenUnreadable, cipher_from
-from runner.mcp.oauth.storage import DatabaseTokenStorage
+from runner.mcp_client.oauth.crypto import TokenCipher, TokenUnreadable, cipher_from
+from runner.mcp_client.oauth.storage import DatabaseTokenStorage
 
 KEY = base64.urlsafe_b64encode(os.urandom(32)).decode()
 RESOURCE = "https://mcp.example.test/mcp"

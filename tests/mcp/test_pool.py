@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from runner import McpPool, ServerSpec
-from runner.mcp.pool import CallTimedOut, ConnectionFailed, _rejected_unread, live_server_pids
+from runner.mcp_client.pool import CallTimedOut, ConnectionFailed, _rejected_unread, live_server_pids
 
 from . import EVERYTHING, ROOT, alive, children, killed, unique
 
@@ -185,7 +185,7 @@ async def test_a_server_that_exits_at_once_reports_its_stderr(pool: McpPool) -> 
 
 _ORPHAN = """
 import asyncio, os, sys, time
-from runner.mcp.pool import McpPool, ServerSpec
+from runner.mcp_client.pool import McpPool, ServerSpec
 async def main():
     pool = McpPool()
     spec = ServerSpec(ref="e", key="e", transport="stdio", argv=tuple(sys.argv[1:]), env={"PATH": os.environ["PATH"]})
@@ -239,7 +239,7 @@ def test_a_group_leading_child_that_was_there_before_the_spawn_is_never_taken_fo
     could track (and later kill) the wrong process."""
     import subprocess as sp
 
-    from runner.mcp.pool import _find_child, _group_leading_children
+    from runner.mcp_client.pool import _find_child, _group_leading_children
 
     orphan = sp.Popen(["sleep", "30"], start_new_session=True)
     try:

@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, Completion, PromptReference, ResourceTemplateReference
 from psycopg.types.json import Jsonb
 
-from runner.mcp.catalog.completions import MAX_VALUES
+from runner.mcp_server.catalog.completions import MAX_VALUES
 from tests.mcp_server.catalog_items import Items, catalog_server, items, unique
 
 __all__ = ["catalog_server", "items"]  # fixtures

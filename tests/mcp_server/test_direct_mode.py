@@ -1,4 +1,4 @@
-"""Direct mode (`kiwi serve --directive REF`, runner/mcp/direct.py): a directive's tool context as
+"""Direct mode (`kiwi serve --directive REF`, runner/mcp_server/direct.py): a directive's tool context as
 ordinary MCP tools, every call through the same gate as `execute run`.
 
 Real parts only: the real database, real bash tools, the SDK's own client in memory, over
@@ -35,7 +35,7 @@ from runner import (
     local_owner,
     standard_dispatcher,
 )
-from runner.mcp.direct import APPROVAL_META_KEY, DirectServer, build_direct_server, mcp_name
+from runner.mcp_server.direct import APPROVAL_META_KEY, DirectServer, build_direct_server, mcp_name
 from tests.mcp_server.http_serving import ROOT, kiwi_http_server, mcp_client, serve_env, user_token
 from tests.mcp_server.registry_changes import Inbox, listening, publish, unique
 

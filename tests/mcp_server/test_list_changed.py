@@ -1,7 +1,7 @@
 """A connected agent learns of the registry's changes: tools, prompts and resources
 `list_changed`, and `resources/updated` for a knowledge entry it subscribed to, driven by
 Postgres NOTIFY (schema file 340_registry_notifications.sql) through one LISTEN
-connection per server (runner/mcp/registry_events.py, agent_notifications.py).
+connection per server (runner/mcp_server/registry_events.py, agent_notifications.py).
 
 The real database; the changes are made by another connection, as another agent's publish
 would be. Clients are the SDK's own, in memory: the handshake era (mode="legacy",

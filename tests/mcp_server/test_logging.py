@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_types import LoggingMessageNotificationParams
 
-from runner.mcp.notify_run import line_level
+from runner.mcp_server.notify_run import line_level
 from tests.mcp_server.test_server import bash_tool, mine, ok
 
 # Three lines, 0.4 s apart, then an answer on stdout.

@@ -1,4 +1,4 @@
-"""The meta-tools are module-level functions (runner/mcp/meta/): each can be imported and
+"""The meta-tools are module-level functions (runner/mcp_server/meta/): each can be imported and
 called with a server state alone, no MCP client or server in between.
 
 The real database and the seeded hello_world; nothing is published.
@@ -16,12 +16,12 @@ import pytest
 from mcp_types import CallToolResult
 
 from runner import PostgresRegistry, Runner, Settings, local_owner
-from runner.mcp.meta.execute import execute
-from runner.mcp.meta.help import HELP_TOPICS, help
-from runner.mcp.meta.load import load
-from runner.mcp.meta.search import search
-from runner.mcp.meta.state import ServerState
-from runner.mcp.server import bound
+from runner.mcp_server.meta.execute import execute
+from runner.mcp_server.meta.help import HELP_TOPICS, help
+from runner.mcp_server.meta.load import load
+from runner.mcp_server.meta.search import search
+from runner.mcp_server.meta.state import ServerState
+from runner.mcp_server.server import bound
 
 
 @pytest.fixture

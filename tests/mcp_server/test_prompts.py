@@ -13,7 +13,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, EmbeddedResource, Prompt, TextContent, TextResourceContents
 
-from runner.mcp.catalog.listing import PAGE_SIZE
+from runner.mcp_server.catalog.listing import PAGE_SIZE
 from tests.mcp_server.catalog_items import Items, catalog_server, items, unique
 
 __all__ = ["catalog_server", "items"]  # fixtures

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from runner import Runner
-from runner.mcp.meta.results import jsonable
-from runner.mcp.meta.search import search
-from runner.mcp.meta.state import ServerState
+from runner.mcp_server.meta.results import jsonable
+from runner.mcp_server.meta.search import search
+from runner.mcp_server.meta.state import ServerState
 
 
 async def test_a_search_answer_is_json_already_and_its_own(runner: Runner) -> None:

@@ -1,4 +1,4 @@
-"""Kiwi's stdio transport (runner/mcp/stdio.py): the wire read and written by the event loop.
+"""Kiwi's stdio transport (runner/mcp_server/stdio.py): the wire read and written by the event loop.
 
 While serving, nothing but the protocol reaches stdout: a handler's print and a child
 process's output go to stderr. A message of any size is one line both ways. Once the client
@@ -20,7 +20,7 @@ SERVER = textwrap.dedent(
     """
     import asyncio, os, sys
     from mcp.server.mcpserver import MCPServer
-    from runner.mcp.stdio import serve_stdio
+    from runner.mcp_server.stdio import serve_stdio
 
     def shout(size: int) -> str:
         print("stray print from the handler", flush=True)

@@ -1,6 +1,6 @@
 """Finding: a non-uuid MCP `context` reached the database as it was, and `execute open_context`
 answered with its raw error (`invalid input syntax for type uuid`), naming no field. The MCP
-layer now checks it (runner/mcp/meta/args.py check_context_id) and names `context`; a run
+layer now checks it (runner/mcp_server/meta/args.py check_context_id) and names `context`; a run
 with one is refused by the gate, naming the field, and audited as before.
 """
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from runner import ConfigError, MemoryBackend, Plan, Registry, Runner, Settings
-from runner.mcp.servers import server_spec
+from runner.mcp_client.servers import server_spec
 from tests.test_validation import RUNTIME, plan_of
 
 HUGE = [1e308, 86401, "1m"]

@@ -27,7 +27,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from runner import McpPool, PostgresRegistry, Runner, Settings, from_claims, standard_dispatcher
-from runner.mcp.oauth.login import login
+from runner.mcp_client.oauth.login import login
 from tests.mcp import unique
 from tests.mcp.oauth_fake_server import fake_oauth_server
 

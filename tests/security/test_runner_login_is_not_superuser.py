@@ -20,7 +20,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url
-from runner.mcp.registry_events import CHANNEL as REGISTRY_CHANNEL
+from runner.mcp_server.registry_events import CHANNEL as REGISTRY_CHANNEL
 from runner.registry.plan_cache import CHANNEL as PLANS_CHANNEL
 from tests.conftest import ROOT, runner_url
 from tests.kiwi_cli import kiwi_env, run_kiwi

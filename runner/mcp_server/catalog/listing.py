@@ -5,7 +5,7 @@ protocol's answer.
 A cursor is the last reference of the previous page, wrapped so that clients treat it as
 opaque; a page never repeats or skips an entry because another was published meanwhile
 (keyset pagination, supabase/migrations/*_item_listing.sql). Every handler runs as the
-caller (over HTTP its verified JWT, runner/mcp/auth.py), so RLS decides what exists.
+caller (over HTTP its verified JWT, runner/mcp_server/auth.py), so RLS decides what exists.
 """
 
 from __future__ import annotations

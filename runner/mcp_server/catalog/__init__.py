@@ -11,7 +11,7 @@ nothing here, answers an unknown prompt with error code 0 (and logs a traceback)
 pagination; so this replaces those methods' handlers on its low-level server. Capabilities
 follow from the handlers the low-level server holds: `prompts`, `resources` and `completions`
 are declared; their `listChanged` and `resources.subscribe` are what the registry's
-notifications (runner/mcp/agent_notifications.py, which reads these URIs with
+notifications (runner/mcp_server/agent_notifications.py, which reads these URIs with
 resources.parse_uri) declare.
 """
 

@@ -28,7 +28,7 @@ As `execute run` does, a call streams its tool's stderr lines as log notificatio
 `logging` capability, logging/setLevel) and progress (notify_run.py).
 
 Approvals: a tool under an approval policy answers its first call with a tool error of kind
-`approval_pending` and the approval's id (runner/mcp/approvals.py). A client without
+`approval_pending` and the approval's id (runner/mcp_server/approvals.py). A client without
 meta-tools has no `approval_id` argument to give back, so a direct call carries it in the
 request's `_meta`, under APPROVAL_META_KEY:
 

@@ -13,7 +13,7 @@ composite, thread). Every answer is structured content plus readable text. Every
 failure, deliberate (a KiwiError) or not, comes back as a tool error (isError) whose
 text says what went wrong and what to do; nothing escapes to the protocol layer.
 
-The meta-tools themselves are module-level functions in runner/mcp/meta/ that take the
+The meta-tools themselves are module-level functions in runner/mcp_server/meta/ that take the
 server's state (`ServerState`) first; this module only binds that state and registers them.
 """
 
@@ -27,6 +27,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 
 from ..harness.run import Runner
+from ..mcp_client.pool import McpPool
 from ..registry.base import Registry
 from ..search.embedders import Embedder
 from .agent_notifications import attach_notifications
@@ -40,7 +41,6 @@ from .meta.load import load
 from .meta.run import guarded_run
 from .meta.search import search
 from .meta.state import Deleter, ServerState, default_deleter
-from .pool import McpPool
 
 __all__ = [
     "ACTIONS",

@@ -35,7 +35,7 @@ async def guarded_run(
     """One tool call as `execute run`/`dry_run` makes it, rendered for MCP: the Runner's gate
     (runner/policy) decides permissions, rate limits and approvals and audits the call; a
     refusal is a tool error of its kind. `reg` is kept for the callers' sake: the runner's
-    registry is the one used. `listener` follows the run as it runs (runner/mcp/notify_run.py
+    registry is the one used. `listener` follows the run as it runs (runner/mcp_server/notify_run.py
     turns it into the request's notifications)."""
     del reg
     return await rendered_call(

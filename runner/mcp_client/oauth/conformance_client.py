@@ -1,6 +1,6 @@
 """The client command the MCP conformance suite drives (`conformance client --command ...`).
 
-    .venv/bin/python -m runner.mcp.oauth.conformance_client SERVER_URL
+    .venv/bin/python -m runner.mcp_client.oauth.conformance_client SERVER_URL
 
 The suite starts a test server per scenario, appends its URL, and names the scenario in
 MCP_CONFORMANCE_SCENARIO (with credentials and such in MCP_CONFORMANCE_CONTEXT, JSON). This
@@ -120,7 +120,7 @@ def _arguments(schema: Mapping[str, Any] | None) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m runner.mcp.oauth.conformance_client SERVER_URL", file=sys.stderr)
+        print("usage: python -m runner.mcp_client.oauth.conformance_client SERVER_URL", file=sys.stderr)
         return 2
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")

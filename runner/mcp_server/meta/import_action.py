@@ -10,8 +10,8 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent
 
 from ...errors import ConfigError, NotFound, PrimitiveError, Refused, UsageError
+from ...mcp_client.importer import ImportReport, import_server
 from ...search import embed_published
-from ..importer import ImportReport, import_server
 from .args import ExecuteRequest, split_ref
 from .results import fail, jsonable, ok
 from .state import ServerState

@@ -6,7 +6,7 @@ first, so that each can be imported and called alone (a test needs no MCP client
     execute.execute(state, action, item_id, ...)
     help.help(state, topic)
 
-`state` is a `state.ServerState`; runner/mcp/server.py binds it and registers the four on an
+`state` is a `state.ServerState`; runner/mcp_server/server.py binds it and registers the four on an
 MCPServer. The functions are not re-exported here: a function named like its module would
-hide the module (`runner.mcp.meta.search` must stay the module).
+hide the module (`runner.mcp_server.meta.search` must stay the module).
 """

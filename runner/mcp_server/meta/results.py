@@ -59,7 +59,7 @@ def default_hint(e: KiwiError) -> str:
 
 async def guarded(what: str, call: Callable[[], Awaitable[CallToolResult]]) -> CallToolResult:
     """Every failure as a tool error: KiwiErrors with their hint, anything else as an internal error.
-    Over HTTP the call acts as the request's verified caller (runner/mcp/auth.py)."""
+    Over HTTP the call acts as the request's verified caller (runner/mcp_server/auth.py)."""
     try:
         with acting_as_caller():
             return await call()

@@ -92,7 +92,7 @@ class ServerSpec:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     idle_shutdown_s: float = DEFAULT_IDLE_SHUTDOWN_S
-    # remote: an httpx2.Auth for every request (OAuth, runner/mcp/oauth/); `key` names whose it is
+    # remote: an httpx2.Auth for every request (OAuth, runner/mcp_client/oauth/); `key` names whose it is
     auth: Any = field(default=None, compare=False, repr=False)
     # stdio: makes the server's sandbox (runner/sandbox/) when a session starts; None: unsandboxed
     confiner: Callable[[], Awaitable[Confinement | None]] | None = field(default=None, compare=False, repr=False)

@@ -14,10 +14,10 @@ from mcp.server.mcpserver import Context
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 
 from ...harness.run import Runner
+from ...mcp_client.pool import McpPool
 from ...registry.base import Registry
 from ...search.combined import search_embedder
 from ...search.embedders import Embedder
-from ..pool import McpPool
 
 __all__ = ["Deleter", "ServerState", "default_deleter", "session_of"]
 
