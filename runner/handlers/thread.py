@@ -22,7 +22,7 @@ A run is one session (`thread-<uuid>`):
  2. the model gets the instructions, the inputs and the available tools, in its provider's
     format (runner/handlers/llm_formats.py), over the http_client primitive's pooled client;
  3. every tool call it makes goes through the runner's `call_tool` (the Invocation's), the same
-    path as MCP `execute run` and rendered as it renders it (runner/mcp_server/meta/run.py): the
+    path as MCP `execute run` and rendered as it renders it (runner/harness/mcp_answer.py): the
     context's permissions, rate limits, approvals, and an audit row for every call, allowed or
     refused; the result (or refusal) goes back to it;
  4. it ends at the model's final answer (status success), or when a budget runs out:
@@ -48,7 +48,7 @@ from ..core.expand import expand_vars_deep
 from ..core.plan import Plan
 from ..core.refs import ToolRef
 from ..errors import ConfigError
-from ..mcp_server.meta.run import rendered_call
+from ..harness.mcp_answer import rendered_call
 from ..primitives.base import CallTool, Invocation, Outcome, Status
 from ..registry.base import Registry
 from .llm_formats import Call, Format, Result, Tool, Turn, format_named
