@@ -18,7 +18,7 @@ from runner import Plan, Runner, build_server
 from runner.handlers.mcp_tool import McpToolHandler
 
 from ..mcp import EVERYTHING, make_runner, stdio_server, unique
-from ..mcp_server.test_importer import LONG_SERVER
+from ..mcp.test_importer import LONG_SERVER
 from .test_server import failed, ok, text
 
 
