@@ -2678,7 +2678,7 @@ revoke execute on function kiwi_internal.checked_config(jsonb) from public;
 grant execute on function kiwi_internal.checked_config(jsonb) to anon, authenticated, service_role;
 
 -- The keys the runner reads for every tool of a type, whatever its chain: how an MCP
--- server is reached and kept (runner/mcp/servers.py), which upstream tool an mcp_tool is
+-- server is reached and kept (runner/mcp_client/servers.py), which upstream tool an mcp_tool is
 -- and how its calls are retried (runner/handlers/mcp_tool.py), the paths its calls touch
 -- (runner/policy/permissions.py). Keys of the commands and requests themselves are the
 -- primitives' (supabase/seed/subprocess, supabase/seed/http_client).
@@ -2713,7 +2713,7 @@ update public.tool_type_rules set config_schema = $json${
 
 -- A knowledge entry runs nothing: its config says what it is and where it came from, as the
 -- design documents write it (entry_type, source_type, source_url). The runner returns the
--- source with the text (runner/harness/run.py, runner/mcp/meta/load.py); publish also
+-- source with the text (runner/harness/run.py, runner/mcp_server/meta/load.py); publish also
 -- checks that source_url is an http(s) URL (manifest_base_problems, 160_publish.sql).
 update public.tool_type_rules set config_schema = $json${
   "type": "object",
@@ -5913,7 +5913,7 @@ grant execute on function public.take_rate_limit(text, text, text) to anon, auth
 -- matched by P, where P's `?` does not match a `*` in C (so "a?" does not cover "a*", but
 -- "a*" covers "a?b", "tools/**" covers "tools/x/*", "*" covers everything). Sound (a
 -- covered pattern never matches more than its cover), not complete (["a*", "b*"] does not
--- cover "[ab]*"; there are no sets anyway). runner/mcp/permissions.py matches the same way.
+-- cover "[ab]*"; there are no sets anyway). runner/policy/permissions.py matches the same way.
 --
 -- Callers read their own contexts, admins all; rows are written only by open_context and
 -- never change. Contexts expire after a day (get_context then says so).
@@ -7714,7 +7714,7 @@ grant execute on function public.whoami() to anon, authenticated, service_role;
 -- resources `list_changed`, `resources/updated`). Every change an agent could see (a
 -- publish, a yank or deprecation, a new latest version, a changed name, description,
 -- visibility or namespace, a deleted tool) notifies the channel `kiwi_registry`, delivered
--- at commit; runner/mcp/registry_events.py listens, debounces and fans out.
+-- at commit; runner/mcp_server/registry_events.py listens, debounces and fans out.
 --
 -- The payload names no tool: {"kind", "namespace", "visibility", "id"}, where kind is
 -- tool | directive | knowledge, and id (the tool's uuid) is sent for knowledge only, so
@@ -7790,7 +7790,7 @@ create trigger tool_versions_registry_changed_update
 
 -- ==== supabase/schemas/350_mcp_oauth_tokens.sql ====
 
--- OAuth tokens for remote MCP servers (runner/mcp/oauth/): what Kiwi's client pool holds
+-- OAuth tokens for remote MCP servers (runner/mcp_client/oauth/): what Kiwi's client pool holds
 -- after a user signed in to a server that asks for it (`kiwi mcp login SERVER`), or after a
 -- client-credentials grant. One row per user and protected resource (the server's URL).
 --
@@ -7911,7 +7911,7 @@ comment on function public.forget_mcp_oauth_token(text) is
 revoke execute on function public.forget_mcp_oauth_token(text) from public;
 grant execute on function public.forget_mcp_oauth_token(text) to authenticated, service_role;
 
--- The mcp_server's `auth` block, as the runner reads it (runner/mcp/oauth/config.py): a
+-- The mcp_server's `auth` block, as the runner reads it (runner/mcp_client/oauth/config.py): a
 -- remote server that asks users to sign in says `auth: {type: oauth, ...}`. The type rule is
 -- merged over the http_client primitive's contract (whose auth types are bearer, basic and
 -- api_key), so its keys add up and `oauth` joins the types. Secrets are ${VAR}s (the runner
@@ -7944,7 +7944,7 @@ update public.tool_type_rules set config_schema = kiwi_internal.jsonb_deep_merge
 
 -- list_items: the directives or knowledge entries the caller can see, a page at a time, in
 -- a stable order (by reference, byte order), for Kiwi's MCP server: prompts/list lists the
--- directives, resources/list the knowledge entries (runner/mcp/catalog/).
+-- directives, resources/list the knowledge entries (runner/mcp_server/catalog/).
 --
 -- Security invoker: RLS decides, as for reading public.tools itself. An anonymous caller
 -- sees public entries, a signed-in one also those of its namespaces (private and unlisted),
@@ -8986,7 +8986,7 @@ grant execute on function kiwi_internal.sandbox_coverage_problems(text, text, js
 -- A version is at most as long as a call can name it. Every call of a version is named by
 -- check_call and admit_call, its run record (tool_runs.version) and its audit row
 -- (audit_log.version), approvals (approvals.version), all at most 128 characters, and the
--- runner cuts what it records to the same (runner/mcp/meta/audit.py). A longer version was
+-- runner cuts what it records to the same (runner/mcp_server/meta/audit.py). A longer version was
 -- published, became latest, and then no call could ever run it ("version: must be a string
 -- of at most 128 characters"). So publish refuses it (manifest_base_problems,
 -- 160_publish.sql, says which field and the maximum) and tool_versions holds the

@@ -603,7 +603,7 @@ revoke execute on function kiwi_internal.checked_config(jsonb) from public;
 grant execute on function kiwi_internal.checked_config(jsonb) to anon, authenticated, service_role;
 
 -- The keys the runner reads for every tool of a type, whatever its chain: how an MCP
--- server is reached and kept (runner/mcp/servers.py), which upstream tool an mcp_tool is
+-- server is reached and kept (runner/mcp_client/servers.py), which upstream tool an mcp_tool is
 -- and how its calls are retried (runner/handlers/mcp_tool.py), the paths its calls touch
 -- (runner/policy/permissions.py). Keys of the commands and requests themselves are the
 -- primitives' (supabase/seed/subprocess, supabase/seed/http_client).
@@ -638,7 +638,7 @@ update public.tool_type_rules set config_schema = $json${
 
 -- A knowledge entry runs nothing: its config says what it is and where it came from, as the
 -- design documents write it (entry_type, source_type, source_url). The runner returns the
--- source with the text (runner/harness/run.py, runner/mcp/meta/load.py); publish also
+-- source with the text (runner/harness/run.py, runner/mcp_server/meta/load.py); publish also
 -- checks that source_url is an http(s) URL (manifest_base_problems, 160_publish.sql).
 update public.tool_type_rules set config_schema = $json${
   "type": "object",

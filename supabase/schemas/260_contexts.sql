@@ -28,7 +28,7 @@
 -- matched by P, where P's `?` does not match a `*` in C (so "a?" does not cover "a*", but
 -- "a*" covers "a?b", "tools/**" covers "tools/x/*", "*" covers everything). Sound (a
 -- covered pattern never matches more than its cover), not complete (["a*", "b*"] does not
--- cover "[ab]*"; there are no sets anyway). runner/mcp/permissions.py matches the same way.
+-- cover "[ab]*"; there are no sets anyway). runner/policy/permissions.py matches the same way.
 --
 -- Callers read their own contexts, admins all; rows are written only by open_context and
 -- never change. Contexts expire after a day (get_context then says so).

@@ -2,7 +2,7 @@
 -- resources `list_changed`, `resources/updated`). Every change an agent could see (a
 -- publish, a yank or deprecation, a new latest version, a changed name, description,
 -- visibility or namespace, a deleted tool) notifies the channel `kiwi_registry`, delivered
--- at commit; runner/mcp/registry_events.py listens, debounces and fans out.
+-- at commit; runner/mcp_server/registry_events.py listens, debounces and fans out.
 --
 -- The payload names no tool: {"kind", "namespace", "visibility", "id"}, where kind is
 -- tool | directive | knowledge, and id (the tool's uuid) is sent for knowledge only, so

@@ -1,4 +1,4 @@
--- OAuth tokens for remote MCP servers (runner/mcp/oauth/): what Kiwi's client pool holds
+-- OAuth tokens for remote MCP servers (runner/mcp_client/oauth/): what Kiwi's client pool holds
 -- after a user signed in to a server that asks for it (`kiwi mcp login SERVER`), or after a
 -- client-credentials grant. One row per user and protected resource (the server's URL).
 --
@@ -119,7 +119,7 @@ comment on function public.forget_mcp_oauth_token(text) is
 revoke execute on function public.forget_mcp_oauth_token(text) from public;
 grant execute on function public.forget_mcp_oauth_token(text) to authenticated, service_role;
 
--- The mcp_server's `auth` block, as the runner reads it (runner/mcp/oauth/config.py): a
+-- The mcp_server's `auth` block, as the runner reads it (runner/mcp_client/oauth/config.py): a
 -- remote server that asks users to sign in says `auth: {type: oauth, ...}`. The type rule is
 -- merged over the http_client primitive's contract (whose auth types are bearer, basic and
 -- api_key), so its keys add up and `oauth` joins the types. Secrets are ${VAR}s (the runner

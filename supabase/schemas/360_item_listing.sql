@@ -1,6 +1,6 @@
 -- list_items: the directives or knowledge entries the caller can see, a page at a time, in
 -- a stable order (by reference, byte order), for Kiwi's MCP server: prompts/list lists the
--- directives, resources/list the knowledge entries (runner/mcp/catalog/).
+-- directives, resources/list the knowledge entries (runner/mcp_server/catalog/).
 --
 -- Security invoker: RLS decides, as for reading public.tools itself. An anonymous caller
 -- sees public entries, a signed-in one also those of its namespaces (private and unlisted),

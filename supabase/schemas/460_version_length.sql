@@ -1,7 +1,7 @@
 -- A version is at most as long as a call can name it. Every call of a version is named by
 -- check_call and admit_call, its run record (tool_runs.version) and its audit row
 -- (audit_log.version), approvals (approvals.version), all at most 128 characters, and the
--- runner cuts what it records to the same (runner/mcp/meta/audit.py). A longer version was
+-- runner cuts what it records to the same (runner/mcp_server/meta/audit.py). A longer version was
 -- published, became latest, and then no call could ever run it ("version: must be a string
 -- of at most 128 characters"). So publish refuses it (manifest_base_problems,
 -- 160_publish.sql, says which field and the maximum) and tool_versions holds the
