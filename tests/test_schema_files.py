@@ -13,13 +13,13 @@ import re
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 
 from tests.conftest import ROOT
+from tests.test_migrations import apply
 
 SCHEMAS = sorted((ROOT / "supabase" / "schemas").glob("*.sql"))
 MIGRATIONS = sorted((ROOT / "supabase" / "migrations").glob("*.sql"))
@@ -85,14 +85,6 @@ def catalog(url: str) -> dict[str, list[tuple[object, ...]]]:
     """Every object the SQL makes, as sorted rows per kind."""
     with psycopg.connect(url) as conn:
         return {kind: sorted(conn.execute(query).fetchall(), key=repr) for kind, query in CATALOG.items()}
-
-
-def apply(url: str, files: list[Path]) -> None:
-    """Apply SQL files in order, one transaction each, as `supabase db reset` does."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        for file in files:
-            with conn.transaction():
-                conn.execute(file.read_text(encoding="utf-8"))
 
 
 @pytest.fixture
