@@ -98,6 +98,36 @@ select public.publish_tool_version(
     "exclusiveMinimum": 0,
     "description": "seconds before the whole process group is killed"
    },
+   "requeue": {
+    "type": "object",
+    "additionalProperties": false,
+    "description": "when a queued run (kiwi queue, an MCP task, a schedule) that failed is tried again by a worker; a direct run is never retried",
+    "properties": {
+     "attempts": {
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 10,
+      "description": "attempts in all (default 1: no retry)"
+     },
+     "backoff": {
+      "type": "number",
+      "minimum": 0,
+      "maximum": 3600,
+      "description": "seconds before the second attempt, doubled each time (default 1)"
+     },
+     "on": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "enum": [
+        "error",
+        "timeout"
+       ]
+      },
+      "description": "which endings are retried (default both)"
+     }
+    }
+   },
    "max_output_bytes": {
     "type": "integer",
     "minimum": 1,
@@ -500,6 +530,19 @@ config_schema:
       description: variables handed down from the runner's environment (NAME or PREFIX_*)
     cwd: {type: string, description: the working directory}
     timeout: {type: number, exclusiveMinimum: 0, description: seconds before the whole process group is killed}
+    requeue:
+      type: object
+      additionalProperties: false
+      description: >-
+        when a queued run (kiwi queue, an MCP task, a schedule) that failed is tried again
+        by a worker; a direct run is never retried
+      properties:
+        attempts: {type: integer, minimum: 1, maximum: 10, description: "attempts in all (default 1: no retry)"}
+        backoff: {type: number, minimum: 0, maximum: 3600, description: "seconds before the second attempt, doubled each time (default 1)"}
+        "on":
+          type: array
+          items: {type: string, enum: [error, timeout]}
+          description: "which endings are retried (default both)"
     max_output_bytes: {type: integer, minimum: 1, description: stdout and stderr are cut at this size}
     entrypoint: {type: string, description: the file of the tool that runs (default the manifest's entrypoint)}
     fs:
@@ -1482,6 +1525,36 @@ select public.publish_tool_version(
     "exclusiveMinimum": 0,
     "description": "seconds per attempt, every redirect included"
    },
+   "requeue": {
+    "type": "object",
+    "additionalProperties": false,
+    "description": "when a queued run (kiwi queue, an MCP task, a schedule) that failed is tried again by a worker; a direct run is never retried",
+    "properties": {
+     "attempts": {
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 10,
+      "description": "attempts in all (default 1: no retry)"
+     },
+     "backoff": {
+      "type": "number",
+      "minimum": 0,
+      "maximum": 3600,
+      "description": "seconds before the second attempt, doubled each time (default 1)"
+     },
+     "on": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "enum": [
+        "error",
+        "timeout"
+       ]
+      },
+      "description": "which endings are retried (default both)"
+     }
+    }
+   },
    "retries": {
     "type": "integer",
     "minimum": 0,
@@ -1574,6 +1647,19 @@ config_schema:
     follow_redirects: {enum: [true, false, same_origin], description: "same_origin (the default): only redirects that stay on the request's scheme, host and port"}
     max_redirects: {type: integer, minimum: 0}
     timeout: {type: number, exclusiveMinimum: 0, description: "seconds per attempt, every redirect included"}
+    requeue:
+      type: object
+      additionalProperties: false
+      description: >-
+        when a queued run (kiwi queue, an MCP task, a schedule) that failed is tried again
+        by a worker; a direct run is never retried
+      properties:
+        attempts: {type: integer, minimum: 1, maximum: 10, description: "attempts in all (default 1: no retry)"}
+        backoff: {type: number, minimum: 0, maximum: 3600, description: "seconds before the second attempt, doubled each time (default 1)"}
+        "on":
+          type: array
+          items: {type: string, enum: [error, timeout]}
+          description: "which endings are retried (default both)"
     retries: {type: integer, minimum: 0, description: extra attempts after a retryable status or a failed connection}
     retry_delay: {type: number, minimum: 0, description: "seconds before a retry, times the attempt's number (delay * (attempt + 1))"}
     retryable_statuses: {type: array, items: {type: integer, minimum: 100, maximum: 599}}

@@ -30,6 +30,7 @@ LAYERS = [
     "harness",
     "mcp_client",  # Kiwi calling other MCP servers: the pool, import, outgoing OAuth
     "handlers",
+    "fleet",  # runs that outlive the request: the queue's client side and `kiwi worker`
     "mcp_server",  # what agents call: the meta-tools, transports, incoming auth
     "cli",
 ]

@@ -43,7 +43,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..errors import KiwiError, UsageError
+from ..errors import KiwiError
+from .args import parse_params
 from .version import VersionAction
 
 if TYPE_CHECKING:
@@ -220,6 +221,12 @@ def _trust(sub: Any) -> None:
     add_trust_commands(sub)
 
 
+def _fleet(sub: Any) -> None:
+    from .fleet import add_fleet_commands
+
+    add_fleet_commands(sub)
+
+
 def _embed(sub: Any) -> None:
     from .embed import add_embed_command
 
@@ -237,6 +244,7 @@ COMMANDS: dict[str, Callable[[Any], object]] = {
     "mcp": _mcp,
     **dict.fromkeys(("keys", "sign", "verify", "lock"), _trust),
     "embed": _embed,
+    **dict.fromkeys(("queue", "run-status", "cancel", "worker", "workers", "schedule"), _fleet),
 }
 
 
@@ -257,31 +265,6 @@ def fail(e: KiwiError, args: argparse.Namespace) -> int:
 
 def progress(line: str) -> None:
     print(f"… {line}", file=sys.stderr, flush=True)
-
-
-def parse_params(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
-    params: dict[str, Any] = {}
-    if args.params:
-        from ..core.params import MAX_PARAM_DEPTH, json_depth_exceeds
-
-        if json_depth_exceeds(args.params):
-            raise UsageError(
-                f"--params nests deeper than {MAX_PARAM_DEPTH} levels, the most parameters may nest",
-                hint="flatten the parameters, or pass large structured data as a file the tool reads",
-            )
-        try:
-            params = json.loads(args.params)
-        except ValueError as e:
-            raise UsageError(f"--params is not valid JSON: {e}", hint="""example: --params '{"name": "Ada"}'""") from e
-        if not isinstance(params, dict):
-            raise UsageError("--params must be a JSON object", hint="""example: --params '{"name": "Ada"}'""")
-    raw: dict[str, str] = {}
-    for item in args.param:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"-p expects KEY=VALUE, got {item!r}")
-        raw[key] = value
-    return params, raw
 
 
 async def cmd_run(args: argparse.Namespace) -> int:

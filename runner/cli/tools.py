@@ -72,6 +72,17 @@ def add_registry_commands(sub: Any) -> None:
     runs.add_argument(
         "--limit", type=limit, default=20, metavar="N", help=f"at most N runs (default 20, at most {MAX_LIMIT})"
     )
+    runs.add_argument(
+        "--queued",
+        action="store_true",
+        help="queued runs instead (kiwi queue, MCP tasks, schedules), with their status",
+    )
+    runs.add_argument(
+        "--status",
+        metavar="STATUS",
+        help="with --queued: open, queued, running, retrying, waiting_approval, success, error, timeout, "
+        "cancelled, dead",
+    )
     runs.add_argument("--json", action="store_true", help="print a JSON array")
     runs.set_defaults(handler=cmd_runs)
 
@@ -285,6 +296,10 @@ async def cmd_pull(args: argparse.Namespace) -> int:
 
 
 async def cmd_runs(args: argparse.Namespace) -> int:
+    if args.queued or args.status:
+        from .fleet import cmd_queued_runs
+
+        return await cmd_queued_runs(args)
     async with open_registry() as registry:
         rows = await registry.runs(tool_id=args.tool, limit=args.limit)
     if args.json:

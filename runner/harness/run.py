@@ -181,6 +181,7 @@ class Runner:
         plan: Plan | None = None,
         call: Call | None = None,
         listener: RunListener | None = None,
+        record_to: Callable[[dict[str, Any]], None] | None = None,
     ) -> RunResult:
         """Run a tool, once the gate (runner/policy) admits the call: `call` names the session,
         execution context and approval (default: this runner's session, no context). Deliberate
@@ -190,7 +191,9 @@ class Runner:
 
         plan: the plan already fetched for this tool and version (a caller that looked at it
         first), so the run is the one that was looked at. listener: who follows the run as it
-        runs (its stderr lines, its environment being built), its secrets masked.
+        runs (its stderr lines, its environment being built), its secrets masked. record_to: who
+        writes the run's record instead of the recorder (a queued run's worker writes it with the
+        run's result, in one transaction: runner/fleet/worker.py).
 
         Cancelled from outside (its caller cancelled it, or a server's time limit), the run's
         processes end with it (primitives/subprocess.py) and its record says it was cancelled."""
@@ -211,7 +214,7 @@ class Runner:
             result.context = admission.child_context
         except asyncio.CancelledError:  # stopped from outside: its caller, or an MCP server's time limit
             if admission is not None and plan is not None:
-                self._cancelled(admission, plan, given, dry_run, started, started_at)
+                self._cancelled(admission, plan, given, dry_run, started, started_at, record_to)
             raise
         except KiwiError as e:
             scrub_error(e, self._secrets(plan) if plan else [])  # before it is audited, stored or shown
@@ -230,13 +233,20 @@ class Runner:
             )
         result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
         if not dry_run and self.settings.record_runs and not isinstance(result.failure, Denied):
-            self._record(result, plan, given, started_at)
+            self._record(result, plan, given, started_at, record_to)
         if admission is not None:
             self.gate.finished(admission, status=result.status, run_id=result.run_id, version=result.version)
         return result
 
     def _cancelled(
-        self, admission: Admission, plan: Plan, given: Any, dry_run: bool, started: float, started_at: float
+        self,
+        admission: Admission,
+        plan: Plan,
+        given: Any,
+        dry_run: bool,
+        started: float,
+        started_at: float,
+        record_to: Callable[[dict[str, Any]], None] | None,
     ) -> None:
         """Record and audit an admitted run that was cancelled before it finished."""
         result = RunResult(
@@ -248,7 +258,7 @@ class Runner:
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
         if not dry_run and self.settings.record_runs:
-            self._record(result, plan, given, started_at)
+            self._record(result, plan, given, started_at, record_to)
         self.gate.finished(admission, status="error", run_id=result.run_id, version=plan.version)
 
     async def _hold_to_trust(self, plan: Plan, requested: str, version: str | None) -> tuple[Plan, list[str]]:
@@ -453,34 +463,44 @@ class Runner:
             detail=scrub_deep(outcome.detail, secrets),
         )
 
-    def _record(self, result: RunResult, plan: Plan | None, params: Any, started_at: float) -> None:
-        """Queue the run's record, made and written behind the run (recorder.py). A caller may
-        reuse its parameters once the run returns, so they are copied now when a shallow copy
-        is a whole one, else their digest is taken now. An anonymous call has no run record (the
-        database keeps none for callers who are nobody): its audit row says how it ended."""
+    def _record(
+        self,
+        result: RunResult,
+        plan: Plan | None,
+        params: Any,
+        started_at: float,
+        record_to: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        """Queue the run's record, made and written behind the run (recorder.py), or hand it to
+        record_to. A caller may reuse its parameters once the run returns, so they are copied now
+        when a shallow copy is a whole one, else their digest is taken now. An anonymous call has
+        no run record (the database keeps none for callers who are nobody): its audit row says
+        how it ended."""
         if _anonymous(self.registry):
             return
         snapshot = params_snapshot(params)
-        result.run_id = self.recorder.submit(
-            partial(
-                run_record,
-                tool_id=result.tool_id,
-                version=result.version,
-                content_hash=plan.content_hash if plan else None,
-                status=result.status,
-                exit_code=result.exit_code,
-                duration_ms=result.duration_ms,
-                error=result.error,
-                chain=result.executor_chain,
-                primitive=plan.primitive if plan else None,
-                source=plan.source if plan else "registry",
-                warnings=list(result.warnings),
-                sandbox=result.detail.get("sandbox") if isinstance(result.detail, dict) else None,
-                digest=params_digest(params) if snapshot is None else None,
-                params=snapshot,
-                started_at=started_at,
-            )
+        make = partial(
+            run_record,
+            tool_id=result.tool_id,
+            version=result.version,
+            content_hash=plan.content_hash if plan else None,
+            status=result.status,
+            exit_code=result.exit_code,
+            duration_ms=result.duration_ms,
+            error=result.error,
+            chain=result.executor_chain,
+            primitive=plan.primitive if plan else None,
+            source=plan.source if plan else "registry",
+            warnings=list(result.warnings),
+            sandbox=result.detail.get("sandbox") if isinstance(result.detail, dict) else None,
+            digest=params_digest(params) if snapshot is None else None,
+            params=snapshot,
+            started_at=started_at,
         )
+        if record_to is not None:
+            record_to(make())
+            return
+        result.run_id = self.recorder.submit(make)
 
 
 def _anonymous(registry: Registry) -> bool:

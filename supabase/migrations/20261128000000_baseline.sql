@@ -79,6 +79,11 @@ grant usage on schema extensions to anon, authenticated, service_role;
 create extension if not exists pg_trgm with schema extensions;
 create extension if not exists vector with schema extensions;
 
+-- pgmq keeps the run queue (560_run_queue.sql). Hosted Supabase ships it as an extension
+-- (Supabase Queues) in schema pgmq; locally scripts/stack makes the SQL script the pinned
+-- pgmq PyPI package ships into an extension of the same name.
+create extension if not exists pgmq;
+
 -- ==== supabase/schemas/030_private_schema.sql ====
 
 -- kiwi_internal holds what must not be an API: security-definer helpers, trigger
@@ -4827,20 +4832,37 @@ create or replace function kiwi_internal.record_runs(p_runs jsonb) returns setof
   set search_path = ''
 as $$
 declare
-  v_role    text := kiwi_internal.caller_role();
-  v_caller  text;
-  v_written bigint;
-  v_state   text;
-  v_message text;
+  v_role text := kiwi_internal.caller_role();
 begin
   if v_role = 'anon' then
     raise exception 'anonymous callers cannot record runs'
       using errcode = '42501', hint = 'sign in, or run without recording';
   end if;
+  return query select kiwi_internal.write_run_records(p_runs, kiwi_internal.caller_identity(), v_role);
+end
+$$;
+revoke execute on function kiwi_internal.record_runs(jsonb) from public;
+grant execute on function kiwi_internal.record_runs(jsonb) to authenticated, service_role;
+comment on function kiwi_internal.record_runs(jsonb) is
+  'Checks and writes a batch of run records in one statement, as the caller the database knows; one bad record refuses them all, naming its fields.';
+
+-- The checks and the insert, for a caller already known: record_runs's (from the claims) or
+-- a queued run's (560_run_queue.sql: the claims it was queued with). Granted to no one: only
+-- those two security-definer functions call it, so nobody names the caller of a record.
+create function kiwi_internal.write_run_records(p_runs jsonb, p_caller text, p_role text) returns setof uuid
+  language plpgsql volatile
+  set search_path = ''
+as $$
+declare
+  v_role    text := p_role;
+  v_caller  text := p_caller;
+  v_written bigint;
+  v_state   text;
+  v_message text;
+begin
   if jsonb_typeof(p_runs) is distinct from 'array' then
     raise exception 'invalid run records: must be a JSON array of run records' using errcode = '22023';
   end if;
-  v_caller := kiwi_internal.caller_identity();
 
   begin
     return query
@@ -4931,12 +4953,7 @@ begin
   end if;
 end
 $$;
-revoke execute on function kiwi_internal.record_runs(jsonb) from public;
-grant execute on function kiwi_internal.record_runs(jsonb) to authenticated, service_role;
-comment on function kiwi_internal.record_runs(jsonb) is
-  'Checks and writes a batch of run records in one statement, as the caller the database knows; one bad record refuses them all, naming its fields.';
-revoke execute on function kiwi_internal.record_runs(jsonb) from public;
-grant execute on function kiwi_internal.record_runs(jsonb) to authenticated, service_role;
+revoke execute on function kiwi_internal.write_run_records(jsonb, text, text) from public;
 
 -- One record is a batch of one: the same checks, the same messages, the same insert.
 create function kiwi_internal.record_run(p_run jsonb) returns uuid
@@ -6220,6 +6237,7 @@ create table public.approval_policies (
                constraint approval_policies_ttl_seconds_range check (ttl_seconds between 1 and 2592000),
   enabled      boolean not null default true,
   description  text constraint approval_policies_description_length check (char_length(description) <= 500),
+  notifier     text constraint approval_policies_notifier_length check (char_length(notifier) between 1 and 300),
   created_at   timestamptz not null default now(),
   constraint approval_policies_pattern_key unique (pattern)
 );
@@ -6227,6 +6245,8 @@ comment on table public.approval_policies is
   'Tools whose calls need approval: pattern is a tool reference or an MCP server.tool glob (* matches anything); an approval is valid for ttl_seconds. Written by admins (service_role); read by admins and by the members of the namespace the pattern names (the part before its first /; a pattern without one is read by every signed-in user).';
 comment on column public.approval_policies.pattern is
   'A tool reference (acme/deploy), or a glob over references and MCP server.tool ids: github.*, acme/deploy_*, *.';
+comment on column public.approval_policies.notifier is
+  'A tool run (queued, as an admin) each time an approval is requested under this policy, with {event, text, approval}: an api tool posting to a chat webhook, for example (580_approval_resume.sql).';
 comment on column public.approval_policies.ttl_seconds is
   'How long an approval requested under this policy may be decided and used (1 s to 30 days).';
 
@@ -9844,3 +9864,1130 @@ $$;
 
 -- Membership only, to SET ROLE anon (NOINHERIT keeps anon's grants off the login itself).
 grant anon to kiwi_registry_edge;
+
+-- ==== supabase/schemas/560_run_queue.sql ====
+
+-- The run queue: a run that is queued instead of awaited. Its row here and its message on
+-- the pgmq queue `kiwi_runs` are written in one transaction (enqueue_run); `kiwi worker`
+-- processes, anywhere that reaches the database, take messages (worker_take) with a
+-- visibility timeout, run them through the same gate and sandbox as a direct run, as the
+-- caller who queued them, and finish them (worker_finish): the result, the run record and
+-- the message's archive in one transaction, for the attempt that holds the run only, so a
+-- result is recorded exactly once however many workers took the message.
+--
+-- A worker that dies loses nothing: its message becomes visible again after its timeout
+-- and another worker takes it (the attempt count goes up; a run taken more than
+-- max_deliveries times is dead-lettered). A failure the tool's manifest marks retryable
+-- (config.requeue: attempts, backoff, on) is tried again after a backoff that doubles; after
+-- the last attempt the run is dead-lettered with its reason.
+--
+-- Only the pgmq API hosted Supabase's pgmq 1.5.1 shares with the local 1.13.0 is used:
+-- create, send, read, archive, delete, set_vt, metrics.
+--
+-- Who: callers queue runs as themselves (the database takes who from the JWT claims and
+-- keeps the claims for the worker, which acts as that caller); callers read and cancel
+-- their own queued runs, admins all. The worker functions are admin-only (service_role,
+-- the runner's own connection). Parameters and claims live in a private table the API
+-- never shows, and are deleted once the run has ended.
+
+select pgmq.create('kiwi_runs');
+
+create table public.queued_runs (
+  id                  uuid primary key default gen_random_uuid(),
+  tool_id             text not null
+                      constraint queued_runs_tool_id_length check (char_length(tool_id) between 1 and 300),
+  version             text constraint queued_runs_version_length check (char_length(version) <= 128),
+  status              text not null default 'queued'
+                      constraint queued_runs_status_values check (status in (
+                        'queued', 'running', 'retrying', 'waiting_approval',
+                        'success', 'error', 'timeout', 'cancelled', 'dead')),
+  caller              text not null,
+  caller_role         text not null,
+  session_id          text constraint queued_runs_session_length check (char_length(session_id) <= 200),
+  attempt             int not null default 0,
+  max_attempts        int not null default 1
+                      constraint queued_runs_max_attempts_range check (max_attempts between 1 and 10),
+  max_deliveries      int not null default 5
+                      constraint queued_runs_max_deliveries_range check (max_deliveries between 1 and 100),
+  msg_id              bigint,
+  worker_id           uuid,
+  approval_id         uuid,
+  schedule_id         uuid,
+  scheduled_for       timestamptz,
+  queued_at           timestamptz not null default clock_timestamp(),
+  started_at          timestamptz,
+  finished_at         timestamptz,
+  next_attempt_at     timestamptz,
+  cancel_requested_at timestamptz,
+  keep_until          timestamptz not null default clock_timestamp() + interval '1 day',
+  result              jsonb constraint queued_runs_result_size check (octet_length(result::text) <= 4194304),
+  error               text constraint queued_runs_error_length check (char_length(error) <= 2000),
+  constraint queued_runs_finished_have_a_time
+    check ((status in ('success', 'error', 'timeout', 'cancelled', 'dead')) = (finished_at is not null))
+);
+comment on table public.queued_runs is
+  'Runs queued instead of awaited (enqueue_run), and how each stands: queued, running, retrying, waiting_approval, then success, error, timeout, cancelled or dead (dead-lettered). Callers read their own, admins all; written only through the queue''s functions.';
+comment on column public.queued_runs.result is
+  'The run''s answer as the caller would have had it (output, error, exit code, warnings), secrets masked; kept until keep_until.';
+comment on column public.queued_runs.attempt is 'How many times a worker has taken the run; only the latest attempt may finish it.';
+comment on column public.queued_runs.caller is 'Set by the database from the JWT claims (kiwi_internal.caller_identity()) when the run was queued.';
+
+alter table public.queued_runs enable row level security;
+revoke all on table public.queued_runs from public, anon, authenticated, service_role;
+grant select on table public.queued_runs to authenticated, service_role;
+grant delete on table public.queued_runs to service_role;
+
+create index queued_runs_caller_queued_at_idx on public.queued_runs (caller, queued_at desc);
+create index queued_runs_open_idx on public.queued_runs (status)
+  where status in ('queued', 'running', 'retrying', 'waiting_approval');
+create index queued_runs_approval_idx on public.queued_runs (approval_id) where approval_id is not null;
+create index queued_runs_keep_until_idx on public.queued_runs (keep_until);
+-- a schedule's tick runs once, however many workers and instances enqueue what is due
+create unique index queued_runs_schedule_tick_key on public.queued_runs (schedule_id, scheduled_for)
+  where schedule_id is not null;
+
+create policy "callers read their own queued runs, admins all"
+  on public.queued_runs for select to authenticated, service_role
+  using ((select kiwi_internal.caller_is_admin()) or caller = (select kiwi_internal.caller_identity()));
+create policy "admins delete queued runs"
+  on public.queued_runs for delete to service_role
+  using ((select kiwi_internal.caller_is_admin()));
+
+-- What a worker needs and nobody reads: the parameters and the claims the run was queued
+-- with. Deleted when the run ends.
+create table kiwi_internal.queued_run_inputs (
+  run_id uuid primary key references public.queued_runs (id) on delete cascade,
+  params jsonb not null constraint queued_run_inputs_params_size check (octet_length(params::text) <= 1048576),
+  claims jsonb not null
+);
+comment on table kiwi_internal.queued_run_inputs is
+  'The parameters and JWT claims of a queued run, for the worker that runs it as its caller; never exposed, deleted when the run ends.';
+alter table kiwi_internal.queued_run_inputs enable row level security;
+revoke all on table kiwi_internal.queued_run_inputs from public, anon, authenticated, service_role;
+
+-- What a running run reported: progress, log lines, changes of status (for the task's poller).
+create table public.queued_run_events (
+  id       bigint generated always as identity primary key,
+  run_id   uuid not null references public.queued_runs (id) on delete cascade,
+  at       timestamptz not null default clock_timestamp(),
+  kind     text not null constraint queued_run_events_kind_values check (kind in ('progress', 'log', 'status')),
+  message  text constraint queued_run_events_message_length check (char_length(message) <= 2000),
+  progress double precision,
+  total    double precision
+);
+comment on table public.queued_run_events is
+  'What a queued run reported while it ran (progress, log lines, status changes), for whoever polls it; at most 500 a run. Readable with the run.';
+alter table public.queued_run_events enable row level security;
+revoke all on table public.queued_run_events from public, anon, authenticated, service_role;
+grant select on table public.queued_run_events to authenticated, service_role;
+create index queued_run_events_run_idx on public.queued_run_events (run_id, id);
+create policy "events are read with their run"
+  on public.queued_run_events for select to authenticated, service_role
+  using (exists (select 1 from public.queued_runs r where r.id = run_id));
+
+create function kiwi_internal.queued_run_json(p_row public.queued_runs) returns jsonb
+  language sql stable
+  set search_path = ''
+as $$
+  select jsonb_build_object(
+    'id', p_row.id, 'tool_id', p_row.tool_id, 'version', p_row.version, 'status', p_row.status,
+    'attempt', p_row.attempt, 'max_attempts', p_row.max_attempts, 'approval_id', p_row.approval_id,
+    'schedule_id', p_row.schedule_id, 'scheduled_for', p_row.scheduled_for, 'queued_at', p_row.queued_at, 'started_at', p_row.started_at,
+    'finished_at', p_row.finished_at, 'next_attempt_at', p_row.next_attempt_at,
+    'cancel_requested', p_row.cancel_requested_at is not null, 'keep_until', p_row.keep_until,
+    'error', p_row.error, 'result', p_row.result)
+$$;
+revoke execute on function kiwi_internal.queued_run_json(public.queued_runs) from public;
+grant execute on function kiwi_internal.queued_run_json(public.queued_runs) to authenticated, service_role;
+
+-- Queue a run as the caller: the row, its inputs and the message in one transaction.
+-- p: {tool_id, version, params, session_id, max_attempts, keep_s, schedule_id}; the caller
+-- and its claims come from the request, never from p.
+create function kiwi_internal.enqueue_run(p jsonb, p_claims jsonb) returns public.queued_runs
+  language plpgsql volatile
+  set search_path = ''
+as $$
+declare
+  v_row  public.queued_runs;
+  v_keep double precision := coalesce((p ->> 'keep_s')::double precision, 86400);
+begin
+  if jsonb_typeof(p) is distinct from 'object' then
+    raise exception 'enqueue_run: p must be a JSON object' using errcode = '22023';
+  end if;
+  if jsonb_typeof(p -> 'tool_id') is distinct from 'string' then
+    raise exception 'enqueue_run: tool_id is required' using errcode = '22023';
+  end if;
+  if coalesce(jsonb_typeof(p -> 'params'), 'object') <> 'object' then
+    raise exception 'enqueue_run: params must be a JSON object' using errcode = '22023';
+  end if;
+  if v_keep not between 60 and 30 * 86400 then
+    raise exception 'enqueue_run: keep_s must be between 60 and 2592000 seconds' using errcode = '22023';
+  end if;
+  insert into public.queued_runs (tool_id, version, caller, caller_role, session_id, max_attempts, schedule_id,
+                                  scheduled_for, keep_until)
+  values (kiwi_internal.normalize_ref(p ->> 'tool_id'), p ->> 'version',
+          coalesce(p_claims ->> 'sub', 'role:' || coalesce(p_claims ->> 'role', 'service_role')),
+          coalesce(p_claims ->> 'role', 'service_role'), p ->> 'session_id',
+          coalesce((p ->> 'max_attempts')::int, 1), (p ->> 'schedule_id')::uuid, (p ->> 'scheduled_for')::timestamptz,
+          clock_timestamp() + make_interval(secs => v_keep))
+  returning * into v_row;
+  insert into kiwi_internal.queued_run_inputs (run_id, params, claims)
+  values (v_row.id, coalesce(p -> 'params', '{}'::jsonb), p_claims);
+  update public.queued_runs r
+     set msg_id = (select pgmq.send('kiwi_runs', jsonb_build_object('run_id', v_row.id)))
+   where r.id = v_row.id
+  returning * into v_row;
+  perform pg_notify('kiwi_runs', v_row.id::text);
+  return v_row;
+end
+$$;
+revoke execute on function kiwi_internal.enqueue_run(jsonb, jsonb) from public;
+
+-- The claims of the request, as the worker will act with them later.
+create function kiwi_internal.request_claims() returns jsonb
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  v_claims jsonb := nullif(current_setting('request.jwt.claims', true), '')::jsonb;
+  v_role   text := kiwi_internal.caller_role();
+begin
+  if v_role in ('anon', 'authenticated', 'service_role') then
+    return coalesce(v_claims, '{}'::jsonb) || jsonb_build_object('role', v_role);
+  end if;
+  return jsonb_build_object('role', 'service_role');  -- the runner's or the dashboard's own connection: an admin
+end
+$$;
+revoke execute on function kiwi_internal.request_claims() from public;
+
+create function kiwi_internal.enqueue_run_as_caller(p jsonb) returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_row public.queued_runs;
+begin
+  if kiwi_internal.caller_role() = 'anon' then
+    raise exception 'anonymous callers cannot queue runs' using errcode = '42501',
+      hint = 'sign in (kiwi token, or a Supabase Auth session), or run the tool directly';
+  end if;
+  -- a tool the caller may read (anything else is "not found", as everywhere)
+  if jsonb_typeof(p -> 'tool_id') = 'string' and (kiwi_internal.readable_tool(p ->> 'tool_id')).ref is null then
+    raise exception 'tool % not found', p ->> 'tool_id' using errcode = 'PT404',
+      hint = 'search for it with `kiwi search`; a private tool is found only by those who may read it';
+  end if;
+  v_row := kiwi_internal.enqueue_run(p, kiwi_internal.request_claims());
+  return kiwi_internal.queued_run_json(v_row);
+end
+$$;
+revoke execute on function kiwi_internal.enqueue_run_as_caller(jsonb) from public;
+grant execute on function kiwi_internal.enqueue_run_as_caller(jsonb) to authenticated, service_role;
+
+create function public.enqueue_run(p jsonb) returns jsonb
+  language sql volatile
+  set search_path = ''
+as $$
+  select kiwi_internal.enqueue_run_as_caller(p)
+$$;
+comment on function public.enqueue_run(jsonb) is
+  'Queue a run of a tool as yourself: {tool_id, version, params, session_id, max_attempts (1-10), keep_s (how long the result is kept, default a day)}. The row and its queue message are written in one transaction; a worker runs it through the same gate and sandbox as a direct run. Returns the queued run.';
+revoke execute on function public.enqueue_run(jsonb) from public;
+grant execute on function public.enqueue_run(jsonb) to authenticated, service_role;
+
+-- A queued run as its caller sees it, with the events after p_after_event.
+create function public.queued_run(p_id uuid, p_after_event bigint default 0) returns jsonb
+  language sql stable
+  set search_path = ''
+as $$
+  select kiwi_internal.queued_run_json(r) || jsonb_build_object('events', coalesce((
+           select jsonb_agg(jsonb_build_object('id', e.id, 'at', e.at, 'kind', e.kind, 'message', e.message,
+                                               'progress', e.progress, 'total', e.total) order by e.id)
+             from public.queued_run_events e
+            where e.run_id = r.id and e.id > coalesce(p_after_event, 0)), '[]'::jsonb))
+    from public.queued_runs r
+   where r.id = p_id
+$$;
+comment on function public.queued_run(uuid, bigint) is
+  'A queued run you may read (null otherwise), with what it reported after event p_after_event.';
+revoke execute on function public.queued_run(uuid, bigint) from public;
+grant execute on function public.queued_run(uuid, bigint) to authenticated, service_role;
+
+-- Cancel from anywhere: a run not started ends at once; a running one is asked to stop, and
+-- the worker holding it (told through pg_notify) kills its process tree and finishes it.
+create function kiwi_internal.cancel_queued_run(p_id uuid) returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_row public.queued_runs;
+begin
+  select * into v_row from public.queued_runs r where r.id = p_id for update;
+  if not found or not (kiwi_internal.caller_is_admin() or v_row.caller = kiwi_internal.caller_identity()) then
+    raise exception 'queued run % not found', p_id using errcode = 'PT404', hint = 'list your runs with `kiwi runs`';
+  end if;
+  if v_row.status in ('queued', 'retrying', 'waiting_approval') then
+    if v_row.msg_id is not null then
+      perform pgmq.delete('kiwi_runs', v_row.msg_id);
+    end if;
+    update public.queued_runs r
+       set status = 'cancelled', finished_at = clock_timestamp(), cancel_requested_at = clock_timestamp(),
+           error = 'cancelled before it ran', msg_id = null
+     where r.id = p_id returning * into v_row;
+    delete from kiwi_internal.queued_run_inputs i where i.run_id = p_id;
+    insert into public.queued_run_events (run_id, kind, message) values (p_id, 'status', 'cancelled');
+  elsif v_row.status = 'running' and v_row.cancel_requested_at is null then
+    update public.queued_runs r set cancel_requested_at = clock_timestamp() where r.id = p_id returning * into v_row;
+    perform pg_notify('kiwi_run_cancel', p_id::text);
+  end if;
+  return kiwi_internal.queued_run_json(v_row);
+end
+$$;
+revoke execute on function kiwi_internal.cancel_queued_run(uuid) from public;
+grant execute on function kiwi_internal.cancel_queued_run(uuid) to authenticated, service_role;
+
+create function public.cancel_queued_run(p_id uuid) returns jsonb
+  language sql volatile
+  set search_path = ''
+as $$
+  select kiwi_internal.cancel_queued_run(p_id)
+$$;
+comment on function public.cancel_queued_run(uuid) is
+  'Cancel a queued run of yours (admins: anyone''s): one not started ends at once; a running one is stopped by the worker holding it, its processes killed. An ended run is returned as it is.';
+revoke execute on function public.cancel_queued_run(uuid) from public;
+grant execute on function public.cancel_queued_run(uuid) to authenticated, service_role;
+
+create function kiwi_internal.refuse_unless_admin(p_what text) returns void
+  language plpgsql stable
+  set search_path = ''
+as $$
+begin
+  if not kiwi_internal.caller_is_admin() then
+    raise exception '% is for workers only (an admin connection)', p_what using errcode = '42501',
+      hint = 'run `kiwi worker`; callers queue runs with enqueue_run';
+  end if;
+end
+$$;
+revoke execute on function kiwi_internal.refuse_unless_admin(text) from public;
+grant execute on function kiwi_internal.refuse_unless_admin(text) to authenticated, service_role;
+
+-- A worker takes up to p_count runs, each hidden from other workers for p_lease_s seconds
+-- (worker_extend keeps it hidden while it runs). A message whose run has ended, or was
+-- cancelled meanwhile, is archived and skipped; a run taken more than max_deliveries times
+-- (its workers died) is dead-lettered. Returns the runs to start, with their inputs.
+create function kiwi_internal.worker_take(p_worker uuid, p_count int, p_lease_s int) returns setof jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_msg record;
+  v_row public.queued_runs;
+  v_in  kiwi_internal.queued_run_inputs;
+begin
+  perform kiwi_internal.refuse_unless_admin('worker_take');
+  for v_msg in select * from pgmq.read('kiwi_runs', greatest(p_lease_s, 1), least(greatest(p_count, 1), 100)) loop
+    select * into v_row from public.queued_runs r
+     where r.id = (v_msg.message ->> 'run_id')::uuid for update;
+    if not found or v_row.status not in ('queued', 'running', 'retrying') or v_row.msg_id <> v_msg.msg_id then
+      perform pgmq.archive('kiwi_runs', v_msg.msg_id);
+      continue;
+    end if;
+    if v_row.attempt >= v_row.max_deliveries + v_row.max_attempts - 1 then
+      perform kiwi_internal.end_queued_run(v_row.id, 'dead',
+        format('dead-lettered: taken %s times and never finished (its workers stopped)', v_row.attempt), null);
+      continue;
+    end if;
+    update public.queued_runs r
+       set status = 'running', attempt = r.attempt + 1, worker_id = p_worker,
+           started_at = coalesce(r.started_at, clock_timestamp()), next_attempt_at = null
+     where r.id = v_row.id returning * into v_row;
+    insert into public.queued_run_events (run_id, kind, message)
+    values (v_row.id, 'status', format('running (attempt %s)', v_row.attempt));
+    select * into v_in from kiwi_internal.queued_run_inputs i where i.run_id = v_row.id;
+    return next kiwi_internal.queued_run_json(v_row) || jsonb_build_object(
+      'params', coalesce(v_in.params, '{}'::jsonb), 'claims', coalesce(v_in.claims, '{}'::jsonb),
+      'session_id', v_row.session_id, 'read_ct', v_msg.read_ct);
+  end loop;
+end
+$$;
+revoke execute on function kiwi_internal.worker_take(uuid, int, int) from public;
+grant execute on function kiwi_internal.worker_take(uuid, int, int) to service_role;
+
+-- Ends a run: its status, error and result, the message archived, the inputs deleted.
+create function kiwi_internal.end_queued_run(p_id uuid, p_status text, p_error text, p_result jsonb) returns void
+  language plpgsql volatile
+  set search_path = ''
+as $$
+declare
+  v_msg bigint;
+begin
+  select r.msg_id into v_msg from public.queued_runs r where r.id = p_id;
+  update public.queued_runs r
+     set status = p_status, finished_at = clock_timestamp(), result = p_result,
+         error = case when char_length(p_error) > 2000 then left(p_error, 1999) || '…' else p_error end,
+         msg_id = null
+   where r.id = p_id;
+  if v_msg is not null then
+    perform pgmq.archive('kiwi_runs', v_msg);
+  end if;
+  delete from kiwi_internal.queued_run_inputs i where i.run_id = p_id;
+  insert into public.queued_run_events (run_id, kind, message) values (p_id, 'status', p_status);
+end
+$$;
+revoke execute on function kiwi_internal.end_queued_run(uuid, text, text, jsonb) from public;
+
+-- The attempt that holds a run, still running: else null (the run moved on without it).
+create function kiwi_internal.held_run(p_id uuid, p_attempt int) returns public.queued_runs
+  language plpgsql volatile
+  set search_path = ''
+as $$
+declare
+  v_row public.queued_runs;
+begin
+  select * into v_row from public.queued_runs r
+   where r.id = p_id and r.attempt = p_attempt and r.status = 'running' for update;
+  return v_row;
+end
+$$;
+revoke execute on function kiwi_internal.held_run(uuid, int) from public;
+
+-- While it runs, the worker keeps the run hidden (p_lease_s from now) and hears whether it
+-- was cancelled. False: the run is no longer this attempt's (stop it).
+create function kiwi_internal.worker_extend(p_id uuid, p_attempt int, p_lease_s int) returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_row public.queued_runs;
+begin
+  perform kiwi_internal.refuse_unless_admin('worker_extend');
+  v_row := kiwi_internal.held_run(p_id, p_attempt);
+  if v_row.id is null then
+    return jsonb_build_object('held', false, 'cancel', true);
+  end if;
+  perform pgmq.set_vt('kiwi_runs', v_row.msg_id, greatest(p_lease_s, 1));
+  return jsonb_build_object('held', true, 'cancel', v_row.cancel_requested_at is not null);
+end
+$$;
+revoke execute on function kiwi_internal.worker_extend(uuid, int, int) from public;
+grant execute on function kiwi_internal.worker_extend(uuid, int, int) to service_role;
+
+-- What a running run reported, kept for its poller (at most 500 events a run).
+create function kiwi_internal.worker_event(p_id uuid, p_kind text, p_message text, p_progress double precision,
+                                           p_total double precision) returns void
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+begin
+  perform kiwi_internal.refuse_unless_admin('worker_event');
+  if (select count(*) from public.queued_run_events e where e.run_id = p_id) < 500 then
+    insert into public.queued_run_events (run_id, kind, message, progress, total)
+    values (p_id, p_kind, left(p_message, 2000), p_progress, p_total);
+  end if;
+end
+$$;
+revoke execute on function kiwi_internal.worker_event(uuid, text, text, double precision, double precision) from public;
+grant execute on function kiwi_internal.worker_event(uuid, text, text, double precision, double precision)
+  to service_role;
+
+-- A run ended on a worker: with p_retry (the tool's config.requeue: {attempts, backoff, on}),
+-- a failure it names is tried again after backoff * 2^(attempt-1) seconds until the
+-- attempts are spent, then dead-lettered. Otherwise the run ends with its status, and its
+-- record (p_record, as record_run takes it) is written as the caller who queued it, in this
+-- same transaction. Returns what became of it: success, error, timeout, cancelled,
+-- retrying, dead, or stale (another attempt holds the run: nothing was written).
+create function kiwi_internal.worker_finish(p_id uuid, p_attempt int, p_status text, p_result jsonb,
+                                            p_record jsonb, p_retry jsonb) returns text
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_row     public.queued_runs;
+  v_error   text := left(p_result ->> 'error', 2000);
+  v_limit   int := least(greatest(coalesce((p_retry ->> 'attempts')::int, 1), 1), 10);
+  v_backoff double precision := least(greatest(coalesce((p_retry ->> 'backoff')::double precision, 1), 0), 3600);
+  v_final   text := p_status;
+begin
+  perform kiwi_internal.refuse_unless_admin('worker_finish');
+  if p_status not in ('success', 'error', 'timeout', 'cancelled') then
+    raise exception 'worker_finish: status must be success, error, timeout or cancelled' using errcode = '22023';
+  end if;
+  v_row := kiwi_internal.held_run(p_id, p_attempt);
+  if v_row.id is null then
+    return 'stale';
+  end if;
+  if p_status in ('error', 'timeout') and v_row.cancel_requested_at is null
+     and coalesce(p_retry -> 'on', '["error", "timeout"]'::jsonb) ? p_status and v_limit > 1 then
+    if v_row.attempt < v_limit then
+      update public.queued_runs r
+         set status = 'retrying', max_attempts = v_limit, error = v_error,
+             next_attempt_at = clock_timestamp() + make_interval(secs => v_backoff * 2 ^ (v_row.attempt - 1))
+       where r.id = p_id;
+      perform pgmq.set_vt('kiwi_runs', v_row.msg_id, ceil(v_backoff * 2 ^ (v_row.attempt - 1))::int);
+      insert into public.queued_run_events (run_id, kind, message)
+      values (p_id, 'status', format('retrying after attempt %s of %s: %s', v_row.attempt, v_limit, v_error));
+      return 'retrying';
+    end if;
+    v_final := 'dead';
+    v_error := format('dead-lettered after %s attempts: %s', v_row.attempt, v_error);
+  end if;
+  if p_record is not null and jsonb_typeof(p_record) = 'object' then
+    perform kiwi_internal.write_run_records(
+      jsonb_build_array(p_record || jsonb_build_object('id', p_id)), v_row.caller, v_row.caller_role);
+  end if;
+  perform kiwi_internal.end_queued_run(p_id, v_final, v_error, p_result);
+  return v_final;
+end
+$$;
+revoke execute on function kiwi_internal.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) from public;
+grant execute on function kiwi_internal.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) to service_role;
+
+-- The gate asked for approval: the run waits, off the queue, until a person decides
+-- (580_approval_resume.sql puts it back, or ends it).
+create function kiwi_internal.worker_wait_approval(p_id uuid, p_attempt int, p_approval_id uuid) returns text
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_row public.queued_runs;
+begin
+  perform kiwi_internal.refuse_unless_admin('worker_wait_approval');
+  v_row := kiwi_internal.held_run(p_id, p_attempt);
+  if v_row.id is null then
+    return 'stale';
+  end if;
+  perform pgmq.archive('kiwi_runs', v_row.msg_id);
+  update public.queued_runs r
+     set status = 'waiting_approval', approval_id = p_approval_id, msg_id = null, attempt = r.attempt - 1
+   where r.id = p_id;
+  insert into public.queued_run_events (run_id, kind, message)
+  values (p_id, 'status', format('waiting for approval %s', p_approval_id));
+  return 'waiting_approval';
+end
+$$;
+revoke execute on function kiwi_internal.worker_wait_approval(uuid, int, uuid) from public;
+grant execute on function kiwi_internal.worker_wait_approval(uuid, int, uuid) to service_role;
+
+-- The worker functions as RPCs: thin wrappers, admin-only like what they call.
+create function public.worker_take(p_worker uuid, p_count int default 1, p_lease_s int default 30)
+  returns setof jsonb language sql volatile set search_path = ''
+as $$ select kiwi_internal.worker_take(p_worker, p_count, p_lease_s) $$;
+comment on function public.worker_take(uuid, int, int) is
+  'For kiwi worker (admins only): take up to p_count queued runs, hidden from other workers for p_lease_s seconds; each with its parameters and the claims to act with.';
+revoke execute on function public.worker_take(uuid, int, int) from public;
+grant execute on function public.worker_take(uuid, int, int) to service_role;
+
+create function public.worker_extend(p_id uuid, p_attempt int, p_lease_s int)
+  returns jsonb language sql volatile set search_path = ''
+as $$ select kiwi_internal.worker_extend(p_id, p_attempt, p_lease_s) $$;
+comment on function public.worker_extend(uuid, int, int) is
+  'For kiwi worker (admins only): keep a running run hidden p_lease_s more seconds; says whether it is still this attempt''s and whether it was cancelled.';
+revoke execute on function public.worker_extend(uuid, int, int) from public;
+grant execute on function public.worker_extend(uuid, int, int) to service_role;
+
+create function public.worker_event(p_id uuid, p_kind text, p_message text, p_progress double precision default null,
+                                    p_total double precision default null)
+  returns void language sql volatile set search_path = ''
+as $$ select kiwi_internal.worker_event(p_id, p_kind, p_message, p_progress, p_total) $$;
+comment on function public.worker_event(uuid, text, text, double precision, double precision) is
+  'For kiwi worker (admins only): keep what a running run reported (progress, log, status) for its poller.';
+revoke execute on function public.worker_event(uuid, text, text, double precision, double precision) from public;
+grant execute on function public.worker_event(uuid, text, text, double precision, double precision) to service_role;
+
+create function public.worker_finish(p_id uuid, p_attempt int, p_status text, p_result jsonb, p_record jsonb,
+                                     p_retry jsonb default null)
+  returns text language sql volatile set search_path = ''
+as $$ select kiwi_internal.worker_finish(p_id, p_attempt, p_status, p_result, p_record, p_retry) $$;
+comment on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) is
+  'For kiwi worker (admins only): end the attempt p_attempt of a run: its result and run record in one transaction, or a retry after backoff, or dead-lettered; stale when another attempt holds the run.';
+revoke execute on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) from public;
+grant execute on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) to service_role;
+
+create function public.worker_wait_approval(p_id uuid, p_attempt int, p_approval_id uuid)
+  returns text language sql volatile set search_path = ''
+as $$ select kiwi_internal.worker_wait_approval(p_id, p_attempt, p_approval_id) $$;
+comment on function public.worker_wait_approval(uuid, int, uuid) is
+  'For kiwi worker (admins only): the gate asked for approval p_approval_id; the run waits off the queue until it is decided.';
+revoke execute on function public.worker_wait_approval(uuid, int, uuid) from public;
+grant execute on function public.worker_wait_approval(uuid, int, uuid) to service_role;
+
+-- A page of the queued runs you may read, newest first; p_status: one status, or 'open'
+-- (queued, running, retrying, waiting_approval); p_before: the queued_at to page before.
+create function public.queued_runs_page(p_status text default null, p_limit int default 50,
+                                        p_before timestamptz default null) returns jsonb
+  language sql stable
+  set search_path = ''
+as $$
+  select coalesce(jsonb_agg(kiwi_internal.queued_run_json(r) - 'result' order by r.queued_at desc, r.id), '[]'::jsonb)
+    from (select * from public.queued_runs q
+           where (p_status is null or q.status = p_status
+                  or (p_status = 'open' and q.status in ('queued', 'running', 'retrying', 'waiting_approval')))
+             and (p_before is null or q.queued_at < p_before)
+           order by q.queued_at desc, q.id
+           limit least(greatest(coalesce(p_limit, 50), 1), 1000)) as r
+$$;
+comment on function public.queued_runs_page(text, int, timestamptz) is
+  'Queued runs you may read, newest first, without their results: p_status one status or ''open''; at most p_limit (1-1000); p_before pages by queued_at.';
+revoke execute on function public.queued_runs_page(text, int, timestamptz) from public;
+grant execute on function public.queued_runs_page(text, int, timestamptz) to authenticated, service_role;
+
+-- ==== supabase/schemas/570_queue_fleet.sql ====
+
+-- The fleet: which workers are alive and what each runs, and how deep and old the queue is.
+-- Workers announce themselves (worker_beat) every few seconds; one not heard of for a
+-- minute is shown as gone. Admins read the fleet; callers see their own runs in
+-- queued_runs.
+
+create table public.queue_workers (
+  id          uuid primary key,
+  host        text not null constraint queue_workers_host_length check (char_length(host) <= 255),
+  pid         int not null,
+  concurrency int not null constraint queue_workers_concurrency_range check (concurrency between 1 and 256),
+  started_at  timestamptz not null default clock_timestamp(),
+  beat_at     timestamptz not null default clock_timestamp(),
+  stopped_at  timestamptz,
+  running     uuid[] not null default '{}'
+              constraint queue_workers_running_length check (cardinality(running) <= 256)
+);
+comment on table public.queue_workers is
+  'kiwi worker processes: where each runs, when it was last heard of, and the queued runs it holds. Admins read it.';
+alter table public.queue_workers enable row level security;
+revoke all on table public.queue_workers from public, anon, authenticated, service_role;
+grant select, delete on table public.queue_workers to service_role;
+create policy "admins read workers" on public.queue_workers for select to service_role
+  using ((select kiwi_internal.caller_is_admin()));
+create policy "admins remove workers" on public.queue_workers for delete to service_role
+  using ((select kiwi_internal.caller_is_admin()));
+
+-- A worker says it is alive and what it runs; p_stopping: it is shutting down.
+create function kiwi_internal.worker_beat(p_worker uuid, p_host text, p_pid int, p_concurrency int,
+                                          p_running text[], p_stopping boolean) returns void
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+begin
+  perform kiwi_internal.refuse_unless_admin('worker_beat');
+  insert into public.queue_workers as w (id, host, pid, concurrency, running, stopped_at)
+  values (p_worker, left(p_host, 255), p_pid, p_concurrency, coalesce(p_running, '{}')::uuid[],
+          case when p_stopping then clock_timestamp() end)
+  on conflict (id) do update
+     set beat_at = clock_timestamp(), running = excluded.running, stopped_at = excluded.stopped_at;
+  -- workers gone for a day are forgotten
+  delete from public.queue_workers w where w.beat_at < clock_timestamp() - interval '1 day';
+end
+$$;
+revoke execute on function kiwi_internal.worker_beat(uuid, text, int, int, text[], boolean) from public;
+grant execute on function kiwi_internal.worker_beat(uuid, text, int, int, text[], boolean) to service_role;
+
+create function public.worker_beat(p_worker uuid, p_host text, p_pid int, p_concurrency int, p_running text[],
+                                   p_stopping boolean default false)
+  returns void language sql volatile set search_path = ''
+as $$ select kiwi_internal.worker_beat(p_worker, p_host, p_pid, p_concurrency, p_running, p_stopping) $$;
+comment on function public.worker_beat(uuid, text, int, int, text[], boolean) is
+  'For kiwi worker (admins only): the worker is alive and runs these queued runs (p_stopping: it is shutting down).';
+revoke execute on function public.worker_beat(uuid, text, int, int, text[], boolean) from public;
+grant execute on function public.worker_beat(uuid, text, int, int, text[], boolean) to service_role;
+
+create view public.live_workers with (security_invoker = true) as
+select w.id, w.host, w.pid, w.concurrency, w.started_at, w.beat_at, w.running,
+       case when w.stopped_at is not null then 'stopped'
+            when w.beat_at < clock_timestamp() - interval '1 minute' then 'gone'
+            else 'alive' end as state
+  from public.queue_workers w
+ order by w.started_at;
+comment on view public.live_workers is
+  'kiwi worker processes, newest last: alive (heard of within a minute), gone, or stopped; and the queued runs each holds.';
+grant select on public.live_workers to service_role;
+
+-- Queue depth and age by status, for the dashboard: the runs you may read.
+create view public.run_queue_depth with (security_invoker = true) as
+select r.status, count(*) as runs,
+       min(r.queued_at) as oldest_queued_at,
+       extract(epoch from clock_timestamp() - min(r.queued_at))::double precision as oldest_age_s
+  from public.queued_runs r
+ where r.status in ('queued', 'running', 'retrying', 'waiting_approval')
+ group by r.status
+ order by r.status;
+comment on view public.run_queue_depth is
+  'Open queued runs you may read, by status (queued, running, retrying, waiting_approval): how many, and how long the oldest has waited.';
+grant select on public.run_queue_depth to authenticated, service_role;
+
+create function public.fleet_workers() returns jsonb
+  language sql stable
+  set search_path = ''
+as $$
+  select coalesce(jsonb_agg(to_jsonb(w) order by w.started_at), '[]'::jsonb) from public.live_workers w
+$$;
+comment on function public.fleet_workers() is 'The workers (admins only: others get an empty list), as live_workers shows them.';
+revoke execute on function public.fleet_workers() from public;
+grant execute on function public.fleet_workers() to authenticated, service_role;
+
+-- ==== supabase/schemas/580_approval_resume.sql ====
+
+-- Approvals that resume, and that someone hears about. A queued run the gate holds for
+-- approval waits off the queue (worker_wait_approval, 560_run_queue.sql). When a person
+-- decides (decide_approval: SQL, `kiwi approve`, MCP), the run goes back on the queue by
+-- itself and uses the approval once, or ends with the denial's reason; its events say each
+-- decision. A policy may name a notifier: a tool queued, as an admin, each time a request
+-- is filed under the policy, with {event, text, approval}; everything is a tool.
+
+-- The approval as a notifier tool gets it: what, who, until when, and how to decide.
+create function kiwi_internal.approval_notice(p_row public.approvals) returns jsonb
+  language sql stable
+  set search_path = ''
+as $$
+  select jsonb_build_object(
+    'event', 'approval_requested',
+    'text', format('%s asks to run %s%s (policy %s); decide before %s: kiwi approve %s (or kiwi deny %s)',
+                   p_row.requested_by, p_row.tool_id, coalesce('@' || p_row.version, ''), p_row.policy,
+                   p_row.expires_at, p_row.id, p_row.id),
+    'approval', jsonb_build_object(
+      'id', p_row.id, 'tool_id', p_row.tool_id, 'version', p_row.version, 'namespace', p_row.namespace,
+      'policy', p_row.policy, 'requested_by', p_row.requested_by, 'requested_at', p_row.requested_at,
+      'expires_at', p_row.expires_at))
+$$;
+revoke execute on function kiwi_internal.approval_notice(public.approvals) from public;
+
+create function kiwi_internal.approvals_notify() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+declare
+  v_notifier text;
+begin
+  select p.notifier into v_notifier from public.approval_policies p
+   where p.pattern = new.policy and p.notifier is not null;
+  if v_notifier is not null then
+    perform kiwi_internal.enqueue_run(
+      jsonb_build_object('tool_id', v_notifier, 'params', kiwi_internal.approval_notice(new),
+                         'session_id', 'approval-notifier'),
+      '{"role": "service_role"}'::jsonb);
+  end if;
+  return null;
+end
+$$;
+revoke execute on function kiwi_internal.approvals_notify() from public;
+create trigger approvals_notify
+  after insert on public.approvals
+  for each row execute function kiwi_internal.approvals_notify();
+
+-- A decision reaches the runs waiting for it: approved, back on the queue; denied, ended.
+create function kiwi_internal.approvals_resume() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+declare
+  v_run public.queued_runs;
+  v_why text;
+begin
+  for v_run in select * from public.queued_runs r
+                where r.approval_id = new.id and r.status = 'waiting_approval' for update loop
+    if new.status = 'approved' then
+      update public.queued_runs r
+         set status = 'queued', msg_id = pgmq.send('kiwi_runs', jsonb_build_object('run_id', r.id))
+       where r.id = v_run.id;
+      insert into public.queued_run_events (run_id, kind, message)
+      values (v_run.id, 'status', format('approved by %s%s', new.decided_by, coalesce(': ' || new.reason, '')));
+      perform pg_notify('kiwi_runs', v_run.id::text);
+    else
+      v_why := format('denied by %s%s', new.decided_by, coalesce(': ' || new.reason, ''));
+      perform kiwi_internal.end_queued_run(v_run.id, 'error', v_why,
+                                           jsonb_build_object('status', 'error', 'error', v_why));
+    end if;
+  end loop;
+  return null;
+end
+$$;
+revoke execute on function kiwi_internal.approvals_resume() from public;
+create trigger approvals_resume
+  after update of status on public.approvals
+  for each row when (new.status in ('approved', 'denied') and old.status = 'pending')
+  execute function kiwi_internal.approvals_resume();
+
+-- Runs whose approval expired undecided end, saying so (queue_tick calls this).
+create function kiwi_internal.end_runs_of_expired_approvals() returns int
+  language plpgsql volatile
+  set search_path = ''
+as $$
+declare
+  v_run public.queued_runs;
+  v_n   int := 0;
+begin
+  for v_run in select r.* from public.queued_runs r
+                 join public.approvals a on a.id = r.approval_id
+                where r.status = 'waiting_approval'
+                  and kiwi_internal.approval_status(a.status, a.expires_at) = 'expired'
+                  for update of r skip locked loop
+    perform kiwi_internal.end_queued_run(v_run.id, 'error',
+      format('approval %s expired before anyone decided it', v_run.approval_id),
+      jsonb_build_object('status', 'error', 'error', 'the approval expired before anyone decided it'));
+    v_n := v_n + 1;
+  end loop;
+  return v_n;
+end
+$$;
+revoke execute on function kiwi_internal.end_runs_of_expired_approvals() from public;
+
+-- ==== supabase/schemas/590_schedules.sql ====
+
+-- Schedules: a tool run on a cron expression, in a time zone, as the person who scheduled
+-- it. One function enqueues what is due (queue_tick): hosted Supabase calls it from pg_cron
+-- every second when pg_cron is there (below); locally, where pg_cron cannot run, every
+-- `kiwi worker` calls it, and a transaction advisory lock lets one at a time in. A tick is
+-- queued once however many call: the schedule's row is locked while it is advanced, and
+-- queued_runs holds (schedule_id, scheduled_for) unique.
+--
+-- Expressions: five cron fields (minute hour day-of-month month day-of-week; `*`, `a`, `a-b`,
+-- `*/n`, `a-b/n` and lists; day-of-week 0-7, 0 and 7 Sunday; when both day fields are
+-- restricted either may match), or pg_cron's `N seconds` (1 to 59).
+
+create function kiwi_internal.cron_field(p_field text, p_min int, p_max int, p_name text) returns int[]
+  language plpgsql immutable
+  set search_path = ''
+as $$
+declare
+  v_part  text;
+  v_range text;
+  v_step  int;
+  v_lo    int;
+  v_hi    int;
+  v_out   int[] := '{}';
+  v_m     text[];
+begin
+  if p_field is null or p_field = '' then
+    raise exception 'cron %: empty', p_name using errcode = '22023';
+  end if;
+  foreach v_part in array string_to_array(p_field, ',') loop
+    v_m := regexp_match(v_part, '^(\*|[0-9]{1,2}(?:-[0-9]{1,2})?)(?:/([0-9]{1,2}))?$');
+    if v_m is null then
+      raise exception 'cron %: "%" is not a value, a range, * or a step (such as */5)', p_name, v_part
+        using errcode = '22023';
+    end if;
+    v_range := v_m[1];
+    v_step := coalesce(v_m[2]::int, 1);
+    if v_step < 1 then
+      raise exception 'cron %: a step must be at least 1', p_name using errcode = '22023';
+    end if;
+    if v_range = '*' then
+      v_lo := p_min; v_hi := p_max;
+    elsif position('-' in v_range) > 0 then
+      v_lo := split_part(v_range, '-', 1)::int; v_hi := split_part(v_range, '-', 2)::int;
+    else
+      v_lo := v_range::int; v_hi := case when v_m[2] is null then v_lo else p_max end;
+    end if;
+    if v_lo < p_min or v_hi > p_max or v_lo > v_hi then
+      raise exception 'cron %: % is outside %-%', p_name, v_part, p_min, p_max using errcode = '22023';
+    end if;
+    v_out := v_out || array(select generate_series(v_lo, v_hi, v_step));
+  end loop;
+  return array(select distinct x from unnest(v_out) as x order by x);
+end
+$$;
+revoke execute on function kiwi_internal.cron_field(text, int, int, text) from public;
+
+-- The first time after p_after that the expression names, in time zone p_tz.
+create function kiwi_internal.cron_next(p_expr text, p_tz text, p_after timestamptz) returns timestamptz
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  v_f       text[] := regexp_split_to_array(btrim(coalesce(p_expr, '')), '\s+');
+  v_secs    text[] := regexp_match(btrim(coalesce(p_expr, '')), '^([0-9]{1,2}) seconds?$');
+  v_minutes int[];
+  v_hours   int[];
+  v_doms    int[];
+  v_months  int[];
+  v_dows    int[];
+  v_local   timestamp;
+  v_day     date;
+  v_h       int;
+  v_mi      int;
+  v_at      timestamptz;
+  v_n       int;
+begin
+  if not exists (select 1 from pg_catalog.pg_timezone_names z where z.name = p_tz) then
+    raise exception 'time zone "%" is not known', p_tz using errcode = '22023',
+      hint = 'an IANA name such as UTC, Europe/Paris or America/New_York';
+  end if;
+  if v_secs is not null then
+    v_n := v_secs[1]::int;
+    if v_n not between 1 and 59 then
+      raise exception 'cron: "% seconds" must be 1 to 59 seconds', v_n using errcode = '22023';
+    end if;
+    return to_timestamp((floor(extract(epoch from p_after) / v_n) + 1) * v_n);
+  end if;
+  if cardinality(v_f) <> 5 then
+    raise exception 'cron: "%" needs five fields (minute hour day-of-month month day-of-week) or "N seconds"', p_expr
+      using errcode = '22023';
+  end if;
+  v_minutes := kiwi_internal.cron_field(v_f[1], 0, 59, 'minute');
+  v_hours := kiwi_internal.cron_field(v_f[2], 0, 23, 'hour');
+  v_doms := kiwi_internal.cron_field(v_f[3], 1, 31, 'day of month');
+  v_months := kiwi_internal.cron_field(v_f[4], 1, 12, 'month');
+  v_dows := array(select distinct x % 7 from unnest(kiwi_internal.cron_field(v_f[5], 0, 7, 'day of week')) as x);
+  v_local := date_trunc('minute', p_after at time zone p_tz) + interval '1 minute';
+  v_day := v_local::date;
+  for i in 0 .. 366 * 5 loop
+    if extract(month from v_day)::int = any (v_months)
+       and (case when v_f[3] <> '*' and v_f[5] <> '*'
+                   then extract(day from v_day)::int = any (v_doms) or extract(dow from v_day)::int = any (v_dows)
+                 else extract(day from v_day)::int = any (v_doms) and extract(dow from v_day)::int = any (v_dows) end) then
+      foreach v_h in array v_hours loop
+        foreach v_mi in array v_minutes loop
+          v_at := (v_day + make_time(v_h, v_mi, 0)) at time zone p_tz;
+          if v_at > p_after then
+            return v_at;
+          end if;
+        end loop;
+      end loop;
+    end if;
+    v_day := v_day + 1;
+  end loop;
+  raise exception 'cron: "%" names no time in the next five years', p_expr using errcode = '22023';
+end
+$$;
+revoke execute on function kiwi_internal.cron_next(text, text, timestamptz) from public;
+grant execute on function kiwi_internal.cron_next(text, text, timestamptz) to authenticated, service_role;
+
+create table public.schedules (
+  id          uuid primary key default gen_random_uuid(),
+  name        text not null constraint schedules_name_format
+              check (char_length(name) between 1 and 100 and name !~ '[[:cntrl:]]'),
+  owner       text not null,
+  cron        text not null constraint schedules_cron_length check (char_length(cron) <= 200),
+  time_zone   text not null default 'UTC',
+  tool_id     text not null constraint schedules_tool_id_length check (char_length(tool_id) between 1 and 300),
+  version     text constraint schedules_version_length check (char_length(version) <= 128),
+  params      jsonb not null default '{}'
+              constraint schedules_params_object
+              check (jsonb_typeof(params) = 'object' and octet_length(params::text) <= 65536),
+  enabled     boolean not null default true,
+  next_run_at timestamptz not null,
+  last_run_at timestamptz,
+  created_at  timestamptz not null default clock_timestamp(),
+  constraint schedules_owner_name_key unique (owner, name)
+);
+comment on table public.schedules is
+  'Tools run on a schedule (cron, in time_zone), as their owner: a pinned version or the latest (version null). Owners read and change their own, admins all; written through add_schedule, set_schedule_enabled and remove_schedule.';
+comment on column public.schedules.owner is 'Who scheduled it (set by the database from the JWT claims): the runs act as them.';
+alter table public.schedules enable row level security;
+revoke all on table public.schedules from public, anon, authenticated, service_role;
+grant select on table public.schedules to authenticated, service_role;
+create index schedules_due_idx on public.schedules (next_run_at) where enabled;
+create policy "owners read their schedules, admins all"
+  on public.schedules for select to authenticated, service_role
+  using ((select kiwi_internal.caller_is_admin()) or owner = (select kiwi_internal.caller_identity()));
+
+-- The claims a schedule's runs act with (the owner's, when it was added); never shown.
+create table kiwi_internal.schedule_claims (
+  schedule_id uuid primary key references public.schedules (id) on delete cascade,
+  claims      jsonb not null
+);
+alter table kiwi_internal.schedule_claims enable row level security;
+revoke all on table kiwi_internal.schedule_claims from public, anon, authenticated, service_role;
+
+create function kiwi_internal.add_schedule(p jsonb) returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_row    public.schedules;
+  v_tz     text := coalesce(p ->> 'time_zone', 'UTC');
+  v_claims jsonb := kiwi_internal.request_claims() - array['exp', 'iat', 'nbf', 'jti'];
+begin
+  if kiwi_internal.caller_role() = 'anon' then
+    raise exception 'anonymous callers cannot schedule runs' using errcode = '42501', hint = 'sign in first';
+  end if;
+  if jsonb_typeof(p) is distinct from 'object' or jsonb_typeof(p -> 'tool_id') is distinct from 'string'
+     or jsonb_typeof(p -> 'cron') is distinct from 'string' or jsonb_typeof(p -> 'name') is distinct from 'string' then
+    raise exception 'add_schedule: name, cron and tool_id are required strings' using errcode = '22023';
+  end if;
+  if coalesce(jsonb_typeof(p -> 'params'), 'object') <> 'object' then
+    raise exception 'add_schedule: params must be a JSON object' using errcode = '22023';
+  end if;
+  if (kiwi_internal.readable_tool(p ->> 'tool_id')).ref is null then
+    raise exception 'tool % not found', p ->> 'tool_id' using errcode = 'PT404',
+      hint = 'search for it with `kiwi search`';
+  end if;
+  insert into public.schedules (name, owner, cron, time_zone, tool_id, version, params, enabled, next_run_at)
+  values (p ->> 'name', kiwi_internal.caller_identity(), btrim(p ->> 'cron'), v_tz,
+          kiwi_internal.normalize_ref(p ->> 'tool_id'), p ->> 'version', coalesce(p -> 'params', '{}'::jsonb),
+          coalesce((p ->> 'enabled')::boolean, true),
+          kiwi_internal.cron_next(p ->> 'cron', v_tz, clock_timestamp()))
+  returning * into v_row;
+  insert into kiwi_internal.schedule_claims (schedule_id, claims) values (v_row.id, v_claims);
+  return to_jsonb(v_row);
+exception when unique_violation then
+  raise exception 'you already have a schedule named "%"', p ->> 'name' using errcode = 'PT409',
+    hint = 'remove it first (kiwi schedule rm), or choose another name';
+end
+$$;
+revoke execute on function kiwi_internal.add_schedule(jsonb) from public;
+grant execute on function kiwi_internal.add_schedule(jsonb) to authenticated, service_role;
+
+create function public.add_schedule(p jsonb) returns jsonb
+  language sql volatile set search_path = ''
+as $$ select kiwi_internal.add_schedule(p) $$;
+comment on function public.add_schedule(jsonb) is
+  'Schedule a tool you may read: {name, cron (five fields, or "N seconds"), time_zone (IANA, default UTC), tool_id, version (null: the latest at each tick), params, enabled}. Its runs are queued as you. Returns the schedule with its next_run_at.';
+revoke execute on function public.add_schedule(jsonb) from public;
+grant execute on function public.add_schedule(jsonb) to authenticated, service_role;
+
+-- The schedule by id or by the caller's name for it, if the caller may change it.
+create function kiwi_internal.my_schedule(p_ref text) returns public.schedules
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  v_row public.schedules;
+begin
+  select * into v_row from public.schedules s
+   where (s.name = p_ref and s.owner = kiwi_internal.caller_identity())
+      or (p_ref ~* '^[0-9a-f-]{36}$' and s.id = p_ref::uuid
+          and (kiwi_internal.caller_is_admin() or s.owner = kiwi_internal.caller_identity()))
+   order by (s.name = p_ref) desc
+   limit 1
+     for update;
+  if not found then
+    raise exception 'schedule % not found', p_ref using errcode = 'PT404', hint = 'list yours with `kiwi schedule list`';
+  end if;
+  return v_row;
+end
+$$;
+revoke execute on function kiwi_internal.my_schedule(text) from public;
+
+create function kiwi_internal.set_schedule_enabled(p_ref text, p_enabled boolean) returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_row public.schedules := kiwi_internal.my_schedule(p_ref);
+begin
+  update public.schedules s
+     set enabled = p_enabled,
+         next_run_at = case when p_enabled and not s.enabled
+                            then kiwi_internal.cron_next(s.cron, s.time_zone, clock_timestamp()) else s.next_run_at end
+   where s.id = v_row.id returning * into v_row;
+  return to_jsonb(v_row);
+end
+$$;
+revoke execute on function kiwi_internal.set_schedule_enabled(text, boolean) from public;
+grant execute on function kiwi_internal.set_schedule_enabled(text, boolean) to authenticated, service_role;
+
+create function public.set_schedule_enabled(p_ref text, p_enabled boolean) returns jsonb
+  language sql volatile set search_path = ''
+as $$ select kiwi_internal.set_schedule_enabled(p_ref, p_enabled) $$;
+comment on function public.set_schedule_enabled(text, boolean) is
+  'Pause (false) or resume (true) a schedule of yours, by name or id; resumed, it next runs at its next tick from now.';
+revoke execute on function public.set_schedule_enabled(text, boolean) from public;
+grant execute on function public.set_schedule_enabled(text, boolean) to authenticated, service_role;
+
+create function kiwi_internal.remove_schedule(p_ref text) returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_row public.schedules := kiwi_internal.my_schedule(p_ref);
+begin
+  delete from public.schedules s where s.id = v_row.id;
+  return to_jsonb(v_row);
+end
+$$;
+revoke execute on function kiwi_internal.remove_schedule(text) from public;
+grant execute on function kiwi_internal.remove_schedule(text) to authenticated, service_role;
+
+create function public.remove_schedule(p_ref text) returns jsonb
+  language sql volatile set search_path = ''
+as $$ select kiwi_internal.remove_schedule(p_ref) $$;
+comment on function public.remove_schedule(text) is
+  'Remove a schedule of yours, by name or id (runs already queued stay). Returns what was removed.';
+revoke execute on function public.remove_schedule(text) from public;
+grant execute on function public.remove_schedule(text) to authenticated, service_role;
+
+-- Queue every due tick once, and advance each schedule to its next tick after now (ticks
+-- missed while nothing called this are not made up: one run, then the next from now).
+create function kiwi_internal.enqueue_due_schedules() returns int
+  language plpgsql volatile
+  set search_path = ''
+as $$
+declare
+  v_s public.schedules;
+  v_n int := 0;
+begin
+  for v_s in select * from public.schedules s
+              where s.enabled and s.next_run_at <= clock_timestamp()
+              order by s.next_run_at
+                for update skip locked loop
+    begin
+      perform kiwi_internal.enqueue_run(
+        jsonb_build_object('tool_id', v_s.tool_id, 'version', v_s.version, 'params', v_s.params,
+                           'schedule_id', v_s.id, 'scheduled_for', v_s.next_run_at,
+                           'session_id', 'schedule:' || v_s.id),
+        coalesce((select c.claims from kiwi_internal.schedule_claims c where c.schedule_id = v_s.id),
+                 '{"role": "anon"}'::jsonb));
+      v_n := v_n + 1;
+    exception when unique_violation then
+      null;  -- this tick is queued already
+    end;
+    update public.schedules s
+       set last_run_at = v_s.next_run_at,
+           next_run_at = kiwi_internal.cron_next(s.cron, s.time_zone, greatest(clock_timestamp(), v_s.next_run_at))
+     where s.id = v_s.id;
+  end loop;
+  return v_n;
+end
+$$;
+revoke execute on function kiwi_internal.enqueue_due_schedules() from public;
+
+-- The queue's housekeeping, one caller at a time: due schedules, runs whose approval
+-- expired, ended runs past their keep_until. Returns what it did, or {skipped: true} when
+-- another caller holds the lock.
+create function kiwi_internal.queue_tick() returns jsonb
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_queued  int;
+  v_expired int;
+  v_purged  int;
+begin
+  perform kiwi_internal.refuse_unless_admin('queue_tick');
+  if not pg_try_advisory_xact_lock(hashtext('kiwi.queue_tick')) then
+    return jsonb_build_object('skipped', true);
+  end if;
+  v_queued := kiwi_internal.enqueue_due_schedules();
+  v_expired := kiwi_internal.end_runs_of_expired_approvals();
+  delete from public.queued_runs r
+   where r.keep_until < clock_timestamp() and r.status in ('success', 'error', 'timeout', 'cancelled', 'dead');
+  get diagnostics v_purged = row_count;
+  return jsonb_build_object('skipped', false, 'queued', v_queued, 'expired', v_expired, 'purged', v_purged);
+end
+$$;
+revoke execute on function kiwi_internal.queue_tick() from public;
+grant execute on function kiwi_internal.queue_tick() to service_role;
+
+create function public.queue_tick() returns jsonb
+  language sql volatile set search_path = ''
+as $$ select kiwi_internal.queue_tick() $$;
+comment on function public.queue_tick() is
+  'The queue''s housekeeping (admins; pg_cron or kiwi worker call it): queue due schedules once each, end runs whose approval expired, purge ended runs past keep_until.';
+revoke execute on function public.queue_tick() from public;
+grant execute on function public.queue_tick() to service_role;
+
+-- Where pg_cron is (hosted Supabase: Supabase Cron), it calls queue_tick every second.
+do $$
+begin
+  if exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron') then
+    perform cron.schedule('kiwi-queue-tick', '1 seconds', 'select public.queue_tick()');
+  end if;
+end
+$$;
+
+create function public.my_schedules() returns jsonb
+  language sql stable
+  set search_path = ''
+as $$
+  select coalesce(jsonb_agg(to_jsonb(s) order by s.name, s.id), '[]'::jsonb) from public.schedules s
+$$;
+comment on function public.my_schedules() is 'The schedules you may read (your own; admins all), by name.';
+revoke execute on function public.my_schedules() from public;
+grant execute on function public.my_schedules() to authenticated, service_role;

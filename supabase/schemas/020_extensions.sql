@@ -7,3 +7,8 @@ grant usage on schema extensions to anon, authenticated, service_role;
 
 create extension if not exists pg_trgm with schema extensions;
 create extension if not exists vector with schema extensions;
+
+-- pgmq keeps the run queue (560_run_queue.sql). Hosted Supabase ships it as an extension
+-- (Supabase Queues) in schema pgmq; locally scripts/stack makes the SQL script the pinned
+-- pgmq PyPI package ships into an extension of the same name.
+create extension if not exists pgmq;

@@ -325,20 +325,37 @@ create or replace function kiwi_internal.record_runs(p_runs jsonb) returns setof
   set search_path = ''
 as $$
 declare
-  v_role    text := kiwi_internal.caller_role();
-  v_caller  text;
-  v_written bigint;
-  v_state   text;
-  v_message text;
+  v_role text := kiwi_internal.caller_role();
 begin
   if v_role = 'anon' then
     raise exception 'anonymous callers cannot record runs'
       using errcode = '42501', hint = 'sign in, or run without recording';
   end if;
+  return query select kiwi_internal.write_run_records(p_runs, kiwi_internal.caller_identity(), v_role);
+end
+$$;
+revoke execute on function kiwi_internal.record_runs(jsonb) from public;
+grant execute on function kiwi_internal.record_runs(jsonb) to authenticated, service_role;
+comment on function kiwi_internal.record_runs(jsonb) is
+  'Checks and writes a batch of run records in one statement, as the caller the database knows; one bad record refuses them all, naming its fields.';
+
+-- The checks and the insert, for a caller already known: record_runs's (from the claims) or
+-- a queued run's (560_run_queue.sql: the claims it was queued with). Granted to no one: only
+-- those two security-definer functions call it, so nobody names the caller of a record.
+create function kiwi_internal.write_run_records(p_runs jsonb, p_caller text, p_role text) returns setof uuid
+  language plpgsql volatile
+  set search_path = ''
+as $$
+declare
+  v_role    text := p_role;
+  v_caller  text := p_caller;
+  v_written bigint;
+  v_state   text;
+  v_message text;
+begin
   if jsonb_typeof(p_runs) is distinct from 'array' then
     raise exception 'invalid run records: must be a JSON array of run records' using errcode = '22023';
   end if;
-  v_caller := kiwi_internal.caller_identity();
 
   begin
     return query
@@ -429,12 +446,7 @@ begin
   end if;
 end
 $$;
-revoke execute on function kiwi_internal.record_runs(jsonb) from public;
-grant execute on function kiwi_internal.record_runs(jsonb) to authenticated, service_role;
-comment on function kiwi_internal.record_runs(jsonb) is
-  'Checks and writes a batch of run records in one statement, as the caller the database knows; one bad record refuses them all, naming its fields.';
-revoke execute on function kiwi_internal.record_runs(jsonb) from public;
-grant execute on function kiwi_internal.record_runs(jsonb) to authenticated, service_role;
+revoke execute on function kiwi_internal.write_run_records(jsonb, text, text) from public;
 
 -- One record is a batch of one: the same checks, the same messages, the same insert.
 create function kiwi_internal.record_run(p_run jsonb) returns uuid

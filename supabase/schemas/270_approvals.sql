@@ -54,6 +54,7 @@ create table public.approval_policies (
                constraint approval_policies_ttl_seconds_range check (ttl_seconds between 1 and 2592000),
   enabled      boolean not null default true,
   description  text constraint approval_policies_description_length check (char_length(description) <= 500),
+  notifier     text constraint approval_policies_notifier_length check (char_length(notifier) between 1 and 300),
   created_at   timestamptz not null default now(),
   constraint approval_policies_pattern_key unique (pattern)
 );
@@ -61,6 +62,8 @@ comment on table public.approval_policies is
   'Tools whose calls need approval: pattern is a tool reference or an MCP server.tool glob (* matches anything); an approval is valid for ttl_seconds. Written by admins (service_role); read by admins and by the members of the namespace the pattern names (the part before its first /; a pattern without one is read by every signed-in user).';
 comment on column public.approval_policies.pattern is
   'A tool reference (acme/deploy), or a glob over references and MCP server.tool ids: github.*, acme/deploy_*, *.';
+comment on column public.approval_policies.notifier is
+  'A tool run (queued, as an admin) each time an approval is requested under this policy, with {event, text, approval}: an api tool posting to a chat webhook, for example (580_approval_resume.sql).';
 comment on column public.approval_policies.ttl_seconds is
   'How long an approval requested under this policy may be decided and used (1 s to 30 days).';
 

@@ -4,7 +4,7 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(96);
+select plan(108);
 select tests.make_acme();
 
 -- The tables of the matrix: a new table must join it (and this list).
@@ -12,7 +12,8 @@ select tables_are('public',
   array['namespaces', 'namespace_members', 'tools', 'tool_versions', 'tool_version_files', 'tool_type_rules',
         'tool_version_signatures', 'tool_runs', 'audit_log', 'rate_limits', 'registry_limits',
         'registry_quotas', 'execution_contexts',
-        'approval_policies', 'approvals', 'namespace_secret_grants'],
+        'approval_policies', 'approvals', 'namespace_secret_grants',
+        'queued_runs', 'queued_run_events', 'queue_workers', 'schedules'],
   'schema public holds exactly the tables of the RLS matrix');
 select is_empty(
   $$select c.relname from pg_catalog.pg_class c
@@ -133,6 +134,28 @@ select table_privs_are('public', 'registry_quotas', 'authenticated', array['SELE
   'authenticated may only read registry_quotas');
 select table_privs_are('public', 'registry_quotas', 'service_role', array['SELECT', 'INSERT', 'UPDATE', 'DELETE'],
   'service_role sets, changes and removes registry quotas');
+-- the run queue (560-590): read through RLS, written only through its functions
+select table_privs_are('public', 'queued_runs', 'anon', array[]::text[], 'anon holds no privilege on queued_runs');
+select table_privs_are('public', 'queued_runs', 'authenticated', array['SELECT'],
+  'authenticated may only select queued_runs: runs are queued through enqueue_run');
+select table_privs_are('public', 'queued_runs', 'service_role', array['SELECT', 'DELETE'],
+  'service_role may select and delete queued_runs');
+select table_privs_are('public', 'queued_run_events', 'anon', array[]::text[],
+  'anon holds no privilege on queued_run_events');
+select table_privs_are('public', 'queued_run_events', 'authenticated', array['SELECT'],
+  'authenticated may only select queued_run_events');
+select table_privs_are('public', 'queued_run_events', 'service_role', array['SELECT'],
+  'service_role may only select queued_run_events: workers write them through worker_event');
+select table_privs_are('public', 'queue_workers', 'anon', array[]::text[], 'anon holds no privilege on queue_workers');
+select table_privs_are('public', 'queue_workers', 'authenticated', array[]::text[],
+  'authenticated holds no privilege on queue_workers');
+select table_privs_are('public', 'queue_workers', 'service_role', array['SELECT', 'DELETE'],
+  'service_role may select and delete queue_workers');
+select table_privs_are('public', 'schedules', 'anon', array[]::text[], 'anon holds no privilege on schedules');
+select table_privs_are('public', 'schedules', 'authenticated', array['SELECT'],
+  'authenticated may only select schedules: they are written through add_schedule');
+select table_privs_are('public', 'schedules', 'service_role', array['SELECT'],
+  'service_role may only select schedules: they are written through add_schedule');
 select table_privs_are('public', 'execution_contexts', 'anon', array[]::text[],
   'anon holds no privilege on execution_contexts');
 select table_privs_are('public', 'execution_contexts', 'authenticated', array['SELECT'],

@@ -1,0 +1,124 @@
+"""The run queue as its callers use it: queue a run, read it, cancel it, list runs,
+schedules. Every call is one RPC, made as the caller (RLS decides what each may see); the
+queue's rules live in SQL (supabase/schemas/560_run_queue.sql, 590_schedules.sql)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import NotFound, UsageError
+from ..registry.base import Registry
+
+__all__ = ["OPEN", "TERMINAL", "QueuedRuns", "task_status"]
+
+OPEN = ("queued", "running", "retrying", "waiting_approval")
+TERMINAL = ("success", "error", "timeout", "cancelled", "dead")
+
+# A queued run's status as an MCP task's (2025-11-25: working, input_required, completed,
+# failed, cancelled). A tool that ran and failed still answered: its task completes, and its
+# result says isError; `dead` (every attempt failed) and `error` before it ran fail the task.
+_TASK_STATUS = {
+    "queued": "working",
+    "running": "working",
+    "retrying": "working",
+    "waiting_approval": "input_required",
+    "success": "completed",
+    "error": "completed",
+    "timeout": "completed",
+    "cancelled": "cancelled",
+    "dead": "failed",
+}
+
+
+def task_status(status: str) -> str:
+    return _TASK_STATUS.get(status, "working")
+
+
+class QueuedRuns:
+    """Queue, read and cancel runs, and keep schedules, through the registry's backend as the
+    principal of the running request."""
+
+    def __init__(self, registry: Registry) -> None:
+        backend = getattr(registry, "backend", None)
+        if backend is None or not hasattr(backend, "call"):
+            raise UsageError(
+                "queued runs need the Postgres registry",
+                hint="set KIWI_DATABASE_URL (the REST backend cannot queue runs yet)",
+            )
+        self._backend = backend
+
+    async def _call(self, function: str, **args: Any) -> Any:
+        return await self._backend.call(function, args)
+
+    async def enqueue(
+        self,
+        tool_id: str,
+        params: dict[str, Any] | None = None,
+        *,
+        version: str | None = None,
+        session_id: str | None = None,
+        keep_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Queue a run as the caller; the answer is the queued run (its id, status queued)."""
+        request: dict[str, Any] = {"tool_id": tool_id, "params": params or {}}
+        if version:
+            request["version"] = version
+        if session_id:
+            request["session_id"] = session_id[:200]
+        if keep_s is not None:
+            request["keep_s"] = keep_s
+        answer: dict[str, Any] = await self._call("enqueue_run", p=request)
+        return answer
+
+    async def get(self, run_id: str, *, after_event: int = 0) -> dict[str, Any]:
+        """The queued run (with the events after `after_event`); NotFound when the caller may
+        not read it or it is gone."""
+        answer = await self._call("queued_run", p_id=_uuid(run_id), p_after_event=after_event)
+        if answer is None:
+            raise NotFound(f"queued run {run_id} not found", hint="list your runs with `kiwi runs --queued`")
+        found: dict[str, Any] = answer
+        return found
+
+    async def cancel(self, run_id: str) -> dict[str, Any]:
+        answer: dict[str, Any] = await self._call("cancel_queued_run", p_id=_uuid(run_id))
+        return answer
+
+    async def page(
+        self, *, status: str | None = None, limit: int = 50, before: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The caller's queued runs, newest first (admins: everyone's)."""
+        rows: list[dict[str, Any]] = await self._backend.call(
+            "queued_runs_page", {"p_status": status, "p_limit": limit, "p_before": before}, read=True
+        )
+        return rows
+
+    async def add_schedule(self, request: dict[str, Any]) -> dict[str, Any]:
+        answer: dict[str, Any] = await self._call("add_schedule", p=request)
+        return answer
+
+    async def set_schedule_enabled(self, ref: str, enabled: bool) -> dict[str, Any]:
+        answer: dict[str, Any] = await self._call("set_schedule_enabled", p_ref=ref, p_enabled=enabled)
+        return answer
+
+    async def remove_schedule(self, ref: str) -> dict[str, Any]:
+        answer: dict[str, Any] = await self._call("remove_schedule", p_ref=ref)
+        return answer
+
+    async def schedules(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = await self._backend.call("my_schedules", {}, read=True)
+        return rows
+
+    async def workers(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = await self._backend.call("fleet_workers", {}, read=True)
+        return rows
+
+
+def _uuid(value: str) -> str:
+    import uuid
+
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise UsageError(
+            f"{value!r} is not a run id", hint="a queued run's id is a uuid (kiwi runs --queued)"
+        ) from None

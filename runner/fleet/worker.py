@@ -1,0 +1,364 @@
+"""`kiwi worker`: takes queued runs off the pgmq queue and runs them, as the callers who
+queued them, through the same gate and sandbox as a direct run.
+
+    take      worker_take: up to `concurrency` runs, hidden from other workers for a lease
+    run       Runner.run as the run's caller (the claims it was queued with); the lease is
+              extended while it runs (to the tool's own timeout and more), and a cancel asked
+              from anywhere (pg_notify, or the answer of the extension) kills its processes
+    finish    worker_finish: result, run record and the message's archive in one transaction,
+              for this attempt only; or a retry after backoff; or dead-lettered. A run the gate
+              holds for approval waits off the queue (worker_wait_approval)
+    tick      queue_tick, under an advisory lock: due schedules, expired approvals, old runs
+
+A worker that dies loses nothing: its messages come back after their lease and another
+worker takes them; the attempt that finishes first is the one recorded. Wake-ups come from
+LISTEN kiwi_runs, so an idle worker starts a run within milliseconds of its queueing; a
+poll every few seconds covers a lost notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import Settings
+from ..errors import KiwiError
+from ..harness.run import Runner, RunResult
+from ..policy import Call, Denied
+from ..primitives.base import RunListener
+from ..principal import Principal, acting_as, admin, from_claims
+from ..registry.base import Registry
+from .notices import Notices
+
+__all__ = ["Worker", "WorkerOptions"]
+
+logger = logging.getLogger("kiwi.worker")
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How a worker works: how many runs at once, the lease a taken run is hidden for (renewed
+    every third of it while it runs), how often it polls without a wake-up and calls
+    queue_tick, and how many runs it takes before it stops (None: until told to stop)."""
+
+    concurrency: int = 1
+    lease_s: float = 30.0
+    poll_s: float = 5.0
+    tick_s: float = 1.0
+    max_runs: int | None = None
+    worker_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+
+@dataclass
+class _Held:
+    """A run this worker holds: the attempt it took, its task, and whether a cancel was asked."""
+
+    run_id: str
+    attempt: int
+    task: asyncio.Task[None] | None = None
+    cancel_asked: bool = False
+
+
+class Worker:
+    def __init__(self, registry: Registry, settings: Settings, runner: Runner, options: WorkerOptions) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.runner = runner
+        self.runner.local_spaces = False  # a queued run is the registry's tool, never this machine's files
+        self.options = options
+        self.backend: Any = registry.backend
+        self.held: dict[str, _Held] = {}
+        self.done = 0
+        self._wake = asyncio.Event()
+        self._notices = Notices(settings.database_url, self._woken, self._cancel_asked)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Work until `stop` is set (or max_runs runs have ended), then let held runs finish."""
+        await self._notices.start()
+        beat = asyncio.create_task(self._beat_loop(stop))
+        try:
+            await self._take_loop(stop)
+        finally:
+            tasks = [h.task for h in self.held.values() if h.task is not None]
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+            with contextlib.suppress(KiwiError, OSError):
+                await self._admin("worker_beat", self._beat_args(stopping=True))
+            await self._notices.stop()
+
+    async def _take_loop(self, stop: asyncio.Event) -> None:
+        next_tick = 0.0
+        while not stop.is_set() and not self._enough():
+            now = time.monotonic()
+            if now >= next_tick:
+                next_tick = now + self.options.tick_s
+                await self._tick()
+            free = self.options.concurrency - len(self.held)
+            taken = await self._take(free) if free > 0 else 0
+            if taken and taken == free:
+                continue  # more may be waiting: take again at once
+            self._wake.clear()
+            wait = min(self.options.poll_s, max(next_tick - time.monotonic(), 0.01))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._either(stop), timeout=wait)
+
+    def _enough(self) -> bool:
+        limit = self.options.max_runs
+        return limit is not None and self.done + len(self.held) >= limit
+
+    async def _either(self, stop: asyncio.Event) -> None:
+        waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stop.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+
+    def _woken(self) -> None:
+        self._wake.set()
+
+    def _cancel_asked(self, run_id: str) -> None:
+        held = self.held.get(run_id)
+        if held is not None and held.task is not None and not held.cancel_asked:
+            held.cancel_asked = True
+            held.task.cancel()
+
+    async def _admin(self, function: str, args: Mapping[str, Any]) -> Any:
+        with acting_as(admin()):
+            return await self.backend.call(function, args)
+
+    async def _tick(self) -> None:
+        try:
+            await self._admin("queue_tick", {})
+        except KiwiError as e:
+            logger.warning("queue_tick failed: %s", e)
+
+    async def _take(self, free: int) -> int:
+        limit = self.options.max_runs
+        if limit is not None:
+            free = min(free, limit - self.done - len(self.held))
+        with acting_as(admin()):
+            rows = await self.backend.call(
+                "worker_take",
+                {"p_worker": self.options.worker_id, "p_count": free, "p_lease_s": _seconds(self.options.lease_s)},
+                returns="column",
+            )
+        for row in rows:
+            held = _Held(str(row["id"]), int(row["attempt"]))
+            self.held[held.run_id] = held
+            held.task = asyncio.create_task(self._run_one(held, row), name=f"kiwi-run-{held.run_id}")
+        return len(rows)
+
+    # -- one run ----------------------------------------------------------------------------
+
+    async def _run_one(self, held: _Held, row: dict[str, Any]) -> None:
+        keeping = asyncio.create_task(self._keep_lease(held))
+        try:
+            await self._settle(held, row)
+        except Exception:  # a bug here must not end the worker: the run comes back after its lease
+            logger.exception("queued run %s failed in the worker", held.run_id)
+        finally:
+            keeping.cancel()
+            self.held.pop(held.run_id, None)
+            self.done += 1
+            self._wake.set()
+
+    async def _settle(self, held: _Held, row: dict[str, Any]) -> None:
+        try:
+            caller = _caller(row.get("claims") or {})
+        except KiwiError as e:
+            await self._finish(held, _failed(row, f"the run's caller cannot be acted as: {e}"), None, None)
+            return
+        records: list[dict[str, Any]] = []
+        run = asyncio.create_task(self._execute(held, row, caller, records.append))
+        try:
+            result, retry = await asyncio.shield(run)
+        except asyncio.CancelledError:
+            if not held.cancel_asked:
+                run.cancel()
+                raise
+            with contextlib.suppress(asyncio.CancelledError):
+                await run  # the run's processes are gone when it returns (primitives/subprocess.py)
+            result, retry = _failed(row, "cancelled while it ran (kiwi runs cancel)"), None
+            await self._finish(held, result, records[0] if records else None, None, status="cancelled")
+            return
+        failure = result.failure
+        if isinstance(failure, Denied) and failure.kind == "approval_pending":
+            approval = failure.extra.get("approval") or {}
+            await self._admin(
+                "worker_wait_approval",
+                {"p_id": held.run_id, "p_attempt": held.attempt, "p_approval_id": approval.get("id")},
+            )
+            return
+        await self._finish(held, result, records[0] if records else None, retry)
+
+    async def _execute(
+        self, held: _Held, row: dict[str, Any], caller: Principal, record_to: Any
+    ) -> tuple[RunResult, dict[str, Any] | None]:
+        """Run as the caller; returns the result and the tool's retry rule (config.requeue)."""
+        tool_id, version = str(row["tool_id"]), row.get("version")
+        call = Call(str(row.get("session_id") or f"queue-{held.run_id}"), approval_id=row.get("approval_id"))
+        with acting_as(caller):
+            try:
+                plan = await self.runner.plan(tool_id, version)
+            except KiwiError as e:
+                return _failed(row, str(e), failure=e), None
+            await self._extend(held, _lease_for(plan.config, self.options.lease_s))
+            listener = _reporter(self, held.run_id)
+            result = await self.runner.run(
+                tool_id,
+                row.get("params") or {},
+                version=version,
+                plan=plan,
+                call=call,
+                listener=listener,
+                record_to=record_to,
+            )
+        retry = plan.config.get("requeue") if isinstance(plan.config, dict) else None
+        return result, retry if isinstance(retry, dict) else None
+
+    async def _finish(
+        self,
+        held: _Held,
+        result: RunResult,
+        record: dict[str, Any] | None,
+        retry: dict[str, Any] | None,
+        *,
+        status: str | None = None,
+    ) -> None:
+        answer = _answer(result)
+        ended = await self._admin(
+            "worker_finish",
+            {
+                "p_id": held.run_id,
+                "p_attempt": held.attempt,
+                "p_status": status or result.status,
+                "p_result": answer,
+                "p_record": record,
+                "p_retry": retry,
+            },
+        )
+        if ended == "stale":
+            logger.info("queued run %s moved on without attempt %s: its result is dropped", held.run_id, held.attempt)
+
+    async def _keep_lease(self, held: _Held) -> None:
+        """Every third of the lease: keep the run hidden, and hear whether it was cancelled or
+        taken by another attempt (then stop it)."""
+        lease = self.options.lease_s
+        while True:
+            await asyncio.sleep(max(lease / 3, 0.2))
+            answer = await self._extend(held, lease)
+            if answer and (answer.get("cancel") or not answer.get("held")):
+                self._cancel_asked(held.run_id)
+
+    async def _extend(self, held: _Held, lease_s: float) -> dict[str, Any] | None:
+        try:
+            answer: dict[str, Any] = await self._admin(
+                "worker_extend", {"p_id": held.run_id, "p_attempt": held.attempt, "p_lease_s": _seconds(lease_s)}
+            )
+            return answer
+        except KiwiError as e:
+            logger.warning("could not extend the lease of run %s: %s", held.run_id, e)
+            return None
+
+    async def report(
+        self, run_id: str, kind: str, message: str, done: float | None = None, total: float | None = None
+    ) -> None:
+        with contextlib.suppress(KiwiError):
+            await self._admin(
+                "worker_event",
+                {"p_id": run_id, "p_kind": kind, "p_message": message[:2000], "p_progress": done, "p_total": total},
+            )
+
+    # -- the fleet ------------------------------------------------------------------------
+
+    def _beat_args(self, *, stopping: bool = False) -> dict[str, Any]:
+        return {
+            "p_worker": self.options.worker_id,
+            "p_host": socket.gethostname(),
+            "p_pid": os.getpid(),
+            "p_concurrency": self.options.concurrency,
+            "p_running": list(self.held),
+            "p_stopping": stopping,
+        }
+
+    async def _beat_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self._admin("worker_beat", self._beat_args())
+            except KiwiError as e:
+                logger.warning("worker_beat failed: %s", e)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=5.0)
+
+
+def _reporter(worker: Worker, run_id: str) -> RunListener:
+    """What a running run says (its stderr lines, what the runner and its server report), kept
+    as the run's events for whoever polls it (at most 200); secrets are masked before this."""
+    sent = 0
+
+    def send(kind: str, message: str | None, done: float | None = None, total: float | None = None) -> None:
+        nonlocal sent
+        if sent >= 200 or (not message and done is None):
+            return
+        sent += 1
+        asyncio.get_running_loop().create_task(worker.report(run_id, kind, message or "", done, total))
+
+    return RunListener(
+        line=lambda line: send("log", line),
+        progress=lambda message, done, total: send("progress", message, done, total),
+    )
+
+
+def _caller(claims: Mapping[str, Any]) -> Principal:
+    if claims.get("role") == "service_role" and "sub" not in claims:
+        return admin()
+    return from_claims(claims, source="queued")
+
+
+def _lease_for(config: Any, lease_s: float) -> float:
+    """Longer than the run's own time limit: its timeout (the primitive's config), and the lease."""
+    timeout = config.get("timeout") if isinstance(config, dict) else None
+    return (float(timeout) if isinstance(timeout, int | float) and timeout > 0 else 0.0) + lease_s
+
+
+def _seconds(value: float) -> int:
+    return max(1, round(value))
+
+
+def _failed(row: dict[str, Any], error: str, *, failure: KiwiError | None = None) -> RunResult:
+    return RunResult(
+        tool_id=str(row["tool_id"]), version=row.get("version"), status="error", error=error, failure=failure
+    )
+
+
+def _answer(result: RunResult) -> dict[str, Any]:
+    """The result as the caller gets it back (kept in queued_runs.result): what `kiwi run --json`
+    prints, with the run's warnings, and the error's kind when a deliberate error stopped it."""
+    answer: dict[str, Any] = {
+        "tool_id": result.tool_id,
+        "version": result.version,
+        "status": result.status,
+        "output": result.output,
+        "error": result.error,
+        "exit_code": result.exit_code,
+        "duration_ms": result.duration_ms,
+        "executor_chain": result.executor_chain,
+        "warnings": result.warnings,
+    }
+    if result.failure is not None:
+        answer["failure"] = result.failure.as_dict()
+    return answer
