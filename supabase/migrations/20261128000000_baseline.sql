@@ -10583,7 +10583,7 @@ begin
                 where r.approval_id = new.id and r.status = 'waiting_approval' for update loop
     if new.status = 'approved' then
       update public.queued_runs r
-         set status = 'queued', msg_id = pgmq.send('kiwi_runs', jsonb_build_object('run_id', r.id))
+         set status = 'queued', msg_id = (select pgmq.send('kiwi_runs', jsonb_build_object('run_id', r.id)))
        where r.id = v_run.id;
       insert into public.queued_run_events (run_id, kind, message)
       values (v_run.id, 'status', format('approved by %s%s', new.decided_by, coalesce(': ' || new.reason, '')));
@@ -10834,7 +10834,7 @@ grant execute on function public.add_schedule(jsonb) to authenticated, service_r
 
 -- The schedule by id or by the caller's name for it, if the caller may change it.
 create function kiwi_internal.my_schedule(p_ref text) returns public.schedules
-  language plpgsql stable
+  language plpgsql volatile
   set search_path = ''
 as $$
 declare

@@ -58,7 +58,7 @@ begin
                 where r.approval_id = new.id and r.status = 'waiting_approval' for update loop
     if new.status = 'approved' then
       update public.queued_runs r
-         set status = 'queued', msg_id = pgmq.send('kiwi_runs', jsonb_build_object('run_id', r.id))
+         set status = 'queued', msg_id = (select pgmq.send('kiwi_runs', jsonb_build_object('run_id', r.id)))
        where r.id = v_run.id;
       insert into public.queued_run_events (run_id, kind, message)
       values (v_run.id, 'status', format('approved by %s%s', new.decided_by, coalesce(': ' || new.reason, '')));

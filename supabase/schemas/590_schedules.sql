@@ -203,7 +203,7 @@ grant execute on function public.add_schedule(jsonb) to authenticated, service_r
 
 -- The schedule by id or by the caller's name for it, if the caller may change it.
 create function kiwi_internal.my_schedule(p_ref text) returns public.schedules
-  language plpgsql stable
+  language plpgsql volatile
   set search_path = ''
 as $$
 declare
