@@ -63,7 +63,8 @@ class _Held:
 
     run_id: str
     attempt: int
-    task: asyncio.Task[None] | None = None
+    task: asyncio.Task[None] | None = None  # the run's whole handling, from take to finish
+    run: asyncio.Task[Any] | None = None  # the run itself: what a cancel stops
     cancel_asked: bool = False
 
 
@@ -132,9 +133,10 @@ class Worker:
 
     def _cancel_asked(self, run_id: str) -> None:
         held = self.held.get(run_id)
-        if held is not None and held.task is not None and not held.cancel_asked:
+        if held is not None and not held.cancel_asked:
             held.cancel_asked = True
-            held.task.cancel()
+            if held.run is not None:
+                held.run.cancel()
 
     async def _admin(self, function: str, args: Mapping[str, Any]) -> Any:
         with acting_as(admin()):
@@ -183,16 +185,17 @@ class Worker:
             await self._finish(held, _failed(row, f"the run's caller cannot be acted as: {e}"), None, None)
             return
         records: list[dict[str, Any]] = []
-        run = asyncio.create_task(self._execute(held, row, caller, records.append))
+        held.run = run = asyncio.create_task(self._execute(held, row, caller, records.append))
+        if held.cancel_asked:  # asked before it started
+            run.cancel()
         try:
-            result, retry = await asyncio.shield(run)
+            result, retry = await run
         except asyncio.CancelledError:
-            if not held.cancel_asked:
-                run.cancel()
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():  # the worker itself is stopping
                 raise
-            with contextlib.suppress(asyncio.CancelledError):
-                await run  # the run's processes are gone when it returns (primitives/subprocess.py)
-            result, retry = _failed(row, "cancelled while it ran (kiwi runs cancel)"), None
+            # the run was cancelled: its processes are gone once it has returned (primitives/subprocess.py)
+            result = _failed(row, "cancelled while it ran (kiwi cancel)")
             await self._finish(held, result, records[0] if records else None, None, status="cancelled")
             return
         failure = result.failure

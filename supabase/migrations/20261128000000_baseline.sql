@@ -10512,10 +10512,15 @@ comment on view public.run_queue_depth is
 grant select on public.run_queue_depth to authenticated, service_role;
 
 create function public.fleet_workers() returns jsonb
-  language sql stable
+  language plpgsql stable
   set search_path = ''
 as $$
-  select coalesce(jsonb_agg(to_jsonb(w) order by w.started_at), '[]'::jsonb) from public.live_workers w
+begin
+  if not kiwi_internal.caller_is_admin() then
+    return '[]'::jsonb;  -- the fleet is the operators' business
+  end if;
+  return (select coalesce(jsonb_agg(to_jsonb(w) order by w.started_at), '[]'::jsonb) from public.live_workers w);
+end
 $$;
 comment on function public.fleet_workers() is 'The workers (admins only: others get an empty list), as live_workers shows them.';
 revoke execute on function public.fleet_workers() from public;

@@ -1,0 +1,113 @@
+"""The queue from the command line, with real `kiwi worker` processes: queue and wait,
+cancel a running run from anywhere (its processes die), retries ending dead-lettered, the
+fleet listed; bad input gets one clear line."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import psycopg
+
+from tests.conftest import ROOT
+from tests.fleet.workers import wait_until, workers
+from tests.kiwi_cli import kiwi_env, run_kiwi
+
+
+def _status(conn: psycopg.Connection, run_id: str) -> str | None:
+    row = conn.execute("select status from queued_runs where id = %s", (run_id,)).fetchone()
+    return row[0] if row else None
+
+
+def test_queue_and_wait_prints_the_result(database_url: str, tmp_path: Path) -> None:
+    env = kiwi_env(database_url, tmp_path)
+    with workers(database_url, tmp_path, 1, "--poll", "1"):
+        done = run_kiwi(["queue", "hello_world", "-p", "name=Ada", "--wait"], cwd=ROOT, env=env)
+    assert done.code == 0, done.err
+    assert "Hello, Ada!" in done.out
+    assert "success" in done.err
+
+
+def test_a_running_run_cancelled_from_another_process_ends_and_its_processes_die(
+    conn: psycopg.Connection, publish_tool, database_url: str, tmp_path: Path
+) -> None:
+    marker = f"kiwi-cancel-{uuid.uuid4().hex[:8]}"
+    tool = publish_tool(
+        "long",
+        {"tool_type": "script", "executor": "bash_runtime", "config": {"timeout": 120}},
+        {"long.sh": f"#!/usr/bin/env bash\nexec -a {marker} sleep 60\n"},
+        entrypoint="long.sh",
+    )
+    env = kiwi_env(database_url, tmp_path)
+    with workers(database_url, tmp_path, 1, "--poll", "1"):
+        queued = run_kiwi(["queue", tool, "--json"], cwd=ROOT, env=env).json()
+        run_id = str(queued["id"])
+        wait_until(lambda: _status(conn, run_id) == "running", timeout=60, what="the run to start")
+        wait_until(
+            lambda: subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0,
+            timeout=30,
+            what="the tool's process",
+        )
+        cancelled = run_kiwi(["cancel", run_id, "--json"], cwd=ROOT, env=env)
+        assert cancelled.code == 0, cancelled.err
+        wait_until(lambda: _status(conn, run_id) == "cancelled", timeout=30, what="the run to end cancelled")
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1, "its process died"
+    record = conn.execute("select status, error_summary from tool_runs where id = %s", (run_id,)).fetchone()
+    assert record is not None and record[0] == "error" and "cancel" in record[1]
+
+
+def test_retries_follow_the_manifest_and_end_dead_lettered(
+    conn: psycopg.Connection, publish_tool, database_url: str, tmp_path: Path
+) -> None:
+    tool = publish_tool(
+        "flaky",
+        {
+            "tool_type": "script",
+            "executor": "bash_runtime",
+            "config": {"requeue": {"attempts": 3, "backoff": 0.2, "on": ["error"]}},
+        },
+        {"f.sh": "#!/usr/bin/env bash\necho 'not today' >&2\nexit 3\n"},
+        entrypoint="f.sh",
+    )
+    env = kiwi_env(database_url, tmp_path)
+    with workers(database_url, tmp_path, 1, "--poll", "1"):
+        done = run_kiwi(["queue", tool, "--wait", "--json"], cwd=ROOT, env=env, timeout=120)
+    answer = done.json()
+    assert done.code == 1
+    assert (answer["status"], answer["attempt"]) == ("dead", 3)
+    assert answer["error"].startswith("dead-lettered after 3 attempts")
+    assert done.err.count("retrying after attempt") == 2
+    records = conn.execute("select status from tool_runs where id = %s", (answer["id"],)).fetchall()
+    assert records == [("error",)], "one record for the run, whatever its attempts"
+
+
+def test_runs_queued_and_workers_show_the_fleet(database_url: str, tmp_path: Path) -> None:
+    env = kiwi_env(database_url, tmp_path)
+    queued = run_kiwi(["queue", "hello_world", "--json"], cwd=ROOT, env=env).json()
+    listed = run_kiwi(["runs", "--queued", "--status", "queued", "--json"], cwd=ROOT, env=env)
+    assert queued["id"] in [r["id"] for r in listed.json()]
+    with workers(database_url, tmp_path, 1, "--poll", "1"):
+        wait_until(
+            lambda: any(
+                w["state"] == "alive" for w in run_kiwi(["--admin", "workers", "--json"], cwd=ROOT, env=env).json()
+            ),
+            timeout=30,
+            what="a live worker",
+        )
+        assert run_kiwi(["workers", "--json"], cwd=ROOT, env=env).json() == [], "only admins see the fleet"
+    assert run_kiwi(["cancel", str(queued["id"])], cwd=ROOT, env=env).code == 0
+
+
+def test_bad_input_gets_one_clear_line(database_url: str, tmp_path: Path) -> None:
+    env = kiwi_env(database_url, tmp_path)
+    for args, code, says in (
+        (["queue", "no_such_tool_anywhere"], 3, "not found"),
+        (["run-status", "not-a-uuid"], 2, "not a run id"),
+        (["cancel", str(uuid.uuid4())], 3, "not found"),
+        (["queue", "hello_world", "--params", "[1]"], 2, "JSON object"),
+        (["worker", "--concurrency", "0"], 2, "must be from 1"),
+    ):
+        done = run_kiwi(args, cwd=ROOT, env=env)
+        assert done.code == code, (args, done.err)
+        assert says in done.err and "Traceback" not in done.err, done.err
