@@ -47,6 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
@@ -73,7 +74,9 @@ async def main(runs: int) -> int:
     plan = await runner.plan("hello_world")
     params = {"name": "Ada"}
     call = Call("bench-gate")
-    script = materialise(plan, cache) / plan.entrypoint.path  # type: ignore[union-attr]
+    if plan.entrypoint is None:
+        raise SystemExit("hello_world has no entrypoint to spawn directly")
+    script = materialise(plan, cache) / plan.entrypoint.path
     stdin = json.dumps(params).encode()
 
     async def gate() -> None:
@@ -128,7 +131,7 @@ async def main(runs: int) -> int:
         asked = {**hello, "context_id": default["id"], "needs": needs}
         assert (await cold.registry.admit_call(asked))["allowed"]
 
-    work = {
+    work: dict[str, Callable[[], Awaitable[None]]] = {
         "gate": gate,
         "gate, trip": gate_trip,
         "select 1": select1,

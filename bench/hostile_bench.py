@@ -359,7 +359,8 @@ def main() -> int:
     parser.add_argument("--attacker", nargs=3, metavar=("ENDPOINT", "TOKEN", "TOOL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.attacker:
-        asyncio.run(attacker_process(*args.attacker, args.timeout, args.cycles))
+        endpoint, bearer, tool = args.attacker
+        asyncio.run(attacker_process(endpoint, bearer, tool, args.timeout, args.cycles))
         return 0
     url = stack_url()
     alone, busy, hostile, outcomes = asyncio.run(measure(url, args))

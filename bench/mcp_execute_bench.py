@@ -257,8 +257,10 @@ async def run(args: argparse.Namespace) -> int:
         conn = await psycopg.AsyncConnection.connect(args.url, autocommit=True)
         # the runner's login inherits nothing: counting the audit rows is service_role's to do
         await conn.execute("set role service_role")
-        started = (await (await conn.execute("select now()::text")).fetchone())[0]
-        rows = RowCount(conn, started)
+        now = await (await conn.execute("select now()::text")).fetchone()
+        if now is None:
+            raise SystemExit("select now() answered no row")
+        rows = RowCount(conn, now[0])
         lines = [
             "# Kiwi MCP execute: hello_world through the server beside a bare spawn",
             "",
@@ -301,6 +303,7 @@ async def run(args: argparse.Namespace) -> int:
                 ex, bare = median_round(h["execute"])[0], median_round(h["bare"])[0]
                 ex_server = statistics.median(c[0] for c in cpu["execute"])
                 ex_client = statistics.median(c[1] for c in cpu["execute"])
+                cores = os.cpu_count() or 1
                 lines += [
                     f"## http, {args.sessions} concurrent sessions, median of {args.rounds} rounds of {args.calls}",
                     "",
@@ -312,8 +315,8 @@ async def run(args: argparse.Namespace) -> int:
                     f"execute / bare spawns (calls/s): {ex / bare:.2f}x",
                     "",
                     f"CPU per execute: the server {ex_server:.2f} ms (one core serves at most {1000 / ex_server:,.0f}"
-                    f" calls/s), the SDK clients {ex_client:.2f} ms; on {os.cpu_count()} cores shared by both, at"
-                    f" most {os.cpu_count() * 1000 / (ex_server + ex_client):,.0f} calls/s before the scripts and"
+                    f" calls/s), the SDK clients {ex_client:.2f} ms; on {cores} cores shared by both, at"
+                    f" most {cores * 1000 / (ex_server + ex_client):,.0f} calls/s before the scripts and"
                     " Postgres take their share.",
                     "",
                 ]
