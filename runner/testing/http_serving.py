@@ -95,12 +95,17 @@ def kiwi_http_server(database_url: str, workdir: Path, *args: str, **env: str) -
             time.sleep(0.05)
         yield served
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout_s: float = 15) -> None:
+    """SIGTERM, then SIGKILL if the process has not ended within `timeout_s`; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def user_token(user_id: str = LOCAL_OWNER_ID, *, secret: str = LOCAL_JWT_SECRET, expires_in_s: int = 600) -> str:
