@@ -51,7 +51,8 @@ test: db
 test-fast: deps
 	@$(PY) -m pytest -m "not db" -q
 
-## bench: performance figures (see README); not part of the test suite
+## bench: performance figures, each bench's table written into docs/performance.md (BENCH_ARGS="--only gate"
+## runs some and rewrites only theirs); not part of the test suite
 bench: db
 	@$(PY) bench/all.py $(BENCH_ARGS)
 

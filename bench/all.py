@@ -6,7 +6,11 @@ not scraped from its text. A bench that exits 1 after a failed verdict failed a 
 any other non-zero exit (a traceback exits 1 too) means the bench itself broke, and is
 reported as broken. Exits 1 if any target failed or any bench broke.
 
-Run:  .venv/bin/python bench/all.py [--only registry,search] [--args 'registry=--sizes 1000']
+Then each bench that ran (failed targets included, a broken bench not) has its table written
+into docs/performance.md between its markers (bench/performance_page.py), with the date, the
+commit and the machine; the other benches' tables and the prose around them stay as they were.
+
+Run:  .venv/bin/python bench/all.py [--only registry,search] [--args 'registry=--sizes 1000'] [--no-page]
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
-from report import VERDICTS_ENV, Verdict, table
+import performance_page
+from report import ROOT, VERDICTS_ENV, Verdict, git_commit, table
 
 HERE = Path(__file__).resolve().parent
 BENCHES = (
@@ -47,6 +53,8 @@ class Outcome:
     code: int
     seconds: float
     verdicts: list[Verdict]
+    started: datetime
+    load: float  # the 1-minute load average when it started
 
     @property
     def failed(self) -> list[Verdict]:
@@ -68,13 +76,14 @@ def run_one(script: Path, args: list[str], workdir: Path) -> Outcome:
     verdicts_file = workdir / f"{name}.jsonl"
     print(f"\n==> {name}: {shlex.join([Path(sys.executable).name, str(script), *args])}", flush=True)
     env = {**os.environ, VERDICTS_ENV: str(verdicts_file), "PYTHONUNBUFFERED": "1"}
-    started = time.monotonic()
+    started, load = datetime.now(UTC), os.getloadavg()[0]
+    clock = time.monotonic()
     code = subprocess.run([sys.executable, str(script), *args], env=env, check=False).returncode
-    seconds = time.monotonic() - started
+    seconds = time.monotonic() - clock
     lines = verdicts_file.read_text(encoding="utf-8").splitlines() if verdicts_file.exists() else []
     verdicts = [Verdict(**json.loads(line)) for line in lines if line.strip()]
     print(f"<== {name}: exit {code} after {seconds:.0f} s, {len(verdicts)} targets recorded", flush=True)
-    return Outcome(name, code, seconds, verdicts)
+    return Outcome(name, code, seconds, verdicts, started, load)
 
 
 def final_report(outcomes: list[Outcome]) -> tuple[str, bool]:
@@ -111,6 +120,19 @@ def scripts_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> l
     return scripts
 
 
+def write_page(page: Path, outcomes: list[Outcome]) -> str:
+    """Each bench that ran to its verdicts gets its table on the page; a broken one keeps its old one."""
+    commit, machine = git_commit(), performance_page.Machine.here()
+    runs = [
+        performance_page.Run(o.name, o.verdicts, commit, o.load, o.started, machine) for o in outcomes if not o.broke
+    ]
+    performance_page.write(page, runs)
+    kept = [o.name for o in outcomes if o.broke]
+    return f"{page.name}: wrote {', '.join(r.name for r in runs) or 'nothing'}" + (
+        f"; left as they were: {', '.join(kept)} (broke)" if kept else ""
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help=f"comma-separated benches to run (default all: {','.join(BENCHES)})")
@@ -122,7 +144,15 @@ def main() -> int:
         help="arguments for one bench, e.g. 'registry=--sizes 1000' (repeatable)",
     )
     parser.add_argument("--scripts", help="comma-separated bench scripts to run instead of bench/*_bench.py")
+    parser.add_argument(
+        "--page",
+        type=Path,
+        help=f"the page to write each bench's table into (default {performance_page.PAGE.relative_to(ROOT)}; "
+        "with --scripts, none unless named)",
+    )
+    parser.add_argument("--no-page", action="store_true", help="write no page, only print")
     args = parser.parse_args()
+    page = None if args.no_page else args.page or (None if args.scripts else performance_page.PAGE)
     scripts = scripts_from(args, parser)
     extra: dict[str, list[str]] = {}
     for item in args.args:
@@ -134,6 +164,8 @@ def main() -> int:
         outcomes = [run_one(s, extra.get(bench_name(s), []), Path(workdir)) for s in scripts]
     text, ok = final_report(outcomes)
     print(text)
+    if page is not None:
+        print(write_page(page, outcomes))
     return 0 if ok else 1
 
 

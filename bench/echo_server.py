@@ -103,7 +103,12 @@ async def serve(host: str, port: int, watch_stdin: bool = False) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if watch_stdin:  # stop when the parent goes away (its end of our stdin pipe closes)
-        loop.add_reader(sys.stdin.fileno(), lambda: os.read(sys.stdin.fileno(), 4096) or stop.set())
+
+        def on_stdin() -> None:
+            if not os.read(sys.stdin.fileno(), 4096):
+                stop.set()
+
+        loop.add_reader(sys.stdin.fileno(), on_stdin)
     async with server:
         await stop.wait()
 

@@ -31,14 +31,11 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,13 +47,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from http_serving import kiwi_http_server, runner_url, server_env  # noqa: E402
 from report import Verdict, git_commit, summary  # noqa: E402
 
-from runner import LOCAL_JWT_SECRET, sign_token  # noqa: E402
-from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url  # noqa: E402
+from runner.testing.http_serving import kiwi_http_server, stack_url, two_tenants  # noqa: E402
 
-DEFAULT_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
 TARGET = 2.0
 EVIL = "^(a+)+$"
 BAIT = ["a" * 27 + "!", "a" * 40 + "!", "a" * 64 + "!", "a" * 4000 + "!"]
@@ -84,13 +78,6 @@ def nested_call(depth: int) -> bytes:
         '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"search",'
         f'"arguments":{{"query":"x","limit":{deep}}}}}}}'
     ).encode()
-
-
-@contextlib.contextmanager
-def serving(url: str, workdir: Path) -> Iterator[str]:
-    """`kiwi serve --transport http` until the block ends."""
-    with kiwi_http_server(server_env(runner_url(url), workdir / "cache"), workdir / "serve.log") as (endpoint, _pid):
-        yield endpoint
 
 
 @dataclass
@@ -226,19 +213,6 @@ async def attacker_process(endpoint: str, bearer: str, tool: str, timeout: float
         await asyncio.wait_for(attacker.close(), 1)
 
 
-def tenant(conn: psycopg.Connection) -> tuple[str, str]:
-    """A throwaway user owning a fresh namespace: (user id, namespace)."""
-    user, ns = str(uuid.uuid4()), f"bench_hostile_{uuid.uuid4().hex[:8]}"
-    conn.execute("insert into namespaces (namespace, owner_id) values (%s, %s)", (ns, user))
-    return user, ns
-
-
-def token(user: str) -> str:
-    return sign_token(
-        {"sub": user, "role": "authenticated", "aud": "authenticated"}, LOCAL_JWT_SECRET, expires_in_s=600
-    )
-
-
 async def publish_evil(attacker: Session, ns: str) -> str:
     tool = f"{ns}/redos"
     manifest = {
@@ -295,28 +269,27 @@ async def under_attack(
 
 async def measure(url: str, args: argparse.Namespace) -> tuple[Searches, Searches, Searches, Counter[str]]:
     """Searches alone, beside a benign client, beside the attacker; the attacker's outcomes."""
-    with psycopg.connect(url, autocommit=True) as conn, tempfile.TemporaryDirectory(prefix="kiwi-hostile-") as tmp:
-        (a_user, ns), (s_user, _) = tenant(conn), tenant(conn)
+    with (
+        psycopg.connect(url, autocommit=True) as conn,
+        tempfile.TemporaryDirectory(prefix="kiwi-hostile-") as tmp,
+        two_tenants(conn, "bench_hostile_") as users,  # the attacker a, the searcher b
+        kiwi_http_server(url, Path(tmp)) as served,
+    ):
+        attacker_token = users["a"]["token"]
+        publisher = Session(served.url, attacker_token, args.timeout)
+        searcher = Session(served.url, users["b"]["token"], args.timeout)
+        await publisher.open()
+        await searcher.open()
         try:
-            with serving(url, Path(tmp)) as endpoint:
-                publisher = Session(endpoint, token(a_user), args.timeout)
-                searcher = Session(endpoint, token(s_user), args.timeout)
-                await publisher.open()
-                await searcher.open()
-                try:
-                    tool = await publish_evil(publisher, ns)
-                    await search_until(searcher, 10, time.monotonic() + args.phase_s, args.timeout)  # warm-up
-                    alone = await search_until(searcher, args.searches, time.monotonic() + args.phase_s, args.timeout)
-                    benign, outcomes = Counter[str](), Counter[str]()
-                    busy = await under_attack(searcher, endpoint, token(a_user), BENIGN, args, benign)
-                    hostile = await under_attack(searcher, endpoint, token(a_user), tool, args, outcomes)
-                finally:
-                    await publisher.close()
-                    await searcher.close()
+            tool = await publish_evil(publisher, users["a"]["ns"])
+            await search_until(searcher, 10, time.monotonic() + args.phase_s, args.timeout)  # warm-up
+            alone = await search_until(searcher, args.searches, time.monotonic() + args.phase_s, args.timeout)
+            benign, outcomes = Counter[str](), Counter[str]()
+            busy = await under_attack(searcher, served.url, attacker_token, BENIGN, args, benign)
+            hostile = await under_attack(searcher, served.url, attacker_token, tool, args, outcomes)
         finally:
-            for user in (a_user, s_user):
-                conn.execute("delete from tools where owner_id = %s", (user,))
-                conn.execute("delete from namespaces where owner_id = %s", (user,))
+            await publisher.close()
+            await searcher.close()
     return alone, busy, hostile, outcomes
 
 
@@ -386,9 +359,10 @@ def main() -> int:
     parser.add_argument("--attacker", nargs=3, metavar=("ENDPOINT", "TOKEN", "TOOL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.attacker:
-        asyncio.run(attacker_process(*args.attacker, args.timeout, args.cycles))
+        endpoint, bearer, tool = args.attacker
+        asyncio.run(attacker_process(endpoint, bearer, tool, args.timeout, args.cycles))
         return 0
-    url = os.environ.get("KIWI_DATABASE_URL", DEFAULT_URL)
+    url = stack_url()
     alone, busy, hostile, outcomes = asyncio.run(measure(url, args))
     print("\n".join(report(alone, busy, hostile, outcomes, args)))
     return 0 if statistics.median(hostile.latencies_ms) <= TARGET * statistics.median(alone.latencies_ms) else 1

@@ -42,22 +42,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import psycopg
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from http_serving import kiwi_http_server, server_env  # noqa: E402
 from report import Verdict, git_commit, summary, table  # noqa: E402
 from runner_bench import direct_spec, spawn_direct  # noqa: E402
 
-from runner import LOCAL_JWT_SECRET, LOCAL_OWNER_ID, PostgresRegistry, Runner, Settings, local_owner  # noqa: E402
-from runner import sign_token as sign  # noqa: E402
+from runner import PostgresRegistry, Runner, Settings, local_owner  # noqa: E402
 from runner.config import stack_database_url  # noqa: E402
+from runner.testing.http_serving import kiwi_http_server, mcp_client, serve_env, user_token  # noqa: E402
 
 HELLO = {"action": "run", "item_id": "hello_world", "parameters": {"name": "Ada"}}
 EXPECTED = {"greeting": "Hello, Ada!"}
@@ -119,7 +116,7 @@ async def measure_stdio(
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "runner.cli.serve", "--transport", "stdio"],
-        env=server_env(url, cache),
+        env=serve_env(url, cache),
         cwd=str(ROOT),
     )
     out: list[dict[str, list[float]]] = []
@@ -158,22 +155,10 @@ async def measure_stdio(
 # --------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def http_server(url: str, cache: Path, log: Path) -> Any:
-    with kiwi_http_server(server_env(url, cache), log) as served:
-        yield served
-
-
 @contextlib.asynccontextmanager
 async def sessions(endpoint: str, token: str, n: int) -> AsyncIterator[list[Client]]:
     async with contextlib.AsyncExitStack() as stack:
-        clients = []
-        for _ in range(n):
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(60, read=120))
-            )
-            clients.append(await stack.enter_async_context(Client(streamable_http_client(endpoint, http_client=http))))
-        yield clients
+        yield [await stack.enter_async_context(mcp_client(endpoint, token)) for _ in range(n)]
 
 
 async def saturate(workers: list[Callable[[], Awaitable[Any]]], total: int) -> tuple[float, list[float]]:
@@ -206,8 +191,7 @@ async def measure_http(
     """Each kind's rounds (calls/s, latencies), and CPU ms per call of each round: the server
     process's own (its children, the spawned scripts, not counted; its writes behind the
     replies included) and this client process's (the SDK sessions; for bare, the spawning)."""
-    claims = {"sub": LOCAL_OWNER_ID, "role": "authenticated", "aud": "authenticated"}
-    token = sign(claims, LOCAL_JWT_SECRET, expires_in_s=3600)
+    token = user_token(expires_in_s=3600)
     out: dict[str, list[tuple[float, list[float]]]] = {"execute": [], "bare": [], "search": []}
     cpu: dict[str, list[tuple[float, float]]] = {k: [] for k in out}
     async with sessions(endpoint, token, n) as clients:
@@ -255,7 +239,9 @@ def median_round(rounds: list[tuple[float, list[float]]]) -> tuple[float, list[f
 
 
 async def run(args: argparse.Namespace) -> int:
-    cache = Path(tempfile.mkdtemp(prefix="kiwi-mcp-execute-bench-"))
+    workdir = Path(tempfile.mkdtemp(prefix="kiwi-mcp-execute-bench-"))
+    cache = workdir / "cache"  # the runner's, the stdio server's and the HTTP server's (kiwi_http_server)
+    cache.mkdir()
     try:
         settings = Settings(
             backend="postgres", database_url=args.url, supabase_url=None, supabase_key=None, cache_dir=cache
@@ -271,8 +257,10 @@ async def run(args: argparse.Namespace) -> int:
         conn = await psycopg.AsyncConnection.connect(args.url, autocommit=True)
         # the runner's login inherits nothing: counting the audit rows is service_role's to do
         await conn.execute("set role service_role")
-        started = (await (await conn.execute("select now()::text")).fetchone())[0]
-        rows = RowCount(conn, started)
+        now = await (await conn.execute("select now()::text")).fetchone()
+        if now is None:
+            raise SystemExit("select now() answered no row")
+        rows = RowCount(conn, now[0])
         lines = [
             "# Kiwi MCP execute: hello_world through the server beside a bare spawn",
             "",
@@ -300,8 +288,10 @@ async def run(args: argparse.Namespace) -> int:
                 verdicts.append(Verdict("MCP execute over stdio / bare spawn, median", ratio, "x", "<=", 1.5))
             if "http" in args.only:
                 _log(f"[bench] http: {args.sessions} sessions, {args.calls} calls x {args.rounds} rounds per kind")
-                with http_server(args.url, cache, cache / "serve.log") as (endpoint, pid):
-                    h, cpu = await measure_http(endpoint, pid, spec, args.sessions, args.calls, args.rounds, rows)
+                with kiwi_http_server(args.url, workdir) as served:
+                    h, cpu = await measure_http(
+                        served.url, served.pid, spec, args.sessions, args.calls, args.rounds, rows
+                    )
                 table_rows = []
                 for name, label in (("bare", "bare spawns"), ("execute", "MCP execute"), ("search", "MCP search")):
                     rate, lat = median_round(h[name])
@@ -313,6 +303,7 @@ async def run(args: argparse.Namespace) -> int:
                 ex, bare = median_round(h["execute"])[0], median_round(h["bare"])[0]
                 ex_server = statistics.median(c[0] for c in cpu["execute"])
                 ex_client = statistics.median(c[1] for c in cpu["execute"])
+                cores = os.cpu_count() or 1
                 lines += [
                     f"## http, {args.sessions} concurrent sessions, median of {args.rounds} rounds of {args.calls}",
                     "",
@@ -324,8 +315,8 @@ async def run(args: argparse.Namespace) -> int:
                     f"execute / bare spawns (calls/s): {ex / bare:.2f}x",
                     "",
                     f"CPU per execute: the server {ex_server:.2f} ms (one core serves at most {1000 / ex_server:,.0f}"
-                    f" calls/s), the SDK clients {ex_client:.2f} ms; on {os.cpu_count()} cores shared by both, at"
-                    f" most {os.cpu_count() * 1000 / (ex_server + ex_client):,.0f} calls/s before the scripts and"
+                    f" calls/s), the SDK clients {ex_client:.2f} ms; on {cores} cores shared by both, at"
+                    f" most {cores * 1000 / (ex_server + ex_client):,.0f} calls/s before the scripts and"
                     " Postgres take their share.",
                     "",
                 ]
@@ -347,7 +338,7 @@ async def run(args: argparse.Namespace) -> int:
         print("\n".join(lines))
         return 0 if all(v.passed for v in verdicts if v.judged) else 1
     finally:
-        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main() -> int:

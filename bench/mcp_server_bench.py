@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -137,10 +138,10 @@ async def run(reps: int, url: str) -> str:
                 args = {"query": q}
                 times = await measure(
                     {
-                        "sql": lambda q=q: sql_search(q),
-                        "registry": lambda q=q: reg_search(q),
-                        "mem": lambda a=args: mem.call_tool("search", a),
-                        "stdio": lambda a=args: remote.call_tool("search", a),
+                        "sql": partial(sql_search, q),
+                        "registry": partial(reg_search, q),
+                        "mem": partial(mem.call_tool, "search", args),
+                        "stdio": partial(remote.call_tool, "search", args),
                     },
                     reps,
                 )
@@ -154,10 +155,10 @@ async def run(reps: int, url: str) -> str:
                 checked(await mem.call_tool("load", args))
                 times = await measure(
                     {
-                        "sql": lambda r=ref: sql_load(r),
-                        "registry": lambda r=ref: reg_load(r),
-                        "mem": lambda a=args: mem.call_tool("load", a),
-                        "stdio": lambda a=args: remote.call_tool("load", a),
+                        "sql": partial(sql_load, ref),
+                        "registry": partial(reg_load, ref),
+                        "mem": partial(mem.call_tool, "load", args),
+                        "stdio": partial(remote.call_tool, "load", args),
                     },
                     reps,
                 )

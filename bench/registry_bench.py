@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, LiteralString, ParamSpec
 
 import psycopg
 from psycopg import sql
@@ -56,6 +57,7 @@ from synthetic import (
     depth3_refs,
     ensure_registry,
     parse_sizes,
+    scalar,
     schema_hash,
 )
 
@@ -187,11 +189,19 @@ def p95(values: Sequence[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def timed_ms(call: Callable[[], object]) -> float:
+P = ParamSpec("P")
+
+
+def timed_ms(call: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> float:
     """Client wall time of one call, result fetched, in milliseconds."""
     started = time.perf_counter_ns()
-    call()
+    call(*args, **kwargs)
     return (time.perf_counter_ns() - started) / 1e6
+
+
+def fetched(conn: psycopg.Connection, query: LiteralString, params: Sequence[Any] = ()) -> list[Any]:
+    """A prepared statement's rows, fetched: the round trip the figures time."""
+    return conn.execute(query, params, prepare=True).fetchall()
 
 
 @dataclass
@@ -255,7 +265,7 @@ def connect_signed_in(url: str) -> psycopg.Connection:
 
 def install_helpers(url: str, role: str | None) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(SERVER_HELPERS)  # type: ignore[arg-type]
+        conn.execute(SERVER_HELPERS)
         conn.execute(
             "insert into public.namespace_members (namespace, user_id) values (%s, %s) on conflict do nothing",
             (SIGNED_IN_NAMESPACE, SIGNED_IN_USER),
@@ -351,11 +361,9 @@ def measure_size(registry: Registry, role: str | None) -> SizeFigures:
             decoding.execute(PLAN_Q, (chain_refs[i % CHAIN_TOOLS],), prepare=True).fetchone()
         for i in range(PLAN_REPS):
             ref = chain_refs[i % CHAIN_TOOLS]
-            figures.select1_rtt.append(timed_ms(lambda: conn.execute("select 1", prepare=True).fetchone()))
-            figures.plan_rtt.append(timed_ms(lambda ref=ref: conn.execute(PLAN_Q, (ref,), prepare=True).fetchone()))
-            figures.plan_rtt_decoded.append(
-                timed_ms(lambda ref=ref: decoding.execute(PLAN_Q, (ref,), prepare=True).fetchone())
-            )
+            figures.select1_rtt.append(timed_ms(fetched, conn, "select 1"))
+            figures.plan_rtt.append(timed_ms(fetched, conn, PLAN_Q, (ref,)))
+            figures.plan_rtt_decoded.append(timed_ms(fetched, decoding, PLAN_Q, (ref,)))
 
         # d. search, per query: client round trip as the connecting caller and as a signed-in
         # one, interleaved; then server-side for comparison
@@ -377,12 +385,8 @@ def measure_size(registry: Registry, role: str | None) -> SizeFigures:
             figures.search_signed_top[query] = signed_rows[0][0] if signed_rows else "(none)"
             figures.search[query], figures.search_signed[query] = [], []
             for _ in range(SEARCH_REPS):
-                figures.search[query].append(
-                    timed_ms(lambda q=query: conn.execute(SEARCH_Q, (q,), prepare=True).fetchall())
-                )
-                figures.search_signed[query].append(
-                    timed_ms(lambda q=query: signed.execute(SEARCH_Q, (q,), prepare=True).fetchall())
-                )
+                figures.search[query].append(timed_ms(fetched, conn, SEARCH_Q, (query,)))
+                figures.search_signed[query].append(timed_ms(fetched, signed, SEARCH_Q, (query,)))
             figures.search_server[query] = server_times(conn, "time_search", query, SEARCH_REPS)
     return figures
 
@@ -493,7 +497,7 @@ def _mp(values: Sequence[float], digits: int = 3) -> str:
 def environment(admin_url: str, commit: str, registries: Sequence[Registry]) -> list[str]:
     with psycopg.connect(admin_url) as conn:
         settings = {
-            name: conn.execute(sql.SQL("show {}").format(sql.Identifier(name))).fetchone()[0]  # type: ignore[index]
+            name: scalar(conn, sql.SQL("show {}").format(sql.Identifier(name)))
             for name in ("server_version", "shared_buffers", "work_mem", "jit")
         }
     built_from = sorted({r.schema[:12] for r in registries})
@@ -671,7 +675,7 @@ def existing_registry(n_tools: int, admin_url: str, prefix: str) -> Registry:
     dbname = f"{prefix}{n_tools}"
     url = database_url(admin_url, dbname)
     with psycopg.connect(url) as conn:
-        count = conn.execute("select count(*) from public.tools").fetchone()[0]  # type: ignore[index]
+        count = scalar(conn, "select count(*) from public.tools")
         comment = conn.execute(
             "select shobj_description(oid, 'pg_database') from pg_database where datname = %s", (dbname,)
         ).fetchone()

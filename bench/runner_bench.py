@@ -55,9 +55,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from importlib.metadata import version as dist_version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -148,6 +149,9 @@ class CpuWindow:
     machine: float = 0.0
 
 
+T = TypeVar("T")
+
+
 class CpuMeter:
     def __init__(self, server_stats: Callable[[], Awaitable[dict[str, float]]] | None) -> None:
         self._server_stats = server_stats
@@ -156,7 +160,7 @@ class CpuMeter:
         server = (await self._server_stats())["cpu_s"] if self._server_stats else None
         return time.perf_counter(), time.process_time(), postgres_cpu_s(), server, machine_busy_s()
 
-    async def measure(self, body: Callable[[], Awaitable[Any]]) -> tuple[Any, CpuWindow]:
+    async def measure(self, body: Callable[[], Awaitable[T]]) -> tuple[T, CpuWindow]:
         w0, r0, p0, s0, m0 = await self._sample()
         value = await body()
         w1, r1, p1, s1, m1 = await self._sample()
@@ -256,29 +260,24 @@ class SpawnFigures:
     setup_s: float | None = None  # b: building the environment
 
 
-class TimedRegistry:
+class TimedRegistry(PostgresRegistry):
     """The runner's registry, with the wall time of its two RPCs noted (to explain a and b)."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.plan_ms: list[float] | None = None
-        self.record_ms: list[float] | None = None
+    plan_ms: list[float] | None = None
+    record_ms: list[float] | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def plan(self, *args: Any, **kwargs: Any) -> Any:
+    async def plan(self, tool_id: str, version: str | None = None) -> Plan:
         t0 = time.perf_counter_ns()
         try:
-            return await self.inner.plan(*args, **kwargs)
+            return await super().plan(tool_id, version)
         finally:
             if self.plan_ms is not None:
                 self.plan_ms.append((time.perf_counter_ns() - t0) / 1e6)
 
-    async def record_runs(self, *args: Any, **kwargs: Any) -> Any:
+    async def record_runs(self, records: list[dict[str, Any]]) -> list[str]:
         t0 = time.perf_counter_ns()
         try:
-            return await self.inner.record_runs(*args, **kwargs)
+            return await super().record_runs(records)
         finally:
             if self.record_ms is not None:
                 self.record_ms.append((time.perf_counter_ns() - t0) / 1e6)
@@ -483,7 +482,7 @@ async def measure_throughput(
         for r in range(rounds):
             for name, call in cases:
                 (rate, latencies), cpu = await meter.measure(
-                    lambda call=call, name=name: saturate(call, concurrency, calls, finishers.get(name))
+                    partial(saturate, call, concurrency, calls, finishers.get(name))
                 )
                 figures.rounds.append(ThroughputRound(name, calls, rate, latencies, cpu))
                 _log(f"[bench] c: round {r + 1}/{rounds} {name}: {rate:,.0f} calls/s")
@@ -785,7 +784,7 @@ async def measure_async(args: argparse.Namespace, only: set[str], url: str, cach
     if server is not None:
         environ["HTTP_ECHO_URL"] = server.url + "/echo"
     settings = Settings(backend="postgres", database_url=url, supabase_url=None, supabase_key=None, cache_dir=cache_dir)
-    registry = TimedRegistry(PostgresRegistry(url, principal=local_owner()))
+    registry = TimedRegistry(url, principal=local_owner())
     # (c measures through it too: it only reads a clock when a and b ask it to)
     runner = Runner(registry, settings, environ=environ, on_progress=lambda line: _log(f"[runner] {line}"))
     try:

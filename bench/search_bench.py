@@ -35,14 +35,14 @@ from dataclasses import dataclass, field
 
 import psycopg
 from psycopg import sql
-from registry_bench import connect, environment, median, p95, timed_ms
+from registry_bench import connect, environment, fetched, median, p95, timed_ms
 from registry_bench import install_helpers as install_registry_helpers
 
 # (importing relevance.load puts the repository on sys.path: the runner package below)
 from relevance.load import DEFAULT_DB, database_url, ensure_relevance_db, load_queries, missing_expected
 from relevance.measure import DEPTH, MODES, ModeFigures, evaluate
 from report import Verdict, git_commit, summary, table
-from synthetic import DEFAULT_ADMIN_URL, ROOT, Registry, ensure_registry, parse_sizes
+from synthetic import DEFAULT_ADMIN_URL, ROOT, Registry, ensure_registry, parse_sizes, scalar
 
 from runner import LocalWordLlama, PostgresRegistry, admin, embed_pending
 from runner.search.query import parse
@@ -181,7 +181,7 @@ class Latency:
 
 def install_helpers(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(SERVER_HELPERS)  # type: ignore[arg-type]
+        conn.execute(SERVER_HELPERS)
 
 
 async def _embed(url: str, embedder: TimedEmbedder) -> int:
@@ -223,14 +223,14 @@ def embed_registry(registry: Registry, *, fresh: bool) -> EmbedRun | None:
 
 
 def server_times(conn: psycopg.Connection, call: str, args: tuple[object, ...]) -> list[float]:
-    row = conn.execute(sql.SQL(call), args).fetchone()  # type: ignore[arg-type]
+    row = conn.execute(sql.SQL(call), args).fetchone()
     assert row is not None
     return list(row[0])
 
 
 def explain(conn: psycopg.Connection, statement: str) -> list[str]:
     """EXPLAIN (analyze, buffers) lines, vectors and long sort keys shortened."""
-    rows = conn.execute(f"explain (analyze, buffers, costs off) {statement}").fetchall()  # type: ignore[arg-type]
+    rows = conn.execute(f"explain (analyze, buffers, costs off) {statement}").fetchall()
     return [_short(r[0]) for r in rows]
 
 
@@ -251,7 +251,7 @@ def explaining_copy(conn: psycopg.Connection) -> None:
     src = re.sub(r"RETURNS TABLE\(.*?\)\n", "RETURNS SETOF text\n", src, count=1, flags=re.S)
     src = src.replace(" STABLE", " VOLATILE", 1)  # EXPLAIN ANALYZE runs only in a volatile function
     src = src.replace("return query execute ", "return query execute 'explain (analyze, buffers, costs off) ' || ")
-    conn.execute(src)  # type: ignore[arg-type]
+    conn.execute(src)
 
 
 def explain_parts(url: str, vectors: dict[str, list[float]], model: str, slowest: str) -> dict[str, list[str]]:
@@ -269,7 +269,7 @@ def explain_parts(url: str, vectors: dict[str, list[float]], model: str, slowest
         query = QUERY_MIX[0]
         conn.execute("set hnsw.iterative_scan = relaxed_order")
         conn.execute("set hnsw.ef_search = 100")
-        conn.execute(NEAREST_PREPARE)  # type: ignore[arg-type]
+        conn.execute(NEAREST_PREPARE)
         execute = sql.SQL("execute bench_nearest({}, {}::extensions.vector, 50, 0.1)").format(
             sql.Literal(model), sql.Literal(str(vectors[query]))
         )
@@ -296,7 +296,7 @@ def measure_latency(registry: Registry, role: str | None, figures: Latency) -> N
     for query in QUERY_MIX:
         text = parse(query).text
         vectors[query] = embedder.embed([text])[0]
-        figures.query_embed[query] = [timed_ms(lambda t=text: embedder.embed([t])) for _ in range(EMBED_REPS)]
+        figures.query_embed[query] = [timed_ms(embedder.embed, [text]) for _ in range(EMBED_REPS)]
 
     model = embedder.model
     with connect(registry.url, role, raw_json=True) as conn:
@@ -311,12 +311,8 @@ def measure_latency(registry: Registry, role: str | None, figures: Latency) -> N
                 conn.execute(LEXICAL_Q, (query,), prepare=True).fetchall()
             figures.hybrid[query], figures.lexical[query] = [], []
             for _ in range(SEARCH_REPS):
-                figures.hybrid[query].append(
-                    timed_ms(lambda q=query, v=vec: conn.execute(HYBRID_Q, (q, v, model), prepare=True).fetchall())
-                )
-                figures.lexical[query].append(
-                    timed_ms(lambda q=query: conn.execute(LEXICAL_Q, (q,), prepare=True).fetchall())
-                )
+                figures.hybrid[query].append(timed_ms(fetched, conn, HYBRID_Q, (query, vec, model)))
+                figures.lexical[query].append(timed_ms(fetched, conn, LEXICAL_Q, (query,)))
             figures.hybrid_server[query] = server_times(
                 conn, "select kiwi_bench.time_hybrid(%s, %s::real[], %s, %s)", (query, vec, model, SEARCH_REPS)
             )
@@ -379,7 +375,7 @@ def relevance(args: argparse.Namespace) -> Relevance:
     vectors = embedder.embed([parse(q.text).text for q in queries])
     figures = evaluate(url, queries, vectors, embedder.model)
     with psycopg.connect(url) as conn:
-        tools = int(conn.execute("select count(*) from public.tools").fetchone()[0])  # type: ignore[index]
+        tools = int(scalar(conn, "select count(*) from public.tools"))
     return Relevance(dbname, tools, len(queries), figures)
 
 

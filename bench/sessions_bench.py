@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import os
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -36,11 +33,9 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from http_serving import kiwi_http_server, runner_url, server_env  # noqa: E402
 from report import Verdict, git_commit, summary  # noqa: E402
 
-from runner import LOCAL_JWT_SECRET, sign_token  # noqa: E402
-from runner.config import stack_database_url  # noqa: E402
+from runner.testing.http_serving import kiwi_http_server, stack_url, user_token  # noqa: E402
 
 TARGET_MB = 20.0
 WARMUP = 200
@@ -56,15 +51,6 @@ INITIALIZE = {
 }
 
 
-@contextlib.contextmanager
-def serving(workdir: Path, idle_s: float) -> Iterator[tuple[str, int]]:
-    """`kiwi serve --transport http` with sessions expiring after `idle_s`: its URL and pid."""
-    database = os.environ.get("KIWI_DATABASE_URL") or stack_database_url()
-    env = server_env(runner_url(database), workdir / "cache", KIWI_SESSION_IDLE_TIMEOUT=str(idle_s))
-    with kiwi_http_server(env, workdir / "serve.log") as served:
-        yield served
-
-
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -77,11 +63,6 @@ def environ_of(pid: int) -> dict[str, str]:
     return dict(p.decode(errors="replace").split("=", 1) for p in pairs if b"=" in p)
 
 
-def token() -> str:
-    claims = {"sub": str(uuid.uuid4()), "role": "authenticated", "aud": "authenticated"}
-    return sign_token(claims, LOCAL_JWT_SECRET, expires_in_s=3600)
-
-
 async def open_sessions(url: str, n: int, *, delete: bool) -> list[tuple[str, str]]:
     """`n` sessions, each its own user's, CONCURRENCY at a time: (token, session id) each;
     deleted again at once when `delete` (the warm-up), else abandoned."""
@@ -91,7 +72,7 @@ async def open_sessions(url: str, n: int, *, delete: bool) -> list[tuple[str, st
 
         async def one() -> None:
             async with gate:
-                mine = token()
+                mine = user_token(str(uuid.uuid4()), expires_in_s=3600)
                 auth = {**HEADERS, "Authorization": f"Bearer {mine}"}
                 response = await client.post(url, json=INITIALIZE, headers=auth)
                 response.raise_for_status()
@@ -115,7 +96,12 @@ def gone(url: str, mine: str, session: str) -> bool:
 
 
 def measure(sessions: int, idle_s: float) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="kiwi-sessions-bench-") as tmp, serving(Path(tmp), idle_s) as (url, pid):
+    """`kiwi serve --transport http` with sessions expiring after `idle_s`: its RSS at each point."""
+    with (
+        tempfile.TemporaryDirectory(prefix="kiwi-sessions-bench-") as tmp,
+        kiwi_http_server(stack_url(), Path(tmp), KIWI_SESSION_IDLE_TIMEOUT=str(idle_s)) as served,
+    ):
+        url, pid = served.url, served.pid
         asyncio.run(open_sessions(url, WARMUP, delete=True))
         time.sleep(1)
         start = rss_mb(pid)

@@ -37,11 +37,11 @@ import re
 import sys
 import time
 from bisect import bisect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 from psycopg import sql
@@ -67,6 +67,14 @@ Manifest = dict[str, Any]
 
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def scalar(conn: psycopg.Connection, query: LiteralString | sql.Composed, params: Sequence[Any] = ()) -> Any:
+    """The one value a query answers (a count, a setting); a query that answers no row is a bug."""
+    row = conn.execute(query, params).fetchone()
+    if row is None:
+        raise LookupError(f"no row from {query!r}")
+    return row[0]
 
 
 # --------------------------------------------------------------------------------------
@@ -1178,7 +1186,7 @@ def _apply_sql_files(conn: psycopg.Connection, files: Iterable[Path]) -> None:
     """Each file in its own transaction, as the Supabase CLI applies migrations."""
     for path in files:
         with conn.transaction():
-            conn.execute(path.read_text())  # type: ignore[arg-type]  # plain SQL, no params
+            conn.execute(path.read_text())  # plain SQL, no params
 
 
 # --------------------------------------------------------------------------------------
@@ -1232,19 +1240,17 @@ def _republished_differences(conn: psycopg.Connection, k: int) -> int:
            and t.visibility = 'public'
          order by s.ref limit %s""",
         (k,),
-    )  # type: ignore[arg-type]
+    )
     has_cache = conn.execute("select to_regclass('kiwi_internal.plan_cache') is not null").fetchone()
     has_words = conn.execute("select to_regclass('kiwi_internal.search_words') is not null").fetchone()
     state = _TOOL_STATE.replace("{extra}", _PLAN_CACHE_STATE if has_cache and has_cache[0] else "")
     words = "select count(*) from kiwi_internal.search_words"
     words_before = conn.execute(words).fetchone() if has_words and has_words[0] else None
-    conn.execute(f"create temp table bench_state_before on commit drop as {state}")  # type: ignore[arg-type]
+    conn.execute(f"create temp table bench_state_before on commit drop as {state}")
     conn.execute("delete from public.tools t using bench_pick p where t.ref = p.ref")
     conn.execute("select public.publish_tool_version(p.manifest, coalesce(p.files, '[]')) from bench_pick p")
     conn.execute("set constraints all immediate")  # plan rebuilds and hash checks, now
-    different = conn.execute(
-        f"select count(*) from (select * from bench_state_before except {state}) d"  # type: ignore[arg-type]
-    ).fetchone()
+    different = conn.execute(f"select count(*) from (select * from bench_state_before except {state}) d").fetchone()
     words_after = conn.execute(words).fetchone() if words_before else None
     return (different[0] if different else 0) + int(words_before != words_after)
 
@@ -1292,7 +1298,7 @@ DERIVED_CHECKS = {
 
 
 def _derived_differences(conn: psycopg.Connection) -> dict[str, int]:
-    return {name: conn.execute(query).fetchone()[0] for name, query in DERIVED_CHECKS.items()}  # type: ignore[arg-type,index]
+    return {name: scalar(conn, query) for name, query in DERIVED_CHECKS.items()}
 
 
 class VerificationError(RuntimeError):
@@ -1304,8 +1310,8 @@ def verify(conn: psycopg.Connection, sample: int = 500) -> dict[str, int]:
     differs. Runs in a transaction that is rolled back."""
     checks: dict[str, int] = {}
     with conn.transaction(force_rollback=True):
-        conn.execute(_VERIFY_SAMPLE, (sample,))  # type: ignore[arg-type]
-        checks["sample"] = conn.execute("select count(*) from bench_sample").fetchone()[0]  # type: ignore[index]
+        conn.execute(_VERIFY_SAMPLE, (sample,))
+        checks["sample"] = scalar(conn, "select count(*) from bench_sample")
         # 1. chains resolve, no errors
         row = conn.execute(
             "select count(*), count(error), count(distinct requested_tool_id), max(depth) "
@@ -1315,14 +1321,19 @@ def verify(conn: psycopg.Connection, sample: int = 500) -> dict[str, int]:
         assert row is not None
         checks["chain_rows"], checks["chain_errors"], checks["chains"], checks["max_depth"] = row
         # 2. stored content_hash = hash of manifest and files (the commit-time check)
-        checks["bad_content_hash"] = conn.execute("""
+        checks["bad_content_hash"] = scalar(
+            conn,
+            """
             select count(*) from public.tool_versions v join bench_sample s on s.id = v.tool_uuid
              where v.content_hash <> kiwi_internal.content_hash(v.manifest, coalesce((
                      select jsonb_agg(jsonb_build_object('path', f.path, 'sha256', f.sha256))
                        from public.tool_version_files f where f.version_id = v.id), '[]'))
-        """).fetchone()[0]  # type: ignore[index]
+        """,
+        )
         # 3. manifests and files pass publish's validation
-        checks["invalid_manifests"] = conn.execute("""
+        checks["invalid_manifests"] = scalar(
+            conn,
+            """
             select count(*) from public.tool_versions v join bench_sample s on s.id = v.tool_uuid
              where cardinality(kiwi_internal.manifest_problems(v.manifest)) > 0
                 or cardinality(kiwi_internal.files_problems(
@@ -1332,22 +1343,26 @@ def verify(conn: psycopg.Connection, sample: int = 500) -> dict[str, int]:
                                  'media_type', f.media_type))
                           from public.tool_version_files f where f.version_id = v.id), '[]'),
                      v.manifest)) > 0
-        """).fetchone()[0]  # type: ignore[index]
+        """,
+        )
         # 4. the tool rows mirror their latest version exactly as refresh_latest sets them
         conn.execute(
-            f"create temp table bench_before on commit drop as "  # type: ignore[arg-type]
+            f"create temp table bench_before on commit drop as "
             f"select t.id, {_TOOL_MIRROR_COLUMNS} from public.tools t "
             f"join bench_sample s using (id)"
         )
         conn.execute("select kiwi_internal.refresh_latest(s.id) from bench_sample s")
-        checks["tools_not_mirroring_latest"] = conn.execute(  # type: ignore[index]
-            f"select count(*) from (select t.id, {_TOOL_MIRROR_COLUMNS} "  # type: ignore[arg-type]
+        checks["tools_not_mirroring_latest"] = scalar(
+            conn,
+            f"select count(*) from (select t.id, {_TOOL_MIRROR_COLUMNS} "
             f"from public.tools t join bench_sample s using (id) "
-            f"except select * from bench_before) d"
-        ).fetchone()[0]
+            f"except select * from bench_before) d",
+        )
         # 5. publishing the same manifest and file again is a no-op: publish computes the
         #    same content hash and finds the version already there
-        checks["republish_not_unchanged"] = conn.execute("""
+        checks["republish_not_unchanged"] = scalar(
+            conn,
+            """
             select count(*) from (select s.ref from bench_sample s limit 100) s
               join public.tools t on t.ref = s.ref
               join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
@@ -1356,13 +1371,17 @@ def verify(conn: psycopg.Connection, sample: int = 500) -> dict[str, int]:
                                                           'content_text', f.content_text))
                         from public.tool_version_files f where f.version_id = v.id), '[]'))
                     ->> 'unchanged')::boolean is not true
-        """).fetchone()[0]  # type: ignore[index]
+        """,
+        )
         # 6. exactly one latest version per tool, everywhere
-        checks["tools_without_one_latest"] = conn.execute("""
+        checks["tools_without_one_latest"] = scalar(
+            conn,
+            """
             select count(*) from public.tools t
              where (select count(*) from public.tool_versions v
                      where v.tool_uuid = t.id and v.is_latest) <> 1
-        """).fetchone()[0]  # type: ignore[index]
+        """,
+        )
         # 7. what the loader derived in bulk equals the registry's own per-tool functions
         checks.update(_derived_differences(conn))
         # 8. a bulk-loaded tool is indistinguishable from a published one
@@ -1412,7 +1431,7 @@ def ensure_registry(
         current = _current_marker(admin, dbname)
         if current == marker and not rebuild:
             with psycopg.connect(url) as conn:
-                count = conn.execute("select count(*) from public.tools").fetchone()[0]  # type: ignore[index]
+                count = scalar(conn, "select count(*) from public.tools")
             log(f"[synthetic] {dbname}: reusing ({count} tools, migrations unchanged)")
             return Registry(n_tools, dbname, url, False, 0.0, count, json.loads(marker)["hash"])
         started = time.perf_counter()
@@ -1433,12 +1452,12 @@ def ensure_registry(
     with psycopg.connect(url, autocommit=True) as conn:
         _apply_sql_files(conn, migration_files())
         _apply_sql_files(conn, [SEED_FILE])
-        existing = conn.execute("select count(*) from public.tools").fetchone()[0]  # type: ignore[index]
+        existing = scalar(conn, "select count(*) from public.tools")
         log(f"[synthetic] {dbname}: schema in {time.perf_counter() - started:.1f}s; loading")
         tools = Generator(n_tools, seed=20261121 + n_tools).catalogue(existing)
         load(url, tools, log)
         checks = verify(conn)
-        count = conn.execute("select count(*) from public.tools").fetchone()[0]  # type: ignore[index]
+        count = scalar(conn, "select count(*) from public.tools")
         log(f"[synthetic] {dbname}: verified {checks}")
 
     with psycopg.connect(admin_url, autocommit=True) as admin:

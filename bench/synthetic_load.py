@@ -325,11 +325,11 @@ class ChunkInserter:
             with psycopg.connect(url) as conn:
                 _replica(conn)
                 while (data := self.queue.get()) is not None:
-                    conn.execute(f"truncate {table}")  # type: ignore[arg-type]
-                    with conn.cursor().copy(f"copy {table} from stdin") as copy:  # type: ignore[arg-type]
+                    conn.execute(f"truncate {table}")
+                    with conn.cursor().copy(f"copy {table} from stdin") as copy:
                         copy.write(data)
-                    conn.execute(INSERT_TOOLS.replace("{chunk}", table))  # type: ignore[arg-type]
-                    conn.execute(f"insert into kiwi_bench_load.tools_stage select id, half from {table}")  # type: ignore[arg-type]
+                    conn.execute(INSERT_TOOLS.replace("{chunk}", table))
+                    conn.execute(f"insert into kiwi_bench_load.tools_stage select id, half from {table}")
                     conn.commit()
         except BaseException as exc:  # re-raised by put() or close()
             self.errors.append(exc)
@@ -362,7 +362,7 @@ def copy_rows(url: str, tools: Iterable[Any]) -> Rows:
             _replica(conn)
         # a writer thread per COPY, so the three backends parse while Python generates
         copies = {
-            k: stack.enter_context(cur.copy(q, writer=QueuedLibpqWriter(cur)))  # type: ignore[arg-type]
+            k: stack.enter_context(cur.copy(q, writer=QueuedLibpqWriter(cur)))
             for k, q in COPIES.items()
             for cur in (conns[k].cursor(),)
         }
@@ -494,22 +494,26 @@ def _in_parallel(url: str, work: list[Callable[[psycopg.Connection], Any]]) -> l
 
 def fill_plans(url: str, conn: psycopg.Connection) -> str:
     """The plan cache, executors level by level, then the rest; returns the rows per pass."""
-    conn.execute(EXECUTOR_REFS)  # type: ignore[arg-type]
+    conn.execute(EXECUTOR_REFS)
     counts = []
     while True:
         conn.execute("drop table if exists kiwi_bench_load.executors")
-        conn.execute(EXECUTORS)  # type: ignore[arg-type]
-        counts.append(conn.execute(INSERT_PLANS.replace("{scope}", EXECUTOR_SCOPE)).rowcount)  # type: ignore[arg-type]
+        conn.execute(EXECUTORS)
+        counts.append(conn.execute(INSERT_PLANS.replace("{scope}", EXECUTOR_SCOPE)).rowcount)
         if not counts[-1]:
             break
     conn.execute("drop table if exists kiwi_bench_load.executors")
-    conn.execute(EXECUTORS)  # type: ignore[arg-type]
+    conn.execute(EXECUTORS)
     # without statistics the planner guessed 150k executors and sorted each half's 500k rows
     # (manifests included: 500 MB on disk at 1M) for a merge join; analyzed, it hashes the 30k
     # executors and the stage (one half at 1M: 27 s instead of 34)
     conn.execute("analyze kiwi_bench_load.executors, kiwi_bench_load.tools_stage")
     rest = INSERT_PLANS.replace("{scope}", HALF_SCOPE)
-    done = _in_parallel(url, [lambda c, h=h: c.execute(rest, (h,)).rowcount for h in (0, 1)])  # type: ignore[misc]
+
+    def half(h: int) -> Callable[[psycopg.Connection], int]:
+        return lambda conn: conn.execute(rest, (h,)).rowcount
+
+    done = _in_parallel(url, [half(0), half(1)])
     return f"executors {'+'.join(map(str, counts[:-1]))}, then {sum(done)}"
 
 
@@ -526,7 +530,7 @@ def drop_secondary_indexes(conn: psycopg.Connection) -> list[str]:
         (list(INDEXED_TABLES),),
     ).fetchall()
     for name, _ in rows:
-        conn.execute(f"drop index {name}")  # type: ignore[arg-type]
+        conn.execute(f"drop index {name}")
     return [d for _, d in rows]
 
 
@@ -543,7 +547,7 @@ def build_indexes(url: str, definitions: list[str]) -> None:
                 if not pending:
                     return
                 definition = pending.pop(0)
-            conn.execute(definition)  # type: ignore[arg-type]
+            conn.execute(definition)
 
     _in_parallel(url, [worker, worker])
 
@@ -551,10 +555,10 @@ def build_indexes(url: str, definitions: list[str]) -> None:
 def set_function_pins(conn: psycopg.Connection, pinned: bool) -> None:
     for signature in INLINED_FUNCTIONS:
         action = "set search_path = ''" if pinned else "reset search_path"
-        conn.execute(f"alter function {signature} {action}")  # type: ignore[arg-type]
+        conn.execute(f"alter function {signature} {action}")
     # the batch columns' trigger: ALWAYS as the migration leaves it, else origin only, so it
     # skips the loader's replica sessions (INSERT_PLANS writes the columns itself)
-    conn.execute(f"alter table kiwi_internal.plan_cache enable {'always ' if pinned else ''}trigger {BATCH_TRIGGER}")  # type: ignore[arg-type]
+    conn.execute(f"alter table kiwi_internal.plan_cache enable {'always ' if pinned else ''}trigger {BATCH_TRIGGER}")
 
 
 def load(url: str, tools: Iterable[Any], log: Log) -> dict[str, float]:
@@ -571,7 +575,7 @@ def load(url: str, tools: Iterable[Any], log: Log) -> dict[str, float]:
         log(f"[synthetic]   {name}: {phases[name]:.1f}s")
 
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(STAGE_DDL)  # type: ignore[arg-type]
+        conn.execute(STAGE_DDL)
         indexes = drop_secondary_indexes(conn)
         set_function_pins(conn, pinned=False)
         try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,32 +12,12 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from runner.config import STACK_RUNNER_LOGIN, STACK_SUPERUSER_LOGIN, stack_database_url
+from runner.testing.http_serving import runner_url, stack_url
 
 ROOT = Path(__file__).resolve().parent.parent
-# The local stack's two logins (scripts/stack): the superuser, with which fixtures create and
-# delete data as the dashboard's SQL editor would, and the runner's
+# stack_url: the database the suite runs on (the stack's superuser, with which fixtures create
+# and delete data as the dashboard's SQL editor would); runner_url: the runner's login on it
 # (supabase/local_runner_login.sql), which `kiwi` itself logs in with by default.
-SUPERUSER_LOGIN = STACK_SUPERUSER_LOGIN + "@"
-RUNNER_LOGIN = STACK_RUNNER_LOGIN + "@"
-
-
-def stack_url() -> str:
-    """The superuser URL of the database the suite runs on: KIWI_DATABASE_URL, else the local
-    stack's on its port (KIWI_DB_PORT, as scripts/stack and kiwi read it)."""
-    return os.environ.get("KIWI_DATABASE_URL") or stack_database_url(login=STACK_SUPERUSER_LOGIN)
-
-
-def runner_url(database_url: str) -> str:
-    """The URL `kiwi` logs in with on the suite's database, as a user runs it: the runner's login
-    when `database_url` is the stack's superuser URL (KIWI_RUNNER_DATABASE_URL overrides), else
-    `database_url` unchanged (a cluster of a test's own has no runner login)."""
-    if database_url != stack_url():
-        return database_url
-    explicit = os.environ.get("KIWI_RUNNER_DATABASE_URL")
-    if explicit:
-        return explicit
-    return database_url.replace("//" + SUPERUSER_LOGIN, "//" + RUNNER_LOGIN, 1)
 
 
 @pytest.fixture(scope="session")

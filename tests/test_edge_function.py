@@ -31,6 +31,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from psycopg.types.json import Jsonb
 
+from runner.testing.http_serving import stop
 from tests.conftest import runner_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,12 +82,7 @@ def edge_function(database: dict[str, str], log: Path) -> Iterator[str]:
                 time.sleep(0.1)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, timeout_s=10)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The type checker is clean: mypy over the runner and the scripts, as pyproject's [tool.mypy]
+"""The type checker is clean: mypy over the runner, the scripts and the benches, as pyproject's [tool.mypy]
 configures it (`make lint` runs the same), so `make test` and CI fail on a type error."""
 
 from __future__ import annotations

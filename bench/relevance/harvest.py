@@ -243,7 +243,7 @@ class _Peer:
             if not isinstance(message, dict):
                 continue
             if "method" in message and "id" in message:  # the server asks something: roots, ping
-                answer = {"roots": []} if message["method"] == "roots/list" else {}
+                answer: dict[str, list[str]] = {"roots": []} if message["method"] == "roots/list" else {}
                 await self.send({"jsonrpc": "2.0", "id": message["id"], "result": answer})
             elif message.get("id") == self.next_id:
                 if "error" in message:

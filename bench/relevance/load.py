@@ -132,7 +132,7 @@ def _apply_sql_files(conn: psycopg.Connection, files: Iterable[Path]) -> None:
     """Each file in its own transaction, as the Supabase CLI applies migrations."""
     for path in files:
         with conn.transaction():
-            conn.execute(path.read_text(encoding="utf-8"))  # type: ignore[arg-type]  # plain SQL
+            conn.execute(path.read_text(encoding="utf-8"))  # plain SQL
 
 
 def cut_description(text: str | None) -> str | None:
@@ -233,7 +233,8 @@ def ensure_relevance_db(
         with psycopg.connect(url, autocommit=True) as conn:
             if not fresh:
                 conn.execute("vacuum (analyze)")
-            tools = int(conn.execute("select count(*) from public.tools").fetchone()[0])  # type: ignore[index]
+            row = conn.execute("select count(*) from public.tools").fetchone()
+            tools = int(row[0]) if row else 0
         if not fresh:  # last: a build cut short leaves no marker, and is built again
             lock.execute(sql.SQL("comment on database {} is {}").format(sql.Identifier(dbname), sql.Literal(marker)))
     seconds = time.perf_counter() - started

@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from runner.testing.http_serving import kiwi_http_server
 from tests.conformance.server_fixtures import (
     FIXTURE_DIRECTIVE,
     FIXTURE_KNOWLEDGE,
@@ -41,7 +42,6 @@ from tests.conformance.server_fixtures import (
     published_fixtures,
 )
 from tests.conformance.server_suite import Outcome, SuiteRun, run_server_suite, server_scenarios
-from tests.mcp_server.http_serving import kiwi_http_server
 
 EXPECTED = Path(__file__).with_name("server_not_applicable.yaml")
 META_TOOLS, DIRECT = "meta-tools", "direct"

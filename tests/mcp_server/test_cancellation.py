@@ -30,7 +30,7 @@ from mcp_types import JSONRPCError, JSONRPCResponse, jsonrpc_message_adapter
 
 from runner import Runner
 from runner.harness.run import CANCELLED
-from tests.mcp_server.http_serving import kiwi_http_server
+from runner.testing.http_serving import kiwi_http_server
 from tests.mcp_server.test_server import ok
 from tests.security.test_no_orphans import kill_tagged, none_left, tagged
 

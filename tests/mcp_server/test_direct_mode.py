@@ -36,7 +36,7 @@ from runner import (
     standard_dispatcher,
 )
 from runner.mcp_server.direct import APPROVAL_META_KEY, DirectServer, build_direct_server, mcp_name
-from tests.mcp_server.http_serving import ROOT, kiwi_http_server, mcp_client, serve_env, user_token
+from runner.testing.http_serving import ROOT, kiwi_http_server, mcp_client, serve_env, user_token
 from tests.mcp_server.registry_changes import Inbox, listening, publish, unique
 
 GREET = 'printf \'{"greeting": "Hi, %s!"}\\n\' "$KIWI_PARAM_NAME"'

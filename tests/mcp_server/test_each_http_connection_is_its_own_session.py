@@ -13,7 +13,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.mcp_server.http_serving import Served, kiwi_http_server, user_token
+from runner.testing.http_serving import Served, kiwi_http_server, user_token
 
 VERSION = "2025-06-18"  # the last protocol version with sessions (Mcp-Session-Id)
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -24,7 +24,7 @@ from runner.cli.serve import add_serve_command
 from runner.cli.token import add_token_command
 from runner.config import LOCAL_AUTH_ISSUER
 from runner.mcp_server.auth import http_auth, public_url
-from tests.mcp_server.http_serving import ROOT, Served, kiwi_http_server, mcp_client, serve_env, user_token
+from runner.testing.http_serving import ROOT, Served, kiwi_http_server, mcp_client, serve_env, user_token
 
 INITIALIZE = {
     "jsonrpc": "2.0",

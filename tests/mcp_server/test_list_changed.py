@@ -24,7 +24,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
 
 from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
-from tests.mcp_server.http_serving import ROOT, serve_env
+from runner.testing.http_serving import ROOT, serve_env
 from tests.mcp_server.registry_changes import Inbox, listening, publish, unique
 
 TOOLS = "notifications/tools/list_changed"

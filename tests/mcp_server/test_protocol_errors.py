@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.mcp_server.http_serving import ROOT, Served, kiwi_http_server, serve_env, user_token
+from runner.testing.http_serving import ROOT, Served, kiwi_http_server, serve_env, user_token
 
 INITIALIZE = {
     "jsonrpc": "2.0",

@@ -26,8 +26,8 @@ from mcp_types import CallToolResult
 from runner import Runner, build_server
 from runner.cli.serve import add_serve_command
 from runner.mcp_server.server import ACTIONS, ITEM_TYPES
+from runner.testing.http_serving import kiwi_http_server, mcp_client, user_token
 from tests.conftest import runner_url
-from tests.mcp_server.http_serving import kiwi_http_server, mcp_client, user_token
 
 ROOT = Path(__file__).resolve().parents[2]
 

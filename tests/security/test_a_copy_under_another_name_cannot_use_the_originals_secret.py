@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from runner import LOCAL_JWT_SECRET, KiwiError, PostgresRegistry, Runner, Settings, from_token
-from tests.mcp_server.http_serving import two_tenants
+from runner.testing.http_serving import two_tenants
 
 KEY = f"KIWI_TEST_DEPLOY_KEY_{uuid.uuid4().hex[:8].upper()}"
 VALUE = "deploy-key-" + uuid.uuid4().hex

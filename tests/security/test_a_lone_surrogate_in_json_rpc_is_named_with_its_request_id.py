@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.mcp_server.http_serving import Served, kiwi_http_server, user_token
+from runner.testing.http_serving import Served, kiwi_http_server, user_token
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 

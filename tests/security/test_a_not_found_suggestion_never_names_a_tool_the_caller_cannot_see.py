@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from runner.testing.http_serving import two_tenants
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
-from tests.mcp_server.http_serving import two_tenants
 
 FILES = Jsonb([{"path": "k.md", "content_text": "SHOUT", "is_entrypoint": True}])
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from runner.testing.http_serving import Served, kiwi_http_server, user_token
 from tests.kiwi_cli import kiwi_env, run_kiwi
-from tests.mcp_server.http_serving import Served, kiwi_http_server, user_token
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 VERSION = "2025-06-18"

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from tests.mcp_server.http_serving import two_tenants
+from runner.testing.http_serving import two_tenants
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ import psycopg
 import pytest
 from mcp_types import CallToolResult
 
+from runner.testing.http_serving import Served, kiwi_http_server, mcp_client, two_tenants, user_token
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
-from tests.mcp_server.http_serving import Served, kiwi_http_server, mcp_client, two_tenants, user_token
 
 
 @pytest.fixture(scope="module")

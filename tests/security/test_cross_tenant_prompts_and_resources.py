@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, TextContent
 from psycopg.types.json import Jsonb
 
-from tests.mcp_server.http_serving import Served, kiwi_http_server, mcp_client, two_tenants
+from runner.testing.http_serving import Served, kiwi_http_server, mcp_client, two_tenants
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from runner.mcp_server.http_protocol import MAX_JSON_DEPTH, json_depth
-from tests.mcp_server.http_serving import Served, kiwi_http_server, user_token
+from runner.testing.http_serving import Served, kiwi_http_server, user_token
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 INITIALIZE = {

@@ -15,8 +15,8 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from runner.testing.http_serving import serve_env
 from tests.conftest import ROOT
-from tests.mcp_server.http_serving import serve_env
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from runner import PostgresRegistry, Runner, Settings, local_owner, standard_dispatcher
 from runner.mcp_server.direct import build_direct_server
-from tests.mcp_server.http_serving import kiwi_http_server, mcp_client, user_token
+from runner.testing.http_serving import kiwi_http_server, mcp_client, user_token
 
 MARKER_SCRIPT = 'printf x >>"$KIWI_PARAM_MARKER"\necho \'{"ran": true}\'\n'
 

@@ -24,7 +24,7 @@ from psycopg.types.json import Jsonb
 
 from runner import LOCAL_JWT_SECRET
 from runner import sign_token as sign
-from tests.mcp_server.http_serving import kiwi_http_server, mcp_client
+from runner.testing.http_serving import kiwi_http_server, mcp_client
 
 SCRIPT = {"run.sh": "echo '{\"said\": true}'\n"}
 

@@ -2,7 +2,7 @@
 error or a tool error with a message: never a 500, never a traceback (in the answer or in the
 server's stderr), and the server goes on answering.
 
-Hypothesis sends raw HTTP to one real server process (tests/mcp_server/http_serving.py) as a
+Hypothesis sends raw HTTP to one real server process (runner/testing/http_serving.py) as a
 throwaway user who owns a namespace: malformed JSON-RPC messages (wrong types, missing fields,
 huge ids, NUL and lone surrogates escaped in JSON), nesting thousands deep, bytes that are not
 UTF-8, wrong content types, absent or made-up session ids, bad tokens; and generated arguments
@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.mcp_server.http_serving import Served, kiwi_http_server, unsigned_token, user_token
+from runner.testing.http_serving import Served, kiwi_http_server, unsigned_token, user_token
 from tests.test_fuzz import files_strategy, finite_json, manifests, near_valid
 
 ACCEPT = "application/json, text/event-stream"

@@ -26,7 +26,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp_server.http_serving import ROOT, serve_env, user_token
+from runner.testing.http_serving import ROOT, serve_env, user_token
 from tests.security.test_fuzz_mcp_endpoint import ARGUMENTS, EXAMPLES, NS, TENANT, check_text, json_values
 
 TIMEOUT_S = 60.0

@@ -19,7 +19,7 @@ import pytest
 
 from runner import LOCAL_JWT_SECRET, LOCAL_OWNER_ID, PostgresRegistry, acting_as, from_claims
 from runner import sign_token as sign
-from tests.mcp_server.http_serving import (
+from runner.testing.http_serving import (
     Served,
     kiwi_http_server,
     mcp_client,

@@ -25,6 +25,7 @@ import psycopg
 from runner import LOCAL_OWNER_ID
 from runner.core.records import params_digest
 from runner.harness.journal import encode_line, key_file_in, load_key
+from runner.testing.http_serving import stop
 from tests.conftest import runner_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,12 +86,7 @@ class StdioServer:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop(self.proc)
         self._err.close()
 
 

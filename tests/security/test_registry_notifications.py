@@ -24,7 +24,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.subscriptions import ToolsListChanged
 
-from tests.mcp_server.http_serving import Served, kiwi_http_server, two_tenants
+from runner.testing.http_serving import Served, kiwi_http_server, two_tenants
 from tests.mcp_server.registry_changes import Inbox, listening, publish
 
 TOOLS = "notifications/tools/list_changed"

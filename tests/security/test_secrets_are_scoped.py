@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from runner import LOCAL_JWT_SECRET, KiwiError, PostgresRegistry, Runner, Settings, from_token
-from tests.mcp_server.http_serving import two_tenants
+from runner.testing.http_serving import two_tenants
 
 GRANTED = f"KIWI_TEST_GRANTED_{uuid.uuid4().hex[:8].upper()}"
 SECRET = "server-secret-" + uuid.uuid4().hex

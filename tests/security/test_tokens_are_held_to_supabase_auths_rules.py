@@ -24,8 +24,8 @@ import jwt
 import pytest
 
 from runner import LOCAL_JWT_SECRET, LOCAL_OWNER_ID, Refused, Settings, from_token
+from runner.testing.http_serving import Served, kiwi_http_server
 from tests.kiwi_cli import kiwi_env, run_kiwi
-from tests.mcp_server.http_serving import Served, kiwi_http_server
 
 YEAR_9999 = 253402300799
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -1,5 +1,5 @@
 """`kiwi serve --transport http` as a real process on a free loopback port, and the tokens and
-clients that talk to it (shared by the HTTP authentication tests)."""
+clients that talk to it: the HTTP tests and the benches that measure the server start it here."""
 
 from __future__ import annotations
 
@@ -21,12 +21,29 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from runner import LOCAL_JWT_SECRET, LOCAL_OWNER_ID
-from runner import sign_token as sign
-from tests.conftest import runner_url
+from runner.config import STACK_RUNNER_LOGIN, STACK_SUPERUSER_LOGIN, stack_database_url
+from runner.principal import LOCAL_JWT_SECRET, LOCAL_OWNER_ID, sign
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60
+
+
+def stack_url() -> str:
+    """The superuser URL of the database the suite or the bench runs on: KIWI_DATABASE_URL, else
+    the local stack's on its port (KIWI_DB_PORT, as scripts/stack and kiwi read it)."""
+    return os.environ.get("KIWI_DATABASE_URL") or stack_database_url(login=STACK_SUPERUSER_LOGIN)
+
+
+def runner_url(database_url: str) -> str:
+    """The URL `kiwi` logs in with on that database, as a user runs it: the runner's login
+    when `database_url` is the stack's superuser URL (KIWI_RUNNER_DATABASE_URL overrides), else
+    `database_url` unchanged (a cluster of a test's own has no runner login)."""
+    if database_url != stack_url():
+        return database_url
+    explicit = os.environ.get("KIWI_RUNNER_DATABASE_URL")
+    if explicit:
+        return explicit
+    return database_url.replace(f"//{STACK_SUPERUSER_LOGIN}@", f"//{STACK_RUNNER_LOGIN}@", 1)
 
 
 def free_port() -> int:
@@ -36,7 +53,7 @@ def free_port() -> int:
 
 
 def serve_env(database_url: str, cache_dir: Path, **extra: str) -> dict[str, str]:
-    """This environment without the developer's KIWI_/SUPABASE_ settings, on the test database
+    """This environment without the developer's KIWI_/SUPABASE_ settings, on `database_url`
     through the runner's login, as `kiwi serve` logs in by default (runner_url)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
     env.update(KIWI_DATABASE_URL=runner_url(database_url), KIWI_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT), **extra)
@@ -48,6 +65,7 @@ class Served:
     url: str  # the /mcp endpoint
     base: str  # http://127.0.0.1:PORT
     log: Path  # the server's stderr
+    pid: int  # the server process's
 
     def stderr(self) -> str:
         return self.log.read_text(errors="replace")
@@ -68,7 +86,7 @@ def kiwi_http_server(database_url: str, workdir: Path, *args: str, **env: str) -
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
-    served = Served(f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{port}", log)
+    served = Served(f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{port}", log, proc.pid)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while "serving MCP at" not in served.stderr():
@@ -77,12 +95,17 @@ def kiwi_http_server(database_url: str, workdir: Path, *args: str, **env: str) -
             time.sleep(0.05)
         yield served
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout_s: float = 15) -> None:
+    """SIGTERM, then SIGKILL if the process has not ended within `timeout_s`; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def user_token(user_id: str = LOCAL_OWNER_ID, *, secret: str = LOCAL_JWT_SECRET, expires_in_s: int = 600) -> str:
