@@ -42,6 +42,7 @@ BENCHES = (
     "search",
     "hostile",
     "sessions",
+    "queue",
 )  # bench/<name>_bench.py, in this order
 
 

@@ -741,6 +741,22 @@ AUTHENTICATED_SECURITY_DEFINER_ALLOWED = {
     "kiwi_internal.use_approval(p_id uuid, p_tool_id text, p_params_sha256 text, p_content_hash text)": (
         "use_approval calls it; only the requester (caller_identity()) uses an approval"
     ),
+    "kiwi_internal.enqueue_run_as_caller(p jsonb)": (
+        "enqueue_run calls it; anon refused, the tool one readable_tool() lets the caller read, the run recorded as "
+        "the caller of the request's claims (request_claims()), never of p"
+    ),
+    "kiwi_internal.cancel_queued_run(p_id uuid)": (
+        "cancel_queued_run calls it; only the run's caller (caller_identity()) or an admin, others get not found"
+    ),
+    "kiwi_internal.add_schedule(p jsonb)": (
+        "add_schedule calls it; anon refused, a tool readable_tool() allows, owned by caller_identity()"
+    ),
+    "kiwi_internal.set_schedule_enabled(p_ref text, p_enabled boolean)": (
+        "set_schedule_enabled calls it; my_schedule() finds only the caller's own (admins: any, by id)"
+    ),
+    "kiwi_internal.remove_schedule(p_ref text)": (
+        "remove_schedule calls it; my_schedule() finds only the caller's own (admins: any, by id)"
+    ),
 }
 
 

@@ -107,11 +107,11 @@ class Worker:
             if now >= next_tick:
                 next_tick = now + self.options.tick_s
                 await self._tick()
+            self._wake.clear()  # before looking: a wake-up from now on is not lost
             free = self.options.concurrency - len(self.held)
             taken = await self._take(free) if free > 0 else 0
             if taken and taken == free:
                 continue  # more may be waiting: take again at once
-            self._wake.clear()
             wait = min(self.options.poll_s, max(next_tick - time.monotonic(), 0.01))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._either(stop), timeout=wait)
@@ -219,7 +219,8 @@ class Worker:
                 plan = await self.runner.plan(tool_id, version)
             except KiwiError as e:
                 return _failed(row, str(e), failure=e), None
-            await self._extend(held, _lease_for(plan.config, self.options.lease_s))
+            # hidden for longer than the run's own time limit; asked beside the run, not before it
+            extending = asyncio.create_task(self._extend(held, _lease_for(plan.config, self.options.lease_s)))
             listener = _reporter(self, held.run_id)
             result = await self.runner.run(
                 tool_id,
@@ -230,6 +231,7 @@ class Worker:
                 listener=listener,
                 record_to=record_to,
             )
+            await extending
         retry = plan.config.get("requeue") if isinstance(plan.config, dict) else None
         return result, retry if isinstance(retry, dict) else None
 

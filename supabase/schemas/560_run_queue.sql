@@ -95,6 +95,9 @@ comment on table kiwi_internal.queued_run_inputs is
   'The parameters and JWT claims of a queued run, for the worker that runs it as its caller; never exposed, deleted when the run ends.';
 alter table kiwi_internal.queued_run_inputs enable row level security;
 revoke all on table kiwi_internal.queued_run_inputs from public, anon, authenticated, service_role;
+-- read and written only by the queue's security-definer functions, which bypass RLS as its owner
+create policy "no API role reads or writes queued runs' inputs"
+  on kiwi_internal.queued_run_inputs for all to anon, authenticated, service_role using (false) with check (false);
 
 -- What a running run reported: progress, log lines, changes of status (for the task's poller).
 create table public.queued_run_events (

@@ -153,6 +153,9 @@ create table kiwi_internal.schedule_claims (
 );
 alter table kiwi_internal.schedule_claims enable row level security;
 revoke all on table kiwi_internal.schedule_claims from public, anon, authenticated, service_role;
+-- read and written only by the schedules' security-definer functions
+create policy "no API role reads or writes schedules' claims"
+  on kiwi_internal.schedule_claims for all to anon, authenticated, service_role using (false) with check (false);
 
 create function kiwi_internal.add_schedule(p jsonb) returns jsonb
   language plpgsql volatile security definer
