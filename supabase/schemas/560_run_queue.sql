@@ -210,7 +210,9 @@ begin
     raise exception 'tool % not found', p ->> 'tool_id' using errcode = 'PT404',
       hint = 'search for it with `kiwi search`; a private tool is found only by those who may read it';
   end if;
-  v_row := kiwi_internal.enqueue_run(p, kiwi_internal.request_claims());
+  -- a schedule's tick is the schedules' to queue (enqueue_due_schedules): a caller naming one
+  -- could take another's (schedule_id, scheduled_for) slot and so cancel that tick
+  v_row := kiwi_internal.enqueue_run(p - array['schedule_id', 'scheduled_for'], kiwi_internal.request_claims());
   return kiwi_internal.queued_run_json(v_row);
 end
 $$;
