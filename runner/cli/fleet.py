@@ -219,12 +219,21 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     registry = connect(settings)
     runner = Runner(registry, settings, dispatcher=standard_dispatcher(), session=f"worker-{options.worker_id}")
     stop = asyncio.Event()
+    worker = Worker(registry, settings, runner, options)
+
+    def signalled() -> None:
+        if stop.is_set():  # the second signal: stop now; the runs held come back to the queue after their lease
+            print("stopping now: the runs held go back to the queue after their lease", file=sys.stderr)
+            worker.abandon()
+        else:
+            print("stopping: no new runs; the runs held finish first (again to stop now)", file=sys.stderr)
+            stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, signalled)
     print(f"worker {options.worker_id}: taking queued runs ({args.concurrency} at once); Ctrl-C stops", file=sys.stderr)
     started = time.monotonic()
-    worker = Worker(registry, settings, runner, options)
     try:
         await worker.run(stop)
     finally:

@@ -116,6 +116,13 @@ class Worker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._either(stop), timeout=wait)
 
+    def abandon(self) -> None:
+        """Stop the runs held now, without finishing them: each comes back to the queue after its
+        lease, for another worker (a second Ctrl-C)."""
+        for held in list(self.held.values()):
+            if held.task is not None:
+                held.task.cancel()
+
     def _enough(self) -> bool:
         limit = self.options.max_runs
         return limit is not None and self.done + len(self.held) >= limit
@@ -192,7 +199,10 @@ class Worker:
             result, retry = await run
         except asyncio.CancelledError:
             current = asyncio.current_task()
-            if current is not None and current.cancelling():  # the worker itself is stopping
+            if current is not None and current.cancelling():  # the worker itself is stopping now
+                run.cancel()  # the run's processes end; the run comes back to the queue after its lease
+                with contextlib.suppress(asyncio.CancelledError):
+                    await run
                 raise
             # the run was cancelled: its processes are gone once it has returned (primitives/subprocess.py)
             result = _failed(row, "cancelled while it ran (kiwi cancel)")

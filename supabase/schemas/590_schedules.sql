@@ -311,7 +311,7 @@ $$;
 revoke execute on function kiwi_internal.enqueue_due_schedules() from public;
 
 -- The queue's housekeeping, one caller at a time: due schedules, runs whose approval
--- expired, ended runs past their keep_until. Returns what it did, or {skipped: true} when
+-- expired, ended runs past their keep_until, archived messages older than a week. Returns what it did, or {skipped: true} when
 -- another caller holds the lock.
 create function kiwi_internal.queue_tick() returns jsonb
   language plpgsql volatile security definer
@@ -331,6 +331,8 @@ begin
   delete from public.queued_runs r
    where r.keep_until < clock_timestamp() and r.status in ('success', 'error', 'timeout', 'cancelled', 'dead');
   get diagnostics v_purged = row_count;
+  -- pgmq keeps archived messages forever: a week of them is enough to look back on
+  delete from pgmq.a_kiwi_runs a where a.archived_at < clock_timestamp() - interval '7 days';
   return jsonb_build_object('skipped', false, 'queued', v_queued, 'expired', v_expired, 'purged', v_purged);
 end
 $$;

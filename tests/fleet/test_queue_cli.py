@@ -4,14 +4,16 @@ fleet listed; bad input gets one clear line."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
 import psycopg
 
 from tests.conftest import ROOT
-from tests.fleet.workers import wait_until, workers
+from tests.fleet.workers import start_worker, wait_until, workers
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 
@@ -111,3 +113,36 @@ def test_bad_input_gets_one_clear_line(database_url: str, tmp_path: Path) -> Non
         done = run_kiwi(args, cwd=ROOT, env=env)
         assert done.code == code, (args, done.err)
         assert says in done.err and "Traceback" not in done.err, done.err
+
+
+def test_a_stopped_worker_finishes_its_run_and_a_second_signal_hands_it_back(
+    conn: psycopg.Connection, publish_tool, database_url: str, tmp_path: Path
+) -> None:
+    tool = publish_tool(
+        "two_seconds",
+        {"tool_type": "script", "executor": "bash_runtime", "config": {"timeout": 3}},
+        {"s.sh": "#!/usr/bin/env bash\nsleep 2\necho done\n"},
+        entrypoint="s.sh",
+    )
+    env = kiwi_env(database_url, tmp_path)
+    # one SIGTERM: no new runs, the held one finishes
+    first = run_kiwi(["queue", tool, "--json"], cwd=ROOT, env=env).json()["id"]
+    worker = start_worker(database_url, tmp_path, "--poll", "1", "--lease", "1")
+    wait_until(lambda: _status(conn, first) == "running", timeout=60, what="the run to start")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0
+    assert _status(conn, first) == "success"
+    # two: the held run is stopped, and comes back to the queue for another worker
+    second = run_kiwi(["queue", tool, "--json"], cwd=ROOT, env=env).json()["id"]
+    worker = start_worker(database_url, tmp_path, "--poll", "1", "--lease", "1")
+    wait_until(lambda: _status(conn, second) == "running", timeout=60, what="the run to start")
+    worker.send_signal(signal.SIGTERM)
+    time.sleep(0.3)  # two signals at once are one (signals do not queue)
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0
+    assert _status(conn, second) == "running", "abandoned, not finished"
+    with workers(database_url, tmp_path, 1, "--poll", "1"):
+        wait_until(lambda: _status(conn, second) == "success", timeout=60, what="another worker to run it")
+    attempts = conn.execute("select attempt from queued_runs where id = %s", (second,)).fetchone()
+    assert attempts == (2,)
+    assert conn.execute("select count(*) from tool_runs where id = %s", (second,)).fetchone() == (1,)
