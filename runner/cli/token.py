@@ -9,9 +9,11 @@ The token is signed (HS256) with the project's JWT secret (KIWI_JWT_SECRET or
 SUPABASE_JWT_SECRET; the local stack's well-known one when the database is on this
 machine), so only someone who could mint tokens anyway can run it. A user's token carries
 the audience the server expects (KIWI_JWT_AUDIENCE, default `authenticated`) and lives no
-longer than the server accepts (KIWI_JWT_MAX_LIFETIME, default a day). A hosted project's
-users sign in through its Supabase Auth instead; `kiwi serve --transport http` tells
-MCP clients where (its protected resource metadata names the authorization server).
+longer than the server accepts (KIWI_JWT_MAX_LIFETIME, default a day). Its issuer (`iss`)
+is the project's authorization server when one is configured (Settings.auth_issuer), else
+`kiwi-local`. A hosted project's users sign in through its Supabase Auth instead;
+`kiwi serve --transport http` tells MCP clients where (its protected resource metadata
+names the authorization server).
 
 Wire it into the kiwi CLI with `add_token_command(sub)` on its subparsers; standalone:
 `python -m runner.cli.token`. PyJWT loads only when a token is signed.
@@ -30,7 +32,7 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import KiwiError, UsageError
-from ..principal import DEFAULT_AUDIENCE, LOCAL_OWNER_ID, sign
+from ..principal import DEFAULT_AUDIENCE, LOCAL_ISSUER, LOCAL_OWNER_ID, sign
 
 __all__ = ["add_token_command", "cmd_token", "main", "token_claims"]
 
@@ -110,7 +112,8 @@ async def cmd_token(args: argparse.Namespace) -> int:
             hint=f"give --expires {settings.jwt_max_lifetime_s:g} or less (a server's KIWI_JWT_MAX_LIFETIME, "
             "config.toml [auth] max_lifetime, sets the maximum)",
         )
-    claims = token_claims(role=args.role, user=args.user, issuer=settings.auth_issuer(), audience=settings.jwt_audience)
+    issuer = settings.auth_issuer() or LOCAL_ISSUER
+    claims = token_claims(role=args.role, user=args.user, issuer=issuer, audience=settings.jwt_audience)
     token = sign(claims, settings.jwt_secret, expires_in_s=args.expires)
     expires_at = int(time.time()) + args.expires
     if args.json:
