@@ -202,7 +202,8 @@ def test_the_token_command_parses_its_options() -> None:
     parser = argparse.ArgumentParser(prog="kiwi")
     add_token_command(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["token"])
-    assert (args.user, args.role, args.expires, args.json) == (None, "authenticated", 24 * 3600, False)
+    # none given: the session's token when signed in (kiwi login), else the local owner's for a day
+    assert (args.user, args.role, args.expires, args.json) == (None, None, None, False)
     assert callable(args.handler)
     for bad in (["token", "--role", "service_role"], ["token", "--expires", "0"], ["token", "--user", "x"]):
         with pytest.raises(SystemExit):
