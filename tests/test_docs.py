@@ -78,6 +78,27 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert (tmp_path / "site" / "clients" / "claude-desktop" / "index.html").exists()
 
 
+def test_the_manifest_keys_page_lists_every_tool_type_and_the_keys_it_adds(conn: psycopg.Connection) -> None:
+    """The page is generated from the schema files; what it says is what the database holds: every
+    tool type with its executors, and each key a type's own contract declares, under the type."""
+    page = (DOCS / "reference" / "manifest-keys.md").read_text()
+    types = page.split("\n## Tool types\n", 1)[1]
+    rows = conn.execute(
+        "select tool_type, requires_executor, executor_types, terminal_primitive, config_schema from tool_type_rules"
+    ).fetchall()
+    assert rows
+    for tool_type, requires, executors, terminal, schema in rows:
+        row = next(line for line in types.splitlines() if line.startswith(f"| `{tool_type}` |"))
+        assert all(f"`{t}`" in row for t in executors) and (requires or "| none |" in row), row
+        assert terminal is None or f"`{terminal}`" in row, row
+        if schema:
+            section = types.split(f"\n### {tool_type}\n", 1)[1].split("\n### ", 1)[0]
+            for key in schema.get("properties", {}):
+                assert f"| `config.{key}` |" in section, (tool_type, key)
+        else:
+            assert f"\n### {tool_type}\n" not in types
+
+
 def test_the_readme_links_only_to_files_of_the_repository_and_stays_short() -> None:
     text = README.read_text()
     assert len(text.encode()) < 15 * 1024
