@@ -22,6 +22,8 @@ Environment variables:
                            tokens; default: the local stack's, when the database is local
   KIWI_JWKS_URL            the project's JWKS, to verify asymmetric tokens (default with
                            SUPABASE_URL: <SUPABASE_URL>/auth/v1/.well-known/jwks.json)
+  KIWI_AUTH_ISSUER         the authorization server that issues the project's tokens (default
+                           with SUPABASE_URL: <SUPABASE_URL>/auth/v1; none on the local stack)
   KIWI_JWT_AUDIENCE        the audience (`aud`) a user's token must carry (default
                            authenticated, as Supabase Auth issues them; [auth] audience)
   KIWI_JWT_MAX_LIFETIME    the longest life, in seconds, of a user's token (exp - iat, and
@@ -61,9 +63,6 @@ from .principal import (
     local_owner,
 )
 from .principal import admin as principal_admin
-
-# The local stack's Supabase Auth (the Supabase CLI's API port, 54321).
-LOCAL_AUTH_ISSUER = "http://127.0.0.1:54321/auth/v1"
 
 # The local stack (scripts/stack): PostgreSQL on 127.0.0.1 at KIWI_DB_PORT, else this port; the
 # one place Python holds it (scripts/stack holds the shell's).
@@ -246,16 +245,17 @@ class Settings:
             )
         return local_owner() if self.backend == "postgres" else anon()
 
-    def auth_issuer(self, environ: Mapping[str, str] | None = None) -> str:
+    def auth_issuer(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The authorization server that issues this project's tokens: KIWI_AUTH_ISSUER, else the
-        project's Supabase Auth (`<SUPABASE_URL>/auth/v1`), else the local stack's."""
+        project's Supabase Auth (`<SUPABASE_URL>/auth/v1`), else None: the local stack runs no
+        Supabase Auth, and its tokens come from `kiwi token`."""
         env = os.environ if environ is None else environ
         explicit = (env.get("KIWI_AUTH_ISSUER") or "").strip()
         if explicit:
             return explicit.rstrip("/")
         if self.supabase_url:
             return self.supabase_url.rstrip("/") + "/auth/v1"
-        return LOCAL_AUTH_ISSUER
+        return None
 
 
 def stack_port(environ: Mapping[str, str] | None = None) -> int:

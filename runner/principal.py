@@ -46,6 +46,7 @@ __all__ = [
     "API_KEY_ROLES",
     "DEFAULT_AUDIENCE",
     "DEFAULT_MAX_LIFETIME_S",
+    "LOCAL_ISSUER",
     "LOCAL_JWT_SECRET",
     "LOCAL_NAMESPACE",
     "LOCAL_OWNER_ID",
@@ -71,6 +72,9 @@ LOCAL_NAMESPACE = "local"
 # The Supabase CLI's default JWT secret for local projects: the local stack's tokens are
 # signed with it, as `supabase start` signs its own.
 LOCAL_JWT_SECRET = "super-secret-jwt-token-with-at-least-32-characters-long"
+# The `iss` of what the local stack's owner and `kiwi token` sign, where no authorization server
+# issues tokens (the local stack runs no Supabase Auth)
+LOCAL_ISSUER = "kiwi-local"
 # What Supabase Auth puts in a user's access token, and the longest life Kiwi accepts for one
 DEFAULT_AUDIENCE = "authenticated"
 DEFAULT_MAX_LIFETIME_S = 24 * 3600
@@ -126,7 +130,7 @@ def admin() -> Principal:
 
 
 def local_owner() -> Principal:
-    claims = {"sub": LOCAL_OWNER_ID, "role": "authenticated", "aud": "authenticated", "iss": "kiwi-local"}
+    claims = {"sub": LOCAL_OWNER_ID, "role": "authenticated", "aud": "authenticated", "iss": LOCAL_ISSUER}
     return Principal("authenticated", claims, "local owner")
 
 

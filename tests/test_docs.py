@@ -14,14 +14,16 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from mcp import Client, StdioServerParameters
 
-from runner.config import DEFAULT_DB_PORT
+from runner.config import DEFAULT_DB_PORT, STACK_RUNNER_LOGIN
 from tests.conftest import ROOT, runner_url
 from tests.kiwi_cli import kiwi_env
+from tests.tcp_forward import forwarding
 
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
@@ -74,6 +76,27 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "clients" / "claude-desktop" / "index.html").exists()
+
+
+def test_the_manifest_keys_page_lists_every_tool_type_and_the_keys_it_adds(conn: psycopg.Connection) -> None:
+    """The page is generated from the schema files; what it says is what the database holds: every
+    tool type with its executors, and each key a type's own contract declares, under the type."""
+    page = (DOCS / "reference" / "manifest-keys.md").read_text()
+    types = page.split("\n## Tool types\n", 1)[1]
+    rows = conn.execute(
+        "select tool_type, requires_executor, executor_types, terminal_primitive, config_schema from tool_type_rules"
+    ).fetchall()
+    assert rows
+    for tool_type, requires, executors, terminal, schema in rows:
+        row = next(line for line in types.splitlines() if line.startswith(f"| `{tool_type}` |"))
+        assert all(f"`{t}`" in row for t in executors) and (requires or "| none |" in row), row
+        assert terminal is None or f"`{terminal}`" in row, row
+        if schema:
+            section = types.split(f"\n### {tool_type}\n", 1)[1].split("\n### ", 1)[0]
+            for key in schema.get("properties", {}):
+                assert f"| `config.{key}` |" in section, (tool_type, key)
+        else:
+            assert f"\n### {tool_type}\n" not in types
 
 
 def test_the_readme_links_only_to_files_of_the_repository_and_stays_short() -> None:
@@ -182,11 +205,11 @@ def test_the_python_sdk_examples_run_as_written(database_url: str, tmp_path: Pat
     ]
 
 
-def quickstart() -> str:
+def quickstart() -> list[str]:
     readme = [text for _, text in blocks(README, "quickstart")]
     guide = [text for _, text in blocks(DOCS / "getting-started.md", "quickstart")]
     assert len(readme) == 4 and readme == guide, "the README's quickstart and the guide's are the same commands"
-    return "\n".join(readme)
+    return readme
 
 
 def forget_uppercase(database_url: str) -> None:
@@ -199,22 +222,53 @@ def forget_uppercase(database_url: str) -> None:
             conn.execute("select public.delete_tool('local/uppercase')")
 
 
+def stack_address(database_url: str) -> tuple[str, int]:
+    """Where the suite's database listens, when kiwi's default login reaches it there (the local
+    stack's runner login on its `postgres` database): what KIWI_DB_PORT alone can point kiwi at."""
+    url = urlsplit(runner_url(database_url))
+    if f"{url.username}:{url.password}" != STACK_RUNNER_LOGIN or url.path != "/postgres" or not url.port:
+        pytest.skip("the quickstart is for the local stack: the suite's database is not one")
+    return url.hostname or "127.0.0.1", url.port
+
+
 @pytest.mark.skipif(not INSPECTOR.exists() or shutil.which("node") is None, reason="npm dependencies missing")
 def test_the_quickstart_runs_as_written(database_url: str, tmp_path: Path) -> None:
-    script = quickstart()
+    """As a user whose stack is not on the default port runs it: KIWI_DB_PORT set, nothing else.
+    The stack is reached through a port of the test's own, never DEFAULT_DB_PORT, whichever
+    port the suite's stack is on; and `kiwi serve`, started by the Inspector (which hands its
+    server only a few of its own variables), must come through that port too. Before, the
+    quickstart's Inspector step passed the port on to nobody: its server talked to the default
+    port, another stack or none."""
+    *local, over_mcp = quickstart()
     forget_uppercase(database_url)
     try:
-        env = kiwi_env(database_url, tmp_path / "cache")
-        env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{ROOT / 'node_modules' / '.bin'}:{env['PATH']}"
-        work = tmp_path / "work"
-        work.mkdir()
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=300
-        )
-        assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-        assert "published: local/uppercase@1.0.0" in done.stdout
-        assert "chain: local/uppercase -> bash_runtime -> subprocess" in done.stdout
-        assert '"text": "HELLO KIWI"' in done.stdout
-        assert '"HI FROM MCP"' in done.stdout and '"isError": false' in done.stdout
+        with forwarding(stack_address(database_url), avoid=(DEFAULT_DB_PORT,)) as stack:
+            env = kiwi_env(database_url, tmp_path / "cache")
+            del env["KIWI_DATABASE_URL"]
+            env["KIWI_DB_PORT"] = str(stack.port)
+            env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{ROOT / 'node_modules' / '.bin'}:{env['PATH']}"
+            work = tmp_path / "work"
+            work.mkdir()
+
+            def run(script: str) -> subprocess.CompletedProcess[str]:
+                done = subprocess.run(
+                    ["bash", "-euo", "pipefail", "-c", script],
+                    cwd=work,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                )
+                assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+                return done
+
+            done = run("\n".join(local))
+            assert "published: local/uppercase@1.0.0" in done.stdout
+            assert "chain: local/uppercase -> bash_runtime -> subprocess" in done.stdout
+            assert '"text": "HELLO KIWI"' in done.stdout
+            before = stack.accepted
+            done = run(over_mcp)
+            assert '"HI FROM MCP"' in done.stdout and '"isError": false' in done.stdout
+            assert stack.accepted > before, "the Inspector's kiwi serve reached the stack on KIWI_DB_PORT"
     finally:
         forget_uppercase(database_url)

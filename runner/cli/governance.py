@@ -10,11 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..core.refs import split_ref
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..principal import Principal
 
 __all__ = ["COMMAND_WRITE", "add_governance_commands"]
 
@@ -142,14 +145,27 @@ async def cmd_whoami(args: argparse.Namespace) -> int:
     principal = settings.principal()
     async with opened() as registry:
         seen = await registry.whoami()
+    source = _source(principal)
     if args.json:
-        print(json.dumps({**seen, "source": principal.source}, ensure_ascii=False, default=str))
+        print(json.dumps({**seen, "source": source}, ensure_ascii=False, default=str))
         return 0
     who = f"user {seen['user_id']}" if seen.get("user_id") else seen.get("role")
-    print(f"{who} ({seen.get('role')}, {principal.source}){'  admin' if seen.get('is_admin') else ''}")
+    if principal.claims.get("email"):
+        who += f" <{principal.claims['email']}>"
+    print(f"{who} ({seen.get('role')}, {source}){'  admin' if seen.get('is_admin') else ''}")
     owned = seen.get("namespaces") or []
     print("namespaces: " + (", ".join(f"{n['namespace']} ({n['role']})" for n in owned) or "none"))
     return 0
+
+
+def _source(principal: Principal) -> str:
+    """How the principal was chosen; a token that is the stored session's is named so (kiwi login)."""
+    if principal.source != "token" or principal.token is None:
+        return principal.source
+    from .session import load, session_file
+
+    stored = load(session_file())
+    return "session, kiwi login" if stored is not None and stored.access_token == principal.token else "token"
 
 
 async def cmd_approvals(args: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
 """The kiwi command line: run, search, show, publish, pull, runs, and (from their own modules)
-yank, deprecate, delete, approve, deny, approvals, whoami, serve, token, mcp, keys, sign, verify, lock, embed.
+yank, deprecate, delete, approve, deny, approvals, whoami, serve, token, login, logout, mcp, keys, sign,
+verify, lock, embed.
 
 Every command takes --json for machines; without it, output is for people. Exit codes:
 0 success, 1 the tool ran and failed, 2 bad usage or parameters, 3 not found,
@@ -22,8 +23,9 @@ KIWI_EMBEDDINGS_URL, default https://api.openai.com/v1; KIWI_EMBEDDINGS_MODEL, d
 text-embedding-3-small; KIWI_EMBEDDINGS_KEY written as ${VAR}, e.g. ${OPENAI_API_KEY}) or
 off (words only). Publishing embeds what it published; `kiwi embed` embeds the rest.
 
-Who you act as (`kiwi whoami`): KIWI_ACCESS_TOKEN's user (a Supabase Auth JWT), else on
-Postgres the local stack's owner (a user owning namespace `local`), over REST anon.
+Who you act as (`kiwi whoami`): KIWI_ACCESS_TOKEN's user (a Supabase Auth JWT), else the user
+`kiwi login` signed in to the configured project (SUPABASE_URL), else on Postgres the local
+stack's owner (a user owning namespace `local`), over REST anon.
 `--admin` (or KIWI_ADMIN=1) acts as service_role: needed to publish into `public` or to
 publish a runtime, primitive or MCP server; never a default. Without it, such a publish
 may carry an admin's approval of exactly its content: `kiwi publish DIR --request-approval`
@@ -67,6 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import asyncio  # not for `kiwi --help` nor a usage error
 
     try:
+        if args.command not in SESSIONLESS:
+            use_session()
         return asyncio.run(args.handler(args))
     except KiwiError as e:
         return fail(e, args)
@@ -75,6 +79,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # the reader went away (`kiwi search | head -1`): stop, quietly
         return EXIT_BROKEN_PIPE
+
+
+# commands that do not act as the stored session's user: they make, read or end it themselves
+SESSIONLESS = ("login", "logout", "token")
+
+
+def use_session() -> None:
+    """Act as the user `kiwi login` signed in, when the configured project has a stored session
+    (its access token refreshed if it expired): every Settings.load() of this process sees it
+    as KIWI_ACCESS_TOKEN. An explicit KIWI_ACCESS_TOKEN, or admin, wins; without a session
+    file this costs one stat."""
+    from .session import session_file
+
+    admin = (os.environ.get("KIWI_ADMIN") or "").strip().lower() in ("1", "true", "yes")
+    if admin or os.environ.get("KIWI_ACCESS_TOKEN") or not session_file().exists():
+        return
+    from ..config import Settings
+    from .session import signed_in
+
+    session = signed_in(Settings.load())
+    if session is not None:
+        os.environ["KIWI_ACCESS_TOKEN"] = session.access_token
 
 
 def entrypoint() -> NoReturn:
@@ -209,6 +235,12 @@ def _token(sub: Any) -> None:
     add_token_command(sub)
 
 
+def _login(sub: Any) -> None:
+    from .login import add_login_commands
+
+    add_login_commands(sub)
+
+
 def _mcp(sub: Any) -> None:
     from .mcp import add_mcp_commands  # the MCP SDK itself loads only when used
 
@@ -241,6 +273,7 @@ COMMANDS: dict[str, Callable[[Any], object]] = {
     **dict.fromkeys(("approve", "deny", "yank", "deprecate", "delete", "whoami", "approvals"), _governance),
     "serve": _serve,
     "token": _token,
+    **dict.fromkeys(("login", "logout"), _login),
     "mcp": _mcp,
     **dict.fromkeys(("keys", "sign", "verify", "lock"), _trust),
     "embed": _embed,

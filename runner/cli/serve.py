@@ -9,9 +9,11 @@ Who the calls act as:
 * stdio: the server's own principal (Settings.principal(): KIWI_ACCESS_TOKEN's user, else
   the local stack's owner on the Postgres backend), or service_role with `--admin`.
 * http: each request's caller. A bearer token is required (a Supabase Auth JWT of the
-  project; runner/mcp_server/auth.py); without one the answer is 401 naming the protected resource
-  metadata at /.well-known/oauth-protected-resource/mcp, where MCP clients discover the
-  authorization server. Service-role tokens are accepted only with `--admin`.
+  project; runner/mcp_server/auth.py); without one the answer is 401. With an authorization
+  server configured (SUPABASE_URL's Supabase Auth, or KIWI_AUTH_ISSUER) the 401 names the
+  protected resource metadata at /.well-known/oauth-protected-resource/mcp, where MCP clients
+  discover it; the local stack has none, so the 401 says `kiwi token` prints a token instead.
+  Service-role tokens are accepted only with `--admin`.
   `--insecure-no-auth` (loopback only) serves without tokens as the server's own principal.
   An MCP session left idle for --session-idle-timeout seconds is closed, and one caller holds
   at most --max-sessions-per-user live sessions (runner/mcp_server/http_sessions.py).
@@ -248,13 +250,18 @@ async def _serve_http(
             else:
                 admins = "accepted (--admin)" if admin else "refused (start with --admin to accept them)"
                 _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
-                _say(f"requires a bearer token: an access token of {auth.issuer}; service-role tokens {admins}")
+                if auth.issuer is not None:
+                    _say(f"requires a bearer token: an access token of {auth.issuer}; service-role tokens {admins}")
+                else:
+                    _say(f"requires a bearer token; service-role tokens {admins}")
                 _say(f"sessions: closed after {limits.idle_s:g} s idle; at most {limits.per_user} live per caller")
-                _say(f"protected resource metadata: {auth.metadata_url}")
-                if host in ("0.0.0.0", "::", "") and not (public_url or os.environ.get("KIWI_PUBLIC_URL")):
-                    _say("hint: clients cannot reach 0.0.0.0: give --public-url (the URL they use) for the metadata")
-                if auth.issuer.startswith(("http://127.0.0.1", "http://localhost")):
-                    _say("local sign-in: `kiwi token` prints a token; send `Authorization: Bearer <token>`")
+                if auth.metadata_url is not None:
+                    _say(f"protected resource metadata: {auth.metadata_url}")
+                    if host in ("0.0.0.0", "::", "") and not (public_url or os.environ.get("KIWI_PUBLIC_URL")):
+                        _say("hint: clients cannot reach 0.0.0.0: give --public-url (the URL they use)")
+                else:
+                    _say("no authorization server is configured (SUPABASE_URL or KIWI_AUTH_ISSUER names one),")
+                    _say("so none is advertised: `kiwi token` prints a token; send `Authorization: Bearer <token>`")
             with acting_as(principal):
                 await uvicorn.Server(config).serve(sockets=[sock])
     finally:

@@ -4,14 +4,19 @@
     kiwi token --user UUID            # another user of the project
     kiwi token --role anon            # nobody signed in: what the public may read
     kiwi token --expires 600 --json   # {"access_token", "token_type", "expires_in", ...}
+    kiwi login && kiwi token          # signed in to a hosted project: your session's access token
 
 The token is signed (HS256) with the project's JWT secret (KIWI_JWT_SECRET or
 SUPABASE_JWT_SECRET; the local stack's well-known one when the database is on this
 machine), so only someone who could mint tokens anyway can run it. A user's token carries
 the audience the server expects (KIWI_JWT_AUDIENCE, default `authenticated`) and lives no
-longer than the server accepts (KIWI_JWT_MAX_LIFETIME, default a day). A hosted project's
-users sign in through its Supabase Auth instead; `kiwi serve --transport http` tells
-MCP clients where (its protected resource metadata names the authorization server).
+longer than the server accepts (KIWI_JWT_MAX_LIFETIME, default a day). Its issuer (`iss`)
+is the project's authorization server when one is configured (Settings.auth_issuer), else
+`kiwi-local`. A hosted project's users sign in through its Supabase Auth instead;
+`kiwi serve --transport http` tells MCP clients where (its protected resource metadata
+names the authorization server), and `kiwi login` keeps one user's session: signed in, plain
+`kiwi token` prints that session's access token (refreshed when it expired), and only
+--user, --role or --expires sign a new one.
 
 Wire it into the kiwi CLI with `add_token_command(sub)` on its subparsers; standalone:
 `python -m runner.cli.token`. PyJWT loads only when a token is signed.
@@ -26,11 +31,14 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..errors import KiwiError, UsageError
-from ..principal import DEFAULT_AUDIENCE, LOCAL_OWNER_ID, sign
+from ..principal import DEFAULT_AUDIENCE, LOCAL_ISSUER, LOCAL_OWNER_ID, sign
+
+if TYPE_CHECKING:
+    from .session import Session
 
 __all__ = ["add_token_command", "cmd_token", "main", "token_claims"]
 
@@ -73,19 +81,19 @@ def add_token_command(subparsers: Any) -> argparse.ArgumentParser:
         help="print a bearer token (JWT) for an MCP client of `kiwi serve --transport http`",
         description=(
             "Print an access token signed with the project's JWT secret: by default for the local "
-            "stack's owner, so that a local MCP client can send `Authorization: Bearer <token>`."
+            "stack's owner, so that a local MCP client can send `Authorization: Bearer <token>`. "
+            "Signed in with `kiwi login`, it prints your session's access token instead (unless "
+            "--user, --role or --expires ask for a new one)."
         ),
     )
     parser.add_argument(
         "--user", type=_user_id, default=None, metavar="UUID", help="the user (default: the local stack's owner)"
     )
-    parser.add_argument(
-        "--role", choices=("authenticated", "anon"), default="authenticated", help="default: authenticated"
-    )
+    parser.add_argument("--role", choices=("authenticated", "anon"), default=None, help="default: authenticated")
     parser.add_argument(
         "--expires",
         type=_seconds,
-        default=DEFAULT_EXPIRES_S,
+        default=None,
         metavar="SECONDS",
         help=f"how long the token is valid (default {DEFAULT_EXPIRES_S}, a day; a user's token at most "
         "KIWI_JWT_MAX_LIFETIME, which servers hold tokens to)",
@@ -97,11 +105,20 @@ def add_token_command(subparsers: Any) -> argparse.ArgumentParser:
 
 async def cmd_token(args: argparse.Namespace) -> int:
     settings = Settings.load()
+    if args.user is None and args.role is None and args.expires is None:
+        from .session import signed_in
+
+        session = signed_in(settings)
+        if session is not None:
+            return _print_session_token(session, args.json)
+    args.role = args.role or "authenticated"
+    args.expires = args.expires or DEFAULT_EXPIRES_S
     if not settings.jwt_secret:
         raise UsageError(
             "no JWT secret is known, so kiwi cannot sign a token",
             hint="set KIWI_JWT_SECRET to the project's JWT secret; a hosted project's users sign in "
-            "through its Supabase Auth instead (MCP clients discover it from the server's metadata)",
+            "through its Supabase Auth instead: `kiwi login`, then `kiwi token` prints their token "
+            "(MCP clients discover it from the server's metadata)",
         )
     if args.role == "authenticated" and args.expires > settings.jwt_max_lifetime_s:
         raise UsageError(
@@ -110,7 +127,8 @@ async def cmd_token(args: argparse.Namespace) -> int:
             hint=f"give --expires {settings.jwt_max_lifetime_s:g} or less (a server's KIWI_JWT_MAX_LIFETIME, "
             "config.toml [auth] max_lifetime, sets the maximum)",
         )
-    claims = token_claims(role=args.role, user=args.user, issuer=settings.auth_issuer(), audience=settings.jwt_audience)
+    issuer = settings.auth_issuer() or LOCAL_ISSUER
+    claims = token_claims(role=args.role, user=args.user, issuer=issuer, audience=settings.jwt_audience)
     token = sign(claims, settings.jwt_secret, expires_in_s=args.expires)
     expires_at = int(time.time()) + args.expires
     if args.json:
@@ -129,6 +147,27 @@ async def cmd_token(args: argparse.Namespace) -> int:
         until = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(expires_at))
         print(f"kiwi: a token for {who} ({claims['role']}), valid until {until};", file=sys.stderr)
         print("kiwi: send it as the header `Authorization: Bearer <token>`", file=sys.stderr)
+    return 0
+
+
+def _print_session_token(session: Session, as_json: bool) -> int:
+    """The access token of the session `kiwi login` keeps (already fresh: signed_in refreshed it)."""
+    if as_json:
+        out = {
+            "access_token": session.access_token,
+            "token_type": "bearer",
+            "expires_in": max(0, session.expires_at - int(time.time())),
+            "expires_at": session.expires_at,
+            "role": "authenticated",
+            "user_id": session.user_id,
+            "email": session.email,
+        }
+        print(json.dumps(out, indent=2))
+        return 0
+    print(session.access_token)
+    until = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(session.expires_at))
+    print(f"kiwi: your session's access token ({session.describe()}), valid until {until};", file=sys.stderr)
+    print("kiwi: send it as the header `Authorization: Bearer <token>`", file=sys.stderr)
     return 0
 
 

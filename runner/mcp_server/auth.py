@@ -3,11 +3,16 @@
 The HTTP endpoint is an OAuth 2.0 resource server, as the MCP authorization specification
 asks. Each request to /mcp carries `Authorization: Bearer <access token>`, a Supabase Auth
 JWT verified with `runner.principal.from_token` (the project's JWT secret, HS256; or a key
-of the project's JWKS when hosted). A request without one is answered 401 with
+of the project's JWKS when hosted).
+
+Where the project names an authorization server (its Supabase Auth: SUPABASE_URL, or
+KIWI_AUTH_ISSUER), a request without a token is answered 401 with
 `WWW-Authenticate: Bearer ... resource_metadata="<metadata URL>"`; the metadata (RFC 9728,
 served without authentication at /.well-known/oauth-protected-resource/mcp and at
-/.well-known/oauth-protected-resource) names the authorization server, the project's
-Supabase Auth, where an MCP client signs its user in.
+/.well-known/oauth-protected-resource) names it, and an MCP client signs its user in there.
+The local stack runs no authorization server, so there the server claims none: no metadata
+(404, saying why), and the 401 says where a token comes from (`kiwi token`), rather than
+sending clients to sign in at an address where nothing answers.
 
 Expired, forged and malformed tokens are 401 with an `error_description` saying why, and so
 are a user's tokens for another audience or of a longer life than the server accepts
@@ -16,9 +21,10 @@ service-role token (the project's service key) is accepted only by a server star
 `--admin`; otherwise it is refused like a bad token, saying so.
 
 The SDK's machinery does the work: `BearerAuthBackend` (here only made to say why a token
-was refused), `RequireAuthMiddleware` (the 401 and its `WWW-Authenticate`),
-`AuthContextMiddleware` (the verified token for the rest of the request, which the SDK
-carries into the tool call), and `create_protected_resource_routes` (the metadata).
+was refused), `AuthContextMiddleware` (the verified token for the rest of the request, which
+the SDK carries into the tool call), and `create_protected_resource_routes` (the metadata);
+`_TokenRequired` answers the 401 of a request without one, as the SDK's
+`RequireAuthMiddleware` would, saying where a token comes from.
 `acting_as_caller()` then makes the verified principal the one the registry acts as.
 """
 
@@ -35,10 +41,9 @@ from urllib.parse import urlsplit
 
 import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl, ConfigDict
@@ -49,6 +54,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..config import DEFAULT_MAX_SESSIONS_PER_USER, DEFAULT_SESSION_IDLE_S, Settings
 from ..errors import KiwiError, Refused, UsageError
@@ -159,7 +165,7 @@ class _RefusedToken(AuthenticationError):
 class _BearerBackend(BearerAuthBackend):
     """The SDK's bearer backend, saying why a token was refused (the SDK's answers every bad
     token with the same "Authentication required"). A request without a token is left to
-    `RequireAuthMiddleware`, whose 401 names the metadata; the metadata needs no token."""
+    `_TokenRequired`, whose 401 says where to get one; the metadata needs no token."""
 
     token_verifier: SupabaseTokenVerifier
 
@@ -187,40 +193,94 @@ def _header_text(text: str) -> str:
     return re.sub(r"[^\x20-\x21\x23-\x5b\x5d-\x7e]", "'", text.replace('"', "'"))[:300]
 
 
+# What a client without a token is told where no authorization server is named (the local stack)
+LOCAL_TOKEN_HINT = (
+    "run `kiwi token` where this server runs (it prints an access token) and send it as "
+    "`Authorization: Bearer <token>`; this server names no authorization server to sign in at"
+)
+
+
 @dataclass(frozen=True)
 class HttpAuth:
-    """How the HTTP endpoint authenticates: the SDK's AuthSettings (the authorization server
-    and this resource's URL) and the verifier of its tokens."""
+    """How the HTTP endpoint authenticates: this resource's URL, the authorization server that
+    issues its tokens (None on the local stack, which runs none), and the verifier of its tokens."""
 
-    settings: AuthSettings
+    resource_url: AnyHttpUrl
+    issuer_url: AnyHttpUrl | None
     verifier: SupabaseTokenVerifier
 
     @property
-    def issuer(self) -> str:
-        return str(self.settings.issuer_url)
+    def issuer(self) -> str | None:
+        return str(self.issuer_url) if self.issuer_url is not None else None
 
     @property
     def resource(self) -> str:
-        return str(self.settings.resource_server_url)
+        return str(self.resource_url)
 
     @property
-    def metadata_url(self) -> str:
-        assert self.settings.resource_server_url is not None
-        return str(build_resource_metadata_url(self.settings.resource_server_url))
+    def metadata_url(self) -> str | None:
+        """The protected resource metadata's URL; None when there is none to serve (no issuer)."""
+        if self.issuer_url is None:
+            return None
+        return str(build_resource_metadata_url(self.resource_url))
+
+    def challenge(self, error: str, message: str, hint: str | None) -> Response:
+        """A 401: RFC 6750's `error`, why, and where to get a token (the metadata, or `kiwi token`)."""
+        parts = [f'error="{error}"', f'error_description="{_header_text(message)}"']
+        if self.metadata_url is not None:
+            parts.append(f'resource_metadata="{self.metadata_url}"')
+        return JSONResponse(
+            {"error": error, "error_description": message, "hint": hint},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer " + ", ".join(parts)},
+        )
+
+    def missing(self) -> Response:
+        """The 401 of a request without a token."""
+        if self.issuer is None:
+            message = "a bearer token is required: `kiwi token` prints one"
+            return self.challenge("invalid_token", message, LOCAL_TOKEN_HINT)
+        return self.challenge(
+            "invalid_token",
+            f"a bearer token is required: an access token of {self.issuer}",
+            "sign in there (this server's protected resource metadata names it) and send the access "
+            "token as `Authorization: Bearer <token>`",
+        )
 
     def refusal(self, conn: HTTPConnection, exc: AuthenticationError) -> Response:
         """The 401 for a refused token: RFC 6750's `invalid_token`, why, and where to sign in."""
         message = exc.message if isinstance(exc, _RefusedToken) else str(exc)
         hint = exc.hint if isinstance(exc, _RefusedToken) else None
-        challenge = (
-            f'Bearer error="invalid_token", error_description="{_header_text(message)}", '
-            f'resource_metadata="{self.metadata_url}"'
-        )
-        return JSONResponse(
-            {"error": "invalid_token", "error_description": message, "hint": hint},
-            status_code=401,
-            headers={"WWW-Authenticate": challenge},
-        )
+        return self.challenge("invalid_token", message, hint)
+
+
+class _TokenRequired:
+    """The MCP endpoint behind a verified token: a request the bearer backend did not
+    authenticate is answered `auth.missing()`, a 401 saying where a token comes from."""
+
+    def __init__(self, app: ASGIApp, auth: HttpAuth) -> None:
+        self.app = app
+        self.auth = auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if isinstance(scope.get("user"), AuthenticatedUser):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "http":
+            await self.auth.missing()(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+
+
+async def _no_metadata(request: HTTPConnection) -> Response:
+    """The metadata's URLs where there is none: 404, saying where tokens come from instead."""
+    return JSONResponse(
+        {
+            "error": "not_found",
+            "error_description": "this server names no authorization server, so it has no protected resource metadata",
+            "hint": LOCAL_TOKEN_HINT,
+        },
+        status_code=404,
+    )
 
 
 def is_loopback(host: str) -> bool:
@@ -260,13 +320,8 @@ def http_auth(
     and the environment (KIWI_AUTH_ISSUER, SUPABASE_URL)."""
     issuer = settings.auth_issuer(environ)
     try:
-        auth_settings = AuthSettings(
-            issuer_url=AnyHttpUrl(issuer),
-            resource_server_url=AnyHttpUrl(resource_url),
-            # Supabase Auth does not bind tokens to a resource (no RFC 8707 indicators): the
-            # verifier accepts what the project signed, as every other Supabase API does
-            validate_token_resource=False,
-        )
+        resource = AnyHttpUrl(resource_url)
+        issuer_url = AnyHttpUrl(issuer) if issuer is not None else None
     except ValueError as e:
         raise UsageError(
             f"not a usable authorization server or resource URL ({issuer!r}, {resource_url!r}): {e}",
@@ -279,7 +334,7 @@ def http_auth(
         audience=settings.jwt_audience,
         max_lifetime_s=settings.jwt_max_lifetime_s,
     )
-    return HttpAuth(auth_settings, verifier)
+    return HttpAuth(resource, issuer_url, verifier)
 
 
 def _transport_security(host: str, resource_url: str) -> TransportSecuritySettings | None:
@@ -321,18 +376,23 @@ def http_app(
     checked = ProtocolChecks(inner, path=MCP_PATH)  # the protocol errors the SDK answers otherwise
     if auth is None:
         return Starlette(routes=[Mount("/", app=checked)], lifespan=_lifespan_of(inner))
-    assert auth.settings.resource_server_url is not None
-    metadata_routes = create_protected_resource_routes(
-        resource_url=auth.settings.resource_server_url,
-        authorization_servers=[auth.settings.issuer_url],
-        resource_name="Kiwi tool registry",
-    )
-    routes: list[Route | Mount] = list(metadata_routes)
-    if metadata_routes[0].path != METADATA_PATH:
-        # clients that do not insert the resource's path look here (RFC 9728 §3 without a path)
-        routes.append(Route(METADATA_PATH, endpoint=metadata_routes[0].endpoint, methods=["GET", "OPTIONS"]))
-    required = RequireAuthMiddleware(checked, [], build_resource_metadata_url(auth.settings.resource_server_url))
-    routes.append(Mount("/", app=required))
+    routes: list[Route | Mount] = []
+    if auth.issuer_url is not None:
+        metadata_routes = create_protected_resource_routes(
+            resource_url=auth.resource_url,
+            authorization_servers=[auth.issuer_url],
+            resource_name="Kiwi tool registry",
+        )
+        routes.extend(metadata_routes)
+        if metadata_routes[0].path != METADATA_PATH:
+            # clients that do not insert the resource's path look here (RFC 9728 §3 without a path)
+            routes.append(Route(METADATA_PATH, endpoint=metadata_routes[0].endpoint, methods=["GET", "OPTIONS"]))
+    else:
+        routes.append(Route(METADATA_PATH, endpoint=_no_metadata, methods=["GET"]))
+        routes.append(Route(METADATA_PATH + "/{rest:path}", endpoint=_no_metadata, methods=["GET"]))
+    routes.append(Mount("/", app=_TokenRequired(checked, auth)))
+    # the backend checks no resource binding: Supabase Auth binds no token to a resource (no RFC
+    # 8707 indicators), so the verifier accepts what the project signed, as every Supabase API does
     return Starlette(
         routes=routes,
         middleware=[

@@ -118,32 +118,3 @@ comment on function public.forget_mcp_oauth_token(text) is
   'Deletes the caller''s stored MCP OAuth row for a resource URL; true when one was deleted.';
 revoke execute on function public.forget_mcp_oauth_token(text) from public;
 grant execute on function public.forget_mcp_oauth_token(text) to authenticated, service_role;
-
--- The mcp_server's `auth` block, as the runner reads it (runner/mcp_client/oauth/config.py): a
--- remote server that asks users to sign in says `auth: {type: oauth, ...}`. The type rule is
--- merged over the http_client primitive's contract (whose auth types are bearer, basic and
--- api_key), so its keys add up and `oauth` joins the types. Secrets are ${VAR}s (the runner
--- refuses anything else); this only names the keys.
-update public.tool_type_rules set config_schema = kiwi_internal.jsonb_deep_merge(config_schema, $json${
-  "properties": {
-    "auth": {
-      "type": "object",
-      "description": "remote servers: {type: oauth, grant: authorization_code|client_credentials, scopes, client_id, client_secret: ${VAR}, ...} (kiwi mcp login SERVER signs a user in)",
-      "properties": {
-        "type": {"enum": ["bearer", "basic", "api_key", "oauth"]},
-        "grant": {"enum": ["authorization_code", "client_credentials"]},
-        "scopes": {"type": "array", "items": {"type": "string"}},
-        "client_id": {"type": "string"},
-        "client_secret": {"type": "string", "description": "a ${VAR} reference, never the secret"},
-        "client_metadata_url": {"type": "string", "description": "an https URL client ID (client ID metadata document)"},
-        "issuer": {"type": "string", "description": "the only authorization server to trust"},
-        "token_endpoint_auth_method": {"enum": ["client_secret_basic", "client_secret_post", "none"]},
-        "redirect_port": {"type": "integer", "minimum": 0, "maximum": 65535},
-        "client_name": {"type": "string"},
-        "private_key": {"type": "string", "description": "client_credentials with private_key_jwt: a ${VAR} holding the PEM"},
-        "signing_algorithm": {"type": "string"}
-      }
-    }
-  }
-}$json$::jsonb)
- where tool_type = 'mcp_server';

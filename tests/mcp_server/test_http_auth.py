@@ -1,4 +1,6 @@
-"""`kiwi serve --transport http` requires a bearer token and tells clients where to get one.
+"""`kiwi serve --transport http` requires a bearer token and tells clients where to get one:
+the project's authorization server (its Supabase Auth) where one is configured, through the
+protected resource metadata; on the local stack, which runs none, `kiwi token`.
 
 Real parts only: a real server process on a free loopback port against the real database,
 the official MCP SDK client, raw HTTP for what a client sees before it signs in, and JWTs
@@ -22,8 +24,8 @@ import pytest
 from runner import LOCAL_JWT_SECRET, LOCAL_OWNER_ID, Settings, from_token
 from runner.cli.serve import add_serve_command
 from runner.cli.token import add_token_command
-from runner.config import LOCAL_AUTH_ISSUER
 from runner.mcp_server.auth import http_auth, public_url
+from runner.principal import LOCAL_ISSUER
 from runner.testing.http_serving import ROOT, Served, kiwi_http_server, mcp_client, serve_env, user_token
 
 INITIALIZE = {
@@ -34,11 +36,22 @@ INITIALIZE = {
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 TOOLS = {"search", "load", "execute", "help"}
+# a hosted project's URL (never contacted: the tests' tokens are HS256, verified with the secret)
+HOSTED = "https://abc.supabase.co"
+METADATA = "/.well-known/oauth-protected-resource"
 
 
 @pytest.fixture(scope="module")
 def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """On the local stack: no authorization server is configured."""
     with kiwi_http_server(database_url, tmp_path_factory.mktemp("serve")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def served_hosted(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """As for a hosted project: SUPABASE_URL names its Supabase Auth."""
+    with kiwi_http_server(database_url, tmp_path_factory.mktemp("serve-hosted"), SUPABASE_URL=HOSTED) as s:
         yield s
 
 
@@ -53,33 +66,67 @@ def python(
 # --- before signing in -----------------------------------------------------------------------
 
 
-def test_without_a_token_the_answer_is_401_naming_the_metadata(served: Served) -> None:
-    metadata = f"{served.base}/.well-known/oauth-protected-resource/mcp"
+def test_without_a_token_the_local_server_says_kiwi_token_prints_one(served: Served) -> None:
+    """The local stack runs no Supabase Auth: the 401 names no metadata (there is none to send a
+    client to) and says where a token comes from. Before, it sent clients to sign in at
+    http://127.0.0.1:54321/auth/v1, where nothing answers."""
     for response in (
         httpx.post(served.url, json=INITIALIZE, headers=MCP_HEADERS, timeout=30),
         httpx.get(served.url, headers={"Accept": "text/event-stream"}, timeout=30),
     ):
         assert response.status_code == 401
         challenge = response.headers["WWW-Authenticate"]
+        assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
+        assert "resource_metadata" not in challenge and "54321" not in challenge
+        assert "kiwi token" in challenge
+        body = response.json()
+        assert "kiwi token" in body["error_description"] and "Authorization: Bearer" in body["hint"]
+
+
+def test_the_local_server_claims_no_authorization_server(served: Served) -> None:
+    for path in (METADATA + "/mcp", METADATA):
+        response = httpx.get(served.base + path, timeout=30)
+        assert response.status_code == 404, path
+        assert "authorization_servers" not in response.text
+        assert "kiwi token" in response.json()["hint"]
+
+
+def test_a_hosted_servers_401_names_the_metadata_and_it_names_supabase_auth(served_hosted: Served) -> None:
+    metadata = f"{served_hosted.base}{METADATA}/mcp"
+    for response in (
+        httpx.post(served_hosted.url, json=INITIALIZE, headers=MCP_HEADERS, timeout=30),
+        httpx.get(served_hosted.url, headers={"Accept": "text/event-stream"}, timeout=30),
+    ):
+        assert response.status_code == 401
+        challenge = response.headers["WWW-Authenticate"]
         assert challenge.startswith("Bearer ")
         assert f'resource_metadata="{metadata}"' in challenge
-
-
-def test_the_protected_resource_metadata_names_the_resource_and_its_authorization_server(served: Served) -> None:
-    for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
-        response = httpx.get(served.base + path, timeout=30)
+        assert f"{HOSTED}/auth/v1" in response.json()["error_description"]
+    for path in (METADATA + "/mcp", METADATA):
+        response = httpx.get(served_hosted.base + path, timeout=30)
         assert response.status_code == 200, path
         doc = response.json()
-        assert doc["resource"] == served.url
-        assert doc["authorization_servers"] == [LOCAL_AUTH_ISSUER]
+        assert doc["resource"] == served_hosted.url
+        assert doc["authorization_servers"] == [f"{HOSTED}/auth/v1"]
         assert doc["bearer_methods_supported"] == ["header"]
 
 
-def test_the_start_up_lines_say_a_token_is_required_and_where_the_metadata_is(served: Served) -> None:
+def test_the_start_up_lines_say_a_token_is_required_and_where_it_comes_from(
+    served: Served, served_hosted: Served
+) -> None:
     log = served.stderr()
     assert f"serving MCP at {served.url}" in log
     assert "requires a bearer token" in log and "service-role tokens refused" in log
-    assert f"{served.base}/.well-known/oauth-protected-resource/mcp" in log
+    assert "`kiwi token` prints a token" in log and "no authorization server is configured" in log
+    assert "protected resource metadata" not in log and "54321" not in log
+    hosted = served_hosted.stderr()
+    assert f"requires a bearer token: an access token of {HOSTED}/auth/v1" in hosted
+    assert f"protected resource metadata: {served_hosted.base}{METADATA}/mcp" in hosted
+
+
+async def test_a_hosted_server_still_takes_the_projects_tokens(served_hosted: Served) -> None:
+    async with mcp_client(served_hosted.url, user_token()) as c:
+        assert {t.name for t in (await c.list_tools()).tools} == TOOLS
 
 
 # --- signed in -------------------------------------------------------------------------------
@@ -110,7 +157,7 @@ def test_kiwi_token_prints_a_jwt_the_local_secret_verifies(database_url: str, tm
     done = python("-m", "runner.cli.token", env=env)
     assert done.returncode == 0, done.stderr
     claims = jwt.decode(done.stdout.strip(), LOCAL_JWT_SECRET, algorithms=["HS256"], audience="authenticated")
-    assert (claims["sub"], claims["role"], claims["iss"]) == (LOCAL_OWNER_ID, "authenticated", LOCAL_AUTH_ISSUER)
+    assert (claims["sub"], claims["role"], claims["iss"]) == (LOCAL_OWNER_ID, "authenticated", LOCAL_ISSUER)
     assert 0 < claims["exp"] - claims["iat"] <= 24 * 3600
     assert "Authorization: Bearer" in done.stderr
     assert from_token(done.stdout, secret=LOCAL_JWT_SECRET).user_id == LOCAL_OWNER_ID
@@ -132,6 +179,13 @@ def test_kiwi_token_prints_a_jwt_the_local_secret_verifies(database_url: str, tm
     assert done.returncode == 0, done.stderr
     assert from_token(done.stdout, secret=LOCAL_JWT_SECRET).role == "anon"
 
+    # a project with an authorization server: its tokens name it as their issuer
+    done = python("-m", "runner.cli.token", env={**env, "SUPABASE_URL": HOSTED})
+    assert done.returncode == 0, done.stderr
+    assert jwt.decode(done.stdout.strip(), LOCAL_JWT_SECRET, algorithms=["HS256"], audience="authenticated")["iss"] == (
+        f"{HOSTED}/auth/v1"
+    )
+
 
 def test_kiwi_token_without_a_known_secret_is_a_clear_error(tmp_path: Path) -> None:
     # a database elsewhere and no KIWI_JWT_SECRET: kiwi knows no secret to sign with
@@ -148,7 +202,8 @@ def test_the_token_command_parses_its_options() -> None:
     parser = argparse.ArgumentParser(prog="kiwi")
     add_token_command(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["token"])
-    assert (args.user, args.role, args.expires, args.json) == (None, "authenticated", 24 * 3600, False)
+    # none given: the session's token when signed in (kiwi login), else the local owner's for a day
+    assert (args.user, args.role, args.expires, args.json) == (None, None, None, False)
     assert callable(args.handler)
     for bad in (["token", "--role", "service_role"], ["token", "--expires", "0"], ["token", "--user", "x"]):
         with pytest.raises(SystemExit):
@@ -214,7 +269,9 @@ def test_the_authorization_server_and_resource_follow_the_settings() -> None:
     assert auth.verifier.jwks_url == "https://abc.supabase.co/auth/v1/.well-known/jwks.json"
     assert auth.metadata_url == "https://kiwi.example.com/.well-known/oauth-protected-resource/mcp"
     local = Settings.load({})
-    assert http_auth(local, "http://127.0.0.1:1/mcp", environ={}).issuer == LOCAL_AUTH_ISSUER
+    assert local.auth_issuer({}) is None
+    bare = http_auth(local, "http://127.0.0.1:1/mcp", environ={})
+    assert (bare.issuer, bare.metadata_url, bare.resource) == (None, None, "http://127.0.0.1:1/mcp")
     assert http_auth(local, "http://127.0.0.1:1/mcp", environ={"KIWI_AUTH_ISSUER": "https://a.b/x/"}).issuer == (
         "https://a.b/x"
     )

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,15 @@ pytestmark = pytest.mark.skipif(
 
 
 def inspector(database_url: str, cache_dir: Path, *args: str) -> tuple[int, Any, str]:
-    env = {**os.environ, "KIWI_DATABASE_URL": runner_url(database_url), "KIWI_CACHE_DIR": str(cache_dir)}
+    """The Inspector's answer, from a server on the suite's database. The Inspector hands the
+    server it spawns only a few variables of its own environment (PATH, HOME, ...): the
+    database and the cache go by `-e`, or the server would use the default port's stack."""
+    settings = {"KIWI_DATABASE_URL": runner_url(database_url), "KIWI_CACHE_DIR": str(cache_dir)}
+    passed = [arg for key, value in settings.items() for arg in ("-e", f"{key}={value}")]
     proc = subprocess.run(
-        [str(INSPECTOR), "--cli", *SERVER, *args],
+        [str(INSPECTOR), "--cli", *passed, *SERVER, *args],
         cwd=ROOT,
-        env=env,
+        env=os.environ.copy(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -122,3 +127,22 @@ def test_the_inspector_sees_a_failure_as_a_tool_error_with_a_hint(database_url: 
     assert code == 5  # the Inspector's exit code for a result with isError
     assert out["isError"] is True
     assert "not found" in out["content"][0]["text"] and "hint:" in out["content"][0]["text"]
+
+
+def test_the_inspectors_server_acts_on_the_suites_database(
+    database_url: str, tmp_path: Path, publish_tool: Callable[..., str]
+) -> None:
+    """A tool only this database holds is found: before, the server the Inspector spawned never
+    saw KIWI_DATABASE_URL, and answered from whatever stack held the default port."""
+    tool = publish_tool(
+        "inspector_here",
+        {"tool_type": "script", "executor": "bash_runtime", "config": {"timeout": 10}},
+        {"run.sh": "#!/bin/bash\necho '{\"here\": true}'\n"},
+        entrypoint="run.sh",
+    )
+    code, out, err = inspector(
+        database_url, tmp_path, "--method", "tools/call", "--tool-name", "execute",
+        "--tool-arg", "action=run", "--tool-arg", f"item_id={tool}",
+    )  # fmt: skip
+    assert code == 0, f"{out}\n{err}"
+    assert out["structuredContent"]["output"] == {"here": True}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -54,25 +55,37 @@ def post(served: Served, token: str | None, body: dict[str, Any] = INITIALIZE, *
     return httpx.post(served.url, json=body, headers={**HEADERS, **auth, **headers}, timeout=30)
 
 
-def refused(response: httpx.Response, *words: str) -> str:
-    """A 401 saying `invalid_token`, naming the metadata, and why (each of `words`)."""
+def refused(response: httpx.Response, *words: str, metadata: bool = False) -> str:
+    """A 401 saying `invalid_token` and why (each of `words`), naming the metadata only where
+    there is some (`metadata`): the local stack runs no authorization server to sign in at."""
     assert response.status_code == 401, response.text
     challenge = response.headers["WWW-Authenticate"]
     assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
-    assert 'resource_metadata="' in challenge and "/.well-known/oauth-protected-resource/mcp" in challenge
+    assert ("/.well-known/oauth-protected-resource/mcp" in challenge) == metadata, challenge
     description = response.json()["error_description"]
     for word in words:
         assert word in description, description
     return description
 
 
-def test_no_token_is_401_with_the_metadata_to_sign_in_with(served: Served) -> None:
+def test_no_token_is_401_saying_where_a_token_comes_from(served: Served) -> None:
+    """Locally, `kiwi token`; never an authorization server nobody runs."""
     response = post(served, None)
     assert response.status_code == 401
-    challenge = response.headers["WWW-Authenticate"]
-    url = challenge.split('resource_metadata="', 1)[1].split('"', 1)[0]
-    doc = httpx.get(url, timeout=30).json()
-    assert doc["resource"] == served.url and doc["authorization_servers"]
+    assert "resource_metadata" not in response.headers["WWW-Authenticate"]
+    assert "kiwi token" in response.json()["error_description"]
+    assert httpx.get(served.base + "/.well-known/oauth-protected-resource/mcp", timeout=30).status_code == 404
+
+
+def test_a_hosted_projects_401_names_the_metadata_to_sign_in_with(database_url: str, tmp_path: Path) -> None:
+    with kiwi_http_server(database_url, tmp_path, SUPABASE_URL="https://abc.supabase.co") as hosted:
+        response = post(hosted, None)
+        assert response.status_code == 401
+        challenge = response.headers["WWW-Authenticate"]
+        url = challenge.split('resource_metadata="', 1)[1].split('"', 1)[0]
+        doc = httpx.get(url, timeout=30).json()
+        assert doc["resource"] == hosted.url and doc["authorization_servers"] == ["https://abc.supabase.co/auth/v1"]
+        refused(post(hosted, "garbage"), "not a JWT", metadata=True)
 
 
 def _token(claims: dict[str, Any]) -> str:
