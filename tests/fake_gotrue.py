@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import secrets
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,12 +23,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from runner import LOCAL_JWT_SECRET
 from runner import sign_token as sign
+from tests.serve_in_thread import serving
 
 ANON_KEY = "fake-anon-key-of-the-test-project"
 
@@ -144,16 +143,5 @@ def fake_gotrue(**options: Any) -> Iterator[FakeGoTrue]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     fake = FakeGoTrue(base=f"http://127.0.0.1:{port}", **options)
-    server = uvicorn.Server(uvicorn.Config(_asgi(fake), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the fake Supabase Auth did not start")
-        time.sleep(0.02)
-    try:
+    with serving(_asgi(fake), port, what="the fake Supabase Auth"):
         yield fake
-    finally:
-        server.should_exit = True
-        thread.join(10)

@@ -22,7 +22,6 @@ import contextvars
 import hashlib
 import secrets
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,10 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-import uvicorn
 from mcp.server.mcpserver import MCPServer
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
+
+from tests.serve_in_thread import serving
 
 PORTS = range(18500, 18600)
 _subject: contextvars.ContextVar[str] = contextvars.ContextVar("subject", default="?")
@@ -235,18 +235,5 @@ def fake_oauth_server(**options: Any) -> Iterator[FakeAuthServer]:
     """The fake, listening, until the block ends."""
     port = _free_port()
     fake = FakeAuthServer(base=f"http://127.0.0.1:{port}", **options)
-    server = uvicorn.Server(
-        uvicorn.Config(_asgi(fake), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the fake OAuth server did not start")
-        time.sleep(0.02)
-    try:
+    with serving(_asgi(fake), port, what="the fake OAuth server", lifespan="on"):
         yield fake
-    finally:
-        server.should_exit = True
-        thread.join(10)
