@@ -13,6 +13,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 
@@ -66,6 +68,7 @@ def final_rows(stdout: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]
 
 
+@pytest.mark.slow
 def test_every_bench_runs_and_one_table_ends_the_run(tmp_path: Path) -> None:
     scripts = write_fakes(tmp_path)
     done = run_all("--scripts", ",".join(str(s) for s in scripts))

@@ -181,6 +181,7 @@ async def test_shebang_required_looks_at_the_entrypoint_only(run_plan: Any) -> N
 # --- syntax_check ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_syntax_check_is_a_command_line_split_before_it_is_filled(run_plan: Any, tmp_path: Path) -> None:
     """`command: "python3 -m py_compile {entrypoint}"`, the documents' form: split into words
     first, so an entrypoint with a space and a quote stays one argument; never a shell.
@@ -217,6 +218,7 @@ async def test_a_syntax_checks_args_follow_its_command_one_word_each(run_plan: A
     assert "/kiwi/tool/a b.py|" in result.error, "the entrypoint as the sandbox names it, one word"
 
 
+@pytest.mark.slow
 async def test_a_syntax_check_may_be_an_argv_list_and_has_a_timeout(run_plan: Any) -> None:
     slow = {"type": "syntax_check", "command": ["sleep", "5"], "timeout": 0.3, "message": "too slow to check"}
     result = await run_plan(plan_of("slow", {"m.py": "pass\n"}, runtime={**RUNTIME, "validation": {"rules": [slow]}}))

@@ -18,10 +18,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 
 from runner import PostgresRegistry, Runner, build_server, local_owner
 from tests.security.test_database_restart import Cluster, cluster, own_cluster, settings
+
+pytestmark = pytest.mark.slow  # a PostgreSQL cluster of its own, stopped and started
 
 __all__ = ["cluster", "own_cluster"]  # the restart tests' fixtures, used here
 

