@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from runner import ConfigError, KiwiError, MemoryBackend, Refused, Registry, Runner, RunResult, Settings
+from runner import ConfigError, KiwiError, MemoryBackend, Refused, Registry, Runner, RunResult
 from runner.harness.validation import KINDS
 from runner.trust.content_hash import content_hash
+from tests.conftest import local_settings
 
 # the tool runs in the sandbox, which sees /usr but not this venv nor pyenv's interpreters
 PY = "/usr/bin/python3"
@@ -89,14 +90,8 @@ def plan_of(
 async def run_plan(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     """Run a plan (made by plan_of) through a Runner over the in-memory registry."""
     runners: list[Runner] = []
-    settings = Settings(
-        backend="postgres",
-        database_url="postgresql://unused",
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=tmp_path / "cache",
-        project_dir=tmp_path,
-        user_space=tmp_path / "user",
+    settings = local_settings(
+        "postgresql://unused", tmp_path / "cache", project_dir=tmp_path, user_space=tmp_path / "user"
     )
 
     async def run(plan: dict[str, Any], params: dict[str, Any] | None = None, **kw: Any) -> RunResult:
@@ -365,15 +360,8 @@ def test_any_value_of_the_canonical_keys_gives_a_result_never_a_crash(
         "fz", files, runtime=runtime, config=config, marked="run.sh", parameters=[{"name": "a"}, {"name": "b"}]
     )
     plan["parameters"] = {"type": "object"}  # any values: the property under test is the config
-    settings_ = Settings(
-        backend="postgres",
-        database_url="postgresql://unused",
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=tmp_path / "cache",
-        project_dir=tmp_path,
-        user_space=tmp_path / "user",
-        record_runs=False,
+    settings_ = local_settings(
+        "postgresql://unused", tmp_path / "cache", project_dir=tmp_path, user_space=tmp_path / "user", record_runs=False
     )
 
     async def go() -> RunResult:
