@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import deque
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -61,10 +62,23 @@ def _type_checking_lines(nodes: tuple[ast.AST, ...]) -> set[int]:
     return lines
 
 
+# what holds statements: an import, an `if`, a def is a statement, never inside an expression
+_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
 @cache
 def _nodes(path: Path) -> tuple[ast.AST, ...]:
-    """Every node of a module, parsed and walked once for all the checks below (which only read)."""
-    return tuple(ast.walk(ast.parse(path.read_text())))
+    """Every statement of a module however deeply nested, parsed and walked once for all the
+    checks below (which only read them); the expressions, most of a tree, are not walked."""
+    found: list[ast.AST] = []
+    todo = deque([ast.parse(path.read_text())])
+    while todo:
+        node = todo.popleft()
+        found.append(node)
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                todo.extend(item for item in value if isinstance(item, _HOLDS_STATEMENTS))
+    return tuple(found)
 
 
 @cache
