@@ -43,13 +43,15 @@ reset: deps
 demo: db
 	@KIWI_DATABASE_URL=$(RUNNER_URL) $(PY) scripts/demo.py
 
-## test: the whole suite (pytest, which runs the pgTAP files through pg_prove)
+## test: the whole suite (pytest, which runs the pgTAP files through pg_prove); what CI runs
 test: db
 	@$(PY) -m pytest
 
-## test-fast: only the tests that need no database (tests/_markers.py): no stack, an answer in seconds
+## test-fast: the tests that need no database and are not slow (tests/_markers.py): no stack,
+## an answer in seconds. Bytecode is written even under PYTHONDONTWRITEBYTECODE, so pytest
+## keeps the test modules it rewrote (its assertions) instead of rewriting them every run.
 test-fast: deps
-	@$(PY) -m pytest -m "not db" -q
+	@PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "not db and not slow" -q
 
 ## bench: performance figures, each bench's table written into docs/performance.md (BENCH_ARGS="--only gate"
 ## runs some and rewrites only theirs); not part of the test suite

@@ -1,18 +1,23 @@
-"""Shared fixtures: the real database the stack brought up (`make db`)."""
+"""Shared fixtures: the real database the stack brought up (`make db`), and the settings and
+runners the tests build on it (`local_settings`, `make_settings`, `make_runner`, `runner`)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from runner import Settings
 from runner.testing.http_serving import runner_url, stack_url
+
+if TYPE_CHECKING:  # loaded by the fixtures that use them, so collecting the suite stays quick
+    from runner import Principal, Runner
 
 ROOT = Path(__file__).resolve().parent.parent
 # stack_url: the database the suite runs on (the stack's superuser, with which fixtures create
@@ -82,3 +87,54 @@ def publish_tool(conn: psycopg.Connection) -> Iterator[Callable[..., str]]:
     yield publish
     for tool_id in reversed(made):
         conn.execute("delete from tools where ref = %s", (tool_id,))
+
+
+def local_settings(database_url: str, cache_dir: Path, **fields: Any) -> Settings:
+    """The settings the suite's runners use: the postgres backend on `database_url`, no Supabase
+    project, tool environments under `cache_dir`, and any other field as `fields` say."""
+    return Settings(
+        backend="postgres",
+        database_url=database_url,
+        supabase_url=None,
+        supabase_key=None,
+        cache_dir=cache_dir,
+        **fields,
+    )
+
+
+@pytest.fixture
+def make_settings(database_url: str, tmp_path: Path) -> Callable[..., Settings]:
+    """local_settings on the suite's database with the cache in the test's tmp_path; a keyword
+    (cache_dir=..., project_dir=..., record_runs=False, ...) overrides that field."""
+
+    def make(**fields: Any) -> Settings:
+        return local_settings(**{"database_url": database_url, "cache_dir": tmp_path, **fields})
+
+    return make
+
+
+@pytest.fixture
+async def make_runner(
+    database_url: str, make_settings: Callable[..., Settings]
+) -> AsyncIterator[Callable[..., Runner]]:
+    """Runners on the suite's database, each closed after the test: as the local owner unless
+    `principal` says, with make_settings() unless `settings` says; any other keyword (environ,
+    dispatcher, ...) goes to Runner as it is."""
+    from runner import PostgresRegistry, Runner, local_owner
+
+    made: list[Runner] = []
+
+    def make(settings: Settings | None = None, *, principal: Principal | None = None, **kwargs: Any) -> Runner:
+        registry = PostgresRegistry(database_url, principal=principal or local_owner())
+        made.append(Runner(registry, settings or make_settings(), **kwargs))
+        return made[-1]
+
+    yield make
+    for made_runner in made:
+        await made_runner.aclose()
+
+
+@pytest.fixture
+async def runner(make_runner: Callable[..., Runner]) -> Runner:
+    """A runner as the local owner on the suite's database, its cache in the test's tmp_path."""
+    return make_runner()

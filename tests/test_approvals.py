@@ -22,8 +22,9 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult
 
-from runner import PostgresRegistry, Principal, Runner, Settings, admin, build_server, local_owner
+from runner import PostgresRegistry, Principal, Runner, admin, build_server, local_owner
 from runner.core.records import params_digest
+from tests.conftest import local_settings
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 # Appends a line to the marker file it is given, so that a test can count the runs.
@@ -95,9 +96,7 @@ def mcp(database_url: str, conn: psycopg.Connection, tmp_path: Path) -> Iterator
     async def open_client(principal: Principal | None = None) -> AsyncIterator[Client]:
         session_id = f"test-approvals-{uuid.uuid4()}"
         sessions.append(session_id)
-        settings = Settings(
-            backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-        )
+        settings = local_settings(database_url, tmp_path)
         runner = Runner(PostgresRegistry(database_url, principal=principal or local_owner()), settings)
         try:
             async with Client(build_server(runner, session_id=session_id)) as client:

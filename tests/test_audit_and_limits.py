@@ -24,9 +24,9 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult
 
-from runner import PostgresRegistry, Runner, Settings, admin, build_server, local_owner
+from runner import PostgresRegistry, Runner, admin, build_server, local_owner
 from runner.core.records import params_digest
-from tests.conftest import ROOT
+from tests.conftest import ROOT, local_settings
 
 SCRIPT = {"main.sh": 'read -r line; echo "{\\"got\\": $(printf %s "$line" | wc -c)}"'}
 
@@ -87,9 +87,7 @@ async def test_an_allowed_call_is_audited_and_a_refused_one_says_when_to_retry(
     secret = f"s3cret-{uuid.uuid4().hex}"
     params = {"token": secret}
 
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
+    settings = local_settings(database_url, tmp_path)
     runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
     try:
         async with Client(build_server(runner, session_id=session)) as client:
@@ -123,9 +121,7 @@ async def test_an_allowed_call_is_audited_and_a_refused_one_says_when_to_retry(
 async def test_a_dry_run_is_audited_too(
     database_url: str, conn: psycopg.Connection, tmp_path: Path, session: str
 ) -> None:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
+    settings = local_settings(database_url, tmp_path)
     runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
     try:
         async with Client(build_server(runner, session_id=session)) as client:
@@ -199,12 +195,6 @@ def test_two_processes_share_one_rate_limit_exactly(
     assert counted == 7, "refused calls take nothing from the limit"
 
 
-def _server_settings(database_url: str, tmp_path: Path) -> Settings:
-    return Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-
-
 async def test_create_publish_and_delete_each_leave_a_row_without_the_manifest(
     database_url: str, conn: psycopg.Connection, tmp_path: Path, session: str
 ) -> None:
@@ -221,7 +211,7 @@ async def test_create_publish_and_delete_each_leave_a_row_without_the_manifest(
         "description": marker,
     }
     files = [{"path": "main.sh", "content_text": f"echo '{{}}' # {marker}", "is_entrypoint": True}]
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), _server_settings(database_url, tmp_path))
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), local_settings(database_url, tmp_path))
     try:
         async with Client(build_server(runner, session_id=session)) as client:
             created = await client.call_tool("execute", {"action": "create", "manifest": manifest, "files": files})
@@ -276,9 +266,9 @@ async def test_approve_deny_and_open_context_leave_rows(
     )
     conn.execute("insert into approval_policies (pattern, ttl_seconds) values (%s, 3600)", (tool,))
     requester = f"{session}-requester"
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), _server_settings(database_url, tmp_path))
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), local_settings(database_url, tmp_path))
     # calls of `public` tools are decided by an admin: the deciding server is started as one
-    person = Runner(PostgresRegistry(database_url, principal=admin()), _server_settings(database_url, tmp_path))
+    person = Runner(PostgresRegistry(database_url, principal=admin()), local_settings(database_url, tmp_path))
     try:
         async with (
             Client(build_server(runner, session_id=requester)) as asking,

@@ -13,6 +13,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 
@@ -66,6 +68,7 @@ def final_rows(stdout: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]
 
 
+@pytest.mark.slow
 def test_every_bench_runs_and_one_table_ends_the_run(tmp_path: Path) -> None:
     scripts = write_fakes(tmp_path)
     done = run_all("--scripts", ",".join(str(s) for s in scripts))
@@ -146,6 +149,7 @@ def today_utc() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d")
 
 
+@pytest.mark.slow
 def test_a_run_writes_only_its_own_benches_tables_into_the_page(tmp_path: Path) -> None:
     """--only fake_passing rewrites fake_passing's block, with its figures, date and machine;
     the other blocks and every line of prose stay as they were, byte for byte."""
@@ -174,6 +178,7 @@ def test_a_run_writes_only_its_own_benches_tables_into_the_page(tmp_path: Path) 
     assert "performance.md: wrote fake_passing" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_failed_target_is_written_and_a_broken_bench_keeps_its_old_table(tmp_path: Path) -> None:
     page = tmp_path / "performance.md"
     page.write_text(PROSE_BEFORE)
@@ -204,6 +209,7 @@ def test_a_bench_the_page_has_no_place_for_is_appended_under_its_own_heading(tmp
     assert "fast path, median" in block_of(after, "fake_passing")
 
 
+@pytest.mark.slow
 def test_fake_benches_write_no_page_unless_one_is_named(tmp_path: Path) -> None:
     """--scripts (these tests' fakes) never touches docs/performance.md by default."""
     real = ROOT / "docs" / "performance.md"

@@ -607,6 +607,7 @@ def test_help_mentions_every_command_and_every_run_option(kiwi: Kiwi) -> None:
         assert option in run_help.out, option
 
 
+@pytest.mark.slow
 def test_the_cli_loads_no_heavy_library_it_does_not_use() -> None:
     """Regression: wiring `kiwi mcp` imported the MCP SDK at start-up (~0.7 s on every kiwi run).
     Building the parser must load none of the MCP SDK, the HTTP stack or supabase-py, nor

@@ -4,27 +4,21 @@ exactly the declared tools with their availability; malformed directives refused
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from runner import PostgresRegistry, Runner, Settings, UsageError, local_owner, standard_dispatcher
+from runner import PostgresRegistry, Runner, UsageError, local_owner, standard_dispatcher
 
 INSTRUCTIONS = "# Do the thing\n\nUse the tools below.\n"
 
 
 @pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, dispatcher=standard_dispatcher())
-    yield r
-    await r.aclose()
+async def runner(make_runner: Callable[..., Runner]) -> Runner:
+    return make_runner(dispatcher=standard_dispatcher())
 
 
 @pytest.fixture

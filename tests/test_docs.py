@@ -65,6 +65,7 @@ def client_configs() -> list[tuple[str, str, Any]]:
     return found
 
 
+@pytest.mark.slow
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     """mkdocs.yml says strict: a broken link or anchor, or a page missing from nav, fails."""
     done = subprocess.run(
@@ -123,6 +124,7 @@ def test_every_example_marked_as_a_seed_file_is_that_file() -> None:
         assert text == (ROOT / path).read_text().rstrip(), f"docs/writing-tools.md's copy of {path} differs"
 
 
+@pytest.mark.slow
 def test_the_reference_pages_are_current() -> None:
     done = subprocess.run(
         [sys.executable, "scripts/build_docs_reference.py", "--check"], cwd=ROOT, capture_output=True, text=True

@@ -18,7 +18,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -131,22 +131,17 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-async def runner_with(database_url: str, cache: Path) -> AsyncIterator[Callable[..., Runner]]:
+def runner_with(
+    cache: Path, make_settings: Callable[..., Settings], make_runner: Callable[..., Runner]
+) -> Callable[..., Runner]:
     """`runner_with(**environ)`: a runner as the local owner, with every handler (MCP tools,
     directives), whose ${VAR}s resolve from this process's environment plus `environ`."""
-    made: list[Runner] = []
 
     def make(**environ: str) -> Runner:
-        settings = Settings(
-            backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache
-        )
-        principal = PostgresRegistry(database_url, principal=local_owner())
-        made.append(Runner(principal, settings, dispatcher=standard_dispatcher(), environ={**os.environ, **environ}))
-        return made[-1]
+        settings = make_settings(cache_dir=cache)
+        return make_runner(settings, dispatcher=standard_dispatcher(), environ={**os.environ, **environ})
 
-    yield make
-    for runner in made:
-        await runner.aclose()
+    return make
 
 
 @pytest.fixture

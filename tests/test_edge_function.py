@@ -34,6 +34,8 @@ from psycopg.types.json import Jsonb
 from runner.testing.http_serving import stop
 from tests.conftest import runner_url
 
+pytestmark = pytest.mark.slow  # the edge function on Deno
+
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTION = ROOT / "supabase" / "functions" / "registry"
 DENO = ROOT / "node_modules" / ".bin" / "deno"

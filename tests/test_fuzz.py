@@ -16,7 +16,7 @@ import math
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from runner import (
 )
 from runner.cli.main import main, run_json
 from runner.harness.run import RESULT_KEYS
+from tests.conftest import local_settings
 
 FUZZ = f"fuzz_{uuid.uuid4().hex[:8]}"
 BASE = f"{FUZZ}_base"  # an existing tool, so that random publishes also meet version conflicts
@@ -237,7 +238,7 @@ def runner(
     cache = tmp_path_factory.mktemp("fuzz-cache")
     r = Runner(
         PostgresRegistry(database_url, principal=local_owner()),
-        Settings(backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache),
+        local_settings(database_url, cache),
     )
     yield r
     loop.run_until_complete(r.aclose())
@@ -349,20 +350,8 @@ async def test_parameters_json_cannot_carry_are_invalid(
 
 
 @pytest.fixture
-async def runner_async(database_url: str, tmp_path: Path) -> Any:
-    r = Runner(
-        PostgresRegistry(database_url, principal=local_owner()),
-        Settings(
-            backend="postgres",
-            database_url=database_url,
-            supabase_url=None,
-            supabase_key=None,
-            cache_dir=tmp_path,
-            record_runs=False,
-        ),
-    )
-    yield r
-    await r.aclose()
+async def runner_async(make_settings: Callable[..., Settings], make_runner: Callable[..., Runner]) -> Any:
+    return make_runner(make_settings(record_runs=False))
 
 
 # --- publish ----------------------------------------------------------------------------------
@@ -498,9 +487,7 @@ def test_as_json_of_a_result_holding_invalid_parameters() -> None:
 async def test_runner_run_reports_unrepresentable_parameters(params: Any, database_url: str, tmp_path: Path) -> None:
     r = Runner(
         PostgresRegistry(database_url, principal=local_owner()),
-        Settings(
-            backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-        ),
+        local_settings(database_url, tmp_path),
     )
     try:
         result = await r.run("hello_world", params)

@@ -19,7 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner import Call, Plan, PostgresRegistry, Runner, Settings, local_owner
+from runner import Call, Plan, PostgresRegistry, Runner, local_owner
+from tests.conftest import local_settings
 
 
 class Trips:
@@ -54,9 +55,7 @@ async def warm(runner: Runner, *tool_ids: str) -> list[Plan]:
 
 @pytest.fixture
 async def kiwi(database_url: str, tmp_path: Path, conn: psycopg.Connection) -> AsyncIterator[Runner]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
+    settings = local_settings(database_url, tmp_path)
     session = f"test-gate-trips-{uuid.uuid4()}"
     runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, session=session)
     try:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import deque
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 RUNNER = Path(__file__).resolve().parent.parent / "runner"
@@ -45,25 +47,52 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@cache
 def _modules() -> dict[str, Path]:
+    """Every module of runner/ by its dotted name (found once; the checks only read it)."""
     return {_module_name(p): p for p in sorted(RUNNER.rglob("*.py"))}
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
+def _type_checking_lines(nodes: tuple[ast.AST, ...]) -> set[int]:
     lines: set[int] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             for child in node.body:
                 lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
     return lines
 
 
-def _imports(name: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple[str, int]]:
-    """The runner modules `name` imports when it runs, with the line of each import."""
-    tree = ast.parse(path.read_text())
-    skip = _type_checking_lines(tree)
+# what holds statements: an import, an `if`, a def is a statement, never inside an expression
+_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+@cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every statement of a module however deeply nested, parsed and walked once for all the
+    checks below (which only read them); the expressions, most of a tree, are not walked."""
+    found: list[ast.AST] = []
+    todo = deque([ast.parse(path.read_text())])
+    while todo:
+        node = todo.popleft()
+        found.append(node)
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                todo.extend(item for item in value if isinstance(item, _HOLDS_STATEMENTS))
+    return tuple(found)
+
+
+@cache
+def _imports(name: str, path: Path) -> tuple[tuple[str, int], ...]:
+    """The runner modules `name` imports when it runs, with the line of each import; found once
+    for all the checks below."""
+    return tuple(_find_imports(name, path, _modules()))
+
+
+def _find_imports(name: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple[str, int]]:
+    nodes = _nodes(path)
+    skip = _type_checking_lines(nodes)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(tree):
+    for node in nodes:
         if getattr(node, "lineno", None) in skip:
             continue
         if isinstance(node, ast.Import):
@@ -91,7 +120,7 @@ def test_no_module_imports_from_a_higher_layer() -> None:
     upward = []
     for name, path in modules.items():
         mine = _layer(name)
-        for target, line in _imports(name, path, modules):
+        for target, line in _imports(name, path):
             theirs = _layer(target)
             if mine and theirs and LAYERS.index(theirs) > LAYERS.index(mine):
                 upward.append(f"{path.relative_to(RUNNER.parent)}:{line} {name} -> {target}")
@@ -114,7 +143,7 @@ def test_the_server_may_use_the_client_and_handlers_never_the_server() -> None:
         (_layer(name), _layer(target))
         for name, path in modules.items()
         if _layer(name) in ("mcp_client", "handlers", "mcp_server")
-        for target, _ in _imports(name, path, modules)
+        for target, _ in _imports(name, path)
     }
     assert ("mcp_server", "mcp_client") in edges  # the server does use the client: the rule is not vacuous
     assert ("handlers", "mcp_client") in edges
@@ -129,7 +158,7 @@ def test_no_module_imports_the_package_facade() -> None:
         f"{name} (line {line})"
         for name, path in modules.items()
         if name != "runner"
-        for target, line in _imports(name, path, modules)
+        for target, line in _imports(name, path)
         if target == "runner"
     ]
     assert inward == []
@@ -174,7 +203,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_there_are_no_import_circles() -> None:
     modules = _modules()
     graph = {
-        name: {t for t, _ in _imports(name, path, modules) if t in modules and t != name and t != "runner"}
+        name: {t for t, _ in _imports(name, path) if t in modules and t != name and t != "runner"}
         for name, path in modules.items()
     }
     # a package's __init__ importing its own submodules is how packages re-export; not a circle
@@ -194,7 +223,7 @@ def test_no_module_is_over_six_hundred_lines_and_no_function_over_one_hundred_tw
         text = path.read_text()
         if len(text.splitlines()) > MAX_MODULE_LINES:
             long_modules.append(str(path.relative_to(RUNNER.parent)))
-        for node in ast.walk(ast.parse(text)):
+        for node in _nodes(path):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 size = (node.end_lineno or node.lineno) - node.lineno + 1
                 if size > MAX_FUNCTION_LINES:

@@ -23,7 +23,8 @@ from mcp import Client
 from mcp_types import CallToolResult
 from psycopg.types.json import Jsonb
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
+from runner import PostgresRegistry, Runner, build_server, local_owner
+from tests.conftest import local_settings
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 Kiwi = Callable[..., Done]
@@ -198,9 +199,7 @@ def mcp(database_url: str, conn: psycopg.Connection, tmp_path: Path) -> Iterator
     async def open_client() -> AsyncIterator[Client]:
         session_id = f"test-lifecycle-{uuid.uuid4()}"
         sessions.append(session_id)
-        settings = Settings(
-            backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-        )
+        settings = local_settings(database_url, tmp_path)
         runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
         try:
             async with Client(build_server(runner, session_id=session_id)) as client:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,22 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner import ConfigError, Plan, PostgresRegistry, Runner, Settings, local_owner
+from runner import ConfigError, Plan, Runner
 from runner.core.outputs import OutputMismatch, output_contract, output_schema
 from tests.conftest import ROOT
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 COUNTED = {"type": "object", "properties": {"count": {"type": "integer"}, "label": {"type": "string"}}}
-
-
-@pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield r
-    await r.aclose()
 
 
 def script(publish_tool: Callable[..., str], body: str, outputs: Any) -> str:

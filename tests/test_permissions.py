@@ -18,8 +18,9 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner, standard_dispatcher
+from runner import PostgresRegistry, Runner, build_server, local_owner, standard_dispatcher
 from runner.policy.permissions import KINDS, check, covers, names_paths, needs, shell_command
+from tests.conftest import local_settings
 
 
 @pytest.fixture
@@ -32,9 +33,7 @@ def session(conn: psycopg.Connection) -> Iterator[str]:
 
 @asynccontextmanager
 async def kiwi(database_url: str, cache_dir: Path, session: str) -> AsyncIterator[Client]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
-    )
+    settings = local_settings(database_url, cache_dir)
     runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, dispatcher=standard_dispatcher())
     try:
         async with Client(build_server(runner, session_id=session)) as client:

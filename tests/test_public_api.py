@@ -126,5 +126,6 @@ def _deep_imports_of_public_names() -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_tests_benches_and_scripts_take_public_names_from_the_package() -> None:
     assert _deep_imports_of_public_names() == []

@@ -23,18 +23,12 @@ from runner import (
     Refused,
     Runner,
     RunResult,
-    Settings,
     local_owner,
 )
 from runner.core.records import params_digest
+from tests.conftest import local_settings
 
 SESSION_CACHE: dict[str, Path] = {}
-
-
-def make_settings(database_url: str, cache_dir: Path) -> Settings:
-    return Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
-    )
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +39,7 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 async def runner(database_url: str, shared_cache: Path) -> AsyncIterator[Runner]:
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), make_settings(database_url, shared_cache))
+    r = Runner(PostgresRegistry(database_url, principal=local_owner()), local_settings(database_url, shared_cache))
     yield r
     await r.aclose()
 
@@ -140,7 +134,7 @@ async def test_the_seeded_api_tool_posts_to_a_local_server(
 ) -> None:
     runner = Runner(
         PostgresRegistry(database_url, principal=local_owner()),
-        make_settings(database_url, shared_cache),
+        local_settings(database_url, shared_cache),
         environ={**os.environ, "HTTP_ECHO_URL": echo_server(0)},
     )
     try:
@@ -158,7 +152,7 @@ async def test_the_api_tool_is_retried_past_a_503_to_its_200(
 ) -> None:
     runner = Runner(
         PostgresRegistry(database_url, principal=local_owner()),
-        make_settings(database_url, shared_cache),
+        local_settings(database_url, shared_cache),
         environ={**os.environ, "HTTP_ECHO_URL": echo_server(2)},
     )
     try:
@@ -212,7 +206,7 @@ async def test_retries_0_sends_an_api_request_once(
     lines: list[str] = []
     runner = Runner(
         PostgresRegistry(database_url, principal=local_owner()),
-        make_settings(database_url, shared_cache),
+        local_settings(database_url, shared_cache),
         on_progress=lines.append,
     )
     try:
@@ -407,7 +401,7 @@ async def test_a_file_altered_in_the_database_is_refused_by_its_sha256(
         {"run.sh": "echo honest\n"},
         entrypoint="run.sh",
     )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), make_settings(database_url, tmp_path))
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), local_settings(database_url, tmp_path))
     try:
         assert (await runner.run(tool)).output == "honest"
         # The file table checks sha256 against content itself (a constraint even replica mode
@@ -434,7 +428,7 @@ async def test_a_materialised_file_changed_on_disk_is_refused(
         {"run.sh": "echo honest\n"},
         entrypoint="run.sh",
     )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), make_settings(database_url, tmp_path))
+    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), local_settings(database_url, tmp_path))
     try:
         first = await runner.run(tool)
         (script,) = tmp_path.glob("tools/*/run.sh")
@@ -542,7 +536,7 @@ async def test_no_secret_reaches_run_records_or_errors(
     )
     runner = Runner(
         PostgresRegistry(database_url, principal=local_owner()),
-        make_settings(database_url, shared_cache),
+        local_settings(database_url, shared_cache),
         environ={**os.environ, "LEAKY_TOKEN": secret},
     )
     try:
@@ -572,7 +566,7 @@ async def test_the_environment_is_built_once_even_when_runs_race_and_reused_afte
     lines: list[str] = []
     runner = Runner(
         PostgresRegistry(database_url, principal=local_owner()),
-        make_settings(database_url, tmp_path),
+        local_settings(database_url, tmp_path),
         on_progress=lines.append,
     )
     try:

@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 
 from runner import Refused, Settings, UsageError, local_owner
 from runner.registry import spaces
+from tests.conftest import local_settings
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,15 +93,7 @@ def tree(folder: Path) -> dict[str, bytes]:
 
 
 def settings_for(project: Project) -> Settings:
-    return Settings(
-        backend="postgres",
-        database_url="",
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=project.dir / "cache",
-        project_dir=project.dir,
-        user_space=project.user,
-    )
+    return local_settings("", project.dir / "cache", project_dir=project.dir, user_space=project.user)
 
 
 # --- resolution: project, then user, then registry -------------------------------------------

@@ -105,6 +105,7 @@ def test_a_data_directory_the_stack_did_not_mark_is_neither_started_nor_reset(tm
     assert not (checkout / "supabase-args").exists()
 
 
+@pytest.mark.slow
 def test_the_runner_login_is_part_of_what_makes_the_stack_current(tmp_path: Path) -> None:
     """A change to the runner's login file resets the stack's own cluster, as a migration does,
     and `runner-url` names that login on the stack's port."""

@@ -24,8 +24,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner import PostgresRegistry, Runner, RunResult, Settings, local_owner, standard_dispatcher, standard_handlers
+from runner import PostgresRegistry, Runner, RunResult, local_owner, standard_dispatcher, standard_handlers
 from runner.harness.dispatch import Lazy
+from tests.conftest import local_settings
 
 Reply = dict[str, Any]
 
@@ -168,9 +169,7 @@ def thread_of(publish_tool: Callable[..., str]) -> Callable[..., str]:
 
 
 async def run_thread(database_url: str, cache_dir: Path, provider: FakeProvider, thread: str) -> RunResult:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
-    )
+    settings = local_settings(database_url, cache_dir)
     environ = {**os.environ, "ANTHROPIC_BASE_URL": provider.url, "OPENAI_BASE_URL": provider.url}
     registry = PostgresRegistry(database_url, principal=local_owner())
     runner = Runner(registry, settings, dispatcher=standard_dispatcher(), environ=environ)

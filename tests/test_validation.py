@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from runner import ConfigError, KiwiError, MemoryBackend, Refused, Registry, Runner, RunResult, Settings
+from runner import ConfigError, KiwiError, MemoryBackend, Refused, Registry, Runner, RunResult
 from runner.harness.validation import KINDS
 from runner.trust.content_hash import content_hash
+from tests.conftest import local_settings
 
 # the tool runs in the sandbox, which sees /usr but not this venv nor pyenv's interpreters
 PY = "/usr/bin/python3"
@@ -89,14 +90,8 @@ def plan_of(
 async def run_plan(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     """Run a plan (made by plan_of) through a Runner over the in-memory registry."""
     runners: list[Runner] = []
-    settings = Settings(
-        backend="postgres",
-        database_url="postgresql://unused",
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=tmp_path / "cache",
-        project_dir=tmp_path,
-        user_space=tmp_path / "user",
+    settings = local_settings(
+        "postgresql://unused", tmp_path / "cache", project_dir=tmp_path, user_space=tmp_path / "user"
     )
 
     async def run(plan: dict[str, Any], params: dict[str, Any] | None = None, **kw: Any) -> RunResult:
@@ -181,6 +176,7 @@ async def test_shebang_required_looks_at_the_entrypoint_only(run_plan: Any) -> N
 # --- syntax_check ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_syntax_check_is_a_command_line_split_before_it_is_filled(run_plan: Any, tmp_path: Path) -> None:
     """`command: "python3 -m py_compile {entrypoint}"`, the documents' form: split into words
     first, so an entrypoint with a space and a quote stays one argument; never a shell.
@@ -217,6 +213,7 @@ async def test_a_syntax_checks_args_follow_its_command_one_word_each(run_plan: A
     assert "/kiwi/tool/a b.py|" in result.error, "the entrypoint as the sandbox names it, one word"
 
 
+@pytest.mark.slow
 async def test_a_syntax_check_may_be_an_argv_list_and_has_a_timeout(run_plan: Any) -> None:
     slow = {"type": "syntax_check", "command": ["sleep", "5"], "timeout": 0.3, "message": "too slow to check"}
     result = await run_plan(plan_of("slow", {"m.py": "pass\n"}, runtime={**RUNTIME, "validation": {"rules": [slow]}}))
@@ -363,15 +360,8 @@ def test_any_value_of_the_canonical_keys_gives_a_result_never_a_crash(
         "fz", files, runtime=runtime, config=config, marked="run.sh", parameters=[{"name": "a"}, {"name": "b"}]
     )
     plan["parameters"] = {"type": "object"}  # any values: the property under test is the config
-    settings_ = Settings(
-        backend="postgres",
-        database_url="postgresql://unused",
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=tmp_path / "cache",
-        project_dir=tmp_path,
-        user_space=tmp_path / "user",
-        record_runs=False,
+    settings_ = local_settings(
+        "postgresql://unused", tmp_path / "cache", project_dir=tmp_path, user_space=tmp_path / "user", record_runs=False
     )
 
     async def go() -> RunResult:

@@ -24,6 +24,8 @@ import yaml
 from tests.conformance.server_suite import NODE, SUITE
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow  # the MCP conformance suite, on Node
+
 EXPECTED = Path(__file__).with_name("client_not_applicable.yaml")
 CLIENT_COMMAND = f"{sys.executable} -m runner.mcp_client.oauth.conformance_client"
 SCENARIO_TIMEOUT_MS = 30_000

@@ -43,6 +43,8 @@ from tests.conformance.server_fixtures import (
 )
 from tests.conformance.server_suite import Outcome, SuiteRun, run_server_suite, server_scenarios
 
+pytestmark = pytest.mark.slow  # the MCP conformance suite, on Node
+
 EXPECTED = Path(__file__).with_name("server_not_applicable.yaml")
 META_TOOLS, DIRECT = "meta-tools", "direct"
 SERVE_ARGS: dict[str, tuple[str, ...]] = {

@@ -12,9 +12,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from runner import McpPool, PostgresRegistry, Runner, Settings, admin, standard_dispatcher
+from runner import McpPool, PostgresRegistry, Runner, admin, standard_dispatcher
 from runner.handlers.mcp_tool import McpToolHandler
 from runner.primitives import procfs
+from tests.conftest import local_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "node_modules"
@@ -47,12 +48,10 @@ def stdio_server(tool_id: str, args: list[str], **config: Any) -> dict[str, Any]
     }
 
 
-def make_runner(database_url: str, cache_dir: Path) -> tuple[Runner, McpToolHandler]:
+def mcp_runner(database_url: str, cache_dir: Path) -> tuple[Runner, McpToolHandler]:
     """A Runner as `kiwi serve` makes it (the standard handlers, over an MCP pool it shares with
     the server's imports: build_server(runner, mcp_pool=handler.pool)), and its MCP handler."""
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
-    )
+    settings = local_settings(database_url, cache_dir)
     environ = {**os.environ, "KIWI_NODE_MODULES": str(NODE_MODULES)}
     dispatcher = standard_dispatcher(mcp_pool=McpPool())
     runner = Runner(PostgresRegistry(database_url, principal=admin()), settings, dispatcher=dispatcher, environ=environ)

@@ -33,7 +33,7 @@ from . import (
     children,
     free_port,
     killed,
-    make_runner,
+    mcp_runner,
     stdio_server,
     unique,
 )
@@ -59,7 +59,7 @@ def publish(conn: psycopg.Connection) -> Iterator[Publish]:
 
 @pytest.fixture
 async def mcp(database_url: str, tmp_path: Path) -> AsyncIterator[tuple[Runner, McpToolHandler]]:
-    runner, handler = make_runner(database_url, tmp_path / "cache")
+    runner, handler = mcp_runner(database_url, tmp_path / "cache")
     yield runner, handler
     await runner.aclose()
 
@@ -180,7 +180,7 @@ async def test_200_concurrent_proxied_calls_all_succeed(
 async def test_runner_aclose_leaves_no_server_running(database_url: str, tmp_path: Path, publish: Publish) -> None:
     server = publish(stdio_server(unique("everything"), [str(EVERYTHING), "stdio"]))
     tool = publish(mcp_tool(server, "echo"))
-    runner, _ = make_runner(database_url, tmp_path)
+    runner, _ = mcp_runner(database_url, tmp_path)
     before = children()
     assert (await runner.run(tool, {"message": "hi"})).ok
     (pid,) = children() - before

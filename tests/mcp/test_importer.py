@@ -21,7 +21,7 @@ from runner.cli.mcp import add_mcp_commands, print_report
 from runner.handlers.mcp_tool import McpToolHandler
 from runner.mcp_client.importer import cut_description, next_version, tool_id_for
 
-from . import EVERYTHING, NODE_MODULES, make_runner, stdio_server, unique
+from . import EVERYTHING, NODE_MODULES, mcp_runner, stdio_server, unique
 from .long_description_server import description
 
 Publish = Callable[[dict[str, Any]], str]
@@ -39,7 +39,7 @@ def server(conn: psycopg.Connection) -> Iterator[str]:
 
 @pytest.fixture
 async def mcp(database_url: str, tmp_path: Path) -> AsyncIterator[tuple[Runner, McpToolHandler]]:
-    runner, handler = make_runner(database_url, tmp_path / "cache")
+    runner, handler = mcp_runner(database_url, tmp_path / "cache")
     yield runner, handler
     await runner.aclose()
 

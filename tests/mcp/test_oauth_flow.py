@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ from runner import (
     PostgresRegistry,
     Principal,
     Runner,
-    Settings,
     UsageError,
     admin,
     from_claims,
@@ -102,23 +101,12 @@ def environ(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture
-async def runner_as(database_url: str, tmp_path: Path) -> AsyncIterator[Callable[..., Runner]]:
-    made: list[Runner] = []
-
+def runner_as(make_runner: Callable[..., Runner]) -> Callable[..., Runner]:
     def make(principal: Principal, **extra: str) -> Runner:
-        settings = Settings(
-            backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-        )
-        registry = PostgresRegistry(database_url, principal=principal)
-        runner = Runner(
-            registry, settings, dispatcher=standard_dispatcher(mcp_pool=McpPool()), environ=environ(**extra)
-        )
-        made.append(runner)
-        return runner
+        dispatcher = standard_dispatcher(mcp_pool=McpPool())
+        return make_runner(principal=principal, dispatcher=dispatcher, environ=environ(**extra))
 
-    yield make
-    for runner in made:
-        await runner.aclose()
+    return make
 
 
 async def browse(url: str) -> None:

@@ -47,6 +47,7 @@ def pid_of(pool: McpPool, spec: ServerSpec) -> int:
     return s.pid
 
 
+@pytest.mark.slow
 async def test_the_first_call_connects_and_later_calls_reuse_the_session(pool: McpPool) -> None:
     spec = everything()
     result, facts = await pool.call_tool(spec, "echo", {"message": "hi"})
@@ -57,6 +58,7 @@ async def test_the_first_call_connects_and_later_calls_reuse_the_session(pool: M
     assert "connect_ms" not in facts and pid_of(pool, spec) == pid
 
 
+@pytest.mark.slow
 async def test_200_concurrent_calls_share_one_session_without_error(pool: McpPool) -> None:
     spec = everything()
     results = await asyncio.gather(*(pool.call_tool(spec, "echo", {"message": f"m{i}"}) for i in range(200)))
@@ -64,6 +66,7 @@ async def test_200_concurrent_calls_share_one_session_without_error(pool: McpPoo
     assert len([p for p in live_server_pids() if p == pid_of(pool, spec)]) == 1
 
 
+@pytest.mark.slow
 async def test_a_killed_server_is_restarted_by_the_next_call(pool: McpPool) -> None:
     spec = everything()
     await pool.call_tool(spec, "echo", {"message": "before"})
@@ -77,6 +80,7 @@ async def test_a_killed_server_is_restarted_by_the_next_call(pool: McpPool) -> N
 LONG = "trigger-long-running-operation"
 
 
+@pytest.mark.slow
 async def test_a_call_cut_off_by_the_servers_death_is_not_repeated_unless_repeatable(pool: McpPool) -> None:
     """The request reached the server, which may have acted on it: sending it again could
     do the work twice. Only a repeatable call is retried; either way the next call works."""
@@ -103,12 +107,14 @@ async def test_a_call_cut_off_by_the_servers_death_is_not_repeated_unless_repeat
     assert not result.is_error and facts["attempts"] == 2
 
 
+@pytest.mark.slow
 async def test_a_tool_error_is_returned_once_and_not_retried(pool: McpPool) -> None:
     spec = everything()
     result, facts = await pool.call_tool(spec, "echo", {})
     assert result.is_error and facts["attempts"] == 1
 
 
+@pytest.mark.slow
 async def test_a_slow_call_times_out_without_retry_and_the_session_survives(pool: McpPool) -> None:
     spec = everything()
     await pool.call_tool(spec, "echo", {"message": "warm"})
@@ -119,6 +125,7 @@ async def test_a_slow_call_times_out_without_retry_and_the_session_survives(pool
     assert not result.is_error and pid_of(pool, spec) == pid
 
 
+@pytest.mark.slow
 async def test_an_idle_session_shuts_its_server_down(pool: McpPool) -> None:
     spec = everything(idle_shutdown_s=0.3)
     await pool.call_tool(spec, "echo", {"message": "hi"})
@@ -131,6 +138,7 @@ async def test_an_idle_session_shuts_its_server_down(pool: McpPool) -> None:
     assert not result.is_error and "connect_ms" in facts
 
 
+@pytest.mark.slow
 async def test_a_server_slower_to_start_than_its_idle_shutdown_still_serves_its_first_call(pool: McpPool) -> None:
     """Idle time counts from when the session is ready, not from the spawn: a server (say,
     one starting in its sandbox) that takes longer to start than idle_shutdown_s is not
@@ -141,6 +149,7 @@ async def test_a_server_slower_to_start_than_its_idle_shutdown_still_serves_its_
     assert facts["attempts"] == 1 and facts["connect_ms"] > 50
 
 
+@pytest.mark.slow
 async def test_aclose_leaves_no_server_process() -> None:
     pool = McpPool()
     specs = [everything(), everything()]
@@ -153,6 +162,7 @@ async def test_aclose_leaves_no_server_process() -> None:
     assert not set(pids) & live_server_pids()
 
 
+@pytest.mark.slow
 async def test_a_server_that_never_answers_fails_its_startup_timeout_and_is_killed(pool: McpPool) -> None:
     before = children()
     spec = ServerSpec(
@@ -197,6 +207,7 @@ asyncio.run(main())  # ends without pool.aclose(): atexit must clean up
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["exit without aclose", "SIGTERM"])
 def test_no_stdio_server_survives_the_kiwi_process(how: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), **({"HANG": "1"} if how == "SIGTERM" else {})}

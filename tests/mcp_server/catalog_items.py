@@ -5,7 +5,7 @@ server those tests talk to (acting as the local owner, whose namespace is `local
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from psycopg.types.json import Jsonb
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
+from runner import Runner, Settings, build_server
 
 
 class Items:
@@ -87,14 +87,7 @@ def items(conn: psycopg.Connection) -> Iterator[Items]:
 
 
 @pytest.fixture
-async def catalog_server(database_url: str, tmp_path: Path) -> AsyncIterator[MCPServer]:
-    settings = Settings(
-        backend="postgres",
-        database_url=database_url,
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=tmp_path / "cache",
-    )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield build_server(runner, embedder=None)
-    await runner.aclose()
+async def catalog_server(
+    tmp_path: Path, make_settings: Callable[..., Settings], make_runner: Callable[..., Runner]
+) -> MCPServer:
+    return build_server(make_runner(make_settings(cache_dir=tmp_path / "cache")), embedder=None)

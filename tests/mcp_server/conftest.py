@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
-
-
-def settings(database_url: str, cache_dir: Path) -> Settings:
-    return Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
-    )
+from runner import Runner, Settings, build_server
 
 
 @pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
+async def runner(tmp_path: Path, make_settings: Callable[..., Settings], make_runner: Callable[..., Runner]) -> Runner:
     """A runner for the local owner, its cache under the test's tmp_path."""
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings(database_url, tmp_path / "cache"))
-    yield r
-    await r.aclose()
+    return make_runner(make_settings(cache_dir=tmp_path / "cache"))
 
 
 @pytest.fixture

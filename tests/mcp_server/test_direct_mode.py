@@ -11,7 +11,7 @@ import subprocess
 import sys
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,9 @@ from runner import (
     NotFound,
     PostgresRegistry,
     Runner,
-    Settings,
     UsageError,
     admin,
     from_token,
-    local_owner,
     standard_dispatcher,
 )
 from runner.mcp_server.direct import APPROVAL_META_KEY, DirectServer, build_direct_server, mcp_name
@@ -44,13 +42,8 @@ READ = 'printf \'{"read": "%s"}\\n\' "$KIWI_PARAM_PATH"'
 
 
 @pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, dispatcher=standard_dispatcher())
-    yield r
-    await r.aclose()
+async def runner(make_runner: Callable[..., Runner]) -> Runner:
+    return make_runner(dispatcher=standard_dispatcher())
 
 
 @pytest.fixture

@@ -187,6 +187,7 @@ def test_kiwi_token_prints_a_jwt_the_local_secret_verifies(database_url: str, tm
     )
 
 
+@pytest.mark.slow
 def test_kiwi_token_without_a_known_secret_is_a_clear_error(tmp_path: Path) -> None:
     # a database elsewhere and no KIWI_JWT_SECRET: kiwi knows no secret to sign with
     env = serve_env("postgresql://u:p@db.example.invalid:5432/postgres", tmp_path)

@@ -17,14 +17,14 @@ from psycopg.types.json import Jsonb
 from runner import Plan, Runner, build_server
 from runner.handlers.mcp_tool import McpToolHandler
 
-from ..mcp import EVERYTHING, make_runner, stdio_server, unique
+from ..mcp import EVERYTHING, mcp_runner, stdio_server, unique
 from ..mcp.test_importer import LONG_SERVER
 from .test_server import failed, ok, text
 
 
 @pytest.fixture
 async def mcp(database_url: str, tmp_path: Path) -> AsyncIterator[tuple[Runner, McpToolHandler]]:
-    runner, handler = make_runner(database_url, tmp_path / "cache")
+    runner, handler = mcp_runner(database_url, tmp_path / "cache")
     yield runner, handler
     await runner.aclose()
 

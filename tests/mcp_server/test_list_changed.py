@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -23,7 +23,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
+from runner import Runner, build_server
 from runner.testing.http_serving import ROOT, serve_env
 from tests.mcp_server.registry_changes import Inbox, listening, publish, unique
 
@@ -34,13 +34,8 @@ UPDATED = "notifications/resources/updated"
 
 
 @pytest.fixture
-async def server(database_url: str, tmp_path: Path) -> AsyncIterator[MCPServer]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield build_server(runner, embedder=None)
-    await runner.aclose()
+async def server(make_runner: Callable[..., Runner]) -> MCPServer:
+    return build_server(make_runner(), embedder=None)
 
 
 @pytest.fixture

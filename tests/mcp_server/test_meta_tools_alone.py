@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp_types import CallToolResult
 
-from runner import PostgresRegistry, Runner, Settings, local_owner
+from runner import Runner, Settings
 from runner.mcp_server.meta.execute import execute
 from runner.mcp_server.meta.help import HELP_TOPICS, help
 from runner.mcp_server.meta.load import load
@@ -25,17 +25,11 @@ from runner.mcp_server.server import bound
 
 
 @pytest.fixture
-async def state(database_url: str, tmp_path: Path) -> AsyncIterator[ServerState]:
-    settings = Settings(
-        backend="postgres",
-        database_url=database_url,
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=tmp_path / "cache",
-    )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield ServerState.of(runner, session_id=f"alone-{uuid.uuid4().hex[:8]}")
-    await runner.aclose()
+async def state(
+    tmp_path: Path, make_settings: Callable[..., Settings], make_runner: Callable[..., Runner]
+) -> ServerState:
+    runner = make_runner(make_settings(cache_dir=tmp_path / "cache"))
+    return ServerState.of(runner, session_id=f"alone-{uuid.uuid4().hex[:8]}")
 
 
 def ok(result: CallToolResult) -> dict[str, Any]:

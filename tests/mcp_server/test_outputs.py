@@ -5,8 +5,7 @@ schema, and a mismatch is a tool error that keeps the output and names the place
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
+from runner import Runner, build_server
 
 # the list form, as parameters may be written; its JSON Schema form is what MCP clients see
 LISTED = [{"name": "count", "type": "integer", "required": True}, {"name": "label", "type": "string"}]
@@ -26,13 +25,8 @@ SCHEMA = {
 
 
 @pytest.fixture
-async def server(database_url: str, tmp_path: Path) -> AsyncIterator[MCPServer]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield build_server(runner)
-    await runner.aclose()
+async def server(make_runner: Callable[..., Runner]) -> MCPServer:
+    return build_server(make_runner())
 
 
 def text(result: CallToolResult) -> str:

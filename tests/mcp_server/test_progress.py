@@ -18,7 +18,7 @@ from typing import Any
 from mcp import Client
 
 from runner import Runner, build_server
-from tests.mcp import EVERYTHING, make_runner, stdio_server, unique
+from tests.mcp import EVERYTHING, mcp_runner, stdio_server, unique
 from tests.mcp.test_handler import Publish, mcp_tool, publish  # noqa: F401  (publish: a fixture)
 from tests.mcp_server.test_server import ok
 
@@ -129,7 +129,7 @@ async def test_an_upstream_server_s_progress_is_forwarded_to_the_agent(
     tmp_path: Path,
     publish: Publish,  # noqa: F811
 ) -> None:
-    kiwi, handler = make_runner(database_url, tmp_path / "cache")
+    kiwi, handler = mcp_runner(database_url, tmp_path / "cache")
     try:
         server = publish(stdio_server(unique("everything"), [str(EVERYTHING), "stdio"]))
         tool = publish(mcp_tool(server, "long", config={"tool": "trigger-long-running-operation"}))

@@ -14,6 +14,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SERVER = textwrap.dedent(
@@ -85,6 +87,7 @@ def _serve(tmp_path: Path, stdin: bytes, answers: int) -> tuple[list[str], str, 
     return lines, err.read_text(), status
 
 
+@pytest.mark.slow
 def test_only_the_protocol_reaches_stdout_and_fd_1_is_restored(tmp_path: Path) -> None:
     big = "é" * 300_000  # one line of 600 kB, well past asyncio's default line limit
     out, err, status = _serve(

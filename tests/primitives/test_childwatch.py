@@ -22,6 +22,7 @@ def _waiter_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("waitpid-")]
 
 
+@pytest.mark.slow
 async def test_a_running_child_has_no_thread_waiting_for_it() -> None:
     run = asyncio.ensure_future(spawn(ProcessSpec(argv=["sleep", "0.3"], env=ENV, timeout_s=10)))
     await asyncio.sleep(0.15)

@@ -76,6 +76,7 @@ def test_accepts_only_http_client_plans() -> None:
     assert not primitive.accepts(Plan(**{**other.__dict__, "primitive": "subprocess"}))
 
 
+@pytest.mark.slow
 async def test_get_with_url_template_percent_encodes_the_parameter(prim: HttpClientPrimitive, base: str) -> None:
     out = await run(prim, {"url_template": base + "/echo/items/{name}"}, {"name": "a b/c?d"})
     assert out.status == "success", out.error
@@ -226,6 +227,7 @@ async def test_connection_refused_is_retried_then_an_error(prim: HttpClientPrimi
     assert len(progress) == 2 and "ConnectError" in progress[0]
 
 
+@pytest.mark.slow
 async def test_a_slow_server_is_a_timeout(prim: HttpClientPrimitive, base: str) -> None:
     started = time.monotonic()
     config = {"url": base + "/slow/3", "timeout": 0.2, "retries": 1, "retry_delay": 0.01}
@@ -300,6 +302,7 @@ async def test_a_secret_in_the_url_path_is_redacted(prim: HttpClientPrimitive, b
     assert f"{base}/status/404/bot***/send" in out.error
 
 
+@pytest.mark.slow
 async def test_200_concurrent_runs_on_one_instance(prim: HttpClientPrimitive, base: str) -> None:
     config = {"method": "POST", "url_template": base + "/echo/{i}", "body_template": {"i": "{i}"}}
     outs = await asyncio.gather(*(run(prim, config, {"i": i}) for i in range(200)))
@@ -357,6 +360,7 @@ async def test_only_the_documents_keys_are_read(prim: HttpClientPrimitive, base:
     assert out.detail["attempts"] == 1 and out.status == "error" and out.detail["http_status"] == 503
 
 
+@pytest.mark.slow
 async def test_retry_delay_grows_linearly(prim: HttpClientPrimitive, base: str) -> None:
     progress: list[str] = []
     started = time.monotonic()
@@ -381,6 +385,7 @@ async def test_retryable_statuses_decide_what_is_retried(prim: HttpClientPrimiti
     assert (await run(prim, {"url": base + "/status/500", "retries": 1})).detail["attempts"] == 1, "500 is not"
 
 
+@pytest.mark.slow
 async def test_timeout_bounds_each_attempt(prim: HttpClientPrimitive, base: str) -> None:
     started = time.monotonic()
     out = await run(prim, {"url": base + "/slow/3", "timeout": 0.3})

@@ -170,6 +170,7 @@ async def run_declared(parameters: Any, params: dict[str, Any], config: dict[str
     return await SubprocessPrimitive().run(invocation)
 
 
+@pytest.mark.slow
 async def test_param_values_are_the_parameters_in_their_declared_order() -> None:
     """The design documents' Python tools read sys.argv[1] (issue 15): python_runtime passes
     "{param_values...}" after the script."""
@@ -190,6 +191,7 @@ async def test_a_value_too_large_for_argv_ends_param_values_and_says_so() -> Non
     assert "{param_values...} stops before parameter 'huge' (200000 bytes)" in outcome.detail["warnings"][0]
 
 
+@pytest.mark.slow
 async def test_timeout_is_the_documents_key() -> None:
     """Regression: `timeout: 1` was ignored (only timeout_s was read): a 4 s sleep succeeded."""
     started = time.monotonic()
@@ -246,6 +248,7 @@ async def test_a_silent_failure_says_its_exit_status_or_the_signal_that_ended_it
 # --------------------------------------------------------------------------- process groups
 
 
+@pytest.mark.slow
 async def test_a_timeout_kills_the_whole_group_including_a_background_grandchild(tmp_path: Path) -> None:
     config = {
         "command": "bash",
@@ -268,6 +271,7 @@ async def test_a_timeout_kills_the_whole_group_including_a_background_grandchild
         assert await gone(pid), f"{pid} survived the timeout"
 
 
+@pytest.mark.slow
 async def test_a_timeout_kills_a_double_forked_grandchild_holding_stdout(tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
     outcome = await run({"command": PY, "args": [str(SCRIPTS / "forker.py"), str(pidfile), "wait"], "timeout": 1})
@@ -318,6 +322,7 @@ async def test_cancelling_the_run_kills_the_whole_group(tmp_path: Path) -> None:
     assert await gone(shell)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ticks", range(6))
 async def test_cancelling_while_the_process_starts_still_kills_its_group(ticks: int, tmp_path: Path) -> None:
     # Regression: asyncio, cancelled while connecting the pipes, killed only the direct child
@@ -375,6 +380,7 @@ async def test_large_stdin_is_written_while_output_is_read() -> None:
     assert result.stdout.strip() == str(20 << 20)
 
 
+@pytest.mark.slow
 async def test_a_child_that_never_reads_stdin_is_fine() -> None:
     result = await spawn(ProcessSpec(["true"], ENVIRON, stdin=b"z" * (5 << 20), timeout_s=10))
     assert (result.exit_code, result.timed_out) == (0, False)
@@ -505,6 +511,7 @@ async def test_the_primitive_accepts_only_subprocess_plans() -> None:
     await primitive.aclose()
 
 
+@pytest.mark.slow
 async def test_twenty_concurrent_runs_all_succeed() -> None:
     config = python("import json, sys; p = json.load(sys.stdin); print(json.dumps({'i': p['i'] * 2}))")
     outcomes = await asyncio.gather(*(run(config, {"i": i}) for i in range(20)))

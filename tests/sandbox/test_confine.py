@@ -85,6 +85,7 @@ async def test_a_full_tmp_names_the_file_limit(sandbox: Sandbox) -> None:
     assert "the sandbox's /tmp holds at most its file_mb limit: 2 MB" in (outcome.error or "")
 
 
+@pytest.mark.slow
 async def test_cpu_time_ends_the_run_naming_cpu_s(sandbox: Sandbox) -> None:
     confine = await sandbox.confine(Profile(limits=Limits(cpu_s=1)), [], "/tmp", os.environ)
     spec = ProcessSpec(argv=["bash", "-c", "while :; do :; done"], env={"PATH": "/usr/bin"}, confine=confine)

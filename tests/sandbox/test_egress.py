@@ -166,6 +166,7 @@ async def test_empty_allow_list_is_refused() -> None:
             await e.socket_for([])
 
 
+@pytest.mark.slow
 @needs_tools
 async def test_allowed_reached_others_refused(servers: list[int]) -> None:
     ok, other = servers
@@ -199,6 +200,7 @@ async def test_allowed_reached_others_refused(servers: list[int]) -> None:
         assert f"http://127.0.0.1:{other}/" in logged and f"127.0.0.1:{other}" in logged
 
 
+@pytest.mark.slow
 @needs_tools
 async def test_two_allow_lists_two_proxies(servers: list[int]) -> None:
     a, b = servers
@@ -295,6 +297,7 @@ def _bwrap_works() -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _bwrap_works(), reason="needs bwrap (usable here), curl, tinyproxy and socat")
 async def test_inside_a_bubblewrap_sandbox(servers: list[int]) -> None:
     ok, other = servers

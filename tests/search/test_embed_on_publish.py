@@ -16,7 +16,8 @@ import pytest
 from mcp import Client
 from psycopg.types.json import Jsonb
 
-from runner import LocalWordLlama, McpPool, PostgresRegistry, Runner, Settings, admin, build_server, standard_dispatcher
+from runner import LocalWordLlama, McpPool, PostgresRegistry, Runner, admin, build_server, standard_dispatcher
+from tests.conftest import local_settings
 from tests.kiwi_cli import kiwi_env, run_kiwi
 from tests.mcp import EVERYTHING, NODE_MODULES, stdio_server, unique
 from tests.search.fake_embeddings import fake_embeddings_server
@@ -57,9 +58,7 @@ def test_kiwi_mcp_import_embeds_the_tools_it_published(
 
 
 def runner_with(database_url: str, cache: Path, **settings: str) -> Runner:
-    base = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache
-    )
+    base = local_settings(database_url, cache)
     environ = {**os.environ, "KIWI_NODE_MODULES": str(NODE_MODULES)}
     dispatcher = standard_dispatcher(mcp_pool=McpPool())
     registry = PostgresRegistry(database_url, principal=admin())

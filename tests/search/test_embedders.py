@@ -58,6 +58,7 @@ def test_similar_sentences_are_closer_than_unrelated_ones() -> None:
     assert cosine(q, near) > cosine(q, far) + 0.2
 
 
+@pytest.mark.slow
 def test_local_model_agrees_with_wordllamas_own_embed() -> None:
     """Read from the wheel's files directly, the vectors are those wordllama itself computes."""
     from importlib.resources import files
@@ -92,6 +93,7 @@ def test_a_query_embeds_in_well_under_five_milliseconds() -> None:
     assert (time.perf_counter() - started) / 50 < 0.005
 
 
+@pytest.mark.slow
 def test_importing_runner_search_loads_no_model_and_embedding_leaves_logging_alone() -> None:
     """The CLI's start-up: numpy, the tokenizer, wordllama and httpx load only when used; and
     wordllama's package (which configures the root logger at import) is never imported."""
@@ -163,6 +165,7 @@ def test_an_unknown_model_kind_is_a_usage_error() -> None:
 # -- OpenAICompatible against the fake server -------------------------------------------------
 
 
+@pytest.mark.slow
 def test_openai_compatible_sends_the_request_the_api_expects_and_normalises_the_answer() -> None:
     with fake_embeddings_server() as fake:
         s = settings(
@@ -186,12 +189,14 @@ def test_openai_compatible_sends_the_request_the_api_expects_and_normalises_the_
         assert max(abs(a - b / norm(raw)) for a, b in zip(vector, raw, strict=True)) < 1e-12
 
 
+@pytest.mark.slow
 def test_without_a_key_no_authorization_is_sent() -> None:
     with fake_embeddings_server() as fake:
         OpenAICompatible(fake.url, "m").embed(["x"])
     assert "Authorization" not in fake.requests[0]["headers"]
 
 
+@pytest.mark.slow
 def test_vectors_of_another_size_are_a_clear_error() -> None:
     with fake_embeddings_server(dimensions=384) as fake, pytest.raises(EmbeddingError) as caught:
         OpenAICompatible(fake.url, "all-minilm").embed(["x"])
@@ -199,6 +204,7 @@ def test_vectors_of_another_size_are_a_clear_error() -> None:
     assert "dimensions=256" in (caught.value.hint or "")
 
 
+@pytest.mark.slow
 def test_an_http_error_says_the_status_and_the_apis_message_but_never_the_key() -> None:
     with (
         fake_embeddings_server(status=401, error_message="Incorrect API key provided: sk-leaky-key") as fake,
@@ -211,6 +217,7 @@ def test_an_http_error_says_the_status_and_the_apis_message_but_never_the_key() 
     assert "KIWI_EMBEDDINGS_KEY" in (caught.value.hint or "")
 
 
+@pytest.mark.slow
 def test_a_server_error_and_a_slow_server_and_no_server_are_clear_errors() -> None:
     with fake_embeddings_server(status=503, error_message="overloaded") as fake, pytest.raises(EmbeddingError) as e1:
         OpenAICompatible(fake.url, "m").embed(["x"])
@@ -225,6 +232,7 @@ def test_a_server_error_and_a_slow_server_and_no_server_are_clear_errors() -> No
     assert "cannot reach the embeddings API" in e3.value.message
 
 
+@pytest.mark.slow
 def test_an_answer_that_is_not_embeddings_is_a_clear_error() -> None:
     with (
         fake_embeddings_server(other_answer={"status": "ok"}) as fake,

@@ -6,7 +6,7 @@ ranked, and the local spaces are searched exactly when the server serves them
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ import yaml
 from mcp import Client
 from mcp_types import CallToolResult
 
-from runner import LocalWordLlama, PostgresRegistry, Runner, Settings, admin, build_server, embed_pending, local_owner
+from runner import LocalWordLlama, PostgresRegistry, Runner, Settings, admin, build_server, embed_pending
 
 
 def text(result: CallToolResult) -> str:
@@ -43,24 +43,20 @@ def project(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def runner(database_url: str, tmp_path: Path, project: Path) -> AsyncIterator[Runner]:
+async def runner(
+    database_url: str,
+    tmp_path: Path,
+    project: Path,
+    make_settings: Callable[..., Settings],
+    make_runner: Callable[..., Runner],
+) -> Runner:
     embedder = PostgresRegistry(database_url, principal=admin())  # the stored vectors `kiwi --admin embed` makes
     try:
         await embed_pending(embedder, LocalWordLlama(), progress=False)
     finally:
         await embedder.aclose()
-    settings = Settings(
-        backend="postgres",
-        database_url=database_url,
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=tmp_path / "cache",
-        project_dir=project,
-        user_space=tmp_path / "no-user-space",
-    )
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield r
-    await r.aclose()
+    settings = make_settings(cache_dir=tmp_path / "cache", project_dir=project, user_space=tmp_path / "no-user-space")
+    return make_runner(settings)
 
 
 async def test_items_say_how_they_matched_and_the_answer_how_it_was_ranked(runner: Runner) -> None:

@@ -18,10 +18,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 
 from runner import PostgresRegistry, Runner, build_server, local_owner
-from tests.security.test_database_restart import Cluster, cluster, own_cluster, settings
+from tests.conftest import local_settings
+from tests.security.test_database_restart import Cluster, cluster, own_cluster
+
+pytestmark = pytest.mark.slow  # a PostgreSQL cluster of its own, stopped and started
 
 __all__ = ["cluster", "own_cluster"]  # the restart tests' fixtures, used here
 
@@ -45,7 +49,9 @@ async def call_while_down(cluster: Cluster, runner: Runner, session: str, call: 
 
 async def test_the_row_is_written_once_the_database_answers_again(cluster: Cluster, tmp_path: Path) -> None:
     session = f"audit-restart-{uuid.uuid4()}"
-    runner = Runner(PostgresRegistry(cluster.url, principal=local_owner()), settings(cluster.url, tmp_path / "cache"))
+    runner = Runner(
+        PostgresRegistry(cluster.url, principal=local_owner()), local_settings(cluster.url, tmp_path / "cache")
+    )
     try:
         text = await call_while_down(cluster, runner, session)
         assert "cannot connect" in text or "unreachable" in text, text
@@ -64,7 +70,7 @@ async def test_the_row_is_written_once_the_database_answers_again(cluster: Clust
 async def test_a_process_that_stops_first_leaves_the_row_to_the_next(cluster: Cluster, tmp_path: Path) -> None:
     session = f"audit-restart-{uuid.uuid4()}"
     cache = tmp_path / "cache"
-    runner = Runner(PostgresRegistry(cluster.url, principal=local_owner()), settings(cluster.url, cache))
+    runner = Runner(PostgresRegistry(cluster.url, principal=local_owner()), local_settings(cluster.url, cache))
     try:
         await call_while_down(cluster, runner, session)
     finally:
@@ -74,7 +80,7 @@ async def test_a_process_that_stops_first_leaves_the_row_to_the_next(cluster: Cl
     cluster.start()
     assert audit_rows(cluster, session) == []
     for _ in range(2):  # the next process replays it; the one after finds nothing left to write
-        again = Runner(PostgresRegistry(cluster.url, principal=local_owner()), settings(cluster.url, cache))
+        again = Runner(PostgresRegistry(cluster.url, principal=local_owner()), local_settings(cluster.url, cache))
         try:
             await again.flush_records()
         finally:
@@ -87,7 +93,9 @@ async def test_another_execute_action_is_audited_the_same_way(cluster: Cluster, 
     """Not only runs: `execute delete` (or publish, import ...) that found no database is on
     record too, written once it answers again."""
     session = f"audit-restart-{uuid.uuid4()}"
-    runner = Runner(PostgresRegistry(cluster.url, principal=local_owner()), settings(cluster.url, tmp_path / "cache"))
+    runner = Runner(
+        PostgresRegistry(cluster.url, principal=local_owner()), local_settings(cluster.url, tmp_path / "cache")
+    )
     try:
         await call_while_down(cluster, runner, session, {"action": "delete", "item_id": "hello_world"})
         cluster.start()

@@ -19,8 +19,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner import LOCAL_JWT_SECRET, KiwiError, PostgresRegistry, Runner, Settings, from_token
+from runner import LOCAL_JWT_SECRET, KiwiError, PostgresRegistry, Runner, from_token
 from runner.testing.http_serving import two_tenants
+from tests.conftest import local_settings
 
 KEY = f"KIWI_TEST_DEPLOY_KEY_{uuid.uuid4().hex[:8].upper()}"
 VALUE = "deploy-key-" + uuid.uuid4().hex
@@ -37,9 +38,7 @@ def tenants(conn: psycopg.Connection) -> Iterator[dict[str, dict[str, str]]]:
 
 
 def runner_for(database_url: str, tenant: dict[str, str], cache: Path) -> Runner:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache
-    )
+    settings = local_settings(database_url, cache)
     principal = from_token(tenant["token"], secret=LOCAL_JWT_SECRET)
     environ = {"PATH": "/usr/bin:/bin", KEY: VALUE}  # the server's environment holds the secret
     return Runner(PostgresRegistry(database_url, principal=principal), settings, environ=environ)

@@ -19,7 +19,8 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from runner import PostgresRegistry, Runner, Settings, from_claims
+from runner import PostgresRegistry, Runner, from_claims
+from tests.conftest import local_settings
 
 LIMIT = 3
 
@@ -68,9 +69,7 @@ def ask_as(database_url: str, claims: dict[str, Any], call: dict[str, Any]) -> d
 
 
 def runner_as(database_url: str, claims: dict[str, Any], cache: Path) -> Runner:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache
-    )
+    settings = local_settings(database_url, cache)
     return Runner(PostgresRegistry(database_url, principal=from_claims(claims)), settings)
 
 

@@ -6,26 +6,18 @@ with one is refused by the gate, naming the field, and audited as before.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
+from runner import Runner, build_server
 
 BAD = ["nope", "1234", "' or 1=1 --", "x" * 300]
 
 
 @pytest.fixture
-async def server(database_url: str, tmp_path: Path) -> AsyncIterator[MCPServer]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield build_server(runner)
-    await runner.aclose()
+async def server(runner: Runner) -> MCPServer:
+    return build_server(runner)
 
 
 def said(result: object) -> str:

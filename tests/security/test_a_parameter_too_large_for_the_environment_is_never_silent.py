@@ -11,28 +11,17 @@ run's record keeps that warning.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 
 import psycopg
 import pytest
 
-from runner import PostgresRegistry, Runner, Settings, local_owner
+from runner import Runner
 
 SCRIPT = (
     'printf \'{"env": %s, "left_out": "%s", "stdin": %s}\\n\' '
     '"${#KIWI_PARAM_TEXT}" "$KIWI_PARAMS_NOT_IN_ENV" "$(wc -c)"\n'
 )
-
-
-@pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield r
-    await r.aclose()
 
 
 @pytest.fixture

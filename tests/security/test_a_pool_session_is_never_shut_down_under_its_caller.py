@@ -39,6 +39,7 @@ def everything(idle_shutdown_s: float) -> ServerSpec:
     )
 
 
+@pytest.mark.slow
 async def test_a_session_idle_the_moment_it_is_ready_serves_the_call_that_started_it() -> None:
     pool = McpPool()
     spec = everything(idle_shutdown_s=0.0)
@@ -50,6 +51,7 @@ async def test_a_session_idle_the_moment_it_is_ready_serves_the_call_that_starte
         await pool.aclose()
 
 
+@pytest.mark.slow
 async def test_calls_waiting_for_the_same_session_are_all_served_and_then_it_shuts_down() -> None:
     pool = McpPool()
     spec = everything(idle_shutdown_s=0.0)

@@ -14,6 +14,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 CHILD = r"""
@@ -45,6 +47,7 @@ with serve() as base:
 """
 
 
+@pytest.mark.slow
 def test_regular_expressions_in_a_response_transform_match_in_linear_time() -> None:
     transforms = {
         "$.body.items[?@.name =~ /(a+)+$/].name": ["success", "aaa"],

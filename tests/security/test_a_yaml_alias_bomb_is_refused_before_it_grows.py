@@ -14,7 +14,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -22,7 +22,7 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
+from runner import Runner, build_server
 from tests.conftest import ROOT
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
@@ -40,14 +40,9 @@ def text(result: object) -> str:
 
 
 @pytest.fixture
-async def server(database_url: str, tmp_path: Path) -> AsyncIterator[MCPServer]:
+async def server(runner: Runner) -> MCPServer:
     """Kiwi's MCP server as the local owner (who may publish under local/)."""
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield build_server(runner)
-    await runner.aclose()
+    return build_server(runner)
 
 
 @pytest.fixture

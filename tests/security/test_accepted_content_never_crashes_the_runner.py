@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from psycopg.types.json import Jsonb
 
-from runner import KiwiError, PostgresRegistry, Runner, Settings, admin
+from runner import KiwiError, PostgresRegistry, Runner, admin
+from tests.conftest import local_settings
 
 NS = f"fzlim_{uuid.uuid4().hex[:8]}"
 COUNTER = itertools.count()
@@ -153,12 +154,9 @@ def runner(
 ) -> Iterator[Runner]:
     r = Runner(
         PostgresRegistry(database_url, principal=admin()),
-        Settings(
-            backend="postgres",
-            database_url=database_url,
-            supabase_url=None,
-            supabase_key=None,
-            cache_dir=tmp_path_factory.mktemp("limits-cache"),
+        local_settings(
+            database_url,
+            tmp_path_factory.mktemp("limits-cache"),
             record_runs=False,
             project_dir=tmp_path_factory.mktemp("limits-project"),
         ),

@@ -25,7 +25,6 @@ from runner import (
     Principal,
     Refused,
     Runner,
-    Settings,
     acting_as,
     admin,
     anon,
@@ -33,6 +32,7 @@ from runner import (
     local_owner,
 )
 from runner.config import stack_database_url
+from tests.conftest import local_settings
 
 
 def user(user_id: str) -> Principal:
@@ -115,9 +115,7 @@ async def test_a_private_plan_cached_for_its_owner_is_never_served_to_another(
 async def test_runs_are_recorded_as_the_caller_that_made_them(
     runner_database_url: str, two_users: dict[str, Any], conn: psycopg.Connection, tmp_path: Path
 ) -> None:
-    settings = Settings(
-        backend="postgres", database_url=runner_database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
+    settings = local_settings(runner_database_url, tmp_path)
     runner = Runner(PostgresRegistry(runner_database_url, principal=local_owner()), settings)
     try:
 

@@ -25,12 +25,12 @@ from runner import (
     PostgresRegistry,
     Principal,
     Runner,
-    Settings,
     UsageError,
     acting_as,
     anon,
     from_claims,
 )
+from tests.conftest import local_settings
 
 SHA = "a" * 64
 
@@ -42,9 +42,7 @@ def user() -> Principal:
 @pytest.fixture
 async def kiwi(database_url: str, tmp_path: Path, conn: psycopg.Connection) -> AsyncIterator[Runner]:
     """One runner serving several users in turn, as `kiwi serve` does."""
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
+    settings = local_settings(database_url, tmp_path)
     runner = Runner(PostgresRegistry(database_url, principal=anon()), settings, session=f"test-admit-{uuid.uuid4()}")
     try:
         yield runner

@@ -24,6 +24,7 @@ import yaml
 
 from runner import LOCAL_JWT_SECRET
 from runner import sign_token as sign
+from tests.conftest import local_settings
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 SETUP = "echo preparing\n"
@@ -163,13 +164,11 @@ async def test_over_mcp_a_command_write_waits_for_a_person_only_where_the_server
     goes through once."""
     from mcp import Client
 
-    from runner import PostgresRegistry, Runner, Settings, build_server, from_claims
+    from runner import PostgresRegistry, Runner, build_server, from_claims
 
     manifest = yaml.safe_load((runtime_dir(tmp_path, owner["ns"]) / "tool.yaml").read_text())
     request = {"action": "publish", "manifest": manifest, "files": [{"path": "setup.sh", "content_text": SETUP}]}
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path / "c"
-    )
+    settings = local_settings(database_url, tmp_path / "c")
     agent = from_claims({"sub": owner["id"], "role": "authenticated"})
     runner = Runner(PostgresRegistry(database_url, principal=agent), settings)
     ref = f"{owner['ns']}/py_runtime"

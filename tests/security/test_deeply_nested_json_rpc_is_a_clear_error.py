@@ -102,6 +102,7 @@ def test_the_depth_scan_counts_only_structure(text: str, depth: int) -> None:
     assert json_depth(text.encode()) == depth
 
 
+@pytest.mark.slow
 def test_the_depth_scan_of_a_hostile_body_is_linear(tmp_path: Path) -> None:
     """Quotes and escapes arranged to make a backtracking scan quadratic are read once each:
     4 MiB of them are measured (no recursion, and no time limit asserted: it just finishes)."""

@@ -6,7 +6,7 @@ HTTP) before the schema; each says the limit.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from runner import InvalidParameters, PostgresRegistry, Runner, Settings, build_server, local_owner
+from runner import InvalidParameters, Runner, build_server
 from runner.core.params import validate_params
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
@@ -34,13 +34,8 @@ def tool(publish_tool: Callable[..., str]) -> str:
 
 
 @pytest.fixture
-async def server(database_url: str, tmp_path: Path) -> AsyncIterator[MCPServer]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield build_server(runner)
-    await runner.aclose()
+async def server(runner: Runner) -> MCPServer:
+    return build_server(runner)
 
 
 def test_kiwi_run_with_params_3000_deep_is_a_usage_error(database_url: str, tmp_path: Path, tool: str) -> None:
@@ -68,6 +63,7 @@ async def test_mcp_execute_refuses_deep_parameters_naming_the_limit(server: MCPS
     assert result.is_error and "x: parameters may nest at most 64 levels deep" in said, said
 
 
+@pytest.mark.slow
 def test_the_limit_is_checked_without_recursion() -> None:
     assert validate_params("t", None, {"x": nested(63)})  # 64 levels with the object itself
     with pytest.raises(InvalidParameters, match="x: parameters may nest at most 64 levels deep"):

@@ -12,7 +12,7 @@ so is the database.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -20,7 +20,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from runner import PostgresRegistry, Runner, Settings, local_owner, standard_dispatcher
+from runner import Runner, standard_dispatcher
 from runner.mcp_server.direct import build_direct_server
 from runner.testing.http_serving import kiwi_http_server, mcp_client, user_token
 
@@ -28,13 +28,8 @@ MARKER_SCRIPT = 'printf x >>"$KIWI_PARAM_MARKER"\necho \'{"ran": true}\'\n'
 
 
 @pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, dispatcher=standard_dispatcher())
-    yield r
-    await r.aclose()
+async def runner(make_runner: Callable[..., Runner]) -> Runner:
+    return make_runner(dispatcher=standard_dispatcher())
 
 
 @pytest.fixture

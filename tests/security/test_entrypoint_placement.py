@@ -14,26 +14,16 @@ Real parts: the real database, a runtime and a script published into it, real pr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runner import PostgresRegistry, Runner, Settings, local_owner
+from runner import Runner
 
 SCRIPT = '#!/bin/bash\nprintf \'{"said": "%s"}\\n\' "$KIWI_PARAM_WORD"\n'
 PARAMETERS = [{"name": "word", "type": "string", "required": True}]
-
-
-@pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    made = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield made
-    await made.aclose()
 
 
 def script_on(publish_tool: Callable[..., str], runtime_config: dict[str, Any]) -> str:

@@ -48,6 +48,7 @@ def test_a_kiwi_db_port_that_is_no_port_is_named(bad: str) -> None:
     assert "KIWI_DB_PORT" in info.value.message
 
 
+@pytest.mark.slow
 def test_kiwi_itself_connects_to_the_port_kiwi_db_port_names() -> None:
     """The CLI, with no KIWI_DATABASE_URL, tries the stack on KIWI_DB_PORT (nothing listens on 1)."""
     done = subprocess.run(

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from runner import ConfigError, MemoryBackend, Plan, Registry, Runner, Settings
+from runner import ConfigError, MemoryBackend, Plan, Registry, Runner
 from runner.mcp_client.servers import server_spec
+from tests.conftest import local_settings
 from tests.test_validation import RUNTIME, plan_of
 
 HUGE = [1e308, 86401, "1m"]
@@ -25,14 +26,8 @@ HUGE = [1e308, 86401, "1m"]
 @pytest.fixture
 async def run_plan(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     """Run a plan (made by plan_of) through a Runner over the in-memory registry."""
-    settings = Settings(
-        backend="postgres",
-        database_url="postgresql://unused",
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=tmp_path / "cache",
-        project_dir=tmp_path,
-        user_space=tmp_path / "user",
+    settings = local_settings(
+        "postgresql://unused", tmp_path / "cache", project_dir=tmp_path, user_space=tmp_path / "user"
     )
     runners: list[Runner] = []
 

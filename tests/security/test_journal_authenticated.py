@@ -92,6 +92,7 @@ def _forgeries(journal: Journal, tool: str) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.slow
 def test_the_key_is_made_once_private_and_kept(tmp_path: Path) -> None:
     path = key_file_in(tmp_path)
     key = load_key(path)
@@ -103,6 +104,7 @@ def test_the_key_is_made_once_private_and_kept(tmp_path: Path) -> None:
     assert [r.stdout.strip() for r in runs] == [key.hex()] * 2, "another process reads the same key"
 
 
+@pytest.mark.slow
 def test_processes_starting_together_agree_on_one_key(tmp_path: Path) -> None:
     path = key_file_in(tmp_path)
     procs = [

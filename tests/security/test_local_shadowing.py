@@ -12,14 +12,14 @@ Real parts: the CLI as a process, the real database, Runner objects over it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
+from runner import Runner, Settings, build_server
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 from tests.trust.conftest import Chain, Project, chain, forget_signatures, make_key, project  # noqa: F401
 
@@ -129,21 +129,14 @@ def test_require_trusts_a_local_copy_of_a_signed_published_version(
 
 
 @pytest.fixture
-async def local_runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
+async def local_runner(
+    tmp_path: Path, make_settings: Callable[..., Settings], make_runner: Callable[..., Runner]
+) -> Runner:
     repo = tmp_path / "repo"
     repository(repo)
-    settings = Settings(
-        backend="postgres",
-        database_url=database_url,
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=tmp_path / "cache",
-        project_dir=repo,
-        user_space=tmp_path / "user-space",
+    return make_runner(
+        make_settings(cache_dir=tmp_path / "cache", project_dir=repo, user_space=tmp_path / "user-space")
     )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield runner
-    await runner.aclose()
 
 
 async def test_the_mcp_server_ignores_local_spaces_unless_configured(local_runner: Runner) -> None:

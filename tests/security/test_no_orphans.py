@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import PostgresRegistry, Runner, Settings, local_owner
+from runner import PostgresRegistry, Runner, local_owner
+from tests.conftest import local_settings
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 # `setsid sh -c 'sleep 300' &`, as found: a new session, still holding the run's stdout.
@@ -97,15 +98,8 @@ def orphan_tool(publish_tool: Callable[..., str]) -> Callable[[str, str, float],
     return make
 
 
-def make_runner(database_url: str, cache: Path, *, sandbox: bool) -> Runner:
-    settings = Settings(
-        backend="postgres",
-        database_url=database_url,
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=cache,
-        sandbox=sandbox,
-    )
+def sandbox_runner(database_url: str, cache: Path, *, sandbox: bool) -> Runner:
+    settings = local_settings(database_url, cache, sandbox=sandbox)
     return Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
 
 
@@ -113,14 +107,14 @@ def make_runner(database_url: str, cache: Path, *, sandbox: bool) -> Runner:
 async def runner(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runner]:
     """A runner with the sandbox off (KIWI_SANDBOX=off): the reaper is then the only guard,
     and these tests hold it to its word."""
-    r = make_runner(database_url, tmp_path_factory.getbasetemp() / "no-orphans-cache", sandbox=False)
+    r = sandbox_runner(database_url, tmp_path_factory.getbasetemp() / "no-orphans-cache", sandbox=False)
     yield r
     await r.aclose()
 
 
 @pytest.fixture
 async def sandboxed(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runner]:
-    r = make_runner(database_url, tmp_path_factory.getbasetemp() / "no-orphans-sandboxed", sandbox=True)
+    r = sandbox_runner(database_url, tmp_path_factory.getbasetemp() / "no-orphans-sandboxed", sandbox=True)
     yield r
     await r.aclose()
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from runner import PostgresRegistry, Runner, Settings, local_owner
+from runner import PostgresRegistry, Runner, local_owner
 from runner.sandbox import sandbox as sandbox_module
+from tests.conftest import local_settings
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 
@@ -28,9 +29,7 @@ async def test_a_machine_without_bubblewrap_refuses_every_run(
     monkeypatch.setattr(
         sandbox_module.shutil, "which", lambda name, **kw: None if name == "bwrap" else real_which(name, **kw)
     )
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
+    settings = local_settings(database_url, tmp_path)
     runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
     try:
         result = await runner.run("hello_world", {"name": "x"})

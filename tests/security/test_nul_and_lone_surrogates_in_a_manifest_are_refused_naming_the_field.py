@@ -12,14 +12,13 @@ it still says so, without a traceback.)
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from runner import PostgresRegistry, Runner, Settings, UsageError, build_server, local_owner
+from runner import PostgresRegistry, Runner, UsageError, build_server, local_owner
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 
@@ -28,14 +27,9 @@ def text(result: object) -> str:
 
 
 @pytest.fixture
-async def server(database_url: str, tmp_path: Path) -> AsyncIterator[MCPServer]:
+async def server(runner: Runner) -> MCPServer:
     """Kiwi's MCP server as the local owner (who may publish under local/)."""
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield build_server(runner)
-    await runner.aclose()
+    return build_server(runner)
 
 
 def _manifest(**fields: object) -> dict[str, object]:

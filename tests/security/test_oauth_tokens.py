@@ -26,8 +26,9 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from runner import McpPool, PostgresRegistry, Runner, Settings, from_claims, standard_dispatcher
+from runner import McpPool, PostgresRegistry, Runner, from_claims, standard_dispatcher
 from runner.mcp_client.oauth.login import login
+from tests.conftest import local_settings
 from tests.mcp import unique
 from tests.mcp.oauth_fake_server import fake_oauth_server
 
@@ -67,9 +68,7 @@ async def test_tokens_never_reach_run_records_audit_rows_or_logs(
                     {"tool_id": f"{server}.{name}", "tool_type": "mcp_tool", "executor": server, "version": "1.0.0"},
                 )
         registry = PostgresRegistry(database_url, principal=from_claims({"sub": uid, "role": "authenticated"}))
-        settings = Settings(
-            backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-        )
+        settings = local_settings(database_url, tmp_path)
         runner = Runner(registry, settings, dispatcher=standard_dispatcher(mcp_pool=McpPool()), environ=environ)
         try:
             said: list[str] = []

@@ -12,13 +12,12 @@ import asyncio
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
 from mcp import Client
 
-from runner import Denied, PostgresRegistry, Runner, Settings, build_server, local_owner
+from runner import Denied, Runner, Settings, build_server, local_owner
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 MARKER_SCRIPT = 'printf x >>"$KIWI_PARAM_MARKER"\necho \'{"ran": true}\'\n'
@@ -81,13 +80,8 @@ def kiwi(database_url: str, tmp_path: Path) -> Callable[..., Done]:
 
 
 @pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> Any:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path / "c"
-    )
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield r
-    await r.aclose()
+async def runner(tmp_path: Path, make_settings: Callable[..., Settings], make_runner: Callable[..., Runner]) -> Runner:
+    return make_runner(make_settings(cache_dir=tmp_path / "c"))
 
 
 def runs_in(marker: Path) -> int:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import http.server
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from runner import PostgresRegistry, Runner, Settings, local_owner
+from runner import Runner
 
 # bash speaks HTTP through the proxy itself: no client the sandbox might lack
 THROUGH_PROXY = (
@@ -49,16 +48,6 @@ def servers() -> Iterator[tuple[int, int]]:
     for s in made:
         s.shutdown()
         s.server_close()
-
-
-@pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
-    yield r
-    await r.aclose()
 
 
 def probe(publish_tool: Callable[..., str], network: list[str] | None) -> str:

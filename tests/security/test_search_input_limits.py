@@ -16,7 +16,8 @@ import psycopg
 import pytest
 from mcp import Client
 
-from runner import PostgresRegistry, Runner, Settings, anon, build_server
+from runner import PostgresRegistry, Runner, anon, build_server
+from tests.conftest import local_settings
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 LONG = " ".join(f"word{i}" for i in range(300))
@@ -48,9 +49,7 @@ def test_the_cli_refuses_it_as_a_usage_error(database_url: str, tmp_path: Path) 
 
 
 async def test_the_mcp_server_answers_a_tool_error(database_url: str, tmp_path: Path) -> None:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
+    settings = local_settings(database_url, tmp_path)
     runner = Runner(PostgresRegistry(database_url, principal=anon()), settings)
     try:
         async with Client(build_server(runner, embedder=None)) as client:

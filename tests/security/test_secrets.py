@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from urllib.parse import quote, quote_plus
 
 import psycopg
 import pytest
 
-from runner import PostgresRegistry, Runner, RunResult, Settings, local_owner
+from runner import Runner, RunResult
 from runner.core.records import MASK, scrub, scrub_deep, secret_values
 
 SECRET = "kiwi-secret-3b1f0c9e7a"
@@ -37,15 +36,10 @@ PARAMETERS = [{"name": "p", "type": "string", "required": True}]
 
 
 @pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
+async def runner(make_runner: Callable[..., Runner]) -> Runner:
     environ = {**os.environ, "KIWI_TEST_SECRET": SECRET, "KIWI_TEST_ENV_VALUE": ENV_VALUE}
     environ.pop(UNSET, None)
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, environ=environ)
-    yield r
-    await r.aclose()
+    return make_runner(environ=environ)
 
 
 async def everything_of(runner: Runner, conn: psycopg.Connection, result: RunResult) -> str:

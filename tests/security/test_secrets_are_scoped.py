@@ -10,14 +10,13 @@ is revoked, the runner reads nothing of its environment for that tool any more.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
-from runner import LOCAL_JWT_SECRET, KiwiError, PostgresRegistry, Runner, Settings, from_token
+from runner import LOCAL_JWT_SECRET, KiwiError, Runner, from_token
 from runner.testing.http_serving import two_tenants
 
 GRANTED = f"KIWI_TEST_GRANTED_{uuid.uuid4().hex[:8].upper()}"
@@ -32,15 +31,10 @@ def tenant(conn: psycopg.Connection) -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture
-async def member(database_url: str, tenant: dict[str, str], tmp_path: Path) -> AsyncIterator[Runner]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
+async def member(tenant: dict[str, str], make_runner: Callable[..., Runner]) -> Runner:
     environ = {"PATH": "/usr/bin:/bin", "KIWI_TOKEN_KEY": SECRET, GRANTED: "granted-value"}
     principal = from_token(tenant["token"], secret=LOCAL_JWT_SECRET)
-    r = Runner(PostgresRegistry(database_url, principal=principal), settings, environ=environ)
-    yield r
-    await r.aclose()
+    return make_runner(principal=principal, environ=environ)
 
 
 def leaking_tool(ns: str, variable: str) -> dict[str, Any]:

@@ -15,15 +15,14 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from urllib.parse import quote
 
 import pytest
 from mcp import Client
 from mcp_types import LoggingMessageNotificationParams
 
-from runner import PostgresRegistry, Runner, Settings, build_server, local_owner
+from runner import Runner, build_server
 from runner.core.records import MASK
 
 SECRET = "kiwi-stream-secret-9d81c2"
@@ -42,19 +41,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 
 
 @pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path
-    )
+async def runner(make_runner: Callable[..., Runner]) -> Runner:
     environ = {
         **os.environ,
         "KIWI_STREAM_SECRET": SECRET,
         "KIWI_STREAM_ENCODED": quote(SECRET, safe=""),
         "KIWI_STREAM_PAIR": TWO_LINES,
     }
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, environ=environ)
-    yield r
-    await r.aclose()
+    return make_runner(environ=environ)
 
 
 def leaking_tool(publish_tool: Callable[..., str]) -> str:

@@ -18,13 +18,14 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from runner import IntegrityError, PostgresRegistry, Runner, Settings, TrustSettings, local_owner
+from runner import IntegrityError, Runner, Settings, TrustSettings
+from tests.conftest import local_settings
 from tests.kiwi_cli import kiwi_env, run_kiwi
 
 ORIGINAL = "echo original\n"
@@ -54,32 +55,17 @@ def tool(publish_tool: Callable[..., str]) -> str:
 
 
 def settings_for(database_url: str, cache: Path, policy: str = "off") -> Settings:
-    return Settings(
-        backend="postgres",
-        database_url=database_url,
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=cache,
-        trust=TrustSettings(policy=policy),
-        project_dir=cache.parent,
-    )
+    return local_settings(database_url, cache, trust=TrustSettings(policy=policy), project_dir=cache.parent)
 
 
 @pytest.fixture
-async def runners(database_url: str) -> AsyncIterator[Callable[..., Runner]]:
-    made: list[Runner] = []
-
+def runners(database_url: str, make_runner: Callable[..., Runner]) -> Callable[..., Runner]:
     def make(cache: Path, policy: str = "off") -> Runner:
-        runner = Runner(
-            PostgresRegistry(database_url, principal=local_owner()), settings_for(database_url, cache, policy)
-        )
+        runner = make_runner(settings_for(database_url, cache, policy))
         runner.local_spaces = False
-        made.append(runner)
         return runner
 
-    yield make
-    for runner in made:
-        await runner.aclose()
+    return make
 
 
 def blames_the_registry(message: str, tool: str) -> None:

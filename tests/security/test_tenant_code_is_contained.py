@@ -14,13 +14,13 @@ from __future__ import annotations
 import base64
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from runner import PostgresRegistry, Runner, Settings, local_owner
+from runner import Runner, Settings
 from tests.conftest import stack_url
 from tests.security.test_no_orphans import none_left
 
@@ -28,14 +28,11 @@ SECRET = f"s3cret-{uuid.uuid4().hex}"
 
 
 @pytest.fixture
-async def runner(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    settings = Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=tmp_path / "c"
-    )
+async def runner(
+    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings], make_runner: Callable[..., Runner]
+) -> Runner:
     environ = {**os.environ, "KIWI_TOKEN_KEY": SECRET, "KIWI_DATABASE_URL": database_url}
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings, environ=environ)
-    yield r
-    await r.aclose()
+    return make_runner(make_settings(cache_dir=tmp_path / "c"), environ=environ)
 
 
 @pytest.fixture

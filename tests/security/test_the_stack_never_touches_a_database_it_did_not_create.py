@@ -25,6 +25,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow  # a foreign PostgreSQL cluster, and scripts/stack
+
 STACK = ROOT / "scripts" / "stack"
 KIWI_ROLES = ("kiwi_runner", "anon", "authenticated", "service_role", "supabase_admin")
 

@@ -20,6 +20,7 @@ def user_claims() -> dict[str, str]:
     return {"sub": str(uuid.uuid4()), "role": "authenticated", "aud": "authenticated"}
 
 
+@pytest.mark.slow
 def test_a_cached_token_is_refused_once_it_has_expired() -> None:
     claims = user_claims()
     token = sign({**claims, "exp": int(time.time()) + 1}, LOCAL_JWT_SECRET)

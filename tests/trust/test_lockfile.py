@@ -8,6 +8,7 @@ import json
 import psycopg
 
 from runner import local_owner
+from tests.conftest import local_settings
 
 from .conftest import Chain, Project, publish, publish_runtime
 
@@ -89,17 +90,10 @@ async def test_the_mcp_server_runs_under_the_projects_lockfile(
 ) -> None:
     from mcp import Client
 
-    from runner import PostgresRegistry, Runner, Settings, build_server
+    from runner import PostgresRegistry, Runner, build_server
 
     assert project.kiwi("lock", chain.tool).code == 0
-    settings = Settings(
-        backend="postgres",
-        database_url=database_url,
-        supabase_url=None,
-        supabase_key=None,
-        cache_dir=tmp_path / "mcp-cache",
-        project_dir=project.dir,
-    )
+    settings = local_settings(database_url, tmp_path / "mcp-cache", project_dir=project.dir)
     runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
     try:
         async with Client(build_server(runner)) as client:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from mcp import Client
 
-from runner import PostgresRegistry, Runner, Settings, TrustSettings, build_server, local_owner
+from runner import PostgresRegistry, Runner, TrustSettings, build_server, local_owner
+from tests.conftest import local_settings
 
 from .conftest import Chain, Project
 
@@ -41,13 +42,7 @@ async def test_mcp_search_and_load_show_signature_states(
     forget_signatures.append(key["fingerprint"])
     assert project.kiwi("sign", chain.tool, "--key", "publisher").code == 0
     settings = dataclasses.replace(
-        Settings(
-            backend="postgres",
-            database_url=database_url,
-            supabase_url=None,
-            supabase_key=None,
-            cache_dir=tmp_path / "cache",
-        ),
+        local_settings(database_url, tmp_path / "cache"),
         trust=TrustSettings(keys={"public": (key["public_key"],)}),
     )
     runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
