@@ -42,6 +42,10 @@ def fake_checkout(tmp_path: Path) -> Path:
     shutil.copy2(ROOT / "supabase" / "seed.sql", checkout / "supabase" / "seed.sql")
     shutil.copy2(ROOT / "supabase" / "local_owner.sql", checkout / "supabase" / "local_owner.sql")
     shutil.copy2(ROOT / "supabase" / "local_runner_login.sql", checkout / "supabase" / "local_runner_login.sql")
+    pgmq = checkout / ".venv" / "lib" / "python3.11" / "site-packages" / "pgmq" / "sql"  # the pgmq package's SQL
+    pgmq.mkdir(parents=True)
+    (pgmq / "pgmq.sql").write_text("-- pgmq, as the package ships it\n")
+    (pgmq / "VERSION").write_text("1.13.0\n")
     cli = checkout / "node_modules" / ".bin" / "supabase"
     cli.parent.mkdir(parents=True)
     cli.write_text(FAKE + 'printf "%s\\n" "$@" >"$(dirname "$0")/../../supabase-args"\n')

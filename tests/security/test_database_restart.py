@@ -111,6 +111,8 @@ def _make_cluster(root: Path) -> Cluster:
     conf = (
         f"\nlisten_addresses = '127.0.0.1'\nport = {cluster.port}\nunix_socket_directories = '{root}'\n"
         "fsync = off\nsynchronous_commit = off\n"
+        # the extensions scripts/stack links beside Debian's pgTAP: pgmq, for the run queue
+        f"extension_control_path = '$system:{ROOT / '.kiwi' / 'pg' / 'share'}'\n"
     )
     with (data / "postgresql.conf").open("a") as f:
         f.write(conf)
