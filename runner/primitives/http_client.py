@@ -478,7 +478,6 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, limits: httpx.Limits) -> None:
         self._limits = limits
-        self._ssl = httpx.create_ssl_context()  # as httpx's own transport: certifi, SSL_CERT_FILE
         self._session: Any = None
 
     def _open(self) -> Any:
@@ -487,7 +486,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         connector = aiohttp.TCPConnector(
             limit=self._limits.max_connections or 0,
             keepalive_timeout=self._limits.keepalive_expiry,
-            ssl=self._ssl,
+            # made when the first request goes out (some 85 ms of CPU), as httpx's own transport
+            # makes it: certifi, SSL_CERT_FILE
+            ssl=httpx.create_ssl_context(),
         )
         return aiohttp.ClientSession(
             connector=connector,
