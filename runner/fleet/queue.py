@@ -9,22 +9,23 @@ from typing import Any
 from ..errors import NotFound, UsageError
 from ..registry.base import Registry
 
-__all__ = ["OPEN", "TERMINAL", "QueuedRuns", "task_status"]
+__all__ = ["OPEN", "TERMINAL", "QueuedRuns", "task_status", "task_status_of"]
 
 OPEN = ("queued", "running", "retrying", "waiting_approval")
 TERMINAL = ("success", "error", "timeout", "cancelled", "dead")
 
 # A queued run's status as an MCP task's (2025-11-25: working, input_required, completed,
-# failed, cancelled). A tool that ran and failed still answered: its task completes, and its
-# result says isError; `dead` (every attempt failed) and `error` before it ran fail the task.
+# failed, cancelled). The specification counts a tool call whose result has isError as
+# failed, so a run that ended in error or timeout fails its task, as `dead` (every attempt
+# failed) does; only a success completes it.
 _TASK_STATUS = {
     "queued": "working",
     "running": "working",
     "retrying": "working",
     "waiting_approval": "input_required",
     "success": "completed",
-    "error": "completed",
-    "timeout": "completed",
+    "error": "failed",
+    "timeout": "failed",
     "cancelled": "cancelled",
     "dead": "failed",
 }
@@ -34,18 +35,32 @@ def task_status(status: str) -> str:
     return _TASK_STATUS.get(status, "working")
 
 
+def task_status_of(run: dict[str, Any]) -> str:
+    """A queued run's task status: once a cancel was asked for, the task is cancelled and stays
+    so (the specification's rule), even while its worker is still stopping it, and even if the
+    run got to finish first."""
+    if run.get("cancel_requested"):
+        return "cancelled"
+    return task_status(str(run.get("status")))
+
+
 class QueuedRuns:
     """Queue, read and cancel runs, and keep schedules, through the registry's backend as the
     principal of the running request."""
 
     def __init__(self, registry: Registry) -> None:
-        backend = getattr(registry, "backend", None)
-        if backend is None or not hasattr(backend, "call"):
+        if not self.supported(registry):
             raise UsageError(
                 "queued runs need the Postgres registry",
                 hint="set KIWI_DATABASE_URL (the REST backend cannot queue runs yet)",
             )
-        self._backend = backend
+        self._backend: Any = registry.backend
+
+    @staticmethod
+    def supported(registry: Registry) -> bool:
+        """Whether runs can be queued through this registry (its backend is Postgres's)."""
+        backend = getattr(registry, "backend", None)
+        return backend is not None and hasattr(backend, "call")
 
     async def _call(self, function: str, **args: Any) -> Any:
         return await self._backend.call(function, args)
@@ -58,8 +73,14 @@ class QueuedRuns:
         version: str | None = None,
         session_id: str | None = None,
         keep_s: float | None = None,
+        context: str | None = None,
+        approval_id: str | None = None,
+        progress_token: str | int | None = None,
     ) -> dict[str, Any]:
-        """Queue a run as the caller; the answer is the queued run (its id, status queued)."""
+        """Queue a run as the caller; the answer is the queued run (its id, status queued).
+        `context`: the execution context the run is checked against when it runs (a
+        directive's permissions); `approval_id`: an approval it uses; `progress_token`: the MCP
+        task's, for the progress notifications of whoever waits for it."""
         request: dict[str, Any] = {"tool_id": tool_id, "params": params or {}}
         if version:
             request["version"] = version
@@ -67,6 +88,12 @@ class QueuedRuns:
             request["session_id"] = session_id[:200]
         if keep_s is not None:
             request["keep_s"] = keep_s
+        if context:
+            request["context"] = _uuid(context, what="context", hint="an execution context's id is a uuid")
+        if approval_id:
+            request["approval_id"] = _uuid(approval_id, what="approval_id", hint="an approval's id is a uuid")
+        if progress_token is not None:
+            request["progress_token"] = progress_token
         answer: dict[str, Any] = await self._call("enqueue_run", p=request)
         return answer
 
@@ -113,12 +140,10 @@ class QueuedRuns:
         return rows
 
 
-def _uuid(value: str) -> str:
+def _uuid(value: str, *, what: str = "run id", hint: str = "a queued run's id is a uuid (kiwi runs --queued)") -> str:
     import uuid
 
     try:
         return str(uuid.UUID(str(value)))
     except ValueError:
-        raise UsageError(
-            f"{value!r} is not a run id", hint="a queued run's id is a uuid (kiwi runs --queued)"
-        ) from None
+        raise UsageError(f"{str(value)[:100]!r} is not a {what}", hint=hint) from None

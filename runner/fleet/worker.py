@@ -223,7 +223,11 @@ class Worker:
     ) -> tuple[RunResult, dict[str, Any] | None]:
         """Run as the caller; returns the result and the tool's retry rule (config.requeue)."""
         tool_id, version = str(row["tool_id"]), row.get("version")
-        call = Call(str(row.get("session_id") or f"queue-{held.run_id}"), approval_id=row.get("approval_id"))
+        call = Call(
+            str(row.get("session_id") or f"queue-{held.run_id}"),
+            context=row.get("context_id"),
+            approval_id=row.get("approval_id"),
+        )
         with acting_as(caller):
             try:
                 plan = await self.runner.plan(tool_id, version)
@@ -362,7 +366,10 @@ def _failed(row: dict[str, Any], error: str, *, failure: KiwiError | None = None
 
 def _answer(result: RunResult) -> dict[str, Any]:
     """The result as the caller gets it back (kept in queued_runs.result): what `kiwi run --json`
-    prints, with the run's warnings, and the error's kind when a deliberate error stopped it."""
+    prints, with the run's warnings, and the error's kind when a deliberate error stopped it;
+    with what an MCP answer of the run shows besides (the context a directive opened, the
+    outputs schema, a knowledge entry's source), so a task's result reads as the direct call's
+    (runner/fleet/answers.py)."""
     answer: dict[str, Any] = {
         "tool_id": result.tool_id,
         "version": result.version,
@@ -373,7 +380,14 @@ def _answer(result: RunResult) -> dict[str, Any]:
         "duration_ms": result.duration_ms,
         "executor_chain": result.executor_chain,
         "warnings": result.warnings,
+        "run_id": result.run_id,
     }
     if result.failure is not None:
         answer["failure"] = result.failure.as_dict()
+    if result.context is not None:
+        answer["context"] = result.context
+    if result.output_schema is not None:
+        answer["output_schema"] = result.output_schema
+    if source := result.detail.get("source"):
+        answer["source"] = source
     return answer

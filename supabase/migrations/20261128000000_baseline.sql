@@ -9907,6 +9907,11 @@ create table public.queued_runs (
   msg_id              bigint,
   worker_id           uuid,
   approval_id         uuid,
+  context_id          uuid,
+  progress_token      jsonb
+                      constraint queued_runs_progress_token_shape check (
+                        jsonb_typeof(progress_token) in ('string', 'number')
+                        and octet_length(progress_token::text) <= 200),
   schedule_id         uuid,
   scheduled_for       timestamptz,
   queued_at           timestamptz not null default clock_timestamp(),
@@ -9926,6 +9931,10 @@ comment on column public.queued_runs.result is
   'The run''s answer as the caller would have had it (output, error, exit code, warnings), secrets masked; kept until keep_until.';
 comment on column public.queued_runs.attempt is 'How many times a worker has taken the run; only the latest attempt may finish it.';
 comment on column public.queued_runs.caller is 'Set by the database from the JWT claims (kiwi_internal.caller_identity()) when the run was queued.';
+comment on column public.queued_runs.context_id is
+  'The execution context the run is checked against (a directive''s permissions), as the call that queued it named it.';
+comment on column public.queued_runs.progress_token is
+  'The MCP progress token of the task-augmented tools/call that queued the run, for the progress notifications of whoever waits for it.';
 
 alter table public.queued_runs enable row level security;
 revoke all on table public.queued_runs from public, anon, authenticated, service_role;
@@ -9993,14 +10002,20 @@ as $$
     'schedule_id', p_row.schedule_id, 'scheduled_for', p_row.scheduled_for, 'queued_at', p_row.queued_at, 'started_at', p_row.started_at,
     'finished_at', p_row.finished_at, 'next_attempt_at', p_row.next_attempt_at,
     'cancel_requested', p_row.cancel_requested_at is not null, 'keep_until', p_row.keep_until,
-    'error', p_row.error, 'result', p_row.result)
+    'context_id', p_row.context_id, 'progress_token', p_row.progress_token,
+    'error', p_row.error, 'result', p_row.result,
+    'last_event', (select jsonb_build_object('id', e.id, 'at', e.at, 'kind', e.kind, 'message', e.message)
+                     from public.queued_run_events e
+                    where e.run_id = p_row.id
+                    order by e.id desc
+                    limit 1))
 $$;
 revoke execute on function kiwi_internal.queued_run_json(public.queued_runs) from public;
 grant execute on function kiwi_internal.queued_run_json(public.queued_runs) to authenticated, service_role;
 
 -- Queue a run as the caller: the row, its inputs and the message in one transaction.
--- p: {tool_id, version, params, session_id, max_attempts, keep_s, schedule_id}; the caller
--- and its claims come from the request, never from p.
+-- p: {tool_id, version, params, session_id, max_attempts, keep_s, schedule_id, context,
+-- approval_id, progress_token}; the caller and its claims come from the request, never from p.
 create function kiwi_internal.enqueue_run(p jsonb, p_claims jsonb) returns public.queued_runs
   language plpgsql volatile
   set search_path = ''
@@ -10021,13 +10036,23 @@ begin
   if v_keep not between 60 and 30 * 86400 then
     raise exception 'enqueue_run: keep_s must be between 60 and 2592000 seconds' using errcode = '22023';
   end if;
+  if (p ->> 'context') !~* '^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$' then
+    raise exception 'enqueue_run: context must be an execution context''s id (a uuid)' using errcode = '22023';
+  end if;
+  if (p ->> 'approval_id') !~* '^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$' then
+    raise exception 'enqueue_run: approval_id must be an approval''s id (a uuid)' using errcode = '22023';
+  end if;
+  if p ? 'progress_token' and jsonb_typeof(p -> 'progress_token') not in ('string', 'number', 'null') then
+    raise exception 'enqueue_run: progress_token must be a string or a number' using errcode = '22023';
+  end if;
   insert into public.queued_runs (tool_id, version, caller, caller_role, session_id, max_attempts, schedule_id,
-                                  scheduled_for, keep_until)
+                                  scheduled_for, keep_until, context_id, approval_id, progress_token)
   values (kiwi_internal.normalize_ref(p ->> 'tool_id'), p ->> 'version',
           coalesce(p_claims ->> 'sub', 'role:' || coalesce(p_claims ->> 'role', 'service_role')),
           coalesce(p_claims ->> 'role', 'service_role'), p ->> 'session_id',
           coalesce((p ->> 'max_attempts')::int, 1), (p ->> 'schedule_id')::uuid, (p ->> 'scheduled_for')::timestamptz,
-          clock_timestamp() + make_interval(secs => v_keep))
+          clock_timestamp() + make_interval(secs => v_keep), (p ->> 'context')::uuid, (p ->> 'approval_id')::uuid,
+          nullif(p -> 'progress_token', 'null'::jsonb))
   returning * into v_row;
   insert into kiwi_internal.queued_run_inputs (run_id, params, claims)
   values (v_row.id, coalesce(p -> 'params', '{}'::jsonb), p_claims);
@@ -10090,7 +10115,7 @@ as $$
   select kiwi_internal.enqueue_run_as_caller(p)
 $$;
 comment on function public.enqueue_run(jsonb) is
-  'Queue a run of a tool as yourself: {tool_id, version, params, session_id, max_attempts (1-10), keep_s (how long the result is kept, default a day)}. The row and its queue message are written in one transaction; a worker runs it through the same gate and sandbox as a direct run. Returns the queued run.';
+  'Queue a run of a tool as yourself: {tool_id, version, params, session_id, max_attempts (1-10), keep_s (how long the result is kept, default a day), context (an execution context the run is checked against), approval_id (an approval it uses), progress_token (an MCP task''s)}. The row and its queue message are written in one transaction; a worker runs it through the same gate and sandbox as a direct run. Returns the queued run.';
 revoke execute on function public.enqueue_run(jsonb) from public;
 grant execute on function public.enqueue_run(jsonb) to authenticated, service_role;
 
