@@ -19,7 +19,7 @@ from ..policy import Denied
 from ..primitives.base import CallTool, RunListener
 from .run import RunResult
 
-__all__ = ["default_hint", "fail", "jsonable", "ok", "rendered_call"]
+__all__ = ["default_hint", "fail", "jsonable", "ok", "rendered", "rendered_call"]
 
 
 def jsonable(value: Any) -> Any:
@@ -88,6 +88,13 @@ async def rendered_call(
             kind="timeout",
             extra={"result": {"tool_id": ref, "version": ver, "status": "timeout"}},
         )
+    return rendered(result, ref, dry_run=dry_run)
+
+
+def rendered(result: RunResult, ref: str, *, dry_run: bool = False) -> CallToolResult:
+    """A run's result as the tool answer of the call that asked for `ref`: what rendered_call
+    answers once the run is over, and what an MCP task's `tasks/result` answers from the result
+    its worker kept (runner/fleet/answers.py), so both read alike."""
     if isinstance(result.failure, Denied):
         return fail(result.failure.message, result.failure.hint, kind=result.failure.kind, extra=result.failure.extra)
     structured: dict[str, Any] = result.as_json()
@@ -146,7 +153,7 @@ def _run_text(result: RunResult, dry_run: bool) -> str:
 
 
 def _run_hint(result: RunResult, ref: str) -> str:
-    if isinstance(result.failure, InvalidParameters):
+    if result.failure is not None and result.failure.kind == InvalidParameters.kind:  # a kept result's too
         return f"the parameters schema is in load(item_id='{ref}'); pass them as one object in `parameters`"
     if result.failure is not None:
         return result.failure.hint or default_hint(result.failure)
