@@ -47,6 +47,7 @@ import uuid
 from typing import Any
 
 import anyio
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
@@ -60,15 +61,16 @@ from ..primitives.base import RunListener
 from ..principal import acting_as, requested
 from .agent_notifications import SEND_TIMEOUT_S, Notifier, Watcher, attach_notifications
 from .auth import request_principal
-from .direct_answers import APPROVAL_META_KEY, approval_of, direct_answer
+from .direct_answers import APPROVAL_META_KEY, approval_in, approval_of, direct_answer
 from .direct_context import DirectTool, ToolContext, mcp_name, read_context
 from .log_level import install as install_logging
 from .meta.audit import audited_action
 from .meta.results import guarded, ok
 from .meta.run import guarded_run
-from .meta.state import session_of
+from .meta.state import session_of, session_of_request
 from .notify_run import following
 from .registry_events import Change
+from .tasks import QueuedCall, install_tasks
 
 __all__ = ["APPROVAL_META_KEY", "DirectServer", "DirectTool", "build_direct_server", "mcp_name"]
 
@@ -202,6 +204,42 @@ class DirectServer(MCPServer):
         return context_id
 
 
+class _DirectTasks:
+    """Direct mode's tools as MCP tasks (tasks.TaskCalls): each listed tool may run as one, in the
+    session's execution context of the directive, with the approval its `_meta` carries."""
+
+    def __init__(self, server: DirectServer) -> None:
+        self.server = server
+
+    def task_tools(self) -> frozenset[str]:
+        return frozenset(self.server.tools)
+
+    async def queued_call(
+        self, name: str, arguments: dict[str, Any], request: ServerRequestContext[Any, Any]
+    ) -> QueuedCall:
+        server = self.server
+        tool = server.tools.get(name)
+        if tool is None:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"Unknown tool: {name}; this server serves only the tool context of directive {server.directive}",
+                data={"tools": sorted(server.tools)},
+            )
+        session = session_of_request(request, server.server_session)
+        return QueuedCall(
+            ref=tool.ref,
+            version=tool.version,
+            params=arguments,
+            session=session,
+            context=await server._context(session),
+            approval_id=approval_in(request.meta),
+        )
+
+    def answer(self, result: CallToolResult, run: dict[str, Any]) -> CallToolResult:
+        named = [t.name for t in self.server.tools.values() if t.ref == run.get("tool_id")]
+        return direct_answer(result, named[0]) if named else result
+
+
 def _instructions(directive: Plan, tools: list[DirectTool]) -> str:
     manifest = directive.manifest or {}
     lines = [
@@ -233,6 +271,7 @@ async def build_direct_server(
     found = await read_context(runner, directive, strict=True)
     server = DirectServer(runner, directive, found, run_timeout_s=run_timeout_s, name=name)
     install_logging(server)  # logging/setLevel; the calls stream their stderr (notify_run.py)
+    install_tasks(server, runner, runner.registry, _DirectTasks(server))  # each tool may run as a task
     watch = _ContextWatch(server)
     attach_notifications(server, runner.registry, watch, lists=NotificationOptions(tools_changed=True))
     return server

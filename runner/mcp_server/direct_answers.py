@@ -21,7 +21,7 @@ from mcp_types import INVALID_PARAMS, CallToolResult, TextContent
 
 from .meta.results import jsonable
 
-__all__ = ["APPROVAL_META_KEY", "approval_of", "direct_answer"]
+__all__ = ["APPROVAL_META_KEY", "approval_in", "approval_of", "direct_answer"]
 
 APPROVAL_META_KEY = "kiwi/approval_id"
 """The key of a tools/call request's `_meta` that carries an approved approval's id."""
@@ -34,6 +34,11 @@ def approval_of(ctx: Context[Any, Any] | None) -> str | None:
         meta = ctx.request_context.meta if ctx is not None else None
     except ValueError:  # outside a request
         return None
+    return approval_in(meta)
+
+
+def approval_in(meta: Any) -> str | None:
+    """approval_of for a request's `_meta` as the low-level server reads it."""
     value = dict(meta).get(APPROVAL_META_KEY) if meta else None
     if value is None:
         return None

@@ -41,6 +41,8 @@ from .meta.load import load
 from .meta.run import guarded_run
 from .meta.search import search
 from .meta.state import Deleter, ServerState, default_deleter
+from .meta.task_calls import ExecuteTasks
+from .tasks import install_tasks
 
 __all__ = [
     "ACTIONS",
@@ -59,6 +61,7 @@ item, `load` to read it (parameters, files, executor chain), and `execute` to ru
 (action=run, or dry_run to validate first) or to create/update/publish/delete items.
 Directives are also prompts, knowledge entries resources (kiwi://knowledge/<ref>[@<version>]);
 a run's stderr comes as log notifications (logging/setLevel), registry changes as list_changed.
+A long run can be a task: send `task` with execute(action="run") and poll tasks/get, then tasks/result.
 Call `help` for the full guide (help(topic="protocol") for prompts, resources and notifications)."""
 
 MetaTool = Callable[..., Awaitable[CallToolResult]]
@@ -134,6 +137,7 @@ def build_server(
     install_logging(server)  # logging/setLevel; execute's runs stream their stderr (notify_run.py)
     register_catalog(server, state)  # directives as prompts, knowledge as resources
     attach_notifications(server, state.registry)  # list_changed and subscriptions, from the registry's NOTIFY
+    install_tasks(server, runner, state.registry, ExecuteTasks(state))  # execute run as a queued task (tasks.py)
     return server
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any
 
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 
@@ -19,7 +20,7 @@ from ...registry.base import Registry
 from ...search.combined import search_embedder
 from ...search.embedders import Embedder
 
-__all__ = ["Deleter", "ServerState", "default_deleter", "session_of"]
+__all__ = ["Deleter", "ServerState", "default_deleter", "session_of", "session_of_request"]
 
 Deleter = Callable[[str], Awaitable[dict[str, Any]]]
 """Removes a tool and all its versions: `public.delete_tool(p_tool_id)`; returns its answer."""
@@ -81,7 +82,20 @@ def session_of(ctx: Context | None, server_session: str) -> str:
     the sessionless HTTP of protocol 2026-07-28, whose requests carry no session id)."""
     try:  # the id the transport gave the connection, which it checked before routing the request here
         headers = ctx.headers if ctx is not None else None
-        transport = headers.get(MCP_SESSION_ID_HEADER) if headers is not None else None
     except (AttributeError, ValueError, LookupError):  # outside a request (in-memory tests call it directly)
+        headers = None
+    return _named(headers, server_session)
+
+
+def session_of_request(request: ServerRequestContext[Any, Any] | None, server_session: str) -> str:
+    """session_of for a request the low-level server handles (a task-augmented tools/call)."""
+    headers = getattr(request.request, "headers", None) if request is not None else None
+    return _named(headers, server_session)
+
+
+def _named(headers: Any, server_session: str) -> str:
+    try:
+        transport = headers.get(MCP_SESSION_ID_HEADER) if headers is not None else None
+    except (AttributeError, ValueError, LookupError):
         transport = None
     return f"{server_session}/{transport}"[:200] if transport else server_session
