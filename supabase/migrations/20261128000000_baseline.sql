@@ -10197,8 +10197,9 @@ grant execute on function kiwi_internal.refuse_unless_admin(text) to authenticat
 
 -- A worker takes up to p_count runs, each hidden from other workers for p_lease_s seconds
 -- (worker_extend keeps it hidden while it runs). A message whose run has ended, or was
--- cancelled meanwhile, is archived and skipped; a run taken more than max_deliveries times
--- (its workers died) is dead-lettered. Returns the runs to start, with their inputs.
+-- cancelled meanwhile, is archived and skipped (a run cancelled while a worker that died held
+-- it ends cancelled, never to run again); a run taken more than max_deliveries times (its
+-- workers died) is dead-lettered. Returns the runs to start, with their inputs.
 create function kiwi_internal.worker_take(p_worker uuid, p_count int, p_lease_s int) returns setof jsonb
   language plpgsql volatile security definer
   set search_path = ''
@@ -10214,6 +10215,11 @@ begin
      where r.id = (v_msg.message ->> 'run_id')::uuid for update;
     if not found or v_row.status not in ('queued', 'running', 'retrying') or v_row.msg_id <> v_msg.msg_id then
       perform pgmq.archive('kiwi_runs', v_msg.msg_id);
+      continue;
+    end if;
+    if v_row.cancel_requested_at is not null then  -- cancelled while a worker that then died ran it
+      perform kiwi_internal.end_queued_run(v_row.id, 'cancelled',
+        'cancelled while it ran; its worker stopped before ending it, and it was not run again', null);
       continue;
     end if;
     if v_row.attempt >= v_row.max_deliveries + v_row.max_attempts - 1 then
