@@ -97,10 +97,11 @@ class QueuedRuns:
         answer: dict[str, Any] = await self._call("enqueue_run", p=request)
         return answer
 
-    async def get(self, run_id: str, *, after_event: int = 0) -> dict[str, Any]:
-        """The queued run (with the events after `after_event`); NotFound when the caller may
-        not read it or it is gone."""
-        answer = await self._call("queued_run", p_id=_uuid(run_id), p_after_event=after_event)
+    async def get(self, run_id: str, *, after_event: int = 0, events: bool = True) -> dict[str, Any]:
+        """The queued run (with the events after `after_event`, none if not `events`; its latest
+        is `last_event` either way); NotFound when the caller may not read it or it is gone."""
+        after = after_event if events else _NO_EVENTS
+        answer = await self._call("queued_run", p_id=_uuid(run_id), p_after_event=after)
         if answer is None:
             raise NotFound(f"queued run {run_id} not found", hint="list your runs with `kiwi runs --queued`")
         found: dict[str, Any] = answer
@@ -138,6 +139,9 @@ class QueuedRuns:
     async def workers(self) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = await self._backend.call("fleet_workers", {}, read=True)
         return rows
+
+
+_NO_EVENTS = -1  # public.queued_run then sends none
 
 
 def _uuid(value: str, *, what: str = "run id", hint: str = "a queued run's id is a uuid (kiwi runs --queued)") -> str:

@@ -131,7 +131,8 @@ def install_tasks(server: MCPServer, runner: Runner, registry: Registry, calls: 
 @contextlib.contextmanager
 def _as_protocol_errors(what: str) -> Iterator[None]:
     """A KiwiError as the JSON-RPC error the specification names: what the caller got wrong (an
-    unknown or foreign task, a bad id, arguments a tool refuses) is -32602, anything else -32603."""
+    unknown or foreign task, a bad id, arguments a tool refuses) is -32602, anything else -32603
+    (an unexpected error too, logged here and named on the wire only by its type)."""
     try:
         yield
     except MCPError:
@@ -141,6 +142,11 @@ def _as_protocol_errors(what: str) -> Iterator[None]:
     except KiwiError as e:
         code = INVALID_PARAMS if e.exit_code == 4 else INTERNAL_ERROR  # refused: the request's; else the server's
         raise MCPError(code, f"{what}: {e.message}", data={"error": e.as_dict()}) from None
+    except Exception as e:  # a bug: said as one, with no traceback on the wire
+        logger.exception("%s: failed unexpectedly", what)
+        raise MCPError(
+            INTERNAL_ERROR, f"{what}: {type(e).__name__} in Kiwi's server (a bug, not your request)"
+        ) from None
 
 
 class _Tasks:
@@ -180,7 +186,7 @@ class _Tasks:
         ttl = params.task.ttl if params.task is not None else None
         keep_s = None if ttl is None else min(max(ttl / 1000, MIN_KEEP_S), MAX_KEEP_S)
         token = progress_token(ctx)
-        with acting_as_caller(), _as_protocol_errors(f"{params.name} cannot run as a task"):
+        with _as_protocol_errors(f"{params.name} cannot run as a task"), acting_as_caller():
             call = await self.calls.queued_call(params.name, dict(params.arguments or {}), ctx)
             plan = await self._checked(call)
             run = await self.queue.enqueue(
@@ -227,15 +233,15 @@ class _Tasks:
     # -- tasks/* -----------------------------------------------------------------------------
 
     async def get_task(self, ctx: ServerRequestContext[Any, Any], params: GetTaskRequestParams) -> GetTaskResult:
-        with acting_as_caller(), _as_protocol_errors("Failed to retrieve task"):
-            run = await self.queue.get(params.task_id)
+        with _as_protocol_errors("Failed to retrieve task"), acting_as_caller():
+            run = await self.queue.get(params.task_id, events=False)
         return GetTaskResult.model_validate(task_of(run).model_dump())
 
     async def task_result(
         self, ctx: ServerRequestContext[Any, Any], params: GetTaskPayloadRequestParams
     ) -> dict[str, Any]:
-        with acting_as_caller(), _as_protocol_errors("Failed to retrieve task result"):
-            run = await self.queue.get(params.task_id)
+        with _as_protocol_errors("Failed to retrieve task result"), acting_as_caller():
+            run = await self.queue.get(params.task_id, events=False)
             if task_status_of(run) not in TERMINAL_TASK:
                 run = await wait_for_end(self.queue, run, ctx)
         answer = task_answer(run, render=self.calls.answer)
@@ -243,7 +249,7 @@ class _Tasks:
 
     async def list_tasks(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListTasksResult:
         before = decode_cursor(params.cursor)
-        with acting_as_caller(), _as_protocol_errors("Failed to list tasks"):
+        with _as_protocol_errors("Failed to list tasks"), acting_as_caller():
             rows = await self.queue.page(limit=PAGE, before=before)
         more = encode_cursor(rows[-1]) if len(rows) == PAGE else None
         return ListTasksResult(tasks=[task_of(r) for r in rows], next_cursor=more)
@@ -251,8 +257,8 @@ class _Tasks:
     async def cancel_task(
         self, ctx: ServerRequestContext[Any, Any], params: CancelTaskRequestParams
     ) -> CancelTaskResult:
-        with acting_as_caller(), _as_protocol_errors("Failed to cancel task"):
-            run = await self.queue.get(params.task_id)
+        with _as_protocol_errors("Failed to cancel task"), acting_as_caller():
+            run = await self.queue.get(params.task_id, events=False)
             status = task_status_of(run)
             if status in TERMINAL_TASK:
                 raise MCPError(

@@ -255,7 +255,8 @@ comment on function public.enqueue_run(jsonb) is
 revoke execute on function public.enqueue_run(jsonb) from public;
 grant execute on function public.enqueue_run(jsonb) to authenticated, service_role;
 
--- A queued run as its caller sees it, with the events after p_after_event.
+-- A queued run as its caller sees it, with the events after p_after_event (none when it is
+-- negative: its latest event is in last_event anyway).
 create function public.queued_run(p_id uuid, p_after_event bigint default 0) returns jsonb
   language sql stable
   set search_path = ''
@@ -264,12 +265,12 @@ as $$
            select jsonb_agg(jsonb_build_object('id', e.id, 'at', e.at, 'kind', e.kind, 'message', e.message,
                                                'progress', e.progress, 'total', e.total) order by e.id)
              from public.queued_run_events e
-            where e.run_id = r.id and e.id > coalesce(p_after_event, 0)), '[]'::jsonb))
+            where e.run_id = r.id and e.id > coalesce(p_after_event, 0) and coalesce(p_after_event, 0) >= 0), '[]'::jsonb))
     from public.queued_runs r
    where r.id = p_id
 $$;
 comment on function public.queued_run(uuid, bigint) is
-  'A queued run you may read (null otherwise), with what it reported after event p_after_event.';
+  'A queued run you may read (null otherwise), with what it reported after event p_after_event (nothing when it is negative; the latest is last_event).';
 revoke execute on function public.queued_run(uuid, bigint) from public;
 grant execute on function public.queued_run(uuid, bigint) to authenticated, service_role;
 

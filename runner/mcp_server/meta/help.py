@@ -174,6 +174,9 @@ The server keeps answering after any error.""",
                log notifications for that call; with a progressToken, as progress too
   changes      tools/, prompts/, resources/list_changed when the registry changes; resources/subscribe
                to an entry's URI for resources/updated
+  tasks        (2025-11-25) execute(action="run") with `task` in the tools/call params answers at once
+               with a task, run by a kiwi worker; tasks/get polls it (input_required: it waits for an
+               approval), tasks/result waits for its answer, tasks/list, tasks/cancel. Any instance answers.
 A server started as `kiwi serve --directive REF` offers that directive's tools as ordinary MCP tools
 instead of these four (direct mode), each call checked as execute run in its context.""",
 }
