@@ -211,11 +211,14 @@ create function kiwi_internal.my_schedule(p_ref text) returns public.schedules
 as $$
 declare
   v_row public.schedules;
+  v_id  uuid;
 begin
+  if p_ref ~* '^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$' then
+    v_id := p_ref::uuid;  -- cast here, never in the query: its planner may fold the cast of any name
+  end if;
   select * into v_row from public.schedules s
    where (s.name = p_ref and s.owner = kiwi_internal.caller_identity())
-      or (p_ref ~* '^[0-9a-f-]{36}$' and s.id = p_ref::uuid
-          and (kiwi_internal.caller_is_admin() or s.owner = kiwi_internal.caller_identity()))
+      or (s.id = v_id and (kiwi_internal.caller_is_admin() or s.owner = kiwi_internal.caller_identity()))
    order by (s.name = p_ref) desc
    limit 1
      for update;
