@@ -133,9 +133,8 @@ class DirectServer(MCPServer):
             logger.info("%s", self.summary() if found.directive else f"{self.asked} is gone: no tools")
         return changed
 
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
-    ) -> CallToolResult:
+    def listed_tool(self, name: str) -> DirectTool:
+        """The listed tool of that name; any other name is -32602 "Unknown tool" (nothing runs)."""
         tool = self.tools.get(name)
         if tool is None:
             raise MCPError(
@@ -143,6 +142,12 @@ class DirectServer(MCPServer):
                 f"Unknown tool: {name}; this server serves only the tool context of directive {self.directive}",
                 data={"tools": sorted(self.tools)},
             )
+        return tool
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult:
+        tool = self.listed_tool(name)
         session = session_of(context, self.server_session)
         approval_id = approval_of(context)
         async with following(context, tool.ref) as listener:  # stderr and progress, as execute run streams them
@@ -218,13 +223,7 @@ class _DirectTasks:
         self, name: str, arguments: dict[str, Any], request: ServerRequestContext[Any, Any]
     ) -> QueuedCall:
         server = self.server
-        tool = server.tools.get(name)
-        if tool is None:
-            raise MCPError(
-                INVALID_PARAMS,
-                f"Unknown tool: {name}; this server serves only the tool context of directive {server.directive}",
-                data={"tools": sorted(server.tools)},
-            )
+        tool = server.listed_tool(name)
         session = session_of_request(request, server.server_session)
         return QueuedCall(
             ref=tool.ref,

@@ -5,7 +5,7 @@ memory on the real database, with the official SDK client on 2025-11-25 (the han
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND, CallToolRequest, CallToolRequestParams, CallToolResult
 from mcp_types import TaskMetadata as Ttl
 
-from runner import Denied, PostgresRegistry, Runner, Settings, build_server, from_claims, local_owner
+from runner import Denied, Runner, Settings, build_server, from_claims
 from runner.fleet import task_status, task_status_of
 from runner.fleet.answers import failure_of, result_of
 from runner.mcp_server.task_view import decode_cursor, encode_cursor, task_answer, task_of
@@ -159,26 +159,11 @@ def test_a_run_without_a_kept_result_answers_with_why() -> None:
 # -- the server's answers and errors -------------------------------------------------------------
 
 
-def settings(database_url: str, cache: Path) -> Settings:
-    return Settings(
-        backend="postgres", database_url=database_url, supabase_url=None, supabase_key=None, cache_dir=cache
-    )
-
-
 @pytest.fixture
-async def kiwi(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
-    r = Runner(PostgresRegistry(database_url, principal=local_owner()), settings(database_url, tmp_path / "a"))
-    yield r
-    await r.aclose()
-
-
-@pytest.fixture
-async def stranger(database_url: str, tmp_path: Path) -> AsyncIterator[Runner]:
+def stranger(make_runner: Callable[..., Runner], make_settings: Callable[..., Settings], tmp_path: Path) -> Runner:
     """A runner acting as a signed-in user of its own, with no task of the local owner's."""
     who = from_claims({"sub": str(uuid.uuid4()), "role": "authenticated", "aud": "authenticated"})
-    r = Runner(PostgresRegistry(database_url, principal=who), settings(database_url, tmp_path / "b"))
-    yield r
-    await r.aclose()
+    return make_runner(make_settings(cache_dir=tmp_path / "stranger"), principal=who)
 
 
 @pytest.fixture
@@ -190,8 +175,8 @@ def cancel_after(conn: psycopg.Connection) -> Iterator[list[str]]:
         conn.execute("select cancel_queued_run(%s)", (task_id,))
 
 
-async def test_the_capability_is_declared_and_execute_may_run_as_a_task(kiwi: Runner) -> None:
-    async with Client(build_server(kiwi), mode="legacy") as client:
+async def test_the_capability_is_declared_and_execute_may_run_as_a_task(runner: Runner) -> None:
+    async with Client(build_server(runner), mode="legacy") as client:
         tasks = client.server_capabilities.tasks
         assert tasks is not None and tasks.list is not None and tasks.cancel is not None
         assert tasks.requests is not None and tasks.requests.tools is not None and tasks.requests.tools.call is not None
@@ -201,9 +186,9 @@ async def test_the_capability_is_declared_and_execute_may_run_as_a_task(kiwi: Ru
 
 
 async def test_a_task_is_answered_at_once_queued_in_the_mcp_session_and_cancelled(
-    kiwi: Runner, conn: psycopg.Connection, cancel_after: list[str]
+    runner: Runner, conn: psycopg.Connection, cancel_after: list[str]
 ) -> None:
-    server = build_server(kiwi)
+    server = build_server(runner)
     async with Client(server, mode="legacy") as client:
         created = await create_task(client, HELLO, ttl_ms=10)  # below the least a task is kept: a minute
         task_id = created.task.task_id
@@ -222,8 +207,8 @@ async def test_a_task_is_answered_at_once_queued_in_the_mcp_session_and_cancelle
         assert again.value.code == INVALID_PARAMS and "already cancelled" in again.value.message
 
 
-async def test_unknown_and_malformed_task_ids_are_invalid_params(kiwi: Runner) -> None:
-    async with Client(build_server(kiwi), mode="legacy") as client:
+async def test_unknown_and_malformed_task_ids_are_invalid_params(runner: Runner) -> None:
+    async with Client(build_server(runner), mode="legacy") as client:
         for task_id in (str(uuid.uuid4()), "not-a-task", "x" * 500):
             for ask in (get_task, task_result, cancel_task):
                 with pytest.raises(MCPError) as refused:
@@ -236,9 +221,9 @@ async def test_unknown_and_malformed_task_ids_are_invalid_params(kiwi: Runner) -
 
 
 async def test_another_users_task_is_not_found_and_not_listed(
-    kiwi: Runner, stranger: Runner, cancel_after: list[str]
+    runner: Runner, stranger: Runner, cancel_after: list[str]
 ) -> None:
-    async with Client(build_server(kiwi), mode="legacy") as owner:
+    async with Client(build_server(runner), mode="legacy") as owner:
         task_id = (await create_task(owner, HELLO)).task.task_id
         cancel_after.append(task_id)
         assert task_id in [t.task_id for t in (await list_tasks(owner)).tasks]
@@ -251,14 +236,14 @@ async def test_another_users_task_is_not_found_and_not_listed(
 
 
 async def test_what_cannot_be_a_task_is_refused_before_anything_is_queued(
-    kiwi: Runner, conn: psycopg.Connection
+    runner: Runner, conn: psycopg.Connection
 ) -> None:
     def queued() -> int:
         row = conn.execute("select count(*) from queued_runs").fetchone()
         return int(row[0]) if row else 0
 
     before = queued()
-    async with Client(build_server(kiwi), mode="legacy") as client:
+    async with Client(build_server(runner), mode="legacy") as client:
         with pytest.raises(MCPError) as not_a_task_tool:
             await create_task(client, {"query": "hello"}, name="search")
         assert not_a_task_tool.value.code == METHOD_NOT_FOUND  # taskSupport forbidden
@@ -272,7 +257,7 @@ async def test_what_cannot_be_a_task_is_refused_before_anything_is_queued(
             await create_task(client, {"action": "run", "item_id": "hello_world", "parameters": {"name": 3}})
         assert bad.value.code == INVALID_PARAMS and bad.value.data["error"]["kind"] == "invalid_parameters"
     assert queued() == before
-    await kiwi.flush_records()
+    await runner.flush_records()
     refused = conn.execute(
         "select decision from audit_log where tool_id = 'hello_world' and session_id like 'mcp-%%' "
         "and reason like 'invalid parameters%%' order by at desc limit 1"
@@ -280,9 +265,9 @@ async def test_what_cannot_be_a_task_is_refused_before_anything_is_queued(
     assert refused is not None and refused[0] == "refused"  # audited, as a direct call's refusal is
 
 
-async def test_a_client_of_another_protocol_version_gets_a_plain_answer(kiwi: Runner, conn: psycopg.Connection) -> None:
+async def test_a_client_of_another_protocol_version_gets_a_plain_answer(runner: Runner) -> None:
     """Tasks are 2025-11-25's: on 2026-07-28 the server declares none, and `task` is ignored."""
-    async with Client(build_server(kiwi), mode="2026-07-28") as client:
+    async with Client(build_server(runner), mode="2026-07-28") as client:
         assert client.server_capabilities.tasks is None
         params = CallToolRequestParams(name="execute", arguments=HELLO, task=Ttl(ttl=60_000))
         answer = await client.session.send_request(CallToolRequest(params=params), CallToolResult)
