@@ -42,6 +42,9 @@ __all__ = ["Worker", "WorkerOptions"]
 
 logger = logging.getLogger("kiwi.worker")
 
+REPORTS_S = 5.0
+"""How long a run's end waits for its last events to be written (one round trip each)."""
+
 
 @dataclass(frozen=True)
 class WorkerOptions:
@@ -59,13 +62,15 @@ class WorkerOptions:
 
 @dataclass
 class _Held:
-    """A run this worker holds: the attempt it took, its task, and whether a cancel was asked."""
+    """A run this worker holds: the attempt it took, its task, whether a cancel was asked, and
+    the writing of the last event it said (each waits for the one before: they are kept in order)."""
 
     run_id: str
     attempt: int
     task: asyncio.Task[None] | None = None  # the run's whole handling, from take to finish
     run: asyncio.Task[Any] | None = None  # the run itself: what a cancel stops
     cancel_asked: bool = False
+    last_report: asyncio.Task[None] | None = None
 
 
 class Worker:
@@ -235,7 +240,7 @@ class Worker:
                 return _failed(row, str(e), failure=e), None
             # hidden for longer than the run's own time limit; asked beside the run, not before it
             extending = asyncio.create_task(self._extend(held, _lease_for(plan.config, self.options.lease_s)))
-            listener = _reporter(self, held.run_id)
+            listener = _reporter(self, held)
             result = await self.runner.run(
                 tool_id,
                 row.get("params") or {},
@@ -258,6 +263,8 @@ class Worker:
         *,
         status: str | None = None,
     ) -> None:
+        if held.last_report is not None:  # what the run said is written before it ends: its poller sees all
+            await asyncio.wait({held.last_report}, timeout=REPORTS_S)
         answer = _answer(result)
         ended = await self._admin(
             "worker_finish",
@@ -324,17 +331,25 @@ class Worker:
                 await asyncio.wait_for(stop.wait(), timeout=5.0)
 
 
-def _reporter(worker: Worker, run_id: str) -> RunListener:
+def _reporter(worker: Worker, held: _Held) -> RunListener:
     """What a running run says (its stderr lines, what the runner and its server report), kept
-    as the run's events for whoever polls it (at most 200); secrets are masked before this."""
+    as the run's events for whoever polls it (at most 200); secrets are masked before this.
+    They are written behind the run, one after another in the order said, and all of them
+    before it ends (_finish)."""
     sent = 0
+
+    async def write(before: asyncio.Task[None] | None, *event: Any) -> None:
+        if before is not None:
+            await asyncio.wait({before})
+        await worker.report(held.run_id, *event)
 
     def send(kind: str, message: str | None, done: float | None = None, total: float | None = None) -> None:
         nonlocal sent
         if sent >= 200 or (not message and done is None):
             return
         sent += 1
-        asyncio.get_running_loop().create_task(worker.report(run_id, kind, message or "", done, total))
+        event = (kind, message or "", done, total)
+        held.last_report = asyncio.get_running_loop().create_task(write(held.last_report, *event))
 
     return RunListener(
         line=lambda line: send("log", line),
