@@ -34,6 +34,7 @@ LAYERS = [
     "handlers",
     "fleet",  # runs that outlive the request: the queue's client side and `kiwi worker`
     "mcp_server",  # what agents call: the meta-tools, transports, incoming auth
+    "console",  # what people use: the web console over the registry, as the person signed in
     "cli",
     "testing",  # what tests and benches share: drives Kiwi from outside, imported by no other layer
 ]

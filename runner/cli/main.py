@@ -259,6 +259,12 @@ def _fleet(sub: Any) -> None:
     add_fleet_commands(sub)
 
 
+def _console(sub: Any) -> None:
+    from .console import add_console_command
+
+    add_console_command(sub)
+
+
 def _embed(sub: Any) -> None:
     from .embed import add_embed_command
 
@@ -272,6 +278,7 @@ COMMANDS: dict[str, Callable[[Any], object]] = {
     **dict.fromkeys(("show", "publish", "pull", "runs"), _tools),
     **dict.fromkeys(("approve", "deny", "yank", "deprecate", "delete", "whoami", "approvals"), _governance),
     "serve": _serve,
+    "console": _console,
     "token": _token,
     **dict.fromkeys(("login", "logout"), _login),
     "mcp": _mcp,

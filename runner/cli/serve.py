@@ -242,6 +242,7 @@ async def _serve_http(
         async with _served(settings, allow_command_writes, directive) as server:
             limits = SessionLimits(settings.session_idle_s, settings.max_sessions_per_user)
             app = http_app(server, host=host, resource_url=resource, auth=auth, limits=limits)
+            console = _with_console(app, settings, allow_admin=admin)
             config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
             if auth is None:
                 _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
@@ -262,10 +263,23 @@ async def _serve_http(
                 else:
                     _say("no authorization server is configured (SUPABASE_URL or KIWI_AUTH_ISSUER names one),")
                     _say("so none is advertised: `kiwi token` prints a token; send `Authorization: Bearer <token>`")
-            with acting_as(principal):
-                await uvicorn.Server(config).serve(sockets=[sock])
+            try:
+                with acting_as(principal):
+                    await uvicorn.Server(config).serve(sockets=[sock])
+            finally:
+                await console.aclose()
     finally:
         sock.close()
+
+
+def _with_console(app: Any, settings: Settings, *, allow_admin: bool) -> Any:
+    """Mount the web console at /console of the HTTP app (runner/console/): people sign in there
+    with the same tokens, and each page acts as its person."""
+    from ..console import mounted_console
+
+    mount, console = mounted_console(settings, allow_admin=allow_admin)
+    app.router.routes.insert(0, mount)
+    return console
 
 
 @contextlib.asynccontextmanager
