@@ -12,9 +12,8 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from runner.config import Settings
+from runner import LOCAL_JWT_SECRET, Settings
 from runner.console import mounted_console
-from runner.principal import LOCAL_JWT_SECRET
 from runner.testing.http_serving import user_token
 from tests.conftest import local_settings, runner_url
 

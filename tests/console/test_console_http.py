@@ -11,8 +11,7 @@ from collections.abc import Callable
 import httpx
 import psycopg
 
-from runner.principal import LOCAL_JWT_SECRET, from_token
-from runner.registry.postgres import PostgresRegistry
+from runner import LOCAL_JWT_SECRET, PostgresRegistry, from_token
 from runner.testing.http_serving import service_role_token, two_tenants, user_token
 from tests.conftest import runner_url
 from tests.console.conftest import csrf_of, sign_in
