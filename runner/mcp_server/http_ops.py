@@ -90,9 +90,9 @@ def registry_probes(registry: Registry) -> tuple[Status, Callable[[], Awaitable[
 class Operated:
     """The app with /healthz, /readyz and /metrics in front of it, and its requests logged.
 
-    status: the registry's operator_status() as the process acts (readiness); queue: the same as
-    an admin (its `queue`), or None where the process cannot act as one. principal: who requests
-    act as when they carry no token (`--insecure-no-auth`)."""
+    status: the registry's operator_status() as the process acts (readiness); refresh: what reads
+    the queue's depth before /metrics is made; principal: who requests act as when they carry no
+    token (`--insecure-no-auth`), for the log."""
 
     def __init__(
         self,
