@@ -43,6 +43,7 @@ BENCHES = (
     "hostile",
     "sessions",
     "queue",
+    "telemetry",
 )  # bench/<name>_bench.py, in this order
 
 

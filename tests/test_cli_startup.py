@@ -33,6 +33,8 @@ NOT_FOR_RUN = (
     "jwt",
     "wordllama",
     "numpy",
+    "opentelemetry",  # telemetry is off unless OTEL_* asks for it (runner/telemetry)
+    "prometheus_client",
     "runner.search",
     "runner.mcp_server",
     "runner.mcp_client",

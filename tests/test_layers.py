@@ -22,6 +22,7 @@ LAYERS = [
     "errors",
     "principal",
     "config",
+    "telemetry",  # spans and metrics, off unless OTEL_* asks: any layer above may report to it
     "core",
     "registry",
     "search",

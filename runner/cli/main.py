@@ -68,6 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["KIWI_ADMIN"] = "1"
     import asyncio  # not for `kiwi --help` nor a usage error
 
+    from .. import telemetry
+
+    telemetry.start()  # only when OTEL_* asks for it: otherwise one look at the environment
+
     try:
         if args.command not in SESSIONLESS:
             use_session()

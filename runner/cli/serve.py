@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from .. import telemetry
 from ..config import DEFAULT_MAX_SESSIONS_PER_USER, DEFAULT_SESSION_IDLE_S, Settings
 from ..errors import KiwiError, UsageError
 from ..principal import acting_as, anon
@@ -239,10 +240,11 @@ async def _serve_http(
             settings = dataclasses.replace(settings, admin=False)
             principal = anon()
             auth = http_auth(settings, resource, allow_admin=admin)
-        async with _served(settings, allow_command_writes, directive) as server:
+        async with _served(settings, allow_command_writes, directive) as server, _operated(settings) as operated:
             limits = SessionLimits(settings.session_idle_s, settings.max_sessions_per_user)
             app = http_app(server, host=host, resource_url=resource, auth=auth, limits=limits)
-            console = _with_console(app, settings, allow_admin=admin)
+            console = _with_console(app, settings, allow_admin=admin)  # a route of the app, before it is wrapped
+            app = operated(app, principal=principal.describe() if auth is None else None)
             config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
             if auth is None:
                 _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
@@ -283,6 +285,32 @@ def _with_console(app: Any, settings: Settings, *, allow_admin: bool) -> Any:
 
 
 @contextlib.asynccontextmanager
+async def _operated(settings: Settings) -> Any:
+    """What wraps the HTTP app for its operator (runner/mcp_server/http_ops.py): /healthz, /readyz,
+    /metrics and the JSON request log, on a registry connection of their own."""
+    from ..mcp_server.http_ops import Operated, json_log_handler, registry_probes
+    from ..registry import connect
+    from ..telemetry.prometheus import prometheus_sink
+
+    json_log_handler()
+    registry = connect(settings, one_shot=True)
+    status, refresh, queue = registry_probes(registry)
+    watching = asyncio.create_task(queue.watch()) if telemetry.started() else None
+    try:
+        yield partial(
+            Operated,
+            status=status,
+            refresh=refresh,
+            metrics=prometheus_sink(),
+            metrics_token=os.environ.get("KIWI_METRICS_TOKEN"),
+        )
+    finally:
+        if watching is not None:
+            watching.cancel()
+        await registry.aclose()
+
+
+@contextlib.asynccontextmanager
 async def _served(settings: Settings, allow_command_writes: bool, directive: str | None = None) -> Any:
     from ..handlers import standard_dispatcher
     from ..harness.run import Runner
@@ -291,6 +319,7 @@ async def _served(settings: Settings, allow_command_writes: bool, directive: str
     from ..registry import connect
 
     pool = McpPool()  # the runs' and the imports' (closed with the runner's dispatcher)
+    telemetry.set_gauge_source("kiwi.mcp.pool.sessions", lambda: {"": float(len(pool._sessions))})
     dispatcher = standard_dispatcher(mcp_pool=pool)
     runner = Runner(connect(settings), settings, dispatcher=dispatcher, on_progress=partial(logger.info, "%s"))
     try:
@@ -403,6 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kiwi")
     add_serve_command(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
+    telemetry.start()
     try:
         return asyncio.run(args.handler(args))
     except KiwiError as e:

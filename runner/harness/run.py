@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .. import telemetry
 from ..config import Settings
 from ..core.expand import variables_in
 from ..core.materialize import entrypoint_file, materialise
@@ -197,18 +198,42 @@ class Runner:
 
         Cancelled from outside (its caller cancelled it, or a server's time limit), the run's
         processes end with it (primitives/subprocess.py) and its record says it was cancelled."""
+        with telemetry.span("kiwi.run", {"kiwi.tool.requested": tool_id}) as span:
+            result, plan = await self._run(
+                tool_id, params, version, raw_params, dry_run, plan, call, listener, record_to
+            )
+            telemetry.describe(span, plan, result.status)
+        if not isinstance(result.failure, Denied):
+            telemetry.count_run(plan.tool_id if plan else tool_id, result.status, result.duration_ms / 1000)
+        return result
+
+    async def _run(
+        self,
+        tool_id: str,
+        params: dict[str, Any] | None,
+        version: str | None,
+        raw_params: Mapping[str, str] | None,
+        dry_run: bool,
+        plan: Plan | None,
+        call: Call | None,
+        listener: RunListener | None,
+        record_to: Callable[[dict[str, Any]], None] | None,
+    ) -> tuple[RunResult, Plan | None]:
+        """run()'s work, inside its span: the result, and the plan it ran (None: none was found)."""
         started = time.perf_counter()
         started_at = time.time()
         given: Any = {} if params is None else params
         call = call or Call(self.session)
         admission = None
         try:
-            plan = plan or await self.plan(tool_id, version)
-            plan, trust_warnings = await self._hold_to_trust(plan, tool_id, version)
+            with telemetry.span("kiwi.plan"):
+                plan = plan or await self.plan(tool_id, version)
+                plan, trust_warnings = await self._hold_to_trust(plan, tool_id, version)
             if raw_params and isinstance(given, dict):
                 given = {**given, **coerce_strings(plan.parameters, raw_params, plan.tool_id)}
             values = validate_params(plan.tool_id, plan.parameters, given)
-            admission = await self.gate.admit(plan, values, call, dry_run)
+            with telemetry.span("kiwi.gate"):
+                admission = await self.gate.admit(plan, values, call, dry_run)
             result = await self._execute(plan, values, dry_run, listener)
             result.warnings[:0] = [*_shadowing(plan), *lifecycle_warnings(plan), *trust_warnings]
             result.context = admission.child_context
@@ -222,6 +247,8 @@ class Runner:
                 # refused before the gate: an unknown tool, bad parameters, or no registry to ask (its
                 # row is journaled and written once the registry answers again, recorder.py)
                 self.gate.refused(call, plan, tool_id, given, dry_run, e)
+            elif isinstance(e, Denied):
+                telemetry.count_refusal(plan.tool_id if plan else tool_id, e.kind)
             result = RunResult(
                 tool_id=plan.tool_id if plan else tool_id,
                 version=plan.version if plan else version,
@@ -233,10 +260,11 @@ class Runner:
             )
         result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
         if not dry_run and self.settings.record_runs and not isinstance(result.failure, Denied):
-            self._record(result, plan, given, started_at, record_to)
+            with telemetry.span("kiwi.record"):
+                self._record(result, plan, given, started_at, record_to)
         if admission is not None:
             self.gate.finished(admission, status=result.status, run_id=result.run_id, version=result.version)
-        return result
+        return result, plan
 
     def _cancelled(
         self,
@@ -344,7 +372,8 @@ class Runner:
         self, plan: Plan, params: dict[str, Any], dry_run: bool, listener: RunListener | None = None
     ) -> RunResult:
         root = self.settings.cache_dir
-        workdir = materialise(plan, root) if plan.files else None
+        with telemetry.span("kiwi.materialise"):
+            workdir = materialise(plan, root) if plan.files else None
         entry = entrypoint_file(plan)  # config.entrypoint, else the file marked is_entrypoint
         handler = self.dispatcher.find(plan) if plan.primitive or plan.tool_type != "knowledge" else None
         if handler is None:  # knowledge: its content is the result, and where it came from its detail
@@ -360,12 +389,13 @@ class Runner:
                 placeholders["entrypoint"] = f"{placeholders['workdir']}/{entry.path}"
         listener = masked(listener, self._secrets(plan))
         progress = reporting(self._progress(plan), listener)
-        env_dir = await prepare_environment(plan.config, root, environ, progress, site=site)
-        if env_dir is not None:
-            site.env_dir = env_dir
-            placeholders["env_dir"] = site.env_path(env_dir)
-        values = {**params, **placeholders}
-        warnings = await validate(plan, workdir, values, environ, root, site=site)
+        with telemetry.span("kiwi.environment"):
+            env_dir = await prepare_environment(plan.config, root, environ, progress, site=site)
+            if env_dir is not None:
+                site.env_dir = env_dir
+                placeholders["env_dir"] = site.env_path(env_dir)
+            values = {**params, **placeholders}
+            warnings = await validate(plan, workdir, values, environ, root, site=site)
         contract = output_contract(plan)  # before the run: unusable outputs stop it here (core/outputs.py)
         if dry_run:
             output = {
@@ -390,7 +420,8 @@ class Runner:
                 call_tool=self.call_tool,
                 listener=listener,
             )
-            outcome = await handler.run(invocation)
+            with telemetry.span(telemetry.HANDLER_SPANS.get(handler.name, f"kiwi.{handler.name}")):
+                outcome = await handler.run(invocation)
             result = self._result(plan, outcome)
             if plan.primitive == "subprocess" and handler.name == "subprocess":
                 result.detail["sandbox"] = self.sandbox_shown(site)

@@ -48,6 +48,7 @@ from urllib.parse import quote, quote_plus
 import httpx
 import jsonpath
 
+from .. import telemetry
 from ..core.expand import as_text, expand_vars, fill, fill_deep, variables_in
 from ..core.plan import Plan
 from ..errors import ConfigError
@@ -285,6 +286,7 @@ def _build_request(client: httpx.AsyncClient, inv: Invocation) -> httpx.Request:
     query = t.entries(config.get("query"))
     headers = t.entries(config.get("headers"))
     _add_auth(config.get("auth"), t, headers, query)
+    telemetry.inject(headers)  # the run's trace goes on with the API (traceparent), when telemetry is on
 
     kwargs: dict[str, Any] = {}
     if "body_template" in config:

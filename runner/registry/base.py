@@ -413,6 +413,10 @@ class Registry:
         """public.get_context(p_id): one of the caller's contexts (NotFound; Refused if expired)."""
         return await self._call("get_context", {"p_id": context_id}, read=True)
 
+    async def operator_status(self) -> dict[str, Any]:
+        """public.operator_status(): the schema is current; an admin also reads the queue's depth."""
+        return await self._call("operator_status", {}, read=True)
+
     async def _call(
         self, function: str, args: dict[str, Any], *, returns: Returns = "value", read: bool = False, **optional: Any
     ) -> Any:

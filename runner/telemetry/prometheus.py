@@ -1,0 +1,64 @@
+"""The runs' metrics in Prometheus's text format, for `kiwi serve --transport http`'s /metrics.
+
+A registry of this process's own (no process or platform collectors: what Kiwi counts), filled
+by the same calls as OpenTelemetry's instruments (runner/telemetry/__init__.py), whether or not
+OpenTelemetry is on. The gauges (queue depth by status, the MCP pool's sessions) are read when
+the page is made.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from . import add_sink, gauges
+
+__all__ = ["CONTENT_TYPE_LATEST", "PrometheusSink", "prometheus_sink"]
+
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class PrometheusSink:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._runs = Counter("kiwi_runs", "Runs ended, by tool and status", ["tool", "status"], registry=self.registry)
+        self._duration = Histogram(
+            "kiwi_run_duration_seconds",
+            "How long runs took",
+            ["tool"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self._refusals = Counter(
+            "kiwi_gate_refusals", "Calls the gate refused, by tool and kind", ["tool", "kind"], registry=self.registry
+        )
+        self._queue = Gauge("kiwi_queue_depth", "Open queued runs by status", ["status"], registry=self.registry)
+        self._pool = Gauge("kiwi_mcp_pool_sessions", "Live sessions to other MCP servers", registry=self.registry)
+
+    def run(self, tool: str, status: str, seconds: float) -> None:
+        self._runs.labels(tool, status).inc()
+        self._duration.labels(tool).observe(seconds)
+
+    def refusal(self, tool: str, kind: str) -> None:
+        self._refusals.labels(tool, kind).inc()
+
+    def render(self) -> bytes:
+        """The exposition, its gauges read now."""
+        now = gauges()
+        self._queue.clear()
+        for status, runs in now.get("kiwi.queue.depth", {}).items():
+            self._queue.labels(status).set(runs)
+        self._pool.set(sum(now.get("kiwi.mcp.pool.sessions", {}).values()))
+        return generate_latest(self.registry)
+
+
+_sink: PrometheusSink | None = None
+
+
+def prometheus_sink() -> PrometheusSink:
+    """This process's one Prometheus sink, registered on first use."""
+    global _sink
+    if _sink is None:
+        _sink = PrometheusSink()
+        add_sink(_sink)
+    return _sink
