@@ -1,7 +1,7 @@
 """MCP servers: each server the person may read, the tools imported from it, a cheap health
 signal (its chain resolves; how its tools' recent runs ended), and whether the person is signed
-in to it (OAuth), with sign-out. Signing in opens the provider's page in a browser beside the
-command line (`kiwi mcp login SERVER`), which the page names."""
+in to it (OAuth), with sign-in (server_signin.py: the console's own OAuth redirect) and
+sign-out; `kiwi mcp login SERVER` signs in from a terminal alike."""
 
 from __future__ import annotations
 

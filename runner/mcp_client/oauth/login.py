@@ -17,7 +17,7 @@ import contextlib
 import os
 import sys
 import webbrowser
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
@@ -41,7 +41,7 @@ from .storage import DatabaseTokenStorage
 if TYPE_CHECKING:
     from ...registry.base import Registry
 
-__all__ = ["LoginFailed", "LoginResult", "LoopbackListener", "login"]
+__all__ = ["LoginFailed", "LoginResult", "LoopbackListener", "login", "sign_in", "signs_in"]
 
 CALLBACK_PATH = "/callback"
 DEFAULT_TIMEOUT_S = 300.0
@@ -148,6 +148,26 @@ async def login(
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> LoginResult:
     """Sign the registry's caller in to `server` (an mcp_server's tool id) and store the tokens."""
+    spec, cfg = await signs_in(registry, server, environ)
+    storage = DatabaseTokenStorage(registry, storage_key(cfg, spec.url or ""), cipher_from(environ))
+    port = cfg.redirect_port if cfg.redirect_port is not None else await _registered_port(storage, cfg)
+    try:
+        async with _listening(port) as listener:
+
+            async def redirect(authorization_url: str) -> None:
+                say(f"kiwi: sign in to {spec.ref} at:\n\n  {authorization_url}\n")
+                if open_browser and _has_browser():
+                    with contextlib.suppress(webbrowser.Error, OSError):
+                        await asyncio.to_thread(webbrowser.open, authorization_url)
+                say(f"kiwi: waiting for the redirect to {listener.redirect_uri} (up to {timeout_s:g} s)")
+
+            return await sign_in(spec, cfg, storage, listener.redirect_uri, redirect, listener.wait, force, timeout_s)
+    except TimeoutError:
+        raise LoginFailed(f"signing in to {spec.ref} did not finish within {timeout_s:g} s") from None
+
+
+async def signs_in(registry: Registry, server: str, environ: Mapping[str, str]) -> tuple[ServerSpec, OAuthConfig]:
+    """The server's spec and OAuth config; a UsageError when there is nothing to sign in to."""
     plan = await registry.plan(server)  # NotFound names a bad server
     spec = server_spec(plan, environ)
     cfg = oauth_config(plan.config, environ, spec.ref)
@@ -158,13 +178,7 @@ async def login(
             f"{spec.ref} does not ask for OAuth (its config has no auth block)",
             hint="add `auth: {type: oauth}` to the mcp_server's config, or send static headers",
         )
-    storage = DatabaseTokenStorage(registry, storage_key(cfg, spec.url), cipher_from(environ))
-    port = cfg.redirect_port if cfg.redirect_port is not None else await _registered_port(storage, cfg)
-    try:
-        async with _listening(port) as listener:
-            return await _sign_in(spec, cfg, storage, listener, say, open_browser, force, timeout_s)
-    except TimeoutError:
-        raise LoginFailed(f"signing in to {spec.ref} did not finish within {timeout_s:g} s") from None
+    return spec, cfg
 
 
 @contextlib.asynccontextmanager
@@ -184,36 +198,31 @@ async def _listening(port: int) -> AsyncIterator[LoopbackListener]:
         await listener.__aexit__(None, None, None)
 
 
-async def _sign_in(
+async def sign_in(
     spec: ServerSpec,
     cfg: OAuthConfig,
     storage: DatabaseTokenStorage,
-    listener: LoopbackListener,
-    say: Callable[[str], None],
-    open_browser: bool,
+    redirect_uri: str,
+    redirect: Callable[[str], Awaitable[None]],
+    callback: Callable[[], Awaitable[AuthorizationCodeResult]],
     force: bool,
     timeout_s: float,
 ) -> LoginResult:
+    """Connect through the SDK's provider, whose flow sends the person to `redirect` (the
+    authorization URL) and takes the code from `callback`, at `redirect_uri`; the tokens are
+    stored in `storage`. Used by `kiwi mcp login` (a loopback listener) and the console (its
+    own callback route)."""
     sent = False
 
-    async def redirect(authorization_url: str) -> None:
+    async def redirecting(authorization_url: str) -> None:
         nonlocal sent
         sent = True
-        say(f"kiwi: sign in to {spec.ref} at:\n\n  {authorization_url}\n")
-        if open_browser and _has_browser():
-            with contextlib.suppress(webbrowser.Error, OSError):
-                await asyncio.to_thread(webbrowser.open, authorization_url)
-        say(f"kiwi: waiting for the redirect to {listener.redirect_uri} (up to {timeout_s:g} s)")
+        await redirect(authorization_url)
 
     assert spec.url is not None
-    view = _LoginStorage(storage, listener.redirect_uri, force)
+    view = _LoginStorage(storage, redirect_uri, force)
     provider = make_provider(
-        cfg,
-        spec.url,
-        view,
-        redirect_uri=listener.redirect_uri,
-        redirect_handler=redirect,
-        callback_handler=listener.wait,
+        cfg, spec.url, view, redirect_uri=redirect_uri, redirect_handler=redirecting, callback_handler=callback
     )
     with anyio.fail_after(timeout_s):
         tools = await _connect(spec, provider)
