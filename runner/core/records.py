@@ -113,12 +113,15 @@ def run_record(
     digest: tuple[str, int] | None = None,
     params: Any = None,
     started_at: float | None = None,
+    trace_id: str | None = None,
 ) -> dict[str, Any]:
     """The record record_run takes. digest: params_digest() of the parameters as they were
     run, else params: the parameters themselves (a params_snapshot); started_at: a Unix time;
     source: registry, or the local space (project, user) whose tool.yaml ran, which is
     stored only then (the column's default is registry); sandbox: the sandbox profile the run
-    had (a JSON object of at most 4096 bytes as text, tool_runs.sandbox), stored when given."""
+    had (a JSON object of at most 4096 bytes as text, tool_runs.sandbox), stored when given;
+    trace_id: the run's OpenTelemetry trace (telemetry.trace_id() while its span was current),
+    stored when given."""
     params_sha256, params_size = digest if digest is not None else params_digest(params)
     record: dict[str, Any] = {
         "tool_id": tool_id,
@@ -141,6 +144,8 @@ def run_record(
         ]
     if sandbox is not None:
         record["sandbox"] = sandbox
+    if trace_id is not None:
+        record["trace_id"] = trace_id
     if started_at is not None:
         record["started_at"] = datetime.fromtimestamp(started_at, UTC).isoformat()
     return record

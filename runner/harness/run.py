@@ -527,6 +527,7 @@ class Runner:
             digest=params_digest(params) if snapshot is None else None,
             params=snapshot,
             started_at=started_at,
+            trace_id=telemetry.trace_id(),  # now, while the run's span is current: the record is made later
         )
         if record_to is not None:
             record_to(make())

@@ -36,6 +36,7 @@ __all__ = [
     "span",
     "start",
     "started",
+    "trace_id",
 ]
 
 EXPORTER_ENDPOINTS = (
@@ -94,6 +95,17 @@ def span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractCont
     return _tracer.start_as_current_span(
         name, attributes={k: v for k, v in (attributes or {}).items() if v is not None}
     )
+
+
+def trace_id() -> str | None:
+    """The current span's trace id as 32 lower-case hex digits (W3C), or None: telemetry off,
+    or no span is current."""
+    if _tracer is None:
+        return None
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else None
 
 
 # what a handler's span is called: the sandboxed process, the HTTP call, the other MCP server's tool

@@ -144,3 +144,24 @@ async def test_a_page_never_shows_what_its_person_could_not_query(
                 assert run_id not in (await other.get("/console/runs")).text
         finally:
             conn.execute("delete from tool_runs where id = %s", (run_id,))
+
+
+async def test_a_runs_page_shows_its_trace(browse: Browse, database_url: str, conn: psycopg.Connection) -> None:
+    trace_id = uuid.uuid4().hex
+    with two_tenants(conn, "console_") as users:
+        a = users["a"]
+        registry = PostgresRegistry(runner_url(database_url), principal=from_token(a["token"], secret=LOCAL_JWT_SECRET))
+        try:
+            traced = await registry.record_run({"tool_id": f"{a['ns']}/t", "status": "success", "trace_id": trace_id})
+            untraced = await registry.record_run({"tool_id": f"{a['ns']}/t", "status": "success"})
+        finally:
+            await registry.aclose()
+        try:
+            async with browse() as client:
+                await sign_in(client, a["token"])
+                page = await client.get(f"/console/runs/{traced}")
+                assert re.search(rf'id="run-trace">{trace_id}<', page.text), page.text
+                page = await client.get(f"/console/runs/{untraced}")
+                assert 'id="run-trace">none recorded' in page.text
+        finally:
+            conn.execute("delete from tool_runs where id = any(%s::uuid[])", ([traced, untraced],))

@@ -116,6 +116,18 @@ FIELDS: dict[str, list[Any]] = {
         1,
         None,
     ],
+    "trace_id": [
+        "4bf92f3577b34da6a3ce929d0e0e4736",
+        "4BF92F3577B34DA6A3CE929D0E0E4736",
+        "4bf92f3577b34da6a3ce929d0e0e473",
+        "4bf92f3577b34da6a3ce929d0e0e47360",
+        "0" * 32,
+        "4bf92f3577b34da6a3ce929d0e0e473g",
+        "",
+        1,
+        [],
+        None,
+    ],
     "started_at": TIMES,
     "finished_at": TIMES,
 }

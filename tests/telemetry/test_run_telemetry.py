@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
+import psycopg
 import pytest
 
 from runner.testing.otlp_receiver import otlp_receiver
@@ -70,6 +71,23 @@ def test_an_api_tools_request_carries_the_runs_trace(database_url: str, tmp_path
     assert by_name["kiwi.http"].span_id == parent, "the API's request is a child of the run's HTTP call"
     assert by_name["kiwi.http"].parent_id == by_name["kiwi.run"].span_id
     assert by_name["kiwi.run"].attributes["kiwi.tool.id"] == "http_echo"
+
+
+def test_the_run_record_keeps_the_runs_trace_id(
+    database_url: str, tmp_path: Path, api: str, conn: psycopg.Connection
+) -> None:
+    """The record names the trace the run was (so a run's page can show it); off, it names none."""
+    with otlp_receiver() as receiver:
+        _run(database_url, tmp_path, HTTP_ECHO_URL=api, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
+        trace_id = Api.seen[-1]["traceparent"].split("-")[1]
+        receiver.wait_for(trace_id, {"kiwi.run", "kiwi.record"})
+    rows = conn.execute("select tool_id, status from tool_runs where trace_id = %s", (trace_id,)).fetchall()
+    assert rows == [("http_echo", "success")]
+    before = conn.execute("select coalesce(max(started_at), '-infinity') from tool_runs").fetchone()
+    _run(database_url, tmp_path, HTTP_ECHO_URL=api, OTEL_SDK_DISABLED="true")
+    since = before[0] if before else None
+    off = conn.execute("select trace_id from tool_runs where tool_id = 'http_echo' and started_at > %s", (since,))
+    assert off.fetchall() == [(None,)]
 
 
 def test_off_no_trace_header_is_sent(database_url: str, tmp_path: Path, api: str) -> None:

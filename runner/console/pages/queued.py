@@ -10,6 +10,7 @@ from starlette.responses import RedirectResponse, Response
 from ...errors import UsageError
 from ...fleet.queue import QueuedRuns
 from ...principal import Principal
+from ...registry.base import Select
 from .forms import text_field
 
 if TYPE_CHECKING:
@@ -29,7 +30,11 @@ async def queue(console: Console, request: Request, principal: Principal) -> Res
 
 async def queued_run(console: Console, request: Request, principal: Principal) -> Response:
     found = await QueuedRuns(console.registry).get(str(request.path_params["run_id"]))
-    return console.render(request, "queued_run.html", who=principal.describe(), run=found)
+    # a finished queued run's record has the queued run's id (its trace, its details)
+    one = Select(order=("started_at",), limit=1)
+    records = await console.registry.backend.call("tool_runs", {"id": found["id"]}, returns=one, read=True) or []
+    record = records[0] if records else None
+    return console.render(request, "queued_run.html", who=principal.describe(), run=found, record=record)
 
 
 async def cancel(console: Console, request: Request, principal: Principal) -> Response:
