@@ -12,7 +12,7 @@ from starlette.routing import Route
 from . import approvals, queued, registry, runs, server_signin, servers, session
 
 if TYPE_CHECKING:
-    from ..app import Console, View
+    from ..base import Console, View
 
 __all__ = ["routes"]
 

@@ -12,7 +12,7 @@ from ...principal import Principal
 from .forms import text_field
 
 if TYPE_CHECKING:
-    from ..app import Console
+    from ..base import Console
 
 __all__ = ["PAGES"]
 
@@ -42,7 +42,7 @@ async def decide(console: Console, request: Request, principal: Principal) -> Re
     reason = text_field(form, "reason") or None
     approval_id = str(request.path_params["approval_id"])
     decided: dict[str, Any] = await console.registry.decide_approval(approval_id, decision == "approve", reason)
-    from ..app import base_path
+    from ..base import base_path
 
     status = decided.get("status", decision)
     return RedirectResponse(f"{base_path(request)}/approvals?decided={approval_id}&status={status}", status_code=303)

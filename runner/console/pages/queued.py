@@ -14,7 +14,7 @@ from ...registry.base import Select
 from .forms import text_field
 
 if TYPE_CHECKING:
-    from ..app import Console
+    from ..base import Console
 
 __all__ = ["PAGES"]
 
@@ -38,7 +38,7 @@ async def queued_run(console: Console, request: Request, principal: Principal) -
 
 
 async def cancel(console: Console, request: Request, principal: Principal) -> Response:
-    from ..app import base_path
+    from ..base import base_path
 
     run_id = str(request.path_params["run_id"])
     await QueuedRuns(console.registry).cancel(run_id)
@@ -46,7 +46,7 @@ async def cancel(console: Console, request: Request, principal: Principal) -> Re
 
 
 async def schedule(console: Console, request: Request, principal: Principal) -> Response:
-    from ..app import base_path
+    from ..base import base_path
 
     form = await request.form()
     action = text_field(form, "action")

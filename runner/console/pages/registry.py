@@ -18,7 +18,7 @@ from ..diff import version_diff
 from .forms import text_field
 
 if TYPE_CHECKING:
-    from ..app import Console
+    from ..base import Console
 
 __all__ = ["PAGES"]
 
@@ -92,7 +92,7 @@ async def diff(console: Console, request: Request, principal: Principal) -> Resp
 
 
 async def lifecycle(console: Console, request: Request, principal: Principal) -> Response:
-    from ..app import base_path
+    from ..base import base_path
 
     tool_id = str(request.path_params["tool_id"])
     form = await request.form()

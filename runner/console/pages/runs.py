@@ -17,7 +17,7 @@ from ...registry.base import Select
 from .forms import text_field
 
 if TYPE_CHECKING:
-    from ..app import Console
+    from ..base import Console
 
 __all__ = ["PAGES", "WINDOWS"]
 

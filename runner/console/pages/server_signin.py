@@ -41,7 +41,7 @@ from ...principal import Principal
 from ..signin import _secure
 
 if TYPE_CHECKING:
-    from ..app import Console
+    from ..base import Console
 
 __all__ = ["NONCE_COOKIE", "PAGES", "callback_routes"]
 
@@ -76,7 +76,7 @@ def _forget_stale() -> None:
 
 
 def _callback_uri(request: Request, server: str) -> str:
-    from ..app import base_path
+    from ..base import base_path
 
     path = f"{base_path(request)}/servers/{quote(server, safe='/')}/callback"
     return str(request.url.replace(path=path, query=None, fragment=None))
@@ -84,7 +84,7 @@ def _callback_uri(request: Request, server: str) -> str:
 
 async def start(console: Console, request: Request, principal: Principal) -> Response:
     """POST /servers/<server>/signin: start the flow; send the browser to the authorization URL."""
-    from ..app import base_path
+    from ..base import base_path
 
     server = str(request.path_params["ref"])
     if principal.user_id is None:
@@ -146,7 +146,7 @@ async def start(console: Console, request: Request, principal: Principal) -> Res
 def callback_routes(console: Console) -> list[Route]:
     """The callback: open (the authorization server's redirect carries no SameSite=Strict
     session cookie), bound to the sign-in by its state and to the browser by the nonce cookie."""
-    from ..app import base_path
+    from ..base import base_path
 
     async def callback(request: Request) -> Response:
         server = str(request.path_params["ref"])

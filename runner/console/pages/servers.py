@@ -20,7 +20,7 @@ from ...principal import Principal
 from ...registry.base import Select
 
 if TYPE_CHECKING:
-    from ..app import Console
+    from ..base import Console
 
 __all__ = ["PAGES"]
 
@@ -79,7 +79,7 @@ async def servers(console: Console, request: Request, principal: Principal) -> R
 
 
 async def sign_out(console: Console, request: Request, principal: Principal) -> Response:
-    from ..app import base_path
+    from ..base import base_path
 
     await logout(console.registry, str(request.path_params["ref"]), runner_environ())
     return RedirectResponse(f"{base_path(request)}/servers", status_code=303)

@@ -12,13 +12,13 @@ from ...errors import KiwiError
 from ..signin import CSRF_FIELD, csrf_ok, forget, keep
 
 if TYPE_CHECKING:
-    from ..app import Console
+    from ..base import Console
 
 __all__ = ["routes"]
 
 
 def routes(console: Console) -> list[Route]:
-    from ..app import base_path
+    from ..base import base_path
 
     async def front(request: Request) -> Response:
         return RedirectResponse(f"{base_path(request)}/approvals", status_code=303)
