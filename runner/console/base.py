@@ -27,7 +27,18 @@ from ..principal import Principal, acting_as, anon
 from ..registry.base import Registry
 from .signin import CSRF_FIELD, SignIn, csrf_ok, csrf_token, set_csrf_cookie
 
-__all__ = ["CSP", "HERE", "Console", "SecurityHeaders", "View", "base_path", "make_registry", "page", "status_of"]
+__all__ = [
+    "CSP",
+    "HERE",
+    "Console",
+    "SecurityHeaders",
+    "View",
+    "base_path",
+    "csrf_refusal",
+    "make_registry",
+    "page",
+    "status_of",
+]
 
 logger = logging.getLogger("kiwi.console")
 HERE = Path(__file__).parent
@@ -107,6 +118,14 @@ def status_of(error: KiwiError) -> int:
     return 500 if not isinstance(error, KiwiError) else 502
 
 
+def csrf_refusal(console: Console, request: Request, form: Any, hint: str | None) -> Response | None:
+    """The 403 page for a form whose CSRF token is missing or wrong; None when it matches."""
+    submitted = form.get(CSRF_FIELD)
+    if csrf_ok(request, submitted if isinstance(submitted, str) else None):
+        return None
+    return console.error(request, 403, "this form was refused: its CSRF token is missing or wrong", hint)
+
+
 def page(console: Console, view: View) -> Callable[[Request], Awaitable[Response]]:
     """The endpoint of a view: signed in, CSRF checked on POST, acting as the person."""
 
@@ -117,15 +136,9 @@ def page(console: Console, view: View) -> Callable[[Request], Awaitable[Response
                 return Response(status_code=401, headers={"HX-Redirect": f"{base_path(request)}/signin"})
             return RedirectResponse(f"{base_path(request)}/signin", status_code=303)
         if request.method == "POST":
-            form = await request.form()
-            submitted = form.get(CSRF_FIELD)
-            if not csrf_ok(request, submitted if isinstance(submitted, str) else None):
-                return console.error(
-                    request,
-                    403,
-                    "this form was refused: its CSRF token is missing or wrong",
-                    "reload the page and submit the form again",
-                )
+            refused = csrf_refusal(console, request, await request.form(), "reload the page and submit the form again")
+            if refused is not None:
+                return refused
         try:
             with acting_as(principal):
                 return await view(console, request, principal)

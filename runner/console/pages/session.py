@@ -9,7 +9,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ...errors import KiwiError
-from ..signin import CSRF_FIELD, csrf_ok, forget, keep
+from ..base import csrf_refusal
+from ..signin import forget, keep
 
 if TYPE_CHECKING:
     from ..base import Console
@@ -27,14 +28,9 @@ def routes(console: Console) -> list[Route]:
         if request.method == "GET":
             return console.render(request, "signin.html", who=None, problem=None)
         form = await request.form()
-        submitted = form.get(CSRF_FIELD)
-        if not csrf_ok(request, submitted if isinstance(submitted, str) else None):
-            return console.error(
-                request,
-                403,
-                "this form was refused: its CSRF token is missing or wrong",
-                "reload the page and sign in again",
-            )
+        refused = csrf_refusal(console, request, form, "reload the page and sign in again")
+        if refused is not None:
+            return refused
         token = form.get("token")
         token = token.strip() if isinstance(token, str) else ""
         try:
@@ -47,10 +43,9 @@ def routes(console: Console) -> list[Route]:
         return response
 
     async def signout(request: Request) -> Response:
-        form = await request.form()
-        submitted = form.get(CSRF_FIELD)
-        if not csrf_ok(request, submitted if isinstance(submitted, str) else None):
-            return console.error(request, 403, "this form was refused: its CSRF token is missing or wrong", None)
+        refused = csrf_refusal(console, request, await request.form(), None)
+        if refused is not None:
+            return refused
         response = RedirectResponse(f"{base_path(request)}/signin", status_code=303)
         forget(response, base_path(request) or "/")
         return response
