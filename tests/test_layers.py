@@ -23,6 +23,7 @@ LAYERS = [
     "principal",
     "config",
     "telemetry",  # spans and metrics, off unless OTEL_* asks: any layer above may report to it
+    "supabase_auth",  # a hosted project's Supabase Auth over HTTP: kiwi login and the console sign in with it
     "core",
     "registry",
     "search",
