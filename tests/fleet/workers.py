@@ -21,13 +21,16 @@ from tests.conftest import ROOT
 from tests.kiwi_cli import kiwi_env
 
 
-def start_worker(database_url: str, cache_dir: Path, *args: str, log: Path | None = None) -> subprocess.Popen[bytes]:
-    """A `kiwi worker` in its own process group (a SIGKILL of the group is a machine dying)."""
+def start_worker(
+    database_url: str, cache_dir: Path, *args: str, log: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A `kiwi worker` in its own process group (a SIGKILL of the group is a machine dying),
+    with `env` added to its environment (OTEL_*, say)."""
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - the process owns it
     return subprocess.Popen(
         [sys.executable, "-m", "runner.cli", "worker", *args],
         cwd=ROOT,
-        env=kiwi_env(database_url, cache_dir),
+        env=kiwi_env(database_url, cache_dir, **(env or {})),
         stdout=out,
         stderr=out,
         start_new_session=True,
