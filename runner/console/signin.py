@@ -1,12 +1,13 @@
 """Who a console request acts as, and the forms' CSRF tokens.
 
 A person signs in as an MCP caller does: with an access token (a Supabase Auth session's, or
-locally what `kiwi token` prints), pasted into the sign-in form. The token is verified as the
-MCP endpoint verifies bearer tokens (runner/principal.py `from_token`: the project's JWT secret
-or JWKS, the audience, the longest life) and kept in an HttpOnly, SameSite=Strict cookie scoped
-to the console's path; every request verifies it again and acts as its principal, so an expired
-or revoked-by-rotation token signs the person out. Service-role tokens are refused unless the
-console was started to accept them (`kiwi serve --admin`).
+locally what `kiwi token` prints), pasted into the sign-in form or, for a hosted project, the
+one its Supabase Auth answers an email and password with (pages/session.py). The token is
+verified as the MCP endpoint verifies bearer tokens (runner/principal.py `from_token`: the
+project's JWT secret or JWKS, the audience, the longest life) and kept in an HttpOnly,
+SameSite=Strict cookie scoped to the console's path; every request verifies it again and acts
+as its principal, so an expired or revoked-by-rotation token signs the person out. Service-role
+tokens are refused unless the console was started to accept them (`kiwi serve --admin`).
 
 CSRF: every form carries the value of a random HttpOnly, SameSite=Strict cookie (double submit);
 a POST whose field does not match it, or that comes from another origin, is refused (403).
