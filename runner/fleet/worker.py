@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Settings
-from ..errors import KiwiError
+from ..errors import KiwiError, RegistryUnavailable
 from ..harness.run import Runner, RunResult
 from ..policy import Call, Denied
 from ..primitives.base import RunListener
@@ -114,7 +114,11 @@ class Worker:
                 await self._tick()
             self._wake.clear()  # before looking: a wake-up from now on is not lost
             free = self.options.concurrency - len(self.held)
-            taken = await self._take(free) if free > 0 else 0
+            try:
+                taken = await self._take(free) if free > 0 else 0
+            except RegistryUnavailable as e:  # the database is away: keep the runs held, try again
+                logger.warning("cannot take queued runs: %s; trying again in %g s", e, self.options.poll_s)
+                taken, next_tick = 0, time.monotonic() + self.options.poll_s
             if taken and taken == free:
                 continue  # more may be waiting: take again at once
             wait = min(self.options.poll_s, max(next_tick - time.monotonic(), 0.01))

@@ -5,12 +5,14 @@ fleet listed; bad input gets one clear line."""
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.conftest import ROOT
 from tests.fleet.workers import start_worker, wait_until, workers
@@ -146,3 +148,22 @@ def test_a_stopped_worker_finishes_its_run_and_a_second_signal_hands_it_back(
     attempts = conn.execute("select attempt from queued_runs where id = %s", (second,)).fetchone()
     assert attempts == (2,)
     assert conn.execute("select count(*) from tool_runs where id = %s", (second,)).fetchone() == (1,)
+
+
+@pytest.mark.slow
+def test_a_worker_outlives_its_database_being_away(tmp_path: Path) -> None:
+    """No database to reach: the worker says so and keeps trying, and stops when told."""
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = tmp_path / "worker.log"
+    worker = start_worker(
+        f"postgresql://kiwi_runner:kiwi_runner@127.0.0.1:{port}/postgres", tmp_path, "--poll", "0.5", log=log
+    )
+    try:
+        wait_until(lambda: "cannot take queued runs" in log.read_text(), timeout=60, what="the worker's warning")
+        assert worker.poll() is None, "still running"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0
+    assert "Traceback" not in log.read_text()
