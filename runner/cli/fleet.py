@@ -101,13 +101,17 @@ def _add_schedule_command(sub: Any) -> None:
     schedule.set_defaults(handler=cmd_schedule)
 
 
-def _params(args: argparse.Namespace) -> dict[str, Any]:
+async def _params(registry: Any, args: argparse.Namespace, tool: str, version: str | None) -> dict[str, Any]:
+    """The parameters given, as `kiwi run` reads them: `-p` values against the tool's schema (its
+    plan, as the caller sees it), and checked now, so that bad ones are refused before anything
+    is queued. Defaults are left to the run, which fills them from the version it runs."""
+    from ..core.params import coerce_strings, validate_params
+
     params, raw = parse_params(args)
-    for key, value in raw.items():  # no schema to coerce against here: JSON when it reads as JSON
-        try:
-            params[key] = json.loads(value)
-        except ValueError:
-            params[key] = value
+    plan = await registry.plan(tool, version)
+    if raw:
+        params = {**params, **coerce_strings(plan.parameters, raw, plan.tool_id)}
+    validate_params(plan.tool_id, plan.parameters, params)
     return params
 
 
@@ -117,9 +121,9 @@ async def cmd_queue(args: argparse.Namespace) -> int:
     from ..registry import opened
 
     tool, version = split_ref(args.tool, args.version)
-    params = _params(args)
     async with opened(one_shot=True) as registry:
         runs = QueuedRuns(registry)
+        params = await _params(registry, args, tool, version)
         queued = await runs.enqueue(tool, params, version=version, session_id="cli-queue")
         if args.wait:
             queued = await _wait(runs, str(queued["id"]))
@@ -275,7 +279,7 @@ async def cmd_schedule(args: argparse.Namespace) -> int:
                 "version": version,
                 "cron": args.cron,
                 "time_zone": args.tz,
-                "params": _params(args),
+                "params": await _params(registry, args, tool, version),
             }
             answer: Any = await runs.add_schedule(request)
         elif args.verb == "list":

@@ -28,9 +28,13 @@ def test_queue_and_wait_prints_the_result(database_url: str, tmp_path: Path) -> 
     env = kiwi_env(database_url, tmp_path)
     with workers(database_url, tmp_path, 1, "--poll", "1"):
         done = run_kiwi(["queue", "hello_world", "-p", "name=Ada", "--wait"], cwd=ROOT, env=env)
+        # -p is read against the tool's schema, as `kiwi run` reads it: a string that looks like a number
+        numeric = run_kiwi(["queue", "hello_world", "-p", "name=42", "--wait"], cwd=ROOT, env=env)
     assert done.code == 0, done.err
     assert "Hello, Ada!" in done.out
     assert "success" in done.err
+    assert numeric.code == 0, numeric.err
+    assert "Hello, 42!" in numeric.out
 
 
 def test_a_running_run_cancelled_from_another_process_ends_and_its_processes_die(
@@ -110,6 +114,8 @@ def test_bad_input_gets_one_clear_line(database_url: str, tmp_path: Path) -> Non
         (["run-status", "not-a-uuid"], 2, "not a run id"),
         (["cancel", str(uuid.uuid4())], 3, "not found"),
         (["queue", "hello_world", "--params", "[1]"], 2, "JSON object"),
+        (["queue", "hello_world", "-p", "nope=1"], 2, "unexpected parameter nope"),  # refused before queueing
+        (["schedule", "add", "bad-params", "hello_world", "--cron", "0 3 * * *", "-p", "nope=1"], 2, "unexpected"),
         (["worker", "--concurrency", "0"], 2, "must be from 1"),
     ):
         done = run_kiwi(args, cwd=ROOT, env=env)
