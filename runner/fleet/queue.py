@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import NotFound, UsageError
-from ..registry.base import Registry
+from ..registry.base import Registry, checked_uuid
 
 __all__ = ["OPEN", "TERMINAL", "QueuedRuns", "task_status", "task_status_of"]
 
@@ -145,9 +145,4 @@ _NO_EVENTS = -1  # public.queued_run then sends none
 
 
 def _uuid(value: str, *, what: str = "run id", hint: str = "a queued run's id is a uuid (kiwi runs --queued)") -> str:
-    import uuid
-
-    try:
-        return str(uuid.UUID(str(value)))
-    except ValueError:
-        raise UsageError(f"{str(value)[:100]!r} is not a {what}", hint=hint) from None
+    return checked_uuid(value, f"{str(value)[:100]!r} is not a {what}", hint)

@@ -93,14 +93,20 @@ def _untouched(verdict: dict[str, Any]) -> bool:
     return verdict.get("allowed") is True and not verdict.get("limits") and verdict.get("approval") is None
 
 
-def _uuid(value: str) -> str:
-    """An approval id, checked here so that a typo is a usage error naming it, not a cast error."""
+def checked_uuid(value: object, message: str, hint: str) -> str:
+    """`value` as a uuid's text, checked here so that a typo is a usage error (`message`, `hint`)
+    naming it, not the database's cast error."""
     try:
         return str(uuid.UUID(str(value)))
     except ValueError:
-        raise UsageError(
-            f"not an approval id: {value!r}", hint="approval ids are uuids; list them with `kiwi approvals`"
-        ) from None
+        raise UsageError(message, hint=hint) from None
+
+
+def _uuid(value: str) -> str:
+    """An approval id."""
+    return checked_uuid(
+        value, f"not an approval id: {value!r}", "approval ids are uuids; list them with `kiwi approvals`"
+    )
 
 
 def _storable(manifest: Any, files: Sequence[Any], manifest_yaml: str | None = None) -> None:
