@@ -389,18 +389,7 @@ def _answer(result: RunResult) -> dict[str, Any]:
     with what an MCP answer of the run shows besides (the context a directive opened, the
     outputs schema, a knowledge entry's source), so a task's result reads as the direct call's
     (runner/fleet/answers.py)."""
-    answer: dict[str, Any] = {
-        "tool_id": result.tool_id,
-        "version": result.version,
-        "status": result.status,
-        "output": result.output,
-        "error": result.error,
-        "exit_code": result.exit_code,
-        "duration_ms": result.duration_ms,
-        "executor_chain": result.executor_chain,
-        "warnings": result.warnings,
-        "run_id": result.run_id,
-    }
+    answer = {**result.as_json(), "warnings": result.warnings, "run_id": result.run_id}
     if result.failure is not None:
         answer["failure"] = result.failure.as_dict()
     if result.context is not None:
