@@ -161,6 +161,9 @@ class Sandbox:
             self._state = None
 
 
+_PROBE_TRIES = 5  # a probe killed by a signal is tried again; any other failure is the answer
+
+
 def _probe() -> str | None:
     """Start `true` in a minimal sandbox; say what is missing when it does not start."""
     bwrap = shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
@@ -176,10 +179,15 @@ def _probe() -> str | None:
         if os.path.islink(f"/{name}"):
             argv += ["--symlink", f"usr/{name}", f"/{name}"]
     argv += ["--", "/usr/bin/true"]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bubblewrap did not run ({exc})"
+    for _ in range(_PROBE_TRIES):
+        try:
+            # Its own session: a Ctrl-C or an operator's SIGTERM to the caller's process group must
+            # not kill the probe (a signal can still land before the child leaves the group: try again).
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False, start_new_session=True)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap did not run ({exc})"
+        if done.returncode >= 0:
+            break
     if done.returncode != 0:
         why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
         if "namespace" in why.lower() or "permission" in why.lower():
