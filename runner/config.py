@@ -108,6 +108,8 @@ class Settings:
     # user (RLS, their namespaces), with supabase_key (the anon key) as the apikey
     supabase_access_token: str | None = field(default=None, repr=False)
     record_runs: bool = True
+    # a run's record keeps its parameters, output and stderr, masked and capped (core/payloads.py)
+    run_payloads: bool = True
     project_dir: Path = field(default_factory=Path.cwd)
     user_space: Path = field(default_factory=lambda: Path.home() / ".ai" / "tools")
     keys_dir: Path = field(default_factory=lambda: Path.home() / ".config" / "kiwi" / "keys")
@@ -186,6 +188,7 @@ class Settings:
             supabase_access_token=env.get("KIWI_ACCESS_TOKEN") or None,
             cache_dir=cache_dir,
             record_runs=bool(runs.get("record", True)),
+            run_payloads=_switch(env.get("KIWI_RUN_PAYLOADS"), runs, "payloads", "KIWI_RUN_PAYLOADS", "[runs]"),
             project_dir=_project_dir(env),
             user_space=Path(env.get("KIWI_USER_SPACE") or home / ".ai" / "tools").expanduser(),
             keys_dir=Path(env.get("KIWI_KEYS_DIR") or home / ".config" / "kiwi" / "keys").expanduser(),
@@ -227,7 +230,7 @@ class Settings:
             embeddings_model=env.get("KIWI_EMBEDDINGS_MODEL") or embed.get("model") or DEFAULT_EMBEDDINGS_MODEL,
             # a ${VAR} reference, expanded when the embedder is made: the file names the key, never holds it
             embeddings_key=env.get("KIWI_EMBEDDINGS_KEY") or embed.get("key") or None,
-            sandbox=_sandbox_mode(env.get("KIWI_SANDBOX"), file.get("sandbox", {})),
+            sandbox=_switch(env.get("KIWI_SANDBOX"), file.get("sandbox", {}), "enabled", "KIWI_SANDBOX", "[sandbox]"),
         )
 
     def principal(self) -> Principal:
@@ -317,18 +320,18 @@ def _number(value: str | None, configured: Any, default: float, name: str, *, wh
     return number
 
 
-def _sandbox_mode(value: str | None, section: Any) -> bool:
-    """KIWI_SANDBOX, else config.toml's [sandbox] enabled; on unless explicitly off."""
-    if value is None and isinstance(section, dict) and "enabled" in section:
-        if not isinstance(section["enabled"], bool):
-            raise UsageError("config.toml: [sandbox] enabled must be true or false")
-        return section["enabled"]
+def _switch(value: str | None, section: Any, key: str, name: str, where: str) -> bool:
+    """An on/off setting: the variable `name`, else config.toml's `where` `key`; on unless explicitly off."""
+    if value is None and isinstance(section, dict) and key in section:
+        if not isinstance(section[key], bool):
+            raise UsageError(f"config.toml: {where} {key} must be true or false")
+        return section[key]
     text = (value or "on").strip().lower()
     if text in ("on", "1", "true", "yes", ""):
         return True
     if text in ("off", "0", "false", "no"):
         return False
-    raise UsageError(f"KIWI_SANDBOX={value!r} is not on or off", hint="KIWI_SANDBOX=off turns the sandbox off")
+    raise UsageError(f"{name}={value!r} is not on or off", hint=f"{name}=off turns it off")
 
 
 def _is_local(url: str) -> bool:

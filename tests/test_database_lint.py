@@ -714,6 +714,10 @@ AUTHENTICATED_SECURITY_DEFINER_ALLOWED = {
         "yank/unyank/deprecate call it; writable_tool() refuses non-members and the command rule non-admins"
     ),
     "kiwi_internal.delete_tool(p_tool_id text)": "delete_tool calls it; writable_tool() decides, as for yanking",
+    "kiwi_internal.approval_parameters(p_ids text[])": (
+        "approval_parameters calls it: a queued run's inputs, only for approvals the caller may read "
+        "(requester, namespace owner, admin: from the claims)"
+    ),
     "kiwi_internal.pending_search_texts(p_model text, p_limit integer, p_after text, p_all boolean)": (
         "pending_search_texts calls it; only texts of tools the caller may embed (my_namespaces(), all for admins); "
         "p_all only for admins"

@@ -181,4 +181,6 @@ async def cmd_approvals(args: argparse.Namespace) -> int:
             f"{r['id']}  {r['tool_id']}@{r.get('version') or '-'}  by {r.get('requested_by')}  "
             f"expires in {r.get('expires_in_s')} s  ({r.get('approve')} | {r.get('deny')})"
         )
+        if r.get("params") is not None:
+            print(f"    parameters: {json.dumps(r['params'], ensure_ascii=False)}")
     return 0

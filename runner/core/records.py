@@ -1,6 +1,7 @@
 """What a run leaves behind: a row saying what ran and how it ended, without secrets.
 
-Parameters are stored as a hash and a size, never as values. Everything a run reports or
+Parameters are always stored as a hash and a size; their values, the output and stderr only in
+the record's payload (payloads.py), when the runner keeps payloads. Everything a run reports or
 stores (output, error, detail, progress, its run record and audit reason) is scrubbed of
 every secret the tool's config refers to (its ${VAR}s' values), as CI systems mask
 secrets: each occurrence becomes MASK, also in the forms a URL or a JSON string gives it.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -114,6 +115,7 @@ def run_record(
     params: Any = None,
     started_at: float | None = None,
     trace_id: str | None = None,
+    payload: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The record record_run takes. digest: params_digest() of the parameters as they were
     run, else params: the parameters themselves (a params_snapshot); started_at: a Unix time;
@@ -121,7 +123,8 @@ def run_record(
     stored only then (the column's default is registry); sandbox: the sandbox profile the run
     had (a JSON object of at most 4096 bytes as text, tool_runs.sandbox), stored when given;
     trace_id: the run's OpenTelemetry trace (telemetry.trace_id() while its span was current),
-    stored when given."""
+    stored when given; payload: makes what the record keeps of the run's parameters, output and
+    stderr (payloads.run_payload), called here, behind the run."""
     params_sha256, params_size = digest if digest is not None else params_digest(params)
     record: dict[str, Any] = {
         "tool_id": tool_id,
@@ -146,6 +149,8 @@ def run_record(
         record["sandbox"] = sandbox
     if trace_id is not None:
         record["trace_id"] = trace_id
+    if payload is not None:
+        record["payload"] = payload()
     if started_at is not None:
         record["started_at"] = datetime.fromtimestamp(started_at, UTC).isoformat()
     return record

@@ -15,6 +15,7 @@ or API.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -32,6 +33,7 @@ from ..core.expand import variables_in
 from ..core.materialize import entrypoint_file, materialise
 from ..core.outputs import output_contract
 from ..core.params import coerce_strings, validate_params
+from ..core.payloads import run_payload
 from ..core.plan import Plan
 from ..core.records import params_digest, params_snapshot, run_record, scrub, scrub_deep, scrub_error, secret_values
 from ..errors import KiwiError, NotFound
@@ -528,11 +530,32 @@ class Runner:
             params=snapshot,
             started_at=started_at,
             trace_id=telemetry.trace_id(),  # now, while the run's span is current: the record is made later
+            payload=self._payload(result, plan, params, snapshot),
         )
         if record_to is not None:
             record_to(make())
             return
         result.run_id = self.recorder.submit(make)
+
+    def _payload(
+        self, result: RunResult, plan: Plan | None, params: Any, snapshot: dict[str, Any] | None
+    ) -> Callable[[], dict[str, Any]] | None:
+        """What makes the record's payload behind the run (None when the runner keeps none). The
+        output and stderr are the result's, already masked; the parameters are masked there."""
+        if not self.settings.run_payloads:
+            return None
+        kept = snapshot if snapshot is not None else _copied(params)
+        stderr = result.detail.get("stderr") if isinstance(result.detail, dict) else None
+        secrets = self._secrets(plan) if plan is not None else []
+        return partial(run_payload, kept, result.output, stderr if isinstance(stderr, str) else None, secrets)
+
+
+def _copied(params: Any) -> Any:
+    """Nested parameters as they are now (a caller may reuse them once the run returns)."""
+    try:
+        return json.loads(json.dumps(params))
+    except (TypeError, ValueError):
+        return repr(params)
 
 
 def _anonymous(registry: Registry) -> bool:

@@ -42,12 +42,21 @@ __all__ = ["Backend", "Cache", "Registry", "Returns", "Select"]
 @dataclass(frozen=True)
 class Select:
     """A read of a table or view of `public` instead of a function: the rows matching `args`,
-    ordered by `order` (each column descending with `desc`), at most `limit`."""
+    ordered by `order` (each column descending with `desc`), at most `limit`, with only
+    `columns` when it names some (a list need not carry what only one row's page shows)."""
 
     order: tuple[str, ...]
     desc: bool = False
     limit: int | None = None
+    columns: tuple[str, ...] = ()
 
+
+# public.tool_runs but its payload (up to 64 KiB a run): what a list of runs shows
+RUN_LIST_COLUMNS = (
+    "id", "tool_id", "version", "content_hash", "status", "exit_code", "duration_ms", "error_summary",
+    "executor_chain", "primitive", "params_sha256", "params_size", "source", "warnings", "caller",
+    "caller_role", "started_at", "finished_at", "sandbox", "trace_id",
+)  # fmt: skip
 
 Returns: TypeAlias = Literal["value", "rows", "column"] | Select
 
@@ -310,8 +319,8 @@ class Registry:
         return [str(i) for i in await self._call("record_runs", {"p_runs": list(records)}, returns="column") or []]
 
     async def runs(self, *, tool_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
-        """Recent runs the caller may read (public.tool_runs, newest first)."""
-        newest = Select(order=("started_at",), desc=True, limit=limit)
+        """Recent runs the caller may read (public.tool_runs, newest first), without their payloads."""
+        newest = Select(order=("started_at",), desc=True, limit=limit, columns=RUN_LIST_COLUMNS)
         return list(await self._call("tool_runs", {}, returns=newest, read=True, tool_id=tool_id) or [])
 
     async def record_audit(self, entry: dict[str, Any]) -> str:
@@ -400,7 +409,14 @@ class Registry:
     async def approvals(self) -> list[dict[str, Any]]:
         """Pending approvals the caller may read (public.pending_approvals, oldest first)."""
         oldest = Select(order=("requested_at", "id"))
-        return list(await self._call("pending_approvals", {}, returns=oldest, read=True) or [])
+        rows = list(await self._call("pending_approvals", {}, returns=oldest, read=True) or [])
+        if rows:  # a queued run's parameters, as the database holds them; a direct call's stay with it
+            ids = [str(r["id"]) for r in rows]
+            found = await self._call("approval_parameters", {"p_ids": ids}, returns="rows", read=True) or []
+            params = {str(p["id"]): p["params"] for p in found}
+            for row in rows:
+                row["params"] = params.get(str(row["id"]))
+        return rows
 
     async def open_context(
         self,

@@ -103,6 +103,8 @@ class MemoryBackend:
         if isinstance(returns, Select):
             for column in reversed(returns.order):
                 result.sort(key=lambda row, c=column: str(row.get(c) or ""), reverse=returns.desc)
+            if returns.columns:
+                result = [{c: row.get(c) for c in returns.columns} for row in result]
             return result[: returns.limit]
         return result
 
@@ -285,6 +287,9 @@ class MemoryBackend:
 
     def _pending_approvals(self) -> list[dict[str, Any]]:  # a view (Select)
         return [dict(a) for a in self.approvals]
+
+    def _approval_parameters(self, p_ids: list[str]) -> list[dict[str, Any]]:
+        return []  # no queued runs here
 
     def _keep(self, rows: list[dict[str, Any]], new: list[Mapping[str, Any]], table: str, stamp: str) -> list[str]:
         """Rows written all or nothing, each with an id (its own, or a new one) and a time

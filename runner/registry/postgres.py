@@ -211,7 +211,8 @@ def statement(function: str, args: Mapping[str, Any], returns: Returns) -> tuple
     if isinstance(returns, Select):  # rows of a table or view, as JSON, as PostgREST gives them
         where = " and ".join(f"{name} = {slot}" for name, slot, _ in bound) or "true"
         way = " desc" if returns.desc else ""
-        inner = f"select * from public.{_name(function)} where {where} order by " + ", ".join(
+        shown = ", ".join(_name(c) for c in returns.columns) or "*"
+        inner = f"select {shown} from public.{_name(function)} where {where} order by " + ", ".join(
             f"{_name(c)}{way}" for c in returns.order
         )
         if returns.limit is not None:

@@ -89,7 +89,7 @@ class RestBackend:
         client = await self._connect()
         if not isinstance(returns, Select):
             return await self._execute(client.rpc(function, dict(args)))
-        query = client.table(function).select("*")
+        query = client.table(function).select(",".join(returns.columns) or "*")
         for column, value in args.items():
             query = query.eq(column, value)
         for column in returns.order:

@@ -65,10 +65,13 @@ create table public.tool_runs (
   -- the run's OpenTelemetry trace id when telemetry was on (W3C: 32 lower-case hex digits, not all zero)
   trace_id       text constraint tool_runs_trace_id_format
                  check (char_length(trace_id) = 32 and trace_id ~ '^[0-9a-f]+$' and trace_id <> repeat('0', 32)),
+  -- what the run was given and gave back, scrubbed and capped by the runner (a JSON object, at most 64 KiB)
+  payload        jsonb constraint tool_runs_payload_object
+                 check (jsonb_typeof(payload) = 'object' and octet_length(payload::text) <= 65536),
   constraint tool_runs_finished_after_start check (finished_at >= started_at)
 );
 comment on table public.tool_runs is
-  'One row per run of a tool, written through record_run. Callers read their own runs, admins all. No parameter values or outputs are stored: only the parameters'' sha256 and size.';
+  'One row per run of a tool, written through record_run. Callers read their own runs, admins all. The parameters'' sha256 and size always; their values, the output and stderr only in payload, scrubbed of secrets and capped, when the runner keeps payloads (KIWI_RUN_PAYLOADS).';
 comment on column public.tool_runs.tool_id is 'The tool as requested or resolved (public/x is stored as x); not a foreign key: runs outlive tools.';
 comment on column public.tool_runs.error_summary is 'The error''s first 2000 characters (a longer one ends in …).';
 comment on column public.tool_runs.executor_chain is 'The refs from the tool down to its primitive, as the plan resolved them.';
@@ -86,6 +89,8 @@ comment on column public.tool_runs.sandbox is
   'The sandbox profile the run had, as the runner reported it: a JSON object of at most 4096 bytes (as JSON text); null when none was given.';
 comment on column public.tool_runs.trace_id is
   'The OpenTelemetry trace the run was part of (32 lower-case hex digits, not all zero), when the runner had telemetry on; null otherwise.';
+comment on column public.tool_runs.payload is
+  'What the run was given and gave back, as the runner kept it: {params, output, stderr, truncated: [names of the parts cut to fit]}, every secret the tool''s config refers to masked; a JSON object of at most 65536 bytes as text; null when the runner keeps no payloads (KIWI_RUN_PAYLOADS=off).';
 comment on column public.tool_runs.params_sha256 is 'sha256 (hex) of the parameters as the runner serialised them; never the values.';
 
 create index tool_runs_caller_started_at_idx on public.tool_runs (caller, started_at desc);
@@ -248,6 +253,12 @@ begin
                         or (r.run ->> 'trace_id') = repeat('0', 32)))
             then 'trace_id: must be a trace id in lower-case hex (32 characters, not all zero)'
         end,
+        case
+          when jsonb_typeof(r.run -> 'payload') not in ('object', 'null')
+               or (jsonb_typeof(r.run -> 'payload') = 'object'
+                   and octet_length((r.run -> 'payload')::text) > 65536)
+            then 'payload: must be a JSON object of at most 65536 bytes (as JSON text)'
+        end,
         -- times: ISO 8601 strings (parsed only when given: the parse is a subtransaction)
         case
           when jsonb_typeof(r.run -> 'started_at') = 'string' then
@@ -269,7 +280,7 @@ begin
  cross join lateral (select kiwi_internal.normalize_ref(r.run ->> 'tool_id') as ref) as t
  cross join (select array['id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms',
                      'error_summary', 'executor_chain', 'primitive', 'params_sha256', 'params_size',
-                     'source', 'warnings', 'sandbox', 'trace_id', 'started_at', 'finished_at']::text[] as allowed) as a;
+                     'source', 'warnings', 'sandbox', 'trace_id', 'payload', 'started_at', 'finished_at']::text[] as allowed) as a;
 end
 $$;
 revoke execute on function kiwi_internal.run_records_problems(jsonb) from public;
@@ -375,7 +386,7 @@ begin
       select r.n, x.*,
              (r.run - array['id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms',
                             'error_summary', 'executor_chain', 'primitive', 'params_sha256', 'params_size',
-                            'source', 'warnings', 'sandbox', 'trace_id', 'started_at', 'finished_at']) = '{}'::jsonb
+                            'source', 'warnings', 'sandbox', 'trace_id', 'payload', 'started_at', 'finished_at']) = '{}'::jsonb
              and jsonb_typeof(r.run -> 'tool_id') = 'string'
              and jsonb_typeof(r.run -> 'status') = 'string'
              and coalesce(jsonb_typeof(r.run -> 'id'), 'null') in ('string', 'null')
@@ -402,6 +413,8 @@ begin
              and coalesce(jsonb_typeof(r.run -> 'sandbox'), 'null') in ('object', 'null')
              and coalesce(jsonb_typeof(r.run -> 'trace_id'), 'null') in ('string', 'null')
              and coalesce(octet_length(x.sandbox::text) <= 4096, true)
+             and coalesce(jsonb_typeof(r.run -> 'payload'), 'null') in ('object', 'null')
+             and coalesce(octet_length(x.payload::text) <= 65536, true)
              and (r.run ->> 'tool_id') !~ '[[:cntrl:]]'
              -- the cast to uuid has checked the hex digits; the layout is 8-4-4-4-12
              and (x.id is null or (char_length(r.run ->> 'id') = 36 and strpos(r.run ->> 'id', '-') = 9
@@ -417,12 +430,13 @@ begin
                id uuid, tool_id text, version text, content_hash text, status text, exit_code numeric,
                duration_ms numeric, error_summary text, executor_chain text[], primitive text,
                params_sha256 text, params_size numeric, source text, warnings text[], sandbox jsonb,
-               trace_id text, started_at timestamptz, finished_at timestamptz)
+               trace_id text, payload jsonb, started_at timestamptz, finished_at timestamptz)
     ), accepted as materialized (
       select g.n, coalesce(g.id, gen_random_uuid()) as id, g.tool_id, g.version, g.content_hash, g.status,
              g.exit_code::int as exit_code, g.duration_ms::double precision as duration,
              g.error_summary, g.executor_chain, g.primitive, g.params_sha256, g.params_size::int as params_size,
-             coalesce(g.source, 'registry') as source, g.warnings, g.sandbox, g.trace_id, g.started_at, g.finished_at,
+             coalesce(g.source, 'registry') as source, g.warnings, g.sandbox, g.trace_id, g.payload,
+             g.started_at, g.finished_at,
              -- The record is written when the run has finished: finished_at defaults to
              -- now, started_at to finished_at less the duration; duration_ms is computed
              -- only from two given times (never from a default).
@@ -433,13 +447,14 @@ begin
     ), written as (
       insert into public.tool_runs (id, tool_id, version, content_hash, status, exit_code, duration_ms,
                                     error_summary, executor_chain, primitive, params_sha256, params_size, source,
-                                    warnings, sandbox, trace_id, caller, caller_role, started_at, finished_at)
+                                    warnings, sandbox, trace_id, payload, caller, caller_role, started_at,
+                                    finished_at)
       select a.id, kiwi_internal.normalize_ref(a.tool_id), a.version, a.content_hash, a.status, a.exit_code,
              coalesce(a.duration, extract(epoch from a.finished_at - a.started_at)::double precision * 1000),
              case when char_length(a.error_summary) > 2000 then left(a.error_summary, 1999) || '…'
                   else a.error_summary end,
              a.executor_chain, a.primitive, a.params_sha256, a.params_size, a.source, a.warnings, a.sandbox,
-             a.trace_id, v_caller, v_role,
+             a.trace_id, a.payload, v_caller, v_role,
              coalesce(a.started_at, a.finish - make_interval(secs => coalesce(a.duration, 0) / 1000)), a.finish
         from accepted as a
        order by a.n
@@ -480,7 +495,7 @@ begin
 end
 $$;
 comment on function public.record_run(jsonb) is
-  'Record one finished run: {id (optional uuid), tool_id, status (success|error|timeout), version, content_hash, exit_code, duration_ms, error_summary, executor_chain, primitive, params_sha256, params_size, source (registry|project|user), sandbox, trace_id (32 hex), started_at, finished_at}. The database sets who asked; unknown or bad fields are refused by name. Returns the run''s id.';
+  'Record one finished run: {id (optional uuid), tool_id, status (success|error|timeout), version, content_hash, exit_code, duration_ms, error_summary, executor_chain, primitive, params_sha256, params_size, source (registry|project|user), sandbox, trace_id (32 hex), payload ({params, output, stderr, truncated}, at most 64 KiB), started_at, finished_at}. The database sets who asked; unknown or bad fields are refused by name. Returns the run''s id.';
 revoke execute on function public.record_run(jsonb) from public;
 grant execute on function public.record_run(jsonb) to authenticated, service_role;
 

@@ -119,7 +119,7 @@ def test_a_person_approves_a_pending_call_and_the_agents_call_completes(
             expect(row).to_be_visible(timeout=60_000)  # appeared without a reload (htmx polls)
             expect(row).to_contain_text(agent_user["id"])
             expect(row).to_contain_text("bytes")
-            assert "prod" not in row.inner_text()  # the parameters only as their digest
+            expect(row).to_contain_text('"target": "prod"')  # a queued run's parameters, as the database holds them
             shot(page, "approvals")
             row.get_by_label("reason").fill("looks right to me")
             row.get_by_role("button", name="Approve").click()
@@ -140,6 +140,8 @@ def test_a_person_approves_a_pending_call_and_the_agents_call_completes(
     page.goto(f"{served.base}/console/runs?tool={tool}")
     page.locator("tr.run a").first.click()
     expect(page.locator("#run-status")).to_contain_text("success")
+    expect(page.locator("#run-params")).to_contain_text('"target": "prod"')  # what the record kept
+    expect(page.locator("#run-output")).to_contain_text('"deployed": "prod"')
     shot(page, "run")
     page.goto(f"{served.base}/console/queued")
     shot(page, "queued")

@@ -89,7 +89,13 @@ async def test_what_a_tool_printed_is_shown_as_text_never_as_html(
         registry = PostgresRegistry(runner_url(database_url), principal=from_token(a["token"], secret=LOCAL_JWT_SECRET))
         try:
             run_id = await registry.record_run(
-                {"tool_id": f"{a['ns']}/shouter", "status": "error", "error_summary": printed, "duration_ms": 5}
+                {
+                    "tool_id": f"{a['ns']}/shouter",
+                    "status": "error",
+                    "error_summary": printed,
+                    "duration_ms": 5,
+                    "payload": {"params": {"q": printed}, "output": printed, "stderr": printed, "truncated": []},
+                }
             )
         finally:
             await registry.aclose()
@@ -98,7 +104,8 @@ async def test_what_a_tool_printed_is_shown_as_text_never_as_html(
                 await sign_in(client, a["token"])
                 page = await client.get(f"/console/runs/{run_id}")
                 assert page.status_code == 200, page.text
-                assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in page.text
+                assert page.text.count("&lt;script&gt;alert(") == 3, "the error, the output and stderr, as text"
+                assert "\\u003cscript\\u003e" in page.text, "the parameters as JSON, its < escaped"
                 assert "<script>alert" not in page.text and "<img src=x" not in page.text
                 listing = await client.get("/console/runs", params={"status": "error"})
                 assert "&lt;script&gt;" in listing.text and "<script>alert" not in listing.text

@@ -116,6 +116,17 @@ FIELDS: dict[str, list[Any]] = {
         1,
         None,
     ],
+    "payload": [
+        {},
+        {"params": {"name": "x"}, "output": "hi", "stderr": "", "truncated": []},
+        {"p": "x" * (65536 - 9)},  # 65536 bytes as the database writes it
+        {"p": "x" * (65537 - 9)},
+        {"p": "é" * 32764},  # 32764 characters, 65537 bytes
+        [],
+        "output",
+        1,
+        None,
+    ],
     "trace_id": [
         "4bf92f3577b34da6a3ce929d0e0e4736",
         "4BF92F3577B34DA6A3CE929D0E0E4736",

@@ -1,6 +1,6 @@
 """Runs: the person's runs (an admin's: everyone's), filtered by tool, status, user and time,
-and one run's page. Only what public.tool_runs keeps is shown: the parameters' digest and
-size, never their values (no run record holds them)."""
+and one run's page, with what its record kept of its parameters, output and stderr (masked
+and capped by the runner; none when it keeps no payloads). Text is escaped, never rendered."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from ...errors import NotFound
 from ...principal import Principal
-from ...registry.base import Select
+from ...registry.base import RUN_LIST_COLUMNS, Select
 from .forms import text_field
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ async def runs(console: Console, request: Request, principal: Principal) -> Resp
     window_name = text_field(query, "since")
     window = WINDOWS.get(window_name)
     args = {name: value for name, value in filters.items() if value}
-    newest = Select(order=("started_at",), desc=True, limit=PAGE_ROWS)
+    newest = Select(order=("started_at",), desc=True, limit=PAGE_ROWS, columns=RUN_LIST_COLUMNS)
     rows = await console.registry.backend.call("tool_runs", args, returns=newest, read=True) or []
     return console.render(
         request,

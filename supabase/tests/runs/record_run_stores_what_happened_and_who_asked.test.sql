@@ -24,8 +24,8 @@ grant all on ids to authenticated, service_role;
 select columns_are('public', 'tool_runs',
   array['id', 'tool_id', 'version', 'content_hash', 'status', 'exit_code', 'duration_ms', 'error_summary',
         'executor_chain', 'primitive', 'params_sha256', 'params_size', 'source', 'warnings', 'sandbox', 'caller',
-        'caller_role', 'started_at', 'finished_at', 'trace_id'],
-  'a run record has no column for parameter values or outputs: only their hash and size');
+        'caller_role', 'started_at', 'finished_at', 'trace_id', 'payload'],
+  'a run record keeps parameter values and outputs only in its payload, beside their hash and size');
 
 -- a signed-in user records a full run
 select tests.act_as_user('owner');

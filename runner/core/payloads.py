@@ -1,0 +1,89 @@
+"""What a run's record keeps of what it was given and gave back (tool_runs.payload).
+
+A person reading a run wants its parameters, output and stderr; the record keeps them, masked
+of every secret the tool's config refers to and capped so a record stays small: each part
+has a budget, a part over it is cut (stderr keeps its end, where the error is; the others
+their start) and named in `truncated`. What PostgreSQL's jsonb cannot hold (NUL, lone
+surrogates) is replaced, so no output a tool prints can make the record refused.
+The runner keeps payloads unless KIWI_RUN_PAYLOADS=off ([runs] payloads = false).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from .records import scrub_deep
+
+MAX_PAYLOAD_BYTES = 65536  # tool_runs_payload_object (210_run_records.sql)
+# Each part's budget in bytes of JSON text; together well under MAX_PAYLOAD_BYTES.
+BUDGETS = {"params": 16384, "output": 32768, "stderr": 12288}
+CUT = "…"
+_REPLACEMENT = "\ufffd"
+
+
+def run_payload(params: Any, output: Any, stderr: str | None, secrets: list[str]) -> dict[str, Any]:
+    """{params, output, stderr, truncated}: each part masked, made jsonb-safe and fitted to its budget."""
+    kept: dict[str, Any] = {}
+    truncated: list[str] = []
+    for name, value in (("params", params), ("output", output), ("stderr", stderr)):
+        if value is None:
+            continue
+        fitted, was_cut = _fit(_jsonb_safe(scrub_deep(value, secrets)), BUDGETS[name], tail=name == "stderr")
+        kept[name] = fitted
+        if was_cut:
+            truncated.append(name)
+    kept["truncated"] = truncated
+    return kept
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+
+
+def _fit(value: Any, budget: int, *, tail: bool) -> tuple[Any, bool]:
+    """The value when its JSON text fits the budget, else its text (a string's own, another
+    value's JSON) cut to fit, with CUT where the cut is."""
+    try:
+        if _size(value) <= budget:
+            return value, False
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON (a tool's output is; a caller's parameters may not be)
+        text = repr(value)
+    keep = min(len(text), budget)
+    while True:
+        piece = CUT + text[len(text) - keep :] if tail else text[:keep] + CUT
+        if _size(piece) <= budget or keep == 0:
+            return piece, True
+        keep = keep * budget // _size(piece) - 1 if keep > 64 else keep // 2
+
+
+def _jsonb_safe(value: Any) -> Any:
+    """Strings (and keys) without NUL or lone surrogates, which jsonb refuses (each becomes U+FFFD),
+    and numbers JSON can write (Python's json reads NaN and Infinity; jsonb does not)."""
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, list):
+        return [_jsonb_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {(_clean(k) if isinstance(k, str) else k): _jsonb_safe(v) for k, v in value.items()}
+    return value
+
+
+def _clean(text: str) -> str:
+    if "\x00" in text:
+        text = text.replace("\x00", _REPLACEMENT)
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if _has_surrogate(text) else text
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

@@ -1,0 +1,36 @@
+-- The person deciding an approval sees the parameters of the queued run waiting on it, as the
+-- database holds them; a stranger sees nothing, whatever ids they name; a direct call's
+-- approval shows none (its parameters never left its caller).
+begin;
+\ir ../_setup.sql
+select plan(5);
+select tests.make_acme();
+insert into approval_policies (pattern, ttl_seconds) values ('acme/public_tool', 3600);
+delete from pgmq.q_kiwi_runs;
+
+create temporary table t (name text primary key, id uuid);
+grant all on t to anon, authenticated, service_role;
+select tests.act_as_user('member');
+insert into t select 'run', (enqueue_run('{"tool_id": "acme/public_tool", "params": {"target": "prod"}}') ->> 'id')::uuid;
+insert into t select 'queued', (request_approval(jsonb_build_object('tool_id', 'acme/public_tool', 'params_sha256', repeat('a', 64))) ->> 'id')::uuid;
+insert into t select 'direct', (request_approval(jsonb_build_object('tool_id', 'acme/public_tool', 'params_sha256', repeat('b', 64))) ->> 'id')::uuid;
+select tests.act_as_user('service_role');
+select worker_take(gen_random_uuid(), 10, 30);
+select worker_wait_approval((select id from t where name = 'run'), 1, (select id from t where name = 'queued'));
+
+select tests.act_as_user('owner');
+select is((select params from approval_parameters(array[(select id::text from t where name = 'queued')])),
+  '{"target": "prod"}'::jsonb, 'an owner of the tool''s namespace sees the waiting run''s parameters');
+select is((select count(*)::int from approval_parameters(array[(select id::text from t where name = 'direct')])), 0,
+  'a direct call''s approval has no parameters here');
+select tests.act_as_user('member');
+select is((select params from approval_parameters(array[(select id::text from t where name = 'queued')])),
+  '{"target": "prod"}'::jsonb, 'so does the requester');
+select tests.act_as_user('stranger');
+select is((select count(*)::int from approval_parameters(array(select id::text from t))), 0,
+  'a stranger sees nothing, naming every id');
+select tests.act_as_user('anon');
+select throws_ok($$select * from approval_parameters(array['x'])$$, '42501', null, 'anon may not ask');
+
+select * from finish();
+rollback;
