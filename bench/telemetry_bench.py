@@ -7,8 +7,8 @@ the order rotated every call so that none is always first):
   baseline  no OTEL_* variable at all;
   off       an exporter named but OTEL_SDK_DISABLED=true: telemetry's code is on the path,
             OpenTelemetry's SDK is not even imported (runner/telemetry);
-  on        exporting traces and metrics over OTLP/HTTP to a local receiver
-            (runner/testing/otlp_receiver.py), every span of every call.
+  on        exporting traces and metrics over OTLP/HTTP to a local receiver in a process of
+            its own, as a collector is (runner/testing/otlp_receiver.py), every span of every call.
 
 Targets, on the median of --rounds rounds' median ratios: off / baseline <= 1.03 (nothing
 measurable: within the noise of a shared machine) and on / baseline <= 1.10. Beside them, what
@@ -25,9 +25,11 @@ import contextlib
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +44,6 @@ from report import Verdict, git_commit, summary, table  # noqa: E402
 from runner import telemetry  # noqa: E402
 from runner.config import stack_database_url  # noqa: E402
 from runner.testing.http_serving import serve_env  # noqa: E402
-from runner.testing.otlp_receiver import otlp_receiver  # noqa: E402
 
 HELLO = {"action": "run", "item_id": "hello_world", "parameters": {"name": "Ada"}}
 EXPECTED = {"greeting": "Hello, Ada!"}
@@ -107,12 +108,41 @@ def span_cost_ns(n: int = 200_000) -> float:
     return (time.perf_counter_ns() - t0) / n
 
 
+@contextlib.contextmanager
+def collector() -> Iterator[tuple[str, Callable[[], int]]]:
+    """The OTLP receiver in a process of its own, as a collector is (in the bench's own process,
+    its work would slow the client being timed): its endpoint, and how many spans it got."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner.testing.otlp_receiver"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    endpoint = proc.stdout.readline().strip()
+    got: list[int] = []
+
+    def count() -> int:
+        if not got:
+            out, _ = proc.communicate(timeout=30)  # closes its stdin: it says how many spans came
+            got.append(int(out.strip() or 0))
+        return got[0]
+
+    try:
+        yield endpoint, count
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 async def run(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="kiwi-telemetry-bench-") as tmp, otlp_receiver() as receiver:
+    with tempfile.TemporaryDirectory(prefix="kiwi-telemetry-bench-") as tmp, collector() as (endpoint, count):
         _log(f"[bench] {args.rounds} rounds of {args.reps} calls to each of {', '.join(KINDS)}")
-        runs = await measure(args.url, Path(tmp), receiver.endpoint, args.reps, args.rounds)
+        runs = await measure(args.url, Path(tmp), endpoint, args.reps, args.rounds)
         await asyncio.sleep(1.0)  # the last batch of spans leaves the "on" server
-        exported = len(receiver.spans)
+        exported = count()
     med = {k: [statistics.median(r[k]) for r in runs] for k in KINDS}
     ratio = {k: statistics.median(sorted(m / b for m, b in zip(med[k], med["baseline"], strict=True))) for k in KINDS}
     every = {k: [x for r in runs for x in r[k]] for k in KINDS}

@@ -133,3 +133,20 @@ def otlp_receiver() -> Iterator[OtlpReceiver]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def main() -> None:
+    """`python -m runner.testing.otlp_receiver`: a receiver in a process of its own (as a
+    collector is), for the telemetry bench. Prints its endpoint, serves until stdin closes, then
+    prints how many spans it got."""
+    import sys
+
+    with otlp_receiver() as receiver:
+        print(receiver.endpoint, flush=True)
+        sys.stdin.read()
+        with receiver.lock:
+            print(len(receiver.spans), flush=True)
+
+
+if __name__ == "__main__":
+    main()
