@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import telemetry
 from ..errors import NotFound, UsageError
 from ..registry.base import Registry, checked_uuid
 
@@ -76,11 +77,13 @@ class QueuedRuns:
         context: str | None = None,
         approval_id: str | None = None,
         progress_token: str | int | None = None,
+        traceparent: str | None = None,
     ) -> dict[str, Any]:
         """Queue a run as the caller; the answer is the queued run (its id, status queued).
         `context`: the execution context the run is checked against when it runs (a
         directive's permissions); `approval_id`: an approval it uses; `progress_token`: the MCP
-        task's, for the progress notifications of whoever waits for it."""
+        task's, for the progress notifications of whoever waits for it; `traceparent`: the trace
+        the worker's spans continue (default: the current one, when telemetry is on)."""
         request: dict[str, Any] = {"tool_id": tool_id, "params": params or {}}
         if version:
             request["version"] = version
@@ -94,6 +97,8 @@ class QueuedRuns:
             request["approval_id"] = _uuid(approval_id, what="approval_id", hint="an approval's id is a uuid")
         if progress_token is not None:
             request["progress_token"] = progress_token
+        if traceparent := traceparent or telemetry.traceparent():
+            request["traceparent"] = traceparent
         answer: dict[str, Any] = await self._call("enqueue_run", p=request)
         return answer
 

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import telemetry
 from ..config import Settings
 from ..errors import KiwiError, RegistryUnavailable
 from ..harness.run import Runner, RunResult
@@ -237,7 +238,7 @@ class Worker:
             context=row.get("context_id"),
             approval_id=row.get("approval_id"),
         )
-        with acting_as(caller):
+        with acting_as(caller), telemetry.continued(row.get("traceparent")):  # the queuer's trace goes on
             try:
                 plan = await self.runner.plan(tool_id, version)
             except KiwiError as e:

@@ -27,6 +27,7 @@ __all__ = [
     "MetricSink",
     "add_sink",
     "configured",
+    "continued",
     "count_refusal",
     "count_run",
     "describe",
@@ -37,6 +38,7 @@ __all__ = [
     "start",
     "started",
     "trace_id",
+    "traceparent",
 ]
 
 EXPORTER_ENDPOINTS = (
@@ -136,6 +138,36 @@ def inject(headers: dict[str, str]) -> None:
     from opentelemetry.propagate import inject as inject_into
 
     inject_into(headers)
+
+
+def traceparent() -> str | None:
+    """The current trace context as a W3C traceparent, to hand to work done later elsewhere (a
+    queued run's worker); None when telemetry is off or no span is current."""
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return carrier.get("traceparent")
+
+
+def continued(traceparent: str | None) -> AbstractContextManager[Any]:
+    """The block runs in the trace a traceparent names (its spans are that context's children);
+    nothing when telemetry is off or there is none."""
+    if _tracer is None or not traceparent:
+        return _NOTHING
+    from opentelemetry import context
+    from opentelemetry.propagate import extract
+
+    return _Attached(context, extract({"traceparent": traceparent}))
+
+
+class _Attached:
+    def __init__(self, context: Any, ctx: Any) -> None:
+        self._context, self._ctx, self._token = context, ctx, None
+
+    def __enter__(self) -> None:
+        self._token = self._context.attach(self._ctx)
+
+    def __exit__(self, *exc: object) -> None:
+        self._context.detach(self._token)
 
 
 def add_sink(sink: MetricSink) -> None:

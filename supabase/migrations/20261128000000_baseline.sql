@@ -9942,6 +9942,10 @@ create table public.queued_runs (
                         and octet_length(progress_token::text) <= 200),
   schedule_id         uuid,
   scheduled_for       timestamptz,
+  -- the W3C trace context the run was queued in (an MCP request's): the worker's spans continue it
+  traceparent         text
+                      constraint queued_runs_traceparent_format
+                      check (traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'),
   queued_at           timestamptz not null default clock_timestamp(),
   started_at          timestamptz,
   finished_at         timestamptz,
@@ -10030,7 +10034,7 @@ as $$
     'schedule_id', p_row.schedule_id, 'scheduled_for', p_row.scheduled_for, 'queued_at', p_row.queued_at, 'started_at', p_row.started_at,
     'finished_at', p_row.finished_at, 'next_attempt_at', p_row.next_attempt_at,
     'cancel_requested', p_row.cancel_requested_at is not null, 'keep_until', p_row.keep_until,
-    'context_id', p_row.context_id, 'progress_token', p_row.progress_token,
+    'context_id', p_row.context_id, 'progress_token', p_row.progress_token, 'traceparent', p_row.traceparent,
     'error', p_row.error, 'result', p_row.result,
     'last_event', (select jsonb_build_object('id', e.id, 'at', e.at, 'kind', e.kind, 'message', e.message)
                      from public.queued_run_events e
@@ -10043,7 +10047,7 @@ grant execute on function kiwi_internal.queued_run_json(public.queued_runs) to a
 
 -- Queue a run as the caller: the row, its inputs and the message in one transaction.
 -- p: {tool_id, version, params, session_id, max_attempts, keep_s, schedule_id, context,
--- approval_id, progress_token}; the caller and its claims come from the request, never from p.
+-- approval_id, progress_token, traceparent}; the caller and its claims come from the request, never from p.
 create function kiwi_internal.enqueue_run(p jsonb, p_claims jsonb) returns public.queued_runs
   language plpgsql volatile
   set search_path = ''
@@ -10073,14 +10077,18 @@ begin
   if p ? 'progress_token' and jsonb_typeof(p -> 'progress_token') not in ('string', 'number', 'null') then
     raise exception 'enqueue_run: progress_token must be a string or a number' using errcode = '22023';
   end if;
+  if (p ->> 'traceparent') !~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' then
+    raise exception 'enqueue_run: traceparent must be a W3C trace context (00-<32 hex>-<16 hex>-<2 hex>)'
+      using errcode = '22023';
+  end if;
   insert into public.queued_runs (tool_id, version, caller, caller_role, session_id, max_attempts, schedule_id,
-                                  scheduled_for, keep_until, context_id, approval_id, progress_token)
+                                  scheduled_for, keep_until, context_id, approval_id, progress_token, traceparent)
   values (kiwi_internal.normalize_ref(p ->> 'tool_id'), p ->> 'version',
           coalesce(p_claims ->> 'sub', 'role:' || coalesce(p_claims ->> 'role', 'service_role')),
           coalesce(p_claims ->> 'role', 'service_role'), p ->> 'session_id',
           coalesce((p ->> 'max_attempts')::int, 1), (p ->> 'schedule_id')::uuid, (p ->> 'scheduled_for')::timestamptz,
           clock_timestamp() + make_interval(secs => v_keep), (p ->> 'context')::uuid, (p ->> 'approval_id')::uuid,
-          nullif(p -> 'progress_token', 'null'::jsonb))
+          nullif(p -> 'progress_token', 'null'::jsonb), p ->> 'traceparent')
   returning * into v_row;
   insert into kiwi_internal.queued_run_inputs (run_id, params, claims)
   values (v_row.id, coalesce(p -> 'params', '{}'::jsonb), p_claims);
@@ -10143,7 +10151,7 @@ as $$
   select kiwi_internal.enqueue_run_as_caller(p)
 $$;
 comment on function public.enqueue_run(jsonb) is
-  'Queue a run of a tool as yourself: {tool_id, version, params, session_id, max_attempts (1-10), keep_s (how long the result is kept, default a day), context (an execution context the run is checked against), approval_id (an approval it uses), progress_token (an MCP task''s)}. The row and its queue message are written in one transaction; a worker runs it through the same gate and sandbox as a direct run. Returns the queued run.';
+  'Queue a run of a tool as yourself: {tool_id, version, params, session_id, max_attempts (1-10), keep_s (how long the result is kept, default a day), context (an execution context the run is checked against), approval_id (an approval it uses), progress_token (an MCP task''s), traceparent (the W3C trace context the worker''s spans continue)}. The row and its queue message are written in one transaction; a worker runs it through the same gate and sandbox as a direct run. Returns the queued run.';
 revoke execute on function public.enqueue_run(jsonb) from public;
 grant execute on function public.enqueue_run(jsonb) to authenticated, service_role;
 

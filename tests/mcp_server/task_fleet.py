@@ -41,12 +41,14 @@ from tests.fleet.workers import start_worker, stop, wait_until
 
 
 @contextlib.contextmanager
-def kiwi_worker(database_url: str, workdir: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+def kiwi_worker(
+    database_url: str, workdir: Path, *args: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """`kiwi worker` as a real process on the test database (tests/fleet/workers.py), once it
-    says it takes runs; always stopped (SIGTERM: it lets its runs end)."""
+    says it takes runs, with `env` added (OTEL_*, say); always stopped (SIGTERM: it lets its runs end)."""
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "worker.log"
-    proc = start_worker(database_url, workdir / "cache", "--poll", "1", *args, log=log)
+    proc = start_worker(database_url, workdir / "cache", "--poll", "1", *args, log=log, env=env)
 
     def said() -> str:
         return log.read_text(errors="replace") if log.exists() else ""
@@ -73,10 +75,16 @@ async def legacy_client(url: str, token: str, *, logging_callback: LoggingFnT | 
 
 
 async def create_task(
-    client: Client, arguments: dict[str, Any], *, name: str = "execute", ttl_ms: int | None = 600_000
+    client: Client,
+    arguments: dict[str, Any],
+    *,
+    name: str = "execute",
+    ttl_ms: int | None = 600_000,
+    meta: dict[str, Any] | None = None,
 ) -> CreateTaskResult:
-    """tools/call augmented with a task: the answer is the task, at once."""
-    params = CallToolRequestParams(name=name, arguments=arguments, task=TaskMetadata(ttl=ttl_ms))
+    """tools/call augmented with a task: the answer is the task, at once. `meta`: the request's
+    `_meta` (a traceparent, say)."""
+    params = CallToolRequestParams(name=name, arguments=arguments, task=TaskMetadata(ttl=ttl_ms), _meta=meta)
     return await client.session.send_request(CallToolRequest(params=params), CreateTaskResult)
 
 
