@@ -150,19 +150,12 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 async def _wait(runs: Any, run_id: str) -> dict[str, Any]:
-    """Poll until the run ends, printing its events to stderr as they come."""
-    from ..fleet import TERMINAL
-
-    seen, pause = 0, 0.05
-    while True:
-        found: dict[str, Any] = await runs.get(run_id, after_event=seen)
-        for event in found.get("events") or []:
-            seen = max(seen, int(event["id"]))
+    """Follow the run until it ends, printing its events to stderr as they come."""
+    last: dict[str, Any] = await runs.get(run_id)
+    async for events, last in runs.follow(last):  # noqa: B007, B020 - the last run read is the answer
+        for event in events:
             print(f"… {event['kind']}: {event.get('message') or ''}", file=sys.stderr)
-        if found["status"] in TERMINAL:
-            return found
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 1.0)
+    return last
 
 
 def _show(run: dict[str, Any], as_json: bool) -> int:

@@ -4,6 +4,8 @@ queue's rules live in SQL (supabase/schemas/560_run_queue.sql, 590_schedules.sql
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from .. import telemetry
@@ -14,6 +16,7 @@ __all__ = ["OPEN", "TERMINAL", "QueuedRuns", "task_status", "task_status_of"]
 
 OPEN = ("queued", "running", "retrying", "waiting_approval")
 TERMINAL = ("success", "error", "timeout", "cancelled", "dead")
+MIN_POLL_S, MAX_POLL_S = 0.1, 1.0  # how often follow() reads a run: talking, then quiet
 
 # A queued run's status as an MCP task's (2025-11-25: working, input_required, completed,
 # failed, cancelled). The specification counts a tool call whose result has isError as
@@ -111,6 +114,25 @@ class QueuedRuns:
             raise NotFound(f"queued run {run_id} not found", hint="list your runs with `kiwi runs --queued`")
         found: dict[str, Any] = answer
         return found
+
+    async def follow(
+        self, run: dict[str, Any], *, ended: Callable[[dict[str, Any]], bool] | None = None
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
+        """(the events not seen yet, the run) each time the run is read again, until `ended(run)`
+        (default: its status is terminal); the last pair holds the ended run. Read every
+        MIN_POLL_S while the run is saying something, backing off to MAX_POLL_S when it is quiet
+        or waiting for a person: any instance can follow any run, through Postgres alone."""
+        done = ended or (lambda r: r.get("status") in TERMINAL)
+        seen, pause = 0, MIN_POLL_S
+        while True:
+            events = [e for e in run.get("events") or [] if isinstance(e, dict) and int(e.get("id") or 0) > seen]
+            seen = max([seen, *(int(e["id"]) for e in events)])
+            yield events, run
+            if done(run):
+                return
+            pause = MIN_POLL_S if events else min(pause * 1.5, MAX_POLL_S)
+            await asyncio.sleep(pause)
+            run = await self.get(str(run["id"]), after_event=seen)
 
     async def cancel(self, run_id: str) -> dict[str, Any]:
         answer: dict[str, Any] = await self._call("cancel_queued_run", p_id=_uuid(run_id))

@@ -3,9 +3,8 @@
     run = await wait_for_end(queue, run, request)   # the run once its task is terminal
 
 The specification has `tasks/result` block until the task is terminal. Whichever `kiwi serve`
-instance got the request waits by reading the run from Postgres (public.queued_run), each
-time only the events it has not seen yet: every 0.1 s while the run is saying something, up to
-every MAX_POLL_S when it is quiet or waiting for a person. Each event the worker kept becomes
+instance got the request waits by reading the run from Postgres (QueuedRuns.follow), each
+time only the events it has not seen yet. Each event the worker kept becomes
 a notification for this request, tied to the task (`_meta` io.modelcontextprotocol/related-task):
 
 * a log line (the tool's stderr) is a `notifications/message` at its level (notify_run.py's
@@ -20,7 +19,6 @@ A client that goes away cancels its request, and the waiting with it; the run go
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -38,12 +36,9 @@ from .log_level import allows
 from .notify_run import line_level
 from .task_view import RELATED_TASK, TERMINAL_TASK
 
-__all__ = ["MAX_POLL_S", "MIN_POLL_S", "progress_token", "wait_for_end"]
+__all__ = ["progress_token", "wait_for_end"]
 
 logger = logging.getLogger("kiwi.mcp.tasks")
-
-MIN_POLL_S = 0.1
-MAX_POLL_S = 1.0
 
 
 async def wait_for_end(
@@ -51,18 +46,11 @@ async def wait_for_end(
 ) -> dict[str, Any]:
     """Read `run` again until its task is terminal, forwarding its events; returns it then."""
     tell = _Teller(request, str(run["id"]), run.get("progress_token"))
-    seen = 0
-    pause = MIN_POLL_S
-    while True:
-        events = [e for e in run.get("events") or [] if isinstance(e, dict) and int(e.get("id") or 0) > seen]
+    last = run
+    async for events, last in queue.follow(run, ended=lambda r: task_status_of(r) in TERMINAL_TASK):  # noqa: B007
         for event in events:
-            seen = max(seen, int(event["id"]))
             await tell.event(event)
-        if task_status_of(run) in TERMINAL_TASK:
-            return run
-        pause = MIN_POLL_S if events else min(pause * 1.5, MAX_POLL_S)
-        await asyncio.sleep(pause)
-        run = await queue.get(str(run["id"]), after_event=seen)
+    return last
 
 
 def progress_token(request: ServerRequestContext[Any, Any]) -> str | int | None:
