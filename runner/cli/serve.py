@@ -322,6 +322,9 @@ async def _served(settings: Settings, allow_command_writes: bool, directive: str
     telemetry.set_gauge_source("kiwi.mcp.pool.sessions", lambda: {"": float(len(pool._sessions))})
     dispatcher = standard_dispatcher(mcp_pool=pool)
     runner = Runner(connect(settings), settings, dispatcher=dispatcher, on_progress=partial(logger.info, "%s"))
+    from ..registry.postgres import pool_connections
+
+    telemetry.set_gauge_source("kiwi.db.pool.connections", partial(pool_connections, runner.registry.backend))
     try:
         if directive is not None:  # direct mode: the directive's tools, read now (an error stops start-up)
             from ..mcp_server.direct import build_direct_server

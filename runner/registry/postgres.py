@@ -462,6 +462,22 @@ class PostgresBackend:
         return from_sqlstate(exc.sqlstate, message, detail=diag.message_detail, hint=diag.message_hint)
 
 
+def pool_connections(backend: object) -> dict[str, float]:
+    """The database pool's connections now, by state (open, idle, waiting: requests queued for
+    one), for the `kiwi.db.pool.connections` gauge; empty before the pool opens or for a single
+    connection."""
+    pool = getattr(backend, "_pool", None)
+    stats = getattr(pool, "get_stats", None)
+    if stats is None:
+        return {}
+    now = stats()
+    return {
+        "open": float(now.get("pool_size", 0)),
+        "idle": float(now.get("pool_available", 0)),
+        "waiting": float(now.get("requests_waiting", 0)),
+    }
+
+
 class PostgresRegistry(Registry):
     """The typed `Registry` over a `PostgresBackend`, made from the same arguments."""
 

@@ -27,7 +27,7 @@ from . import add_sink, gauges
 logger = logging.getLogger("kiwi.telemetry")
 
 TRACER_NAME = "kiwi"
-GAUGE_LABELS = {"kiwi.queue.depth": "status", "kiwi.mcp.pool.sessions": "server"}
+GAUGE_LABELS = {"kiwi.queue.depth": "status", "kiwi.mcp.pool.sessions": "server", "kiwi.db.pool.connections": "state"}
 
 
 def _choice(name: str) -> str:

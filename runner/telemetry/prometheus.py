@@ -2,7 +2,8 @@
 
 A registry of this process's own (no process or platform collectors: what Kiwi counts), filled
 by the same calls as OpenTelemetry's instruments (runner/telemetry/__init__.py), whether or not
-OpenTelemetry is on. The gauges (queue depth by status, the MCP pool's sessions) are read when
+OpenTelemetry is on. The gauges (queue depth by status, the MCP pool's sessions, the database
+pool's connections by state) are read when
 the page is made.
 """
 
@@ -34,6 +35,9 @@ class PrometheusSink:
         )
         self._queue = Gauge("kiwi_queue_depth", "Open queued runs by status", ["status"], registry=self.registry)
         self._pool = Gauge("kiwi_mcp_pool_sessions", "Live sessions to other MCP servers", registry=self.registry)
+        self._db = Gauge(
+            "kiwi_db_pool_connections", "The database pool's connections by state", ["state"], registry=self.registry
+        )
 
     def run(self, tool: str, status: str, seconds: float) -> None:
         self._runs.labels(tool, status).inc()
@@ -49,6 +53,9 @@ class PrometheusSink:
         for status, runs in now.get("kiwi.queue.depth", {}).items():
             self._queue.labels(status).set(runs)
         self._pool.set(sum(now.get("kiwi.mcp.pool.sessions", {}).values()))
+        self._db.clear()
+        for state, connections in now.get("kiwi.db.pool.connections", {}).items():
+            self._db.labels(state).set(connections)
         return generate_latest(self.registry)
 
 

@@ -90,6 +90,8 @@ async def test_metrics_parse_and_count_the_runs(served: Served, receiver: OtlpRe
         assert page.status_code == 200
         families = {f.name: f for f in text_string_to_metric_families(page.text)}
         assert "kiwi_queue_depth" in families and "kiwi_run_duration_seconds" in families
+        pool = {s.labels["state"]: s.value for s in families["kiwi_db_pool_connections"].samples}
+        assert set(pool) == {"open", "idle", "waiting"} and pool["open"] >= 1, pool  # the server's own reads
         return sum(
             s.value
             for s in families["kiwi_runs"].samples
@@ -102,11 +104,12 @@ async def test_metrics_parse_and_count_the_runs(served: Served, receiver: OtlpRe
             ran = await client.call_tool("execute", {"action": "run", "item_id": TOOL, "parameters": {"name": f"n{n}"}})
             assert not ran.is_error, ran.content
     assert runs() == before + 3
+    exported = {"kiwi.runs", "kiwi.run.duration", "kiwi.db.pool.connections"}
     for _ in range(50):  # and as OpenTelemetry metrics, over OTLP
-        if "kiwi.runs" in receiver.metrics:
+        if exported <= receiver.metrics:
             break
         await asyncio.sleep(0.1)
-    assert {"kiwi.runs", "kiwi.run.duration"} <= receiver.metrics, receiver.metrics
+    assert exported <= receiver.metrics, receiver.metrics
 
 
 def test_health_and_readiness_need_no_token(served: Served) -> None:
