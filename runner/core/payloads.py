@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from .records import scrub_deep
+from .text import is_utf8
 
 MAX_PAYLOAD_BYTES = 65536  # tool_runs_payload_object (210_run_records.sql)
 # Each part's budget in bytes of JSON text; together well under MAX_PAYLOAD_BYTES.
@@ -78,12 +79,4 @@ def _clean(text: str) -> str:
         text = text.replace("\x00", _REPLACEMENT)
     if text.isascii():
         return text
-    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if _has_surrogate(text) else text
-
-
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    return text if is_utf8(text) else text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
