@@ -128,7 +128,7 @@ def kind_of(result: CallToolResult) -> str | None:
     return ((result.structured_content or {}).get("error") or {}).get("kind")
 
 
-async def test_a_call_waits_for_approval_then_runs_once_and_never_stores_parameter_values(
+async def test_a_call_waits_for_approval_then_runs_once_and_keeps_parameter_values_only_while_pending(
     conn: psycopg.Connection, marker: Path, guarded_tool: Callable[[int], str], kiwi: Callable[..., Done], mcp: Any
 ) -> None:
     tool = guarded_tool(3600)
@@ -147,6 +147,8 @@ async def test_a_call_waits_for_approval_then_runs_once_and_never_stores_paramet
         listed = kiwi("approvals", "--json")
         assert listed.code == 0, listed.err
         assert aid in [row["id"] for row in json.loads(listed.out)], "kiwi approvals lists the pending one"
+        shown = next(row for row in json.loads(listed.out) if row["id"] == aid)
+        assert shown["params"] == params, "whoever decides sees the parameters the approval is bound to"
 
         early = await run(client, tool, params, aid)
         assert kind_of(early) == "approval_refused" and "pending" in text_of(early)
@@ -186,6 +188,8 @@ async def test_a_call_waits_for_approval_then_runs_once_and_never_stores_paramet
     assert audited[1]["reason"].startswith("approval refused:") and "pending" in audited[1]["reason"]
     assert "already used" in audited[3]["reason"]
     assert secret not in json.dumps(row) and secret not in json.dumps(audited), "parameter values are never stored"
+    kept = conn.execute("select count(*) from kiwi_internal.approval_inputs where approval_id = %s", (aid,)).fetchone()
+    assert kept == (0,), "an approval's parameters go once it is used"
 
 
 async def test_different_parameters_and_a_denied_call_are_refused(

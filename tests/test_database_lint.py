@@ -714,6 +714,10 @@ AUTHENTICATED_SECURITY_DEFINER_ALLOWED = {
         "yank/unyank/deprecate call it; writable_tool() refuses non-members and the command rule non-admins"
     ),
     "kiwi_internal.delete_tool(p_tool_id text)": "delete_tool calls it; writable_tool() decides, as for yanking",
+    "kiwi_internal.attach_approval_parameters(p_id uuid, p_params jsonb)": (
+        "attach_approval_parameters calls it: only the approval's requester (from the claims), only "
+        "parameters hashing to its params_sha256"
+    ),
     "kiwi_internal.approval_parameters(p_ids text[])": (
         "approval_parameters calls it: a queued run's inputs, only for approvals the caller may read "
         "(requester, namespace owner, admin: from the claims)"

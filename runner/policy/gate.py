@@ -29,6 +29,7 @@ value never goes to the database.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,6 +43,8 @@ from ..registry.base import Registry
 from . import permissions
 
 __all__ = ["APPROVE_HINT", "Admission", "Call", "Denied", "Gate"]
+
+logger = logging.getLogger("kiwi.gate")
 
 APPROVE_HINT = (
     "ask a person to run `kiwi approve {id}` (or `kiwi deny {id}`); then call again with exactly the same "
@@ -148,6 +151,8 @@ class Gate:
         else:
             verdict = await self._folded(ask, context)
         if not verdict.get("allowed", False):
+            if verdict.get("kind") == "approval_pending":
+                await self._show_parameters(verdict, params)
             self._refused_by_database(audit, plan.tool_id, verdict, call)
         admission = Admission(audit)
         child = verdict.get("opened")
@@ -204,6 +209,18 @@ class Gate:
             return await self._registry.open_context(ask.audit["session_id"], ref, ask.context_id, None)
         except Refused as e:  # the directive would widen its parent's permissions
             self._deny(ask, e.message, parent)
+
+    async def _show_parameters(self, verdict: dict[str, Any], params: dict[str, Any]) -> None:
+        """Attach the call's parameters to the approval it now waits for, so whoever decides sees
+        them (the database keeps them only if they hash to the approval's digest). Best effort:
+        the refusal is the answer either way."""
+        approval_id = (verdict.get("approval") or {}).get("id")
+        if not approval_id:
+            return
+        try:
+            await self._registry.attach_approval_parameters(str(approval_id), params)
+        except KiwiError as e:
+            logger.info("approval %s: its parameters could not be attached (%s)", approval_id, e.message)
 
     def _check(self, ask: _Ask, context: dict[str, Any]) -> None:
         """Refuse a call `context`'s permissions do not allow, naming the permission it lacks."""

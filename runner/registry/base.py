@@ -406,6 +406,11 @@ class Registry:
         args = {"p_id": _uuid(approval_id), "p_approve": approve}
         return await self._call("decide_approval", args, p_reason=reason, p_decider_session=decider_session)
 
+    async def attach_approval_parameters(self, approval_id: str, params: dict[str, Any]) -> bool:
+        """public.attach_approval_parameters: show a direct call's parameters to whoever decides
+        its approval (kept only when they hash to the approval's digest)."""
+        return bool(await self._call("attach_approval_parameters", {"p_id": approval_id, "p_params": params}))
+
     async def approvals(self) -> list[dict[str, Any]]:
         """Pending approvals the caller may read (public.pending_approvals, oldest first)."""
         oldest = Select(order=("requested_at", "id"))

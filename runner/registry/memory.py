@@ -289,7 +289,10 @@ class MemoryBackend:
         return [dict(a) for a in self.approvals]
 
     def _approval_parameters(self, p_ids: list[str]) -> list[dict[str, Any]]:
-        return []  # no queued runs here
+        return []  # no queued runs here, nor attached parameters
+
+    def _attach_approval_parameters(self, p_id: str, p_params: dict[str, Any]) -> bool:
+        return False
 
     def _keep(self, rows: list[dict[str, Any]], new: list[Mapping[str, Any]], table: str, stamp: str) -> list[str]:
         """Rows written all or nothing, each with an id (its own, or a new one) and a time
