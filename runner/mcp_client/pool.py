@@ -54,10 +54,11 @@ from mcp.shared.exceptions import MCPError
 from ..errors import PrimitiveError
 from ..primitives import procfs
 from ..sandbox.confine import Confinement
+from .websocket import websocket_client
 
 logger = logging.getLogger("kiwi.mcp")
 
-Transport = Literal["stdio", "streamable_http", "sse"]
+Transport = Literal["stdio", "streamable_http", "sse", "websocket"]
 DEFAULT_STARTUP_TIMEOUT_S = 30.0
 DEFAULT_IDLE_SHUTDOWN_S = 300.0
 DEFAULT_CALL_TIMEOUT_S = 60.0
@@ -276,6 +277,12 @@ class _Session:
                 auth=spec.auth,
             )
             async with client, streamable_http_client(spec.url, http_client=client) as (read, write):
+                yield _WatchedReceive(read, self._ended), write
+        elif spec.transport == "websocket":
+            assert spec.url is not None
+            if spec.auth is not None:
+                raise ConnectionFailed(f"MCP server {spec.ref}: OAuth sign-in is for HTTP transports, not websocket")
+            async with websocket_client(spec.url, spec.headers, spec.startup_timeout_s) as (read, write):
                 yield _WatchedReceive(read, self._ended), write
         else:
             assert spec.url is not None
