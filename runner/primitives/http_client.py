@@ -1,4 +1,5 @@
-"""The http_client primitive: one HTTP request per run, described entirely by the merged config.
+"""The http_client primitive: an HTTP request per run (a page per request when it paginates),
+described entirely by the merged config.
 
 Config keys (all optional but a URL):
 
@@ -17,6 +18,8 @@ Config keys (all optional but a URL):
   ([502, 503, 504, 429]): a response with one of those statuses, a timeout or a connection
   error is tried again while attempts remain.
 * `response_transform` (a JSONPath), `max_response_bytes` (10 MiB).
+* `stream`, `stream_until`: a streamed response read piece by piece, each piece progress
+  (http_stream.py); `paginate`: page after page, the output every page's items (http_pages.py).
 
 Secrets: every value of a `${VAR}` the config refers to is replaced by `***` in `error`,
 `detail` and raised errors, and in `output` when the run failed.

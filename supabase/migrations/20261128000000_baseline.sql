@@ -2696,8 +2696,8 @@ grant execute on function kiwi_internal.checked_config(jsonb) to anon, authentic
 update public.tool_type_rules set config_schema = $json${
   "type": "object",
   "properties": {
-    "transport": {"enum": ["stdio", "streamable_http", "streamable-http", "http", "sse"],
-                  "description": "stdio (command, args, env) or streamable_http / sse (url, headers); default: stdio when there is a command"},
+    "transport": {"enum": ["stdio", "streamable_http", "streamable-http", "http", "sse", "websocket", "ws"],
+                  "description": "stdio (command, args, env), or streamable_http, sse or websocket (url, headers; a websocket url is ws:// or wss://); default: stdio when there is a command"},
     "tool_fs": {"type": "object",
                 "description": "per upstream tool, which parameters are paths it reads or writes: {tool: {read: [param], write: [param]}}",
                 "additionalProperties": {"type": "object", "additionalProperties": false,
@@ -11072,19 +11072,3 @@ comment on function public.operator_status() is
   'The schema is current; for admins also the open queued runs by status (for /readyz and /metrics).';
 revoke execute on function public.operator_status() from public;
 grant execute on function public.operator_status() to anon, authenticated, service_role;
-
--- ==== supabase/schemas/640_mcp_websocket.sql ====
-
--- Remote MCP servers over a websocket (runner/mcp_client/websocket.py): an mcp_server's
--- config may say `transport: websocket` (or `ws`) with a ws:// or wss:// url, beside stdio,
--- streamable_http and sse. This widens the transport key of the mcp_server rule
--- (150_config_contracts.sql) so that publish accepts it.
-update public.tool_type_rules
-   set config_schema = jsonb_set(
-         jsonb_set(config_schema, '{properties,transport,enum}',
-                   (config_schema #> '{properties,transport,enum}') || '["websocket", "ws"]'::jsonb),
-         '{properties,transport,description}',
-         to_jsonb('stdio (command, args, env), or streamable_http, sse or websocket (url, headers; '
-                  || 'a websocket url is ws:// or wss://); default: stdio when there is a command'::text))
- where tool_type = 'mcp_server'
-   and not (config_schema #> '{properties,transport,enum}') ? 'websocket';
