@@ -279,19 +279,12 @@ class _Session:
             async with client, streamable_http_client(spec.url, http_client=client) as (read, write):
                 yield _WatchedReceive(read, self._ended), write
         elif spec.transport == "websocket":
-            assert spec.url is not None
-            if spec.auth is not None:
-                raise ConnectionFailed(f"MCP server {spec.ref}: OAuth sign-in is for HTTP transports, not websocket")
-            async with websocket_client(spec.url, spec.headers, spec.startup_timeout_s) as (read, write):
-                yield _WatchedReceive(read, self._ended), write
+            async with websocket_client(spec.url or "", spec.headers, spec.startup_timeout_s, spec.auth) as (r, w):
+                yield _WatchedReceive(r, self._ended), w
         else:
             assert spec.url is not None
-            async with sse_client(
-                spec.url, headers=dict(spec.headers), timeout=spec.startup_timeout_s, auth=spec.auth
-            ) as (
-                read,
-                write,
-            ):
+            sse = sse_client(spec.url, headers=dict(spec.headers), timeout=spec.startup_timeout_s, auth=spec.auth)
+            async with sse as (read, write):
                 yield _WatchedReceive(read, self._ended), write
 
     def _ended(self) -> None:

@@ -12,25 +12,32 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import anyio
 import mcp_types as types
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.shared.message import SessionMessage
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
+
+from ..errors import ConfigError
 
 __all__ = ["SUBPROTOCOL", "websocket_client"]
 
 SUBPROTOCOL = "mcp"
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+Streams = tuple[ObjectReceiveStream[SessionMessage | Exception], ObjectSendStream[SessionMessage]]
 
 
 @contextlib.asynccontextmanager
 async def websocket_client(
-    url: str, headers: Mapping[str, str], open_timeout_s: float
-) -> AsyncIterator[
-    tuple[anyio.abc.ObjectReceiveStream[SessionMessage | Exception], anyio.abc.ObjectSendStream[SessionMessage]]
-]:
+    url: str, headers: Mapping[str, str], open_timeout_s: float, auth: Any = None
+) -> AsyncIterator[Streams]:
+    """The session's streams over a websocket to `url`. `auth` (an OAuth provider for HTTP
+    requests) has no place on a websocket: a server that signs users in is refused."""
+    if auth is not None:
+        raise ConfigError(f"{url}: OAuth sign-in (config.auth type oauth) is for HTTP transports, not websocket")
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     async with connect(

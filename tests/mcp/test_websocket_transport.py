@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from runner import build_server
-from runner.mcp_client.importer import import_server
+from runner import build_server, import_server
 from tests.kiwi_cli import kiwi_env, run_kiwi
 from tests.mcp import mcp_runner, unique
 from tests.mcp.test_handler import Publish, mcp_tool, publish  # noqa: F401  (publish: a fixture)
