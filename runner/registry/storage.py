@@ -9,8 +9,9 @@ the cache's `blobs/` by its sha256; materialize.py then writes it like an inline
 whose bytes do not match is refused and never kept.
 
 Storage is reached over its HTTP API, `<KIWI_STORAGE_URL>/object/<bucket>/<path>` (by default
-`<SUPABASE_URL>/storage/v1`), with `Authorization: Bearer <key>` and `apikey: <key>`: the
-key is KIWI_STORAGE_KEY, else the signed-in user's access token, else the project's key.
+`<SUPABASE_URL>/storage/v1`), with `Authorization: Bearer <key>` and the project's key as
+`apikey`: the key is KIWI_STORAGE_KEY, else the signed-in user's access token (Storage's
+policies then see that user), else the project's key.
 Only keys in the configured bucket that end in the file's own sha256 are fetched, so a
 published row cannot point a run at any other object the runner's key can read.
 """
@@ -44,6 +45,7 @@ class Storage:
     key: str = field(repr=False)
     bucket: str = DEFAULT_BUCKET
     inline_bytes: int = DEFAULT_INLINE_BYTES
+    apikey: str | None = field(default=None, repr=False)  # the project's key, when the bearer is a user's token
 
     @classmethod
     def configured(cls, settings: Settings, environ: Mapping[str, str] | None = None) -> Storage | None:
@@ -61,13 +63,13 @@ class Storage:
         except ValueError:
             raise Refused(f"KIWI_INLINE_FILE_BYTES must be a number of bytes, not {inline!r}") from None
         bucket = env.get("KIWI_STORAGE_BUCKET") or DEFAULT_BUCKET
-        return cls(url.rstrip("/"), key, bucket, inline_bytes)
+        return cls(url.rstrip("/"), key, bucket, inline_bytes, settings.supabase_key)
 
     def key_for(self, sha256: str) -> str:
         return f"{self.bucket}/sha256/{sha256}"
 
     def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}", "apikey": self.key}
+        return {"Authorization": f"Bearer {self.key}", "apikey": self.apikey or self.key}
 
     async def upload(self, data: bytes, sha256: str, media_type: str | None) -> str:
         """Puts the bytes at their content address (again, if they are there: the same bytes)."""
