@@ -1416,7 +1416,7 @@ select public.publish_tool_version(
  "tool_type": "primitive",
  "version": "1.0.0",
  "name": "HTTP client",
- "description": "Sends one HTTP request through a pooled client: url or url_template with {param} placeholders, header and body templates, ${VAR} secrets, bearer, basic or api-key auth, retries with a growing delay, and a JSONPath response transform.",
+ "description": "Sends HTTP requests through a pooled client: url or url_template with {param} placeholders, header and body templates, ${VAR} secrets, bearer, basic or api-key auth, retries with a growing delay, a JSONPath response transform, streamed responses (server-sent events, lines, chunks) passed on as progress, and pagination.",
  "category": "primitives",
  "tags": [
   "primitive",
@@ -1580,6 +1580,59 @@ select public.publish_tool_version(
    "max_response_bytes": {
     "type": "integer",
     "minimum": 1
+   },
+   "stream": {
+    "enum": [
+     "auto",
+     "off",
+     "sse",
+     "lines",
+     "chunks",
+     true,
+     false
+    ],
+    "description": "how the body is read: auto (the default) reads text/event-stream as server-sent events and newline-delimited JSON as lines, passing each on as progress and collecting them as the output; sse, lines or chunks whatever the type; off the whole body at once"
+   },
+   "stream_until": {
+    "type": "string",
+    "description": "a data value that ends a stream (as [DONE] does for some APIs)"
+   },
+   "paginate": {
+    "type": "object",
+    "additionalProperties": false,
+    "description": "fetch page after page, the output every page's items: one of next_link, cursor (with cursor_param) or page_param; items picks a page's items; max_pages caps the pages",
+    "properties": {
+     "next_link": {
+      "type": "string",
+      "description": "header (Link: rel=next) or a JSONPath to the next page's URL"
+     },
+     "cursor": {
+      "type": "string",
+      "description": "a JSONPath to the next page's cursor in the body"
+     },
+     "cursor_param": {
+      "type": "string",
+      "description": "the query parameter the cursor goes in"
+     },
+     "page_param": {
+      "type": "string",
+      "description": "a query parameter counted up from first_page"
+     },
+     "first_page": {
+      "type": "integer",
+      "description": "the first page's number (1)"
+     },
+     "items": {
+      "type": "string",
+      "description": "a JSONPath to a page's items (default: the page, a list or one item)"
+     },
+     "max_pages": {
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 1000,
+      "description": "the most pages fetched (10)"
+     }
+    }
    }
   },
   "x-aliases": {
@@ -1603,9 +1656,10 @@ tool_type: primitive
 version: 1.0.0
 name: HTTP client
 description: >-
-  Sends one HTTP request through a pooled client: url or url_template with
+  Sends HTTP requests through a pooled client: url or url_template with
   {param} placeholders, header and body templates, ${VAR} secrets, bearer, basic or
-  api-key auth, retries with a growing delay, and a JSONPath response transform.
+  api-key auth, retries with a growing delay, a JSONPath response transform, streamed
+  responses (server-sent events, lines, chunks) passed on as progress, and pagination.
 category: primitives
 tags: [primitive, http, rest, api]
 is_builtin: true
@@ -1665,6 +1719,27 @@ config_schema:
     retryable_statuses: {type: array, items: {type: integer, minimum: 100, maximum: 599}}
     response_transform: {type: string, description: a JSONPath applied to the response body}
     max_response_bytes: {type: integer, minimum: 1}
+    stream:
+      enum: ["auto", "off", "sse", "lines", "chunks", true, false]
+      description: >-
+        how the body is read: auto (the default) reads text/event-stream as server-sent events and
+        newline-delimited JSON as lines, passing each on as progress and collecting them as the output;
+        sse, lines or chunks whatever the type; off the whole body at once
+    stream_until: {type: string, description: "a data value that ends a stream (as [DONE] does for some APIs)"}
+    paginate:
+      type: object
+      additionalProperties: false
+      description: >-
+        fetch page after page, the output every page's items: one of next_link, cursor (with
+        cursor_param) or page_param; items picks a page's items; max_pages caps the pages
+      properties:
+        next_link: {type: string, description: "header (Link: rel=next) or a JSONPath to the next page's URL"}
+        cursor: {type: string, description: a JSONPath to the next page's cursor in the body}
+        cursor_param: {type: string, description: the query parameter the cursor goes in}
+        page_param: {type: string, description: a query parameter counted up from first_page}
+        first_page: {type: integer, description: "the first page's number (1)"}
+        items: {type: string, description: "a JSONPath to a page's items (default: the page, a list or one item)"}
+        max_pages: {type: integer, minimum: 1, maximum: 1000, description: "the most pages fetched (10)"}
   x-aliases:
     timeout_s: timeout
     # the runner's earlier format: retry: {attempts (retries + 1), backoff_s, on_status}

@@ -190,6 +190,7 @@ async def cmd_publish(args: argparse.Namespace) -> int:
     from ..core.text import dependents_line
     from ..core.tool_dir import ToolDirError, load_tool_dir
     from ..registry.spaces import find  # PyYAML only when publishing
+    from ..registry.storage import Storage, move_large_files
     from ..search import embed_published
 
     directory = Path(args.directory)
@@ -219,9 +220,10 @@ async def cmd_publish(args: argparse.Namespace) -> int:
         key = load(Settings.load().keys_dir, args.key)
         signature = sign_publication(key, tool_dir.manifest, tool_dir.files)
     try:
+        files = await move_large_files(tool_dir.files, Storage.configured(Settings.load()))
         async with open_registry() as registry:
             answer = await registry.publish(
-                tool_dir.manifest, tool_dir.files, tool_dir.manifest_yaml, signature, approval_id=args.approval
+                tool_dir.manifest, files, tool_dir.manifest_yaml, signature, approval_id=args.approval
             )
             _, unembedded = await embed_published(registry, Settings.load())  # never fails the publish
     except Refused as e:
@@ -246,6 +248,9 @@ async def cmd_publish(args: argparse.Namespace) -> int:
                 f"visibility: private (the default in namespace {answer['namespace']}: only its members see it;"
                 " `visibility: public` in tool.yaml shares it)"
             )
+        for row in files:
+            if row.get("storage_key"):
+                print(f"stored: {row['path']} ({row['size_bytes']} bytes) in Supabase Storage as {row['storage_key']}")
         if answer.get("normalised"):  # old spellings of config keys the registry rewrote
             print("normalised: " + "; ".join(answer["normalised"]))
         if answer.get("signature"):

@@ -125,18 +125,26 @@ def _unwritable(rel: str | None, e: OSError) -> Refused:
     )
 
 
-def _content(f: PlanFile) -> bytes:
+def _content(f: PlanFile, root: Path | None = None) -> bytes:
+    """A file's bytes, checked against its sha256: inline, or (a file kept in Supabase Storage)
+    from the cache's blobs, where the runner put it once fetched (registry/storage.py)."""
     if f.content_text is None:
-        raise Refused(
-            f"file {f.path} has no inline content (storage_key {f.storage_key!r})",
-            hint="this runner materialises text files only",
-        )
-    data = f.content_text.encode("utf-8")
+        blob = root / "blobs" / f.sha256 if root is not None and f.storage_key is not None else None
+        if blob is None or not blob.is_file():
+            raise Refused(
+                f"file {f.path} has no inline content and was not fetched (storage_key {f.storage_key!r})",
+                hint="a file kept in Storage is fetched before its tool runs; run the tool again",
+            )
+        data = blob.read_bytes()
+        where = f"its copy in {blob}"
+    else:
+        data = f.content_text.encode("utf-8")
+        where = "the registry row was altered after publishing"
     digest = hashlib.sha256(data).hexdigest()
     if digest != f.sha256:
         raise IntegrityError(
             f"file {f.path} does not match its sha256 (recorded {f.sha256[:12]}…, content {digest[:12]}…)",
-            hint="the registry row was altered after publishing; republish the tool",
+            hint=f"{where}; republish the tool" if f.content_text is not None else f"remove {where} and run again",
         )
     return data
 
@@ -148,7 +156,8 @@ def _checked(plan: Plan) -> dict[str, PlanFile]:
     the files on disk are still checked on every run)."""
     files = {str(safe_relative(f.path)): f for f in plan.files}
     for f in files.values():
-        _content(f)
+        if f.content_text is not None or f.storage_key is None:  # a stored file is checked as it is read
+            _content(f)
     _clashes(list(files))
     return files
 
@@ -177,7 +186,7 @@ def materialise(plan: Plan, root: Path) -> Path:
             shown,
         )
         _discard(target)
-    _write(target, contents, entrypoint_file(plan), plan.content_hash)
+    _write(target, contents, entrypoint_file(plan), plan.content_hash, root)
     unlisted = _verify_on_disk(target, contents)
     if unlisted:
         raise IntegrityError(
@@ -187,7 +196,7 @@ def materialise(plan: Plan, root: Path) -> Path:
     return target
 
 
-def _write(target: Path, contents: dict[str, PlanFile], entry: PlanFile | None, content_hash: str) -> None:
+def _write(target: Path, contents: dict[str, PlanFile], entry: PlanFile | None, content_hash: str, root: Path) -> None:
     """Write the files aside, read-only, and rename the directory into place (unless another
     process did first: its complete directory is kept, and checked by the caller)."""
     try:
@@ -200,7 +209,7 @@ def _write(target: Path, contents: dict[str, PlanFile], entry: PlanFile | None, 
             dest = staging / rel
             try:
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(_content(f))
+                dest.write_bytes(_content(f, root))
                 dest.chmod(ENTRY_MODE if f is entry else FILE_MODE)
             except OSError as e:
                 raise _unwritable(rel, e) from e

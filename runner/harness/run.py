@@ -43,6 +43,7 @@ from ..principal import requested
 from ..registry.base import Registry
 from ..registry.spaces import find as find_local
 from ..registry.spaces import spaces as local_spaces_of
+from ..registry.storage import Storage, fetch_stored
 from ..registry.suggest import suggest_for
 from ..sandbox import Profile, Sandbox, profile_from
 from ..sandbox.site import ToolSite
@@ -375,6 +376,8 @@ class Runner:
     ) -> RunResult:
         root = self.settings.cache_dir
         with telemetry.span("kiwi.materialise"):
+            if any(f.storage_key for f in plan.files):  # fetched and checked before anything runs
+                await fetch_stored(plan, root, Storage.configured(self.settings, self.environ))
             workdir = materialise(plan, root) if plan.files else None
         entry = entrypoint_file(plan)  # config.entrypoint, else the file marked is_entrypoint
         handler = self.dispatcher.find(plan) if plan.primitive or plan.tool_type != "knowledge" else None

@@ -54,10 +54,11 @@ from mcp.shared.exceptions import MCPError
 from ..errors import PrimitiveError
 from ..primitives import procfs
 from ..sandbox.confine import Confinement
+from .websocket import websocket_client
 
 logger = logging.getLogger("kiwi.mcp")
 
-Transport = Literal["stdio", "streamable_http", "sse"]
+Transport = Literal["stdio", "streamable_http", "sse", "websocket"]
 DEFAULT_STARTUP_TIMEOUT_S = 30.0
 DEFAULT_IDLE_SHUTDOWN_S = 300.0
 DEFAULT_CALL_TIMEOUT_S = 60.0
@@ -277,14 +278,13 @@ class _Session:
             )
             async with client, streamable_http_client(spec.url, http_client=client) as (read, write):
                 yield _WatchedReceive(read, self._ended), write
+        elif spec.transport == "websocket":
+            async with websocket_client(spec.url or "", spec.headers, spec.startup_timeout_s, spec.auth) as (r, w):
+                yield _WatchedReceive(r, self._ended), w
         else:
             assert spec.url is not None
-            async with sse_client(
-                spec.url, headers=dict(spec.headers), timeout=spec.startup_timeout_s, auth=spec.auth
-            ) as (
-                read,
-                write,
-            ):
+            sse = sse_client(spec.url, headers=dict(spec.headers), timeout=spec.startup_timeout_s, auth=spec.auth)
+            async with sse as (read, write):
                 yield _WatchedReceive(read, self._ended), write
 
     def _ended(self) -> None:

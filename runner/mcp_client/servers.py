@@ -40,7 +40,10 @@ _TRANSPORTS: dict[str, Transport] = {
     "streamable-http": "streamable_http",
     "http": "streamable_http",
     "sse": "sse",
+    "websocket": "websocket",
+    "ws": "websocket",
 }
+_SCHEMES = {"websocket": ("ws://", "wss://")}  # any other remote transport: http(s)
 
 
 def server_link(plan: Plan) -> ChainLink:
@@ -73,15 +76,16 @@ def server_spec(plan: Plan, environ: Mapping[str, str], site: ToolSite | None = 
         if not isinstance(url, str) or not url:
             raise ConfigError(f"{ref}: a {transport} MCP server needs config.url")
         url = expand_vars(url, environ)
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"{ref}: config.url must be an http(s) URL, not {url!r}")
+        schemes = _SCHEMES.get(transport, ("http://", "https://"))
+        if not url.startswith(schemes):
+            raise ConfigError(
+                f"{ref}: config.url of a {transport} MCP server must start {' or '.join(schemes)}, not {url!r}"
+            )
         headers = config.get("headers") or {}
         if not isinstance(headers, dict):
             raise ConfigError(f"{ref}: config.headers must be a mapping")
-        fields.update(
-            url=url,
-            headers={str(k): expand_vars(as_text(v), environ) for k, v in headers.items() if v is not None},
-        )
+        expanded = {str(k): expand_vars(as_text(v), environ) for k, v in headers.items() if v is not None}
+        fields.update(url=url, headers=_with_bearer(expanded, config.get("auth"), environ))
     shown = {k: v for k, v in fields.items() if k != "confiner"}
     if "confiner" in fields:  # a sandboxed server is another session than the same one unsandboxed
         shown["sandbox"] = site.profile.describe() if site is not None else None
@@ -109,9 +113,20 @@ def _transport(config: Mapping[str, Any], ref: str) -> Transport:
     if transport is None:
         raise ConfigError(
             f"{ref}: unknown MCP transport {raw!r}",
-            hint="config.transport is stdio (command, args, env) or streamable_http / sse (url, headers)",
+            hint="config.transport is stdio (command, args, env), or streamable_http, sse or websocket (url, headers)",
         )
     return transport
+
+
+def _with_bearer(headers: dict[str, str], auth: Any, environ: Mapping[str, str]) -> dict[str, str]:
+    """A remote server's `auth: {type: bearer, token: ${VAR}}` as its Authorization header
+    (unless its headers name one); an empty token sends none. OAuth is oauth/'s."""
+    if not isinstance(auth, Mapping) or auth.get("type") != "bearer":
+        return headers
+    token = expand_vars(as_text(auth.get("token") or ""), environ)
+    if token and not any(k.lower() == "authorization" for k in headers):
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
 
 
 def _cwd(config: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:

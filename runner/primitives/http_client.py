@@ -1,4 +1,5 @@
-"""The http_client primitive: one HTTP request per run, described entirely by the merged config.
+"""The http_client primitive: an HTTP request per run (a page per request when it paginates),
+described entirely by the merged config.
 
 Config keys (all optional but a URL):
 
@@ -17,6 +18,8 @@ Config keys (all optional but a URL):
   ([502, 503, 504, 429]): a response with one of those statuses, a timeout or a connection
   error is tried again while attempts remain.
 * `response_transform` (a JSONPath), `max_response_bytes` (10 MiB).
+* `stream`, `stream_until`: a streamed response read piece by piece, each piece progress
+  (http_stream.py); `paginate`: page after page, the output every page's items (http_pages.py).
 
 Secrets: every value of a `${VAR}` the config refers to is replaced by `***` in `error`,
 `detail` and raised errors, and in `output` when the run failed.
@@ -33,14 +36,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import functools
 import json
 import math
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 from time import time
 from typing import Any, NamedTuple
 from urllib.parse import quote, quote_plus
@@ -53,6 +54,9 @@ from ..core.expand import as_text, expand_vars, fill, fill_deep, variables_in
 from ..core.plan import Plan
 from ..errors import ConfigError
 from .base import Invocation, Outcome, Status
+from .http_pages import page_spec, paginate
+from .http_stream import Body, StreamSpec, read_body, stream_spec
+from .http_transport import default_transport, environment_proxies, no_cookies
 from .linear_jsonpath import LINEAR_JSONPATH
 from .redirects import RedirectPolicy, Redirects, Secrets, send_following
 from .subprocess import seconds
@@ -84,13 +88,13 @@ class HttpClientPrimitive:
         """The shared pool, made on first use (so the primitive can be built outside a loop)."""
         if self._client is None or self._client.is_closed:
             transport, mounts = self._transport, None
-            if transport is None and (pool := _default_transport(self._limits)) is not None:
+            if transport is None and (pool := default_transport(self._limits)) is not None:
                 # httpx reads HTTP(S)_PROXY, ALL_PROXY and NO_PROXY only for its own transport:
                 # mount them beside ours, or keep httpx's own when they cannot be read.
-                mounts = _environment_proxies(self._limits)
+                mounts = environment_proxies(self._limits)
                 transport = pool if mounts is not None else None
             self._client = httpx.AsyncClient(
-                transport=transport, mounts=mounts, limits=self._limits, cookies=_no_cookies()
+                transport=transport, mounts=mounts, limits=self._limits, cookies=no_cookies()
             )
         return self._client
 
@@ -111,8 +115,16 @@ class HttpClientPrimitive:
             request = _build_request(self.client, invocation)
         except (httpx.InvalidURL, httpx.HTTPError, ValueError) as exc:
             raise ConfigError(f"cannot build the HTTP request: {redact(str(exc))}") from None
-        reply = await self._send_with_retries(request, invocation, redact, policy)
-        outcome = reply if isinstance(reply, Outcome) else _outcome(reply, transform)
+        stream = stream_spec(config, invocation.plan.tool_id)
+        pages = page_spec(config, invocation.plan.tool_id)
+        send = functools.partial(self._send_with_retries, inv=invocation, redact=redact, policy=policy, stream=stream)
+        if pages is None:
+            reply = await send(request)
+            outcome = reply if isinstance(reply, Outcome) else _outcome(reply, transform)
+        else:
+            outcome = await paginate(request, pages, send, _outcome)
+            if outcome.status == "success" and transform is not None:
+                with_transform(outcome, transform, usable=True)
         if outcome.status != "success":
             outcome.output = redact.deep(outcome.output)
         outcome.error = redact(outcome.error) if outcome.error else None
@@ -120,7 +132,7 @@ class HttpClientPrimitive:
         return outcome
 
     async def _send_with_retries(
-        self, request: httpx.Request, inv: Invocation, redact: _Redactor, policy: RedirectPolicy
+        self, request: httpx.Request, *, inv: Invocation, redact: _Redactor, policy: RedirectPolicy, stream: StreamSpec
     ) -> _Reply | Outcome:
         """Sends until a final answer: a response not worth retrying, the last attempt, or a hard failure.
         Redirects are followed within each attempt (a retry starts again from the first URL)."""
@@ -138,7 +150,8 @@ class HttpClientPrimitive:
                 async with asyncio.timeout(timeout):
                     response = await send_following(self.client, request, redirects)
                     try:
-                        raw, truncated = await _read_capped(response, limit)
+                        told = inv.on_progress if response.is_success else None
+                        body = await read_body(response, limit, stream, _redacted(told, redact))
                     finally:
                         await response.aclose()
             except (TimeoutError, *_RETRYABLE) as exc:
@@ -158,7 +171,7 @@ class HttpClientPrimitive:
                 delay = retry.delay(attempt) if delay is None else delay
                 await _pause(inv, f"HTTP {response.status_code}", delay, attempt, attempts, redact)
                 continue
-            return _Reply(response, raw, truncated, limit, attempt, _display_url(response.request.url), redirects)
+            return _Reply(response, body, limit, attempt, _display_url(response.request.url), redirects)
         raise AssertionError("unreachable: the last attempt always returns")
 
 
@@ -198,8 +211,7 @@ class _Reply(NamedTuple):
     """The final response of a run, its body already read (and maybe cut)."""
 
     response: httpx.Response
-    raw: bytes
-    truncated: bool
+    body: Body
     limit: int
     attempts: int
     url: str
@@ -325,26 +337,16 @@ def _add_auth(auth: Mapping[str, Any] | None, t: _Templates, headers: dict[str, 
         raise ConfigError(f"unknown auth type {kind!r}", hint="use bearer, basic or api_key")
 
 
-async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """Reads at most `limit` bytes of the (decoded) body; says whether it had to stop early."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        if size + len(chunk) > limit:
-            chunks.append(chunk[: limit - size])
-            return b"".join(chunks), True
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks), False
-
-
 def _outcome(reply: _Reply, transform: tuple[str, Any] | None) -> Outcome:
-    """Turns the final response into an Outcome: parsed body, HTTP errors, the cut, the transform."""
-    response = reply.response
-    text = reply.raw.decode(response.encoding or "utf-8", errors="replace")
+    """Turns the final response into an Outcome: parsed body (or the pieces of a streamed one),
+    HTTP errors, the cut, the transform."""
+    response, read = reply.response, reply.body
+    text = read.raw.decode(response.encoding or "utf-8", errors="replace")
     body: Any = None
     is_json = False
-    if text.strip() and not reply.truncated:
+    if read.items is not None and response.is_success:
+        body, is_json = read.items, True
+    elif text.strip() and not read.truncated:
         try:
             body, is_json = json.loads(text), True
         except ValueError:
@@ -356,14 +358,15 @@ def _outcome(reply: _Reply, transform: tuple[str, Any] | None) -> Outcome:
         "headers": dict(response.headers),
         "body": body,
         "attempts": reply.attempts,
-        "truncated": reply.truncated,
+        "truncated": read.truncated,
         "url": reply.url,
     }
+    if read.format != "off":
+        detail["stream"] = {"format": read.format, "pieces": read.pieces}
     if reply.redirects.hops:
         detail["redirects"] = reply.redirects.hops
     problems: list[str] = []
     status: Status = "success"
-    output = body
     if not response.is_success:
         status = "error"
         excerpt = text[:_EXCERPT] + ("…" if len(text) > _EXCERPT else "")
@@ -372,22 +375,36 @@ def _outcome(reply: _Reply, transform: tuple[str, Any] | None) -> Outcome:
     if reply.redirects.refused:
         detail["redirect_refused"] = reply.redirects.refused
         problems.insert(0, reply.redirects.refused)
-    if reply.truncated:
+    if read.truncated:
         detail["warning"] = f"response body cut at {reply.limit} bytes (max_response_bytes)"
         problems.append(detail["warning"])
+    outcome = Outcome(status=status, output=body, error="; ".join(problems) or None, detail=detail)
     if status == "success" and transform is not None:
-        expression, path = transform
-        usable = is_json and not isinstance(body, str)  # python-jsonpath would parse a str as JSON text
-        matches = path.findall(body) if usable else []
-        if not usable:
-            status = "error"
-            problems.insert(0, f"response_transform {expression} needs a JSON object or array in the response")
-        elif not matches:
-            status = "error"
-            problems.insert(0, f"response_transform {expression} matched nothing in the response")
-        else:
-            output = matches[0] if len(matches) == 1 else matches
-    return Outcome(status=status, output=output, error="; ".join(problems) or None, detail=detail)
+        with_transform(outcome, transform, usable=is_json and not isinstance(body, str))
+    return outcome
+
+
+def with_transform(outcome: Outcome, transform: tuple[str, Any], *, usable: bool) -> None:
+    """The output replaced by what the response_transform picks from it, or the run an error.
+    `usable`: the output is parsed JSON (python-jsonpath would parse a str as JSON text)."""
+    expression, path = transform
+    matches = path.findall(outcome.output) if usable else []
+    problem = None
+    if not usable:
+        problem = f"response_transform {expression} needs a JSON object or array in the response"
+    elif not matches:
+        problem = f"response_transform {expression} matched nothing in the response"
+    if problem is not None:
+        outcome.status = "error"
+        outcome.error = "; ".join([problem, *([outcome.error] if outcome.error else [])])
+    else:
+        outcome.output = matches[0] if len(matches) == 1 else matches
+
+
+def _redacted(progress: Callable[[str], None] | None, redact: _Redactor) -> Callable[[str], None] | None:
+    if progress is None:
+        return None
+    return lambda text: progress(redact(text))
 
 
 @functools.lru_cache(maxsize=256)
@@ -445,141 +462,3 @@ def _path(url: str, redirects: Redirects) -> str:
 def _display_url(url: httpx.URL) -> str:
     """The URL as errors and detail show it: no user:password (secret values are redacted later)."""
     return str(url.copy_with(userinfo=b"")) if url.userinfo else str(url)
-
-
-# --------------------------------------------------------------------------- aiohttp's pool
-
-
-def _default_transport(limits: httpx.Limits) -> httpx.AsyncBaseTransport | None:
-    """aiohttp's pool behind httpx, or None (httpx's own, httpcore) when aiohttp is not installed."""
-    try:
-        import aiohttp  # noqa: F401
-    except ImportError:
-        return None
-    return AiohttpTransport(limits)
-
-
-def _environment_proxies(limits: httpx.Limits) -> dict[str, httpx.AsyncBaseTransport | None] | None:
-    """The proxy mounts httpx makes from the environment when it picks the transport itself
-    (None for a NO_PROXY host: our transport); None when httpx no longer exposes them."""
-    try:
-        from httpx._utils import get_environment_proxies
-    except ImportError:
-        return None
-    return {
-        pattern: None if url is None else httpx.AsyncHTTPTransport(proxy=httpx.Proxy(url), limits=limits)
-        for pattern, url in get_environment_proxies().items()
-    }
-
-
-class AiohttpTransport(httpx.AsyncBaseTransport):
-    """Sends httpx's requests through one aiohttp connection pool, as httpx built them: the
-    URL byte for byte (not re-quoted), header names in their case, and no header of aiohttp's
-    own (no default Content-Type). httpx keeps doing cookies, decoding and proxies
-    (a proxied URL never reaches this transport); the runner follows redirects (redirects.py)."""
-
-    def __init__(self, limits: httpx.Limits) -> None:
-        self._limits = limits
-        self._session: Any = None
-
-    def _open(self) -> Any:
-        import aiohttp
-
-        connector = aiohttp.TCPConnector(
-            limit=self._limits.max_connections or 0,
-            keepalive_timeout=self._limits.keepalive_expiry,
-            # made when the first request goes out (some 85 ms of CPU), as httpx's own transport
-            # makes it: certifi, SSL_CERT_FILE
-            ssl=httpx.create_ssl_context(),
-        )
-        return aiohttp.ClientSession(
-            connector=connector,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            skip_auto_headers=("Content-Type",),
-            auto_decompress=False,
-            trust_env=False,
-        )
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        import aiohttp
-        import yarl
-        from multidict import CIMultiDict
-
-        if self._session is None:
-            self._session = self._open()
-        timeout = request.extensions.get("timeout") or {}
-        encoding = request.headers.encoding
-        headers = CIMultiDict((k.decode(encoding), v.decode(encoding)) for k, v in request.headers.raw)
-        with _as_httpx_errors():
-            response = await self._session.request(
-                request.method,
-                yarl.URL(str(request.url), encoded=True),
-                headers=headers,
-                data=await request.aread() or None,
-                allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(
-                    sock_connect=timeout.get("connect"), sock_read=timeout.get("read"), connect=timeout.get("pool")
-                ),
-                server_hostname=request.extensions.get("sni_hostname"),
-            )
-        version = response.version
-        extensions = {"http_version": f"HTTP/{version.major}.{version.minor}".encode() if version else b"HTTP/1.1"}
-        if response.reason:
-            extensions["reason_phrase"] = response.reason.encode()
-        return httpx.Response(
-            response.status,
-            headers=response.raw_headers,
-            stream=_Body(response),
-            request=request,
-            extensions=extensions,
-        )
-
-    async def aclose(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
-
-
-class _Body(httpx.AsyncByteStream):
-    """An aiohttp response body; closing it early closes its connection (aiohttp's release)."""
-
-    def __init__(self, response: Any) -> None:
-        self._response = response
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _as_httpx_errors():
-            async for chunk in self._response.content.iter_chunked(64 * 1024):
-                yield chunk
-
-    async def aclose(self) -> None:
-        self._response.release()
-
-
-@contextlib.contextmanager
-def _as_httpx_errors() -> Iterator[None]:
-    """aiohttp's errors as the httpx errors httpcore raises for the same failure."""
-    import aiohttp
-
-    try:
-        yield
-    except aiohttp.ClientError as exc:
-        table: list[tuple[type[BaseException], type[httpx.TransportError]]] = [
-            (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
-            (aiohttp.SocketTimeoutError, httpx.ReadTimeout),
-            (aiohttp.ServerTimeoutError, httpx.TimeoutException),
-            (aiohttp.ClientConnectorError, httpx.ConnectError),  # refused, DNS, TLS
-            (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError),
-            (aiohttp.ClientPayloadError, httpx.RemoteProtocolError),  # a body cut short
-            (aiohttp.ClientResponseError, httpx.RemoteProtocolError),  # a malformed response
-            (aiohttp.InvalidURL, httpx.UnsupportedProtocol),
-            (aiohttp.ClientConnectionError, httpx.NetworkError),  # reset, broken pipe
-        ]
-        kind = next((to for frm, to in table if isinstance(exc, frm)), httpx.TransportError)
-        raise kind(str(exc) or type(exc).__name__) from exc
-
-
-def _no_cookies() -> CookieJar:
-    """A jar that keeps nothing: one client serves every run of every caller, so a cookie one
-    run was given must never ride along with another's (a tool sends cookies it names in its
-    headers). A jar, not httpx.Cookies: httpx copies a Cookies into a jar of its own policy."""
-    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))

@@ -2696,8 +2696,8 @@ grant execute on function kiwi_internal.checked_config(jsonb) to anon, authentic
 update public.tool_type_rules set config_schema = $json${
   "type": "object",
   "properties": {
-    "transport": {"enum": ["stdio", "streamable_http", "streamable-http", "http", "sse"],
-                  "description": "stdio (command, args, env) or streamable_http / sse (url, headers); default: stdio when there is a command"},
+    "transport": {"enum": ["stdio", "streamable_http", "streamable-http", "http", "sse", "websocket", "ws"],
+                  "description": "stdio (command, args, env), or streamable_http, sse or websocket (url, headers; a websocket url is ws:// or wss://); default: stdio when there is a command"},
     "tool_fs": {"type": "object",
                 "description": "per upstream tool, which parameters are paths it reads or writes: {tool: {read: [param], write: [param]}}",
                 "additionalProperties": {"type": "object", "additionalProperties": false,
