@@ -346,7 +346,9 @@ async def test_bad_parameters_are_refused_before_anything_runs_and_recorded(
     assert "bytes:" in result.error and "binary:" in result.error
     record = await record_of(runner, conn, result)
     assert record["status"] == "error" and "bytes:" in record["error_summary"]
-    assert "lots" not in json.dumps(record, default=str), "parameter values are not stored"
+    outside = {k: v for k, v in record.items() if k != "payload"}
+    assert "lots" not in json.dumps(outside, default=str), "parameter values are kept only in the payload"
+    assert record["payload"]["params"] == {"bytes": "lots", "binary": "yes"}, "the refused parameters, for a person"
 
 
 async def test_a_record_hashes_the_parameters_as_they_were_run(runner: Runner, conn: psycopg.Connection) -> None:

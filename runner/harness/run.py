@@ -54,6 +54,7 @@ from .environ import allowed_environ
 from .environment import prepare_environment
 from .journal import journal_for
 from .listening import masked, reporting
+from .plan_notes import knowledge_source, knowledge_text, lifecycle_warnings, shadowing
 from .recorder import RunRecorder
 from .validation import validate
 
@@ -238,7 +239,7 @@ class Runner:
             with telemetry.span("kiwi.gate"):
                 admission = await self.gate.admit(plan, values, call, dry_run)
             result = await self._execute(plan, values, dry_run, listener)
-            result.warnings[:0] = [*_shadowing(plan), *lifecycle_warnings(plan), *trust_warnings]
+            result.warnings[:0] = [*shadowing(plan), *lifecycle_warnings(plan), *trust_warnings]
             result.context = admission.child_context
         except asyncio.CancelledError:  # stopped from outside: its caller, or an MCP server's time limit
             if admission is not None and plan is not None:
@@ -258,7 +259,7 @@ class Runner:
                 status="error",
                 error=str(e),
                 executor_chain=plan.chain_ids if plan else [],
-                warnings=[*_shadowing(plan), *lifecycle_warnings(plan)] if plan else [],
+                warnings=[*shadowing(plan), *lifecycle_warnings(plan)] if plan else [],
                 failure=e,
             )
         result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -384,7 +385,7 @@ class Runner:
         if handler is None:  # knowledge: its content is the result, and where it came from its detail
             source = knowledge_source(plan)
             detail = {"source": source} if source else {}
-            return self._result(plan, Outcome(status="success", output=_knowledge(plan), detail=detail))
+            return self._result(plan, Outcome(status="success", output=knowledge_text(plan), detail=detail))
         environ = self.environ_for(plan)
         site = self.site(plan, workdir, environ)
         placeholders: dict[str, str] = {}
@@ -565,48 +566,3 @@ def _anonymous(registry: Registry) -> bool:
     """Whether the running call acts as nobody: the request's principal, else the registry's own."""
     who = requested() or getattr(registry, "principal", None)
     return getattr(who, "role", None) == "anon"
-
-
-def _shadowing(plan: Plan) -> list[str]:
-    """The announcement of a local tool that shadows a registry tool of the same identity."""
-    if plan.source == "registry" or plan.shadows is None:
-        return []
-    return [
-        f"{plan.tool_id}: running the {plan.source} space's tool ({plan.origin}), which shadows the "
-        f"registry's {plan.tool_id}@{plan.shadows}; `kiwi run --registry {plan.tool_id}` runs the registry's"
-    ]
-
-
-def lifecycle_warnings(plan: Plan) -> list[str]:
-    """What running this version warns of: deprecated (with its message), or yanked, which a plan
-    is only when its exact version was asked for (a pin: tool@V, --version, kiwi.lock)."""
-    where = f"{plan.tool_id}@{plan.version}"
-    said: list[str] = []
-    if plan.yanked:
-        why = f": {plan.yanked_reason}" if plan.yanked_reason else ""
-        said.append(
-            f"{where} is yanked{why}; it runs only because this exact version is pinned "
-            f"(unpinned, {plan.tool_id} runs its latest version)"
-        )
-    if plan.deprecated:
-        said.append(f"{where} is deprecated: {plan.deprecation_message or 'no reason given'}")
-    return said
-
-
-SOURCE_KEYS = ("source_type", "source_url")  # a knowledge entry's config, as the design documents name it
-
-
-def knowledge_source(plan: Plan) -> dict[str, str]:
-    """Where a knowledge entry came from (config.source_type, config.source_url; publish checked
-    them: supabase/migrations/*_config_contracts.sql, *_publish.sql), returned with its text by
-    a run and by MCP load and execute. Empty for other tools and entries that do not say."""
-    if plan.tool_type != "knowledge":
-        return {}
-    return {k: v for k in SOURCE_KEYS if isinstance(v := plan.config.get(k), str) and v}
-
-
-def _knowledge(plan: Plan) -> Any:
-    texts = {f.path: f.content_text for f in plan.files}
-    if plan.entrypoint and plan.entrypoint.content_text is not None:
-        return plan.entrypoint.content_text
-    return texts

@@ -13,7 +13,7 @@ from pydantic import Field
 from ...core.outputs import output_schema
 from ...core.plan import Plan
 from ...errors import UsageError
-from ...harness.run import knowledge_source, lifecycle_warnings
+from ...harness.plan_notes import knowledge_source, lifecycle_warnings
 from ...trust.states import UNSIGNED, verdict_label
 from .args import ITEM_TYPES, check_item_type, item_type_of, split_ref
 from .results import guarded, ok
