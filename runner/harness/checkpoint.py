@@ -74,7 +74,7 @@ async def checkpoint_before(
             hint=WORKTREE_HINT,
         )
     row = {
-        "run_id": str(uuid.uuid4()),  # the id the run's own record is written under
+        "run_id": call.run_id or str(uuid.uuid4()),  # the id the run's own record is written under
         "context_id": str(call.context),
         "directive": str(directive),
         "tool_id": plan.tool_id,
