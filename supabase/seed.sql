@@ -137,6 +137,10 @@ select public.publish_tool_version(
     "type": "string",
     "description": "the file of the tool that runs (default the manifest's entrypoint)"
    },
+   "mutates_state": {
+    "type": "boolean",
+    "description": "the tool changes files or other state: inside a directive, a checkpoint of the working tree (git_checkpoint) is taken before it runs, and kiwi rollback RUN restores it"
+   },
    "fs": {
     "type": "object",
     "additionalProperties": false,
@@ -545,6 +549,11 @@ config_schema:
           description: "which endings are retried (default both)"
     max_output_bytes: {type: integer, minimum: 1, description: stdout and stderr are cut at this size}
     entrypoint: {type: string, description: the file of the tool that runs (default the manifest's entrypoint)}
+    mutates_state:
+      type: boolean
+      description: >-
+        the tool changes files or other state: inside a directive, a checkpoint of the working
+        tree (git_checkpoint) is taken before it runs, and kiwi rollback RUN restores it
     fs:
       type: object
       additionalProperties: false
@@ -1407,6 +1416,139 @@ parameters:
 config:
   requires: [humanize==4.12.3]
   timeout: 30
+$k$);
+
+-- git_checkpoint (script)
+select public.publish_tool_version(
+  $k${
+ "tool_id": "git_checkpoint",
+ "tool_type": "script",
+ "executor": "bash_runtime",
+ "version": "1.0.0",
+ "name": "Git checkpoint",
+ "description": "Takes a checkpoint of a git working tree (every file but the ignored ones, the index and HEAD, kept as a commit under refs/kiwi/checkpoints/) or restores one. The runner takes one before a tool with config.mutates_state runs inside a directive; kiwi rollback restores it.",
+ "category": "harness",
+ "tags": [
+  "git",
+  "checkpoint",
+  "rollback",
+  "harness"
+ ],
+ "entrypoint": "git_checkpoint.sh",
+ "parameters": [
+  {
+   "name": "action",
+   "type": "string",
+   "required": true,
+   "enum": [
+    "create",
+    "restore"
+   ],
+   "description": "create a checkpoint, or restore the one named by `checkpoint`."
+  },
+  {
+   "name": "worktree",
+   "type": "string",
+   "required": true,
+   "description": "The git working tree, as an absolute path on the runner's host."
+  },
+  {
+   "name": "checkpoint",
+   "type": "string",
+   "required": false,
+   "description": "restore: the checkpoint's commit id, as create answered it."
+  }
+ ],
+ "outputs": {
+  "type": "object",
+  "properties": {
+   "checkpoint": {
+    "type": "string",
+    "description": "create: the checkpoint's commit id"
+   },
+   "restored": {
+    "type": "string",
+    "description": "restore: the checkpoint restored"
+   },
+   "before_rollback": {
+    "type": "string",
+    "description": "restore: a checkpoint of the state it replaced"
+   },
+   "head": {
+    "type": "string",
+    "description": "the commit HEAD names afterwards (empty on an unborn branch)"
+   }
+  }
+ },
+ "config": {
+  "timeout": 60,
+  "fs": {
+   "write": [
+    "worktree"
+   ]
+  },
+  "sandbox": {
+   "network": [],
+   "fs": {
+    "write": [
+     "${KIWI_WORKTREE:-.}"
+    ]
+   }
+  }
+ }
+}$k$::jsonb,
+  $k$[
+ {
+  "path": "git_checkpoint.sh",
+  "content_text": "#!/usr/bin/env bash\n# A checkpoint of a git working tree, or its restoration, with git's plumbing only: nothing\n# here touches the branch, the index or the files while creating, and a restore first keeps\n# the state it replaces as a checkpoint of its own.\n#\n#   create:  a commit of every file but the ignored ones (through a scratch index), whose\n#            first parent records the index and whose second is HEAD (if any), kept under\n#            refs/kiwi/checkpoints/<id> so that no gc removes it\n#   restore: the files as they were (files made since are removed, ignored ones untouched),\n#            the index as it was, and HEAD moved back with `reset --soft` if it moved\nset -euo pipefail\nexport HOME=/tmp GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 LC_ALL=C\naction=\"${KIWI_PARAM_ACTION:?}\"\nworktree=\"${KIWI_PARAM_WORKTREE:?}\"\n\nfail() { printf 'git_checkpoint: %s\\n' \"$*\" >&2; exit 1; }\ng() { git -c safe.directory='*' -c user.name=kiwi -c user.email=kiwi@localhost -C \"$worktree\" \"$@\"; }\n\n[ -d \"$worktree\" ] || fail \"$worktree is not a directory this tool can reach (the sandbox mounts \\${KIWI_WORKTREE:-.})\"\ntop=\"$(g rev-parse --show-toplevel 2>/dev/null)\" || fail \"$worktree is not in a git working tree\"\nworktree=\"$top\"\nscratch=\"$(mktemp -d)\"\ntrap 'rm -rf \"$scratch\"' EXIT\n\n# A commit of the working tree as it is now, its index and HEAD; prints its id.\nsnapshot() {\n  local head index_tree tree index_commit commit\n  head=\"$(g rev-parse -q --verify 'HEAD^{commit}' || true)\"\n  index_tree=\"$(g write-tree)\" || fail \"the index has unmerged paths: finish or abort the merge first\"\n  rm -f \"$scratch/index\"\n  tree=\"$(GIT_INDEX_FILE=\"$scratch/index\" g add -A . && GIT_INDEX_FILE=\"$scratch/index\" g write-tree)\"\n  index_commit=\"$(g commit-tree \"$index_tree\" ${head:+-p \"$head\"} -m \"kiwi checkpoint: the index\")\"\n  commit=\"$(g commit-tree \"$tree\" -p \"$index_commit\" ${head:+-p \"$head\"} -m \"kiwi checkpoint: $1\")\"\n  g update-ref \"refs/kiwi/checkpoints/$commit\" \"$commit\"\n  printf '%s' \"$commit\"\n}\n\nhead_now() { g rev-parse -q --verify 'HEAD^{commit}' || true; }\n\ncase \"$action\" in\n  create)\n    commit=\"$(snapshot \"before a run\")\"\n    printf '{\"checkpoint\": \"%s\", \"head\": \"%s\"}\\n' \"$commit\" \"$(head_now)\"\n    ;;\n  restore)\n    checkpoint=\"${KIWI_PARAM_CHECKPOINT:-}\"\n    [[ \"$checkpoint\" =~ ^[0-9a-f]{40}([0-9a-f]{24})?$ ]] || fail \"checkpoint must be a commit id, not '$checkpoint'\"\n    g rev-parse -q --verify \"refs/kiwi/checkpoints/$checkpoint\" >/dev/null \\\n      || fail \"no checkpoint $checkpoint in $worktree (refs/kiwi/checkpoints/)\"\n    before=\"$(snapshot \"before rolling back to $checkpoint\")\"\n    # the files: from the tree just taken to the checkpoint's, in a scratch index that matches them\n    # (snapshot left its scratch index: the files as they are, which is the tree just taken)\n    GIT_INDEX_FILE=\"$scratch/index\" g update-index -q --refresh >/dev/null || true\n    GIT_INDEX_FILE=\"$scratch/index\" g read-tree -m -u \"$before^{tree}\" \"$checkpoint^{tree}\"\n    # HEAD, if the checkpoint had one and it moved since (later commits stay in the reflog)\n    if then_head=\"$(g rev-parse -q --verify \"$checkpoint^2\" 2>/dev/null)\" && [ \"$then_head\" != \"$(head_now)\" ]; then\n      g reset -q --soft \"$then_head\"\n    fi\n    g read-tree \"$checkpoint^1^{tree}\"  # the index as it was\n    printf '{\"restored\": \"%s\", \"before_rollback\": \"%s\", \"head\": \"%s\"}\\n' \"$checkpoint\" \"$before\" \"$(head_now)\"\n    ;;\n  *) fail \"action must be create or restore, not '$action'\" ;;\nesac\n",
+  "is_entrypoint": true
+ }
+]$k$::jsonb,
+  $k$tool_id: git_checkpoint
+tool_type: script
+executor: bash_runtime
+version: 1.0.0
+name: Git checkpoint
+description: >-
+  Takes a checkpoint of a git working tree (every file but the ignored ones, the index and
+  HEAD, kept as a commit under refs/kiwi/checkpoints/) or restores one. The runner takes one
+  before a tool with config.mutates_state runs inside a directive; kiwi rollback restores it.
+category: harness
+tags: [git, checkpoint, rollback, harness]
+entrypoint: git_checkpoint.sh
+parameters:
+  - name: action
+    type: string
+    required: true
+    enum: [create, restore]
+    description: create a checkpoint, or restore the one named by `checkpoint`.
+  - name: worktree
+    type: string
+    required: true
+    description: The git working tree, as an absolute path on the runner's host.
+  - name: checkpoint
+    type: string
+    required: false
+    description: "restore: the checkpoint's commit id, as create answered it."
+outputs:
+  type: object
+  properties:
+    checkpoint: {type: string, description: "create: the checkpoint's commit id"}
+    restored: {type: string, description: "restore: the checkpoint restored"}
+    before_rollback: {type: string, description: "restore: a checkpoint of the state it replaced"}
+    head: {type: string, description: "the commit HEAD names afterwards (empty on an unborn branch)"}
+config:
+  timeout: 60
+  # The working tree is a path the tool writes: a call under a directive's context is
+  # checked against its fs_write globs.
+  fs:
+    write: [worktree]
+  # The sandbox writes only the working tree the runner names (KIWI_WORKTREE, else the
+  # directory kiwi runs in); it reaches no network.
+  sandbox:
+    network: []
+    fs:
+      write: ["${KIWI_WORKTREE:-.}"]
 $k$);
 
 -- http_client (primitive)

@@ -36,7 +36,29 @@ def database_url() -> str:
             f"the registry database at {url} is not ready ({exc}); run `make db` first, or set "
             "KIWI_DB_PORT to the port your stack runs on"
         )
+    local_stack_parts(url)
     return url
+
+
+# What scripts/stack adds to a database after `supabase db reset`, and a query that finds it there.
+LOCAL_PARTS = (
+    ("local_runner_login.sql", "select 1 from pg_roles where rolname = 'kiwi_runner' and rolcanlogin"),
+    ("local_owner.sql", "select 1 from public.namespaces where namespace = 'local'"),
+)
+
+
+def local_stack_parts(url: str) -> list[str]:
+    """Put in what the suite needs of the local stack when a plain `supabase db reset` left it out
+    (the runner's login and the local owner's namespace: supabase/local_*.sql, which scripts/stack
+    applies and no hosted project ever receives, so they are not in seed.sql). Each file is
+    applied only when what it makes is missing; returns the files applied."""
+    applied = []
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as connection:
+        for name, present in LOCAL_PARTS:
+            if connection.execute(present).fetchone() is None:
+                connection.execute((ROOT / "supabase" / name).read_text())
+                applied.append(name)
+    return applied
 
 
 @pytest.fixture(scope="session")

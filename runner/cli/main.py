@@ -1,6 +1,6 @@
 """The kiwi command line: run, search, show, publish, pull, runs, and (from their own modules)
 yank, deprecate, delete, approve, deny, approvals, whoami, serve, token, login, logout, mcp, keys, sign,
-verify, lock, embed.
+verify, lock, embed, rollback.
 
 Every command takes --json for machines; without it, output is for people. Exit codes:
 0 success, 1 the tool ran and failed, 2 bad usage or parameters, 3 not found,
@@ -269,6 +269,12 @@ def _console(sub: Any) -> None:
     add_console_command(sub)
 
 
+def _rollback(sub: Any) -> None:
+    from .rollback import add_rollback_command
+
+    add_rollback_command(sub)
+
+
 def _embed(sub: Any) -> None:
     from .embed import add_embed_command
 
@@ -288,6 +294,7 @@ COMMANDS: dict[str, Callable[[Any], object]] = {
     "mcp": _mcp,
     **dict.fromkeys(("keys", "sign", "verify", "lock"), _trust),
     "embed": _embed,
+    "rollback": _rollback,
     **dict.fromkeys(("queue", "run-status", "cancel", "worker", "workers", "schedule"), _fleet),
 }
 

@@ -237,6 +237,7 @@ class Worker:
             str(row.get("session_id") or f"queue-{held.run_id}"),
             context=row.get("context_id"),
             approval_id=row.get("approval_id"),
+            run_id=held.run_id,  # its record's id: a checkpoint names it (harness/checkpoint.py)
         )
         with acting_as(caller), telemetry.continued(row.get("traceparent")):  # the queuer's trace goes on
             try:

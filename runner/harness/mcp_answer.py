@@ -107,6 +107,8 @@ def rendered(result: RunResult, ref: str, *, dry_run: bool = False) -> CallToolR
         structured["outputSchema"] = result.output_schema
     if source := result.detail.get("source"):  # a knowledge entry's source_type / source_url (harness/run.py)
         structured["source"] = source
+    if checkpoint := result.detail.get("checkpoint"):  # taken before a run that mutates state (checkpoint.py)
+        structured["checkpoint"] = checkpoint
     if dry_run:
         out = result.output if isinstance(result.output, dict) else {}
         validation = out.get("validation") or {"passed": result.ok, "warnings": result.warnings}
@@ -116,6 +118,9 @@ def rendered(result: RunResult, ref: str, *, dry_run: bool = False) -> CallToolR
     text = _run_text(result, dry_run)
     if child is not None:
         text += f"\ncontext: {child['id']}; pass context='{child['id']}' to every call made following it"
+    if checkpoint:
+        undo = f"execute action=rollback item_id={checkpoint['run_id']} undoes the run"
+        text += f"\ncheckpoint: {checkpoint['checkpoint']} of {checkpoint['worktree']}; {undo}"
     if result.ok:
         return ok(text, structured)
     hint = _run_hint(result, ref)

@@ -139,9 +139,10 @@ class RunRecorder:
         """How many records are kept because the registry was unreachable."""
         return sum(q.failed_at is not None for q in self._pending)
 
-    def submit(self, record: Record) -> str:
-        """Queue a record (or the function that makes it); return the id it will be stored under."""
-        run_id = (None if callable(record) else record.get("id")) or self._new_id()
+    def submit(self, record: Record, run_id: str | None = None) -> str:
+        """Queue a record (or the function that makes it); return the id it will be stored under
+        (`run_id` when the run chose it already: a checkpoint names it, harness/checkpoint.py)."""
+        run_id = run_id or (None if callable(record) else record.get("id")) or self._new_id()
         self._queue(_Queued(run_id, record, requested(), "run"))
         return run_id
 

@@ -49,6 +49,7 @@ from ..sandbox import Profile, Sandbox, profile_from
 from ..sandbox.site import ToolSite
 from ..trust.integrity import check_content
 from ..trust.lockfile import Lockfile
+from .checkpoint import checkpoint_before
 from .dispatch import Dispatcher
 from .environ import allowed_environ
 from .environment import prepare_environment
@@ -238,8 +239,15 @@ class Runner:
             values = validate_params(plan.tool_id, plan.parameters, given)
             with telemetry.span("kiwi.gate"):
                 admission = await self.gate.admit(plan, values, call, dry_run)
+            checkpoint = await checkpoint_before(self, plan, call, admission.audit, dry_run)  # mutates_state
             result = await self._execute(plan, values, dry_run, listener)
+<<<<<<< HEAD
             result.warnings[:0] = [*shadowing(plan), *lifecycle_warnings(plan), *trust_warnings]
+=======
+            if checkpoint is not None:  # recorded against the id the run's record is written under
+                result.detail["checkpoint"], result.run_id = checkpoint, checkpoint["run_id"]
+            result.warnings[:0] = [*_shadowing(plan), *lifecycle_warnings(plan), *trust_warnings]
+>>>>>>> h3
             result.context = admission.child_context
         except asyncio.CancelledError:  # stopped from outside: its caller, or an MCP server's time limit
             if admission is not None and plan is not None:
@@ -539,7 +547,7 @@ class Runner:
         if record_to is not None:
             record_to(make())
             return
-        result.run_id = self.recorder.submit(make)
+        result.run_id = self.recorder.submit(make, run_id=result.run_id)
 
     def _payload(
         self, result: RunResult, plan: Plan | None, params: Any, snapshot: dict[str, Any] | None

@@ -55,11 +55,13 @@ APPROVE_HINT = (
 @dataclass(frozen=True)
 class Call:
     """Who asks and under what: the session (audited, counted by per-session limits), the
-    execution context whose permissions apply, and an approval to use."""
+    execution context whose permissions apply, an approval to use, and the id the run's record
+    will have when its caller chose it (a queued run's)."""
 
     session: str
     context: str | None = None
     approval_id: str | None = None
+    run_id: str | None = None
 
 
 class Denied(Refused):

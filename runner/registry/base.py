@@ -440,6 +440,19 @@ class Registry:
         """public.get_context(p_id): one of the caller's contexts (NotFound; Refused if expired)."""
         return await self._call("get_context", {"p_id": context_id}, read=True)
 
+    async def record_checkpoint(self, checkpoint: dict[str, Any]) -> dict[str, Any]:
+        """public.record_checkpoint(p_checkpoint): the checkpoint taken before a run, as the caller's."""
+        return await self._call("record_checkpoint", {"p_checkpoint": checkpoint})
+
+    async def rollback_checkpoint(self, run_or_context: str) -> dict[str, Any]:
+        """public.rollback_checkpoint(p_id): the caller's own checkpoint of a run, or the first of a
+        context (NotFound for anyone else's)."""
+        return await self._call("rollback_checkpoint", {"p_id": run_or_context}, read=True)
+
+    async def checkpoint_restored(self, checkpoint_id: str) -> dict[str, Any]:
+        """public.checkpoint_restored(p_id): mark the caller's checkpoint restored."""
+        return await self._call("checkpoint_restored", {"p_id": checkpoint_id})
+
     async def operator_status(self) -> dict[str, Any]:
         """public.operator_status(): the schema is current; an admin also reads the queue's depth."""
         return await self._call("operator_status", {}, read=True)

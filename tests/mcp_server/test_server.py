@@ -362,7 +362,7 @@ async def test_over_stdio(database_url: str, tmp_path: Path) -> None:
         )
         assert run["output"] == {"greeting": "Hello, Ada!"}
         failed(await c.call_tool("execute", {"action": "run", "item_id": "no_such_tool_zz"}), "not found")
-        assert ok(await c.call_tool("search", {"query": "type:bash"}))["items"][0]["item_id"] == "hello_world"
+        assert ok(await c.call_tool("search", {"query": "type:bash hello"}))["items"][0]["item_id"] == "hello_world"
 
 
 @pytest.fixture

@@ -69,6 +69,9 @@ CALLS: dict[str, tuple[tuple[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, 
     "limits": (((), {}), ((), {})),
     "open_context": ((("s", "d", ID, {"tools": []}), {}), (("s",), {})),
     "get_context": (((ID,), {}), ((ID,), {})),
+    "record_checkpoint": ((({"run_id": ID},), {}), (({"run_id": ID},), {})),
+    "rollback_checkpoint": (((ID,), {}), ((ID,), {})),
+    "checkpoint_restored": (((ID,), {}), ((ID,), {})),
 }
 
 

@@ -329,7 +329,7 @@ REFS = ["hello_world", "hello_world@1.0.0", "format_bytes", f"{NS}/nope", "publi
 item_ids = st.sampled_from(REFS) | texts | json_values
 uuids_or_not = st.uuids().map(str) | st.sampled_from(["not-a-uuid", "", "0" * 36, "{}"]) | texts | json_values
 ACTIONS = ["run", "dry_run", "create", "update", "publish", "yank", "deprecate", "delete", "approve", "deny"]
-ACTIONS += ["open_context", "Run", "", "import"]
+ACTIONS += ["open_context", "rollback", "Run", "", "import"]
 
 
 def in_namespace(manifest: Any) -> Any:

@@ -38,6 +38,7 @@ ACTIONS = (
     "approve",
     "deny",
     "open_context",
+    "rollback",
 )
 
 

@@ -20,6 +20,7 @@ from .args import ACTIONS, ExecuteRequest, FileInput, check_context_id, split_re
 from .audit import audited_action, manifest_tool_id
 from .import_action import import_tools
 from .results import guarded, ok
+from .rollback import rollback
 from .run import guarded_run
 from .state import ServerState, session_of
 from .writes import delete, deprecate, publish, yank
@@ -37,7 +38,9 @@ Action = Annotated[
             "deprecate: mark item_id=id@version deprecated (it still runs, warning with "
             "parameters={'message': ...}). delete: remove the item and "
             "all its versions (needs confirm=true). import: item_id names "
-            "an mcp_server; publish one mcp_tool per tool it lists (<server>.<tool>)."
+            "an mcp_server; publish one mcp_tool per tool it lists (<server>.<tool>). rollback: item_id is a "
+            "run that took a checkpoint (a tool with mutates_state, run in a directive's context) or "
+            "that context; its working tree is restored to the checkpoint."
         ),
         json_schema_extra={"enum": list(ACTIONS)},
     ),
@@ -216,6 +219,7 @@ _ACTS: dict[str, Act] = {
     "deprecate": deprecate,
     "import": import_tools,
     "open_context": _open_context,
+    "rollback": rollback,
     "approve": _decide,
     "deny": _decide,
 }

@@ -126,6 +126,9 @@ tools) are an admin's.
                   parameters a tool or its MCP server declares, and net/fs_read/fs_write against
                   what a tool's sandbox reaches) is refused and audited; a child context can
                   only narrow its parent's permissions.
+  action=rollback  item_id: a run that answered with `checkpoint` (a tool with config.mutates_state,
+                  run in a directive's context), or that context (its first checkpoint): the working
+                  tree is restored to the checkpoint taken before it. Only your own runs.
 Manifest keys: tool_id, tool_type (script, api, directive, knowledge, ...), executor (e.g.
 python_runtime, bash_runtime, node_runtime, directive_runtime, http_client; none for knowledge),
 version (semver), name, description, category, tags, entrypoint (a file path), config,

@@ -4,7 +4,7 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(108);
+select plan(112);
 select tests.make_acme();
 
 -- The tables of the matrix: a new table must join it (and this list).
@@ -13,7 +13,7 @@ select tables_are('public',
         'tool_version_signatures', 'tool_runs', 'audit_log', 'rate_limits', 'registry_limits',
         'registry_quotas', 'execution_contexts',
         'approval_policies', 'approvals', 'namespace_secret_grants',
-        'queued_runs', 'queued_run_events', 'queue_workers', 'schedules'],
+        'queued_runs', 'queued_run_events', 'queue_workers', 'schedules', 'run_checkpoints'],
   'schema public holds exactly the tables of the RLS matrix');
 select is_empty(
   $$select c.relname from pg_catalog.pg_class c
@@ -253,5 +253,13 @@ select function_privs_are('public', 'record_runs', array['jsonb'], 'anon', array
 select function_privs_are('public', 'record_runs', array['jsonb'], 'authenticated', array['EXECUTE'],
   'authenticated may execute record_runs');
 
+select table_privs_are('public', 'run_checkpoints', 'anon', array[]::text[],
+  'anon holds no privilege on run_checkpoints');
+select table_privs_are('public', 'run_checkpoints', 'authenticated', array['SELECT', 'INSERT'],
+  'authenticated may select and insert run_checkpoints (its own, by RLS) and update only restored_at');
+select table_privs_are('public', 'run_checkpoints', 'service_role', array['SELECT', 'INSERT'],
+  'service_role may select and insert run_checkpoints, and update only restored_at');
+select function_privs_are('public', 'rollback_checkpoint', array['uuid'], 'anon', array[]::text[],
+  'anon may not execute rollback_checkpoint');
 select * from finish();
 rollback;

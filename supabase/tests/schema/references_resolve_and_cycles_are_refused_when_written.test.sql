@@ -8,7 +8,7 @@ select throws_ok($$ insert into tools (tool_id, tool_type, executor_id, name) va
   '23503', 'executor "no_such_runtime" of tool "d2" does not exist', 'a dangling executor is refused at the table');
 
 select throws_ok($$ delete from tools where ref = 'bash_runtime' $$, '23503',
-  'cannot remove tool "bash_runtime": other tools execute on it: hello_world',
+  'cannot remove tool "bash_runtime": other tools execute on it: git_checkpoint, hello_world',
   'removing a tool others execute on is refused, naming them');
 select throws_ok($$ select delete_tool('subprocess') $$, '23503', null,
   'delete_tool refuses too');

@@ -21,7 +21,7 @@ select ok(exists (select 1 from search_tools('human readable size') where tool_i
 select ok(exists (select 1 from search_tools('humanize') where tool_id = 'format_bytes'), 'tags find the tool');
 
 select results_eq($$ select tool_id from search_tools('type:bash') order by tool_id $$,
-  $$ values ('acme/private_tool'), ('acme/public_tool'), ('hello_world'), ('hello_world_extended') $$,
+  $$ values ('acme/private_tool'), ('acme/public_tool'), ('git_checkpoint'), ('hello_world'), ('hello_world_extended') $$,
   'type:bash finds the tools running on bash_runtime (an admin sees private ones too)');
 select results_eq($$ select tool_id from search_tools('type:mcp_server slack') $$,
   $$ values ('slack_mcp') $$, 'type: filters by tool type and combines with words');
