@@ -241,13 +241,9 @@ class Runner:
                 admission = await self.gate.admit(plan, values, call, dry_run)
             checkpoint = await checkpoint_before(self, plan, call, admission.audit, dry_run)  # mutates_state
             result = await self._execute(plan, values, dry_run, listener)
-<<<<<<< HEAD
-            result.warnings[:0] = [*shadowing(plan), *lifecycle_warnings(plan), *trust_warnings]
-=======
             if checkpoint is not None:  # recorded against the id the run's record is written under
                 result.detail["checkpoint"], result.run_id = checkpoint, checkpoint["run_id"]
-            result.warnings[:0] = [*_shadowing(plan), *lifecycle_warnings(plan), *trust_warnings]
->>>>>>> h3
+            result.warnings[:0] = [*shadowing(plan), *lifecycle_warnings(plan), *trust_warnings]
             result.context = admission.child_context
         except asyncio.CancelledError:  # stopped from outside: its caller, or an MCP server's time limit
             if admission is not None and plan is not None:
