@@ -17,6 +17,7 @@ import pytest
 
 from runner import MemoryBackend, NotFound, Plan, Refused, Registry, RegistryUnavailable, UsageError
 from runner.registry import Select
+from runner.registry.base import RUN_LIST_COLUMNS
 from runner.registry.memory import ALLOWED, Sent
 
 
@@ -138,7 +139,7 @@ async def test_records_are_kept_in_order_and_a_duplicate_id_is_refused(
     assert info.value.sqlstate == "23505" and len(backend.runs) == 3, "all or nothing"
     newest = await registry.runs(tool_id="hello_world", limit=1)
     assert [r["id"] for r in newest] == [mine]
-    assert backend.calls[-1].returns == Select(order=("started_at",), desc=True, limit=1)
+    assert backend.calls[-1].returns == Select(order=("started_at",), desc=True, limit=1, columns=RUN_LIST_COLUMNS)
     audit = await registry.record_audit({"tool_id": "hello_world", "decision": "allowed"})
     assert await registry.record_audits([{"decision": "refused"}]) != [audit]
     assert [a["decision"] for a in backend.audits] == ["allowed", "refused"]

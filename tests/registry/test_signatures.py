@@ -66,6 +66,7 @@ CALLS: dict[str, tuple[tuple[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, 
     "take_rate_limit": ((("t", "srv", "s"), {}), (("t", None, None), {})),
     "decide_approval": (((ID, True, "ok", "s"), {}), ((ID, False), {})),
     "approvals": (((), {}), ((), {})),
+    "attach_approval_parameters": (((ID, {"target": "prod"}), {}), ((ID, {}), {})),
     "limits": (((), {}), ((), {})),
     "open_context": ((("s", "d", ID, {"tools": []}), {}), (("s",), {})),
     "get_context": (((ID,), {}), ((ID,), {})),
@@ -179,4 +180,4 @@ async def test_selects_name_real_columns(method: str, conn: psycopg.Connection) 
             )
         }
         assert columns, f"public.{one.function} is not a table or view"
-        assert set(one.args) | set(one.returns.order) <= columns
+        assert set(one.args) | set(one.returns.order) | set(one.returns.columns) <= columns
