@@ -45,6 +45,7 @@ from typing import Any
 import httpx
 
 from ..core.expand import expand_vars_deep
+from ..core.limits import Allowance
 from ..core.plan import Plan
 from ..core.refs import ToolRef
 from ..errors import ConfigError
@@ -62,15 +63,19 @@ class Budget:
     tokens: int
     tool_calls: int
     seconds: float
+    cost_usd: float | None = None  # money, priced from public.model_prices; None: no limit
 
     @classmethod
     def of(cls, config: Any) -> Budget:
         given = config if isinstance(config, dict) else {}
         merged = {**DEFAULT_BUDGET, **{k: v for k, v in given.items() if v is not None}}
         try:
-            return cls(int(merged["tokens"]), int(merged["tool_calls"]), float(merged["seconds"]))
+            cost = None if merged.get("cost_usd") is None else float(merged["cost_usd"])
+            return cls(int(merged["tokens"]), int(merged["tool_calls"]), float(merged["seconds"]), cost)
         except (TypeError, ValueError) as e:
-            raise ConfigError(f"budget: {e}", hint="budget is {tokens: int, tool_calls: int, seconds: number}") from e
+            raise ConfigError(
+                f"budget: {e}", hint="budget is {tokens: int, tool_calls: int, seconds: number, cost_usd: number}"
+            ) from e
 
 
 class _Stop(Exception):
@@ -113,7 +118,7 @@ class ThreadHandler:
                 f"{plan.tool_id}: a thread needs the runner to run its directive and tools",
                 hint="run it through runner.harness.run.Runner, which passes its call_tool and registry",
             )
-        thread = _Thread(plan, _Setup.of(plan, invocation.environ), call_tool, registry)
+        thread = _Thread(plan, _Setup.of(plan, invocation.environ), call_tool, registry, invocation)
         rendered = await thread.open_directive(invocation.params)
         if isinstance(rendered, Outcome):
             return rendered
@@ -167,21 +172,38 @@ class _Thread:
     """One run of a thread: its session, clock and budget, the context its calls are made in,
     and what it reports (`state`: the transcript and usage so far)."""
 
-    def __init__(self, plan: Plan, setup: _Setup, call_tool: CallTool, registry: Registry) -> None:
+    def __init__(
+        self, plan: Plan, setup: _Setup, call_tool: CallTool, registry: Registry, invocation: Invocation
+    ) -> None:
         self.plan, self.setup, self.call_tool, self.registry = plan, setup, call_tool, registry
-        self.budget = setup.budget
+        budget = setup.budget
         self.session = f"thread-{uuid.uuid4()}"
         self.started = time.monotonic()
         self.directive = ToolRef.parse(setup.directive, strict=False)  # the last `@` splits
+        # nested under its caller: the caller's context is its directive's parent, and its limits
+        # are its budget narrowed by what the caller has left (core/limits.py)
+        self.parent_context = invocation.context
+        self.allowance = (invocation.limits or Allowance()).child(
+            budget.tokens, budget.tool_calls, budget.seconds, budget.cost_usd
+        )
+        self.budget = Budget(
+            int(self.allowance.tokens or 0),
+            int(self.allowance.tool_calls or 0),
+            float(budget.seconds if self.allowance.deadline is None else self.allowance.deadline - self.started),
+            self.allowance.cost_usd,
+        )
         self.context: dict[str, Any] = {}
         self.state: dict[str, Any] = {
             "thread": f"{plan.tool_id}@{plan.version}",
             "session": self.session,
             "tier": setup.tier_name,
             "model": setup.tier.get("model"),
+            "budget": {k: v for k, v in vars(self.budget).items() if v is not None},
             "transcript": [],
             "usage": {"tokens": 0, "tool_calls": 0, "seconds": 0.0},
         }
+        if invocation.context is not None or invocation.limits is not None:
+            self.state["parent"] = {"session": invocation.session, "context": invocation.context}
         self.transcript: list[dict[str, Any]] = self.state["transcript"]
         self.usage: dict[str, Any] = self.state["usage"]
 
@@ -190,6 +212,12 @@ class _Thread:
 
     def out_of_seconds(self) -> _Stop:
         return _Stop("seconds", round(time.monotonic() - self.started, 3), self.budget.seconds)
+
+    def charge(self, *, tokens: int = 0, tool_calls: int = 0, cost_usd: float = 0.0) -> None:
+        """Count what this thread spent (its sub-threads charge it too, through the allowance)."""
+        self.allowance.charge(tokens=tokens, tool_calls=tool_calls, cost_usd=cost_usd)
+        self.usage["tokens"] = int(self.allowance.spent["tokens"])
+        self.usage["tool_calls"] = int(self.allowance.spent["tool_calls"])
 
     def finish(self, status: Status, error: str | None = None, **extra: Any) -> Outcome:
         self.usage["seconds"] = round(time.monotonic() - self.started, 3)
@@ -207,6 +235,7 @@ class _Thread:
             ref=self.directive.ref,
             ver=self.directive.version,
             params=params,
+            context=self.parent_context,
             run_timeout_s=self.left(),
         )
         ran_json = ran.structured_content or {}
@@ -276,7 +305,7 @@ class _Thread:
             )
         turn, assistant = setup.fmt.parse(response.json())
         messages.append(assistant)
-        self.usage["tokens"] += turn.tokens
+        self.charge(tokens=turn.tokens)
         self.transcript.append(
             {
                 "role": "assistant",
@@ -302,12 +331,15 @@ class _Thread:
                 raise _Stop("tool_calls", self.usage["tool_calls"], self.budget.tool_calls)
             if self.left() <= 0:
                 raise self.out_of_seconds()
-            self.usage["tool_calls"] += 1
+            self.charge(tool_calls=1)
             result = await self.call(by_name, call, self.left())
+            self.charge()  # what a sub-thread it started spent, as this thread's usage
             self.transcript.append(
                 {"role": "tool", "id": call.id, "name": call.name, "is_error": result.is_error, "text": result.text}
             )
             results.append(result)
+            if self.usage["tokens"] > self.budget.tokens:  # spent by a sub-thread
+                raise _Stop("tokens", self.usage["tokens"], self.budget.tokens)
         return results
 
     async def call(self, by_name: dict[str, dict[str, Any]], call: Call, seconds_left: float) -> Result:
@@ -325,6 +357,7 @@ class _Thread:
             params=call.arguments,
             context=self.context.get("id"),
             run_timeout_s=max(seconds_left, 0.001),
+            limits=self.allowance,
         )
         return Result(call, _text(ran), bool(ran.is_error))
 
