@@ -133,6 +133,20 @@ select public.publish_tool_version(
     "minimum": 1,
     "description": "stdout and stderr are cut at this size"
    },
+   "kernel": {
+    "type": [
+     "boolean",
+     "object"
+    ],
+    "additionalProperties": false,
+    "description": "the tool calls other tools while it runs, through the runner's kernel socket ($KIWI_KERNEL), as its caller and through the same gate; {permissions} narrows the context those calls are made in",
+    "properties": {
+     "permissions": {
+      "type": "object",
+      "description": "narrower permissions {fs_read, fs_write, shell, mcp, tools, net}"
+     }
+    }
+   },
    "entrypoint": {
     "type": "string",
     "description": "the file of the tool that runs (default the manifest's entrypoint)"
@@ -548,6 +562,14 @@ config_schema:
           items: {type: string, enum: [error, timeout]}
           description: "which endings are retried (default both)"
     max_output_bytes: {type: integer, minimum: 1, description: stdout and stderr are cut at this size}
+    kernel:
+      type: [boolean, object]
+      additionalProperties: false
+      description: >-
+        the tool calls other tools while it runs, through the runner's kernel socket ($KIWI_KERNEL),
+        as its caller and through the same gate; {permissions} narrows the context those calls are made in
+      properties:
+        permissions: {type: object, description: "narrower permissions {fs_read, fs_write, shell, mcp, tools, net}"}
     entrypoint: {type: string, description: the file of the tool that runs (default the manifest's entrypoint)}
     mutates_state:
       type: boolean
