@@ -2278,6 +2278,11 @@ select public.publish_tool_version(
      "seconds": {
       "type": "number",
       "exclusiveMinimum": 0
+     },
+     "cost_usd": {
+      "type": "number",
+      "exclusiveMinimum": 0,
+      "description": "US dollars, priced from public.model_prices"
      }
     }
    }
@@ -2302,7 +2307,8 @@ is_builtin: true
 # whose pooled client carries the provider requests. A thread's config adds
 #   directive: <ref or ref@version>   the directive the model follows
 #   tier: <a key of tiers>            default: default_tier
-#   budget: {tokens, tool_calls, seconds}  (default 200000 tokens, 50 calls, 600 s: runner/handlers/thread.py)
+#   budget: {tokens, tool_calls, seconds, cost_usd}  (default 200000 tokens, 50 calls, 600 s, no money
+#           limit: runner/handlers/thread.py); cost_usd prices the model's tokens from public.model_prices
 # A provider is a wire format (anthropic_messages or openai_chat), a url, headers and a
 # timeout; a tier names a provider, a model and max_output (the reply's token limit).
 # ${VAR}s resolve from the runner's environment.
@@ -2368,6 +2374,7 @@ config_schema:
         tokens: {type: integer, minimum: 1}
         tool_calls: {type: integer, minimum: 0}
         seconds: {type: number, exclusiveMinimum: 0}
+        cost_usd: {type: number, exclusiveMinimum: 0, description: "US dollars, priced from public.model_prices"}
 $k$);
 
 -- node_runtime (runtime)

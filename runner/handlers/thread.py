@@ -48,7 +48,7 @@ from ..core.expand import expand_vars_deep
 from ..core.limits import Allowance
 from ..core.plan import Plan
 from ..core.refs import ToolRef
-from ..errors import ConfigError
+from ..errors import ConfigError, KiwiError
 from ..harness.mcp_answer import rendered_call
 from ..primitives.base import CallTool, Invocation, Outcome, Status
 from ..registry.base import Registry
@@ -119,10 +119,14 @@ class ThreadHandler:
                 hint="run it through runner.harness.run.Runner, which passes its call_tool and registry",
             )
         thread = _Thread(plan, _Setup.of(plan, invocation.environ), call_tool, registry, invocation)
+        await thread.priced()
         rendered = await thread.open_directive(invocation.params)
-        if isinstance(rendered, Outcome):
-            return rendered
-        return await thread.converse(self._client(), rendered, invocation.params)
+        outcome = (
+            rendered
+            if isinstance(rendered, Outcome)
+            else await thread.converse(self._client(), rendered, invocation.params)
+        )
+        return await thread.recorded(outcome)
 
 
 @dataclass
@@ -200,7 +204,15 @@ class _Thread:
             "model": setup.tier.get("model"),
             "budget": {k: v for k, v in vars(self.budget).items() if v is not None},
             "transcript": [],
-            "usage": {"tokens": 0, "tool_calls": 0, "seconds": 0.0},
+            "usage": {
+                "tokens": 0,
+                "tool_calls": 0,
+                "seconds": 0.0,
+                "cost_usd": 0.0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+            },
+            "price": None,
         }
         if invocation.context is not None or invocation.limits is not None:
             self.state["parent"] = {"session": invocation.session, "context": invocation.context}
@@ -218,6 +230,58 @@ class _Thread:
         self.allowance.charge(tokens=tokens, tool_calls=tool_calls, cost_usd=cost_usd)
         self.usage["tokens"] = int(self.allowance.spent["tokens"])
         self.usage["tool_calls"] = int(self.allowance.spent["tool_calls"])
+        spent = self.allowance.spent["cost_usd"]
+        self.usage["cost_usd"] = round(spent, 8) if self.state["price"] is not None or spent else None
+
+    def over_budget(self) -> None:
+        """Raise _Stop when the tokens or the money spent (this thread's and its sub-threads') are over."""
+        if self.usage["tokens"] > self.budget.tokens:
+            raise _Stop("tokens", self.usage["tokens"], self.budget.tokens)
+        if self.budget.cost_usd is not None and self.usage["cost_usd"] > self.budget.cost_usd:
+            raise _Stop("cost_usd", self.usage["cost_usd"], self.budget.cost_usd)
+
+    def cost_of(self, turn: Turn) -> float:
+        """A model turn's cost in US dollars, at the model's price (public.model_prices)."""
+        price = self.state["price"] or {}
+        per_input, per_output = (
+            float(price.get("input_usd_per_mtok") or 0),
+            float(price.get("output_usd_per_mtok") or 0),
+        )
+        return (turn.input_tokens * per_input + turn.output_tokens * per_output) / 1_000_000
+
+    async def priced(self) -> None:
+        """The model's price, read once (public.model_price); a budget in money needs one."""
+        model = str(self.setup.tier.get("model"))
+        self.state["price"] = await self.registry.model_price(model)
+        if self.state["price"] is None and self.budget.cost_usd is not None:
+            raise ConfigError(
+                f"{self.plan.tool_id}: budget.cost_usd is set, but public.model_prices has no price for {model}",
+                hint="an admin adds it: insert into model_prices (model, input_usd_per_mtok, output_usd_per_mtok) ...",
+            )
+        if self.state["price"] is None:
+            self.usage["cost_usd"] = None
+
+    async def recorded(self, outcome: Outcome) -> Outcome:
+        """The run's spend kept in public.thread_usage (its own model's tokens, priced by the
+        database), and the record's id and cost in the output; a record that fails is a warning."""
+        parent = self.state.get("parent") or {}
+        usage = {
+            "session_id": self.session,
+            "parent_session": parent.get("session"),
+            "thread": self.state["thread"],
+            "model": str(self.setup.tier.get("model")),
+            "input_tokens": self.usage["input_tokens"],
+            "output_tokens": self.usage["output_tokens"],
+            "tool_calls": self.usage["tool_calls"],
+            "status": outcome.status,
+        }
+        try:
+            kept = await self.registry.record_thread_usage({k: v for k, v in usage.items() if v is not None})
+        except KiwiError as e:
+            outcome.detail.setdefault("warnings", []).append(f"the thread's usage was not recorded: {e.message}")
+        else:
+            self.usage["recorded"] = {"id": kept.get("id"), "cost_usd": kept.get("cost_usd")}
+        return outcome
 
     def finish(self, status: Status, error: str | None = None, **extra: Any) -> Outcome:
         self.usage["seconds"] = round(time.monotonic() - self.started, 3)
@@ -305,7 +369,9 @@ class _Thread:
             )
         turn, assistant = setup.fmt.parse(response.json())
         messages.append(assistant)
-        self.charge(tokens=turn.tokens)
+        self.usage["input_tokens"] += turn.input_tokens
+        self.usage["output_tokens"] += turn.output_tokens
+        self.charge(tokens=turn.tokens, cost_usd=self.cost_of(turn) if self.state["price"] else 0.0)
         self.transcript.append(
             {
                 "role": "assistant",
@@ -314,8 +380,7 @@ class _Thread:
                 "tokens": turn.tokens,
             }
         )
-        if self.usage["tokens"] > self.budget.tokens:
-            raise _Stop("tokens", self.usage["tokens"], self.budget.tokens)
+        self.over_budget()
         return turn
 
     @property
@@ -338,8 +403,7 @@ class _Thread:
                 {"role": "tool", "id": call.id, "name": call.name, "is_error": result.is_error, "text": result.text}
             )
             results.append(result)
-            if self.usage["tokens"] > self.budget.tokens:  # spent by a sub-thread
-                raise _Stop("tokens", self.usage["tokens"], self.budget.tokens)
+            self.over_budget()  # spent by a sub-thread
         return results
 
     async def call(self, by_name: dict[str, dict[str, Any]], call: Call, seconds_left: float) -> Result:
