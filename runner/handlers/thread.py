@@ -10,15 +10,19 @@ data. The merged config is
     default_tier: a tier
     directive:    ref or ref@version                 the directive the model follows
     tier:         a tier (default: default_tier)
-    budget:       {tokens, tool_calls, seconds}
+    budget:       {tokens, tool_calls, seconds, cost_usd}   cost_usd: US dollars (public.model_prices)
     timeout:      seconds: the whole thread's limit, as the design documents write it (the
                   smaller of it and budget.seconds)
 
-A run is one session (`thread-<uuid>`):
+A run is one session (`thread-<uuid>`), nested under its caller's: the Invocation's context
+is its directive's parent context, and its budget is narrowed to what the caller has left
+(the Invocation's limits, core/limits.py), which its spending is charged to as well.
 
+ 0. the model's price is read once (public.model_price), to count its cost in money;
  1. the directive is run through the guarded path (audited; it opens the directive's
-    context), giving its instructions and the schemas of the tools it declares; a thread
-    that declares `permissions` narrows that context further (never widens it);
+    context, a child of the caller's, so it can only narrow it), giving its instructions and
+    the schemas of the tools it declares; a thread that declares `permissions` narrows that
+    context further (never widens it);
  2. the model gets the instructions, the inputs and the available tools, in its provider's
     format (runner/handlers/llm_formats.py), over the http_client primitive's pooled client;
  3. every tool call it makes goes through the runner's `call_tool` (the Invocation's), the same
@@ -26,10 +30,12 @@ A run is one session (`thread-<uuid>`):
     context's permissions, rate limits, approvals, and an audit row for every call, allowed or
     refused; the result (or refusal) goes back to it;
  4. it ends at the model's final answer (status success), or when a budget runs out:
-    tokens (as the provider's usage reports them), tool calls, or wall seconds. Then it
+    tokens (as the provider's usage reports them, a sub-thread's included), tool calls,
+    wall seconds, or money (the tokens priced). Then it
     stops cleanly, status error, saying which budget ran out, with the transcript so far;
     no tool call is left half done (a call is started only within the budget, and is
-    bounded by the seconds left, which the guarded path audits as a timeout).
+    bounded by the seconds left, which the guarded path audits as a timeout);
+ 5. what it spent is kept in public.thread_usage (public.record_thread_usage prices it).
 """
 
 from __future__ import annotations
