@@ -135,3 +135,30 @@ async def test_a_tools_own_kernel_permissions_narrow_its_calls(
     out = ran.structured_content["output"]
     assert out["format_bytes"]["error"]["kind"] == "permission_denied"
     assert out["hello_world"]["status"] == "success"
+
+
+RECURSIVE = """#!/usr/bin/env bash
+# Calls itself through the kernel socket, and prints what the inner call answered.
+set -euo pipefail
+inner=$(curl -sS --unix-socket "$KIWI_KERNEL" --data "{\\"item_id\\": \\"$KIWI_TOOL_ID\\"}" http://kiwi/execute)
+printf '{"inner": %s}\\n' "$inner"
+"""
+
+
+async def test_a_tool_that_calls_itself_through_the_kernel_stops_at_the_nesting_limit(
+    database_url: str, tmp_path: Path, publish_tool: Callable[..., str], session: str
+) -> None:
+    tool = publish_tool(
+        "kernel_recursive",
+        {"tool_type": "script", "executor": "bash_runtime", "config": {"kernel": True, "timeout": 120}},
+        {"again.sh": RECURSIVE},
+        entrypoint="again.sh",
+    )
+    async with kiwi(database_url, tmp_path, session) as client:
+        ran = await client.call_tool("execute", {"action": "run", "item_id": tool})
+    assert not ran.is_error, ran.content
+    answer, levels = ran.structured_content, 0
+    while isinstance(answer.get("output"), dict) and "inner" in answer["output"]:
+        answer, levels = answer["output"]["inner"], levels + 1
+    assert answer["error"]["kind"] == "nested_too_deep", answer
+    assert levels == 9, "the run itself and eight nested runs, each started from the one before, and no more"

@@ -15,7 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Allowance"]
+__all__ = ["MAX_DEPTH", "Allowance"]
+
+MAX_DEPTH = 8  # runs started from runs (sub-threads, kernel calls), one inside another, at most
 
 
 def _least(asked: float | None, left: float | None) -> float | None:
@@ -33,6 +35,7 @@ class Allowance:
     deadline: float | None = None  # time.monotonic() by which the work ends
     cost_usd: float | None = None
     parent: Allowance | None = None
+    depth: int = 0  # how many allowances are above this one
     spent: dict[str, float] = field(default_factory=lambda: {"tokens": 0, "tool_calls": 0, "cost_usd": 0.0})
 
     def left(self) -> dict[str, float | None]:
@@ -62,6 +65,7 @@ class Allowance:
             deadline=deadline,
             cost_usd=None if (c := _least(cost_usd, left["cost_usd"])) is None else max(c, 0.0),
             parent=self,
+            depth=self.depth + 1,
         )
 
     def narrowed(self, asked: Any) -> Allowance:

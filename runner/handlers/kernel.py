@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..core.limits import Allowance
+from ..core.limits import MAX_DEPTH, Allowance
 from ..core.plan import Plan
 from ..errors import ConfigError, KiwiError
 from ..harness.mcp_answer import jsonable, rendered_call
@@ -138,9 +138,13 @@ class _Kernel:
             context = await self.context_for(asked.get("permissions"))
         except KiwiError as e:
             return 403, _error("permission_denied", e.message, e.hint)
-        limits = asked.get("limits")
-        parent = self.invocation.limits
-        allowance = (parent or Allowance()).narrowed(limits) if parent is not None or limits else None
+        allowance = (self.invocation.limits or Allowance()).narrowed(asked.get("limits"))
+        if allowance.depth > MAX_DEPTH:
+            return 403, _error(
+                "nested_too_deep",
+                f"{ref} was not run: runs started from runs are nested {MAX_DEPTH} deep at most",
+                "a tool that calls itself through the kernel needs a way to stop",
+            )
         answer = await rendered_call(
             self.call_tool,
             session=str(self.invocation.session),

@@ -51,10 +51,10 @@ from typing import Any
 import httpx
 
 from ..core.expand import expand_vars_deep
-from ..core.limits import Allowance
+from ..core.limits import MAX_DEPTH, Allowance
 from ..core.plan import Plan
 from ..core.refs import ToolRef
-from ..errors import ConfigError, KiwiError
+from ..errors import ConfigError, KiwiError, Refused
 from ..harness.mcp_answer import rendered_call
 from ..primitives.base import CallTool, Invocation, Outcome, Status
 from ..registry.base import Registry
@@ -125,6 +125,11 @@ class ThreadHandler:
                 hint="run it through runner.harness.run.Runner, which passes its call_tool and registry",
             )
         thread = _Thread(plan, _Setup.of(plan, invocation.environ), call_tool, registry, invocation)
+        if thread.allowance.depth > MAX_DEPTH:
+            raise Refused(
+                f"{plan.tool_id} was not run: threads started from runs are nested {MAX_DEPTH} deep at most",
+                hint="a thread that starts threads needs a way to stop",
+            )
         await thread.priced()
         rendered = await thread.open_directive(invocation.params)
         outcome = (
