@@ -263,7 +263,10 @@ class _Thread:
     async def priced(self) -> None:
         """The model's price, read once (public.model_price); a budget in money needs one."""
         model = str(self.setup.tier.get("model"))
-        self.state["price"] = await self.registry.model_price(model)
+        try:
+            self.state["price"] = await self.registry.model_price(model)
+        except KiwiError as e:  # a registry from before model prices: tokens are still counted
+            self.state["price_error"] = e.message
         if self.state["price"] is None and self.budget.cost_usd is not None:
             raise ConfigError(
                 f"{self.plan.tool_id}: budget.cost_usd is set, but public.model_prices has no price for {model}",
