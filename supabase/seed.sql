@@ -133,6 +133,20 @@ select public.publish_tool_version(
     "minimum": 1,
     "description": "stdout and stderr are cut at this size"
    },
+   "kernel": {
+    "type": [
+     "boolean",
+     "object"
+    ],
+    "additionalProperties": false,
+    "description": "the tool calls other tools while it runs, through the runner's kernel socket ($KIWI_KERNEL), as its caller and through the same gate; {permissions} narrows the context those calls are made in",
+    "properties": {
+     "permissions": {
+      "type": "object",
+      "description": "narrower permissions {fs_read, fs_write, shell, mcp, tools, net}"
+     }
+    }
+   },
    "entrypoint": {
     "type": "string",
     "description": "the file of the tool that runs (default the manifest's entrypoint)"
@@ -548,6 +562,14 @@ config_schema:
           items: {type: string, enum: [error, timeout]}
           description: "which endings are retried (default both)"
     max_output_bytes: {type: integer, minimum: 1, description: stdout and stderr are cut at this size}
+    kernel:
+      type: [boolean, object]
+      additionalProperties: false
+      description: >-
+        the tool calls other tools while it runs, through the runner's kernel socket ($KIWI_KERNEL),
+        as its caller and through the same gate; {permissions} narrows the context those calls are made in
+      properties:
+        permissions: {type: object, description: "narrower permissions {fs_read, fs_write, shell, mcp, tools, net}"}
     entrypoint: {type: string, description: the file of the tool that runs (default the manifest's entrypoint)}
     mutates_state:
       type: boolean
@@ -2256,6 +2278,11 @@ select public.publish_tool_version(
      "seconds": {
       "type": "number",
       "exclusiveMinimum": 0
+     },
+     "cost_usd": {
+      "type": "number",
+      "exclusiveMinimum": 0,
+      "description": "US dollars, priced from public.model_prices"
      }
     }
    }
@@ -2280,7 +2307,8 @@ is_builtin: true
 # whose pooled client carries the provider requests. A thread's config adds
 #   directive: <ref or ref@version>   the directive the model follows
 #   tier: <a key of tiers>            default: default_tier
-#   budget: {tokens, tool_calls, seconds}  (default 200000 tokens, 50 calls, 600 s: runner/handlers/thread.py)
+#   budget: {tokens, tool_calls, seconds, cost_usd}  (default 200000 tokens, 50 calls, 600 s, no money
+#           limit: runner/handlers/thread.py); cost_usd prices the model's tokens from public.model_prices
 # A provider is a wire format (anthropic_messages or openai_chat), a url, headers and a
 # timeout; a tier names a provider, a model and max_output (the reply's token limit).
 # ${VAR}s resolve from the runner's environment.
@@ -2346,6 +2374,7 @@ config_schema:
         tokens: {type: integer, minimum: 1}
         tool_calls: {type: integer, minimum: 0}
         seconds: {type: number, exclusiveMinimum: 0}
+        cost_usd: {type: number, exclusiveMinimum: 0, description: "US dollars, priced from public.model_prices"}
 $k$);
 
 -- node_runtime (runtime)
@@ -2591,6 +2620,102 @@ config:
   env:
     SLACK_BOT_TOKEN: "${SLACK_BOT_TOKEN}"
     SLACK_TEAM_ID: "${SLACK_TEAM_ID}"
+$k$);
+
+-- spawn_thread (script)
+select public.publish_tool_version(
+  $k${
+ "tool_id": "spawn_thread",
+ "tool_type": "script",
+ "executor": "python_runtime",
+ "version": "1.0.0",
+ "name": "Spawn a thread",
+ "description": "Starts a thread (a directive followed by a model) as a sub-thread of the run that calls it: nested under the caller's execution context and budget, optionally narrowed further, and answers with the thread's final answer, usage and session.",
+ "category": "agents",
+ "tags": [
+  "thread",
+  "subagent",
+  "agent",
+  "spawn",
+  "kernel"
+ ],
+ "entrypoint": "spawn_thread.py",
+ "parameters": [
+  {
+   "name": "thread",
+   "type": "string",
+   "required": true,
+   "description": "The thread tool to start, as ref or ref@version."
+  },
+  {
+   "name": "inputs",
+   "type": "object",
+   "required": false,
+   "description": "The thread's parameters."
+  },
+  {
+   "name": "permissions",
+   "type": "object",
+   "required": false,
+   "description": "Narrower permissions for the thread ({tools, mcp, shell, fs_read, fs_write, net}, each a list of globs); never wider than the caller's."
+  },
+  {
+   "name": "budget",
+   "type": "object",
+   "required": false,
+   "description": "{tokens, tool_calls, seconds, cost_usd}: what the thread may spend, at most what the caller has left (its own budget applies too)."
+  }
+ ],
+ "config": {
+  "kernel": true,
+  "timeout": 900
+ }
+}$k$::jsonb,
+  $k$[
+ {
+  "path": "spawn_thread.py",
+  "content_text": "\"\"\"Starts a thread as a sub-thread of the run that calls this tool, through the kernel socket.\n\nThe runner listens on $KIWI_KERNEL for this run (config.kernel); POST /execute starts the\nthread as the caller, in the caller's execution context narrowed by `permissions`, with\n`budget` narrowing what the caller has left.\n\"\"\"\n\nfrom __future__ import annotations\n\nimport http.client\nimport json\nimport os\nimport socket\nimport sys\n\n__version__ = \"1.0.0\"\nSHOWN = (\"thread\", \"session\", \"answer\", \"usage\", \"budget\", \"stopped\", \"budget_exhausted\", \"context\")\n\n\nclass KernelConnection(http.client.HTTPConnection):\n    \"\"\"HTTP over the kernel's Unix socket.\"\"\"\n\n    def __init__(self, path: str) -> None:\n        super().__init__(\"kiwi\")\n        self.socket_path = path\n\n    def connect(self) -> None:\n        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n        self.sock.connect(self.socket_path)\n\n\ndef main() -> int:\n    params = json.load(sys.stdin)\n    ref, _, version = str(params[\"thread\"]).partition(\"@\")\n    body: dict = {\"item_id\": ref, \"parameters\": params.get(\"inputs\") or {}}\n    if version:\n        body[\"version\"] = version\n    if params.get(\"permissions\"):\n        body[\"permissions\"] = params[\"permissions\"]\n    if params.get(\"budget\"):\n        body[\"limits\"] = params[\"budget\"]\n    connection = KernelConnection(os.environ[\"KIWI_KERNEL\"])\n    connection.request(\"POST\", \"/execute\", json.dumps(body), {\"Content-Type\": \"application/json\"})\n    answer = json.loads(connection.getresponse().read())\n    output = answer.get(\"output\") if isinstance(answer.get(\"output\"), dict) else {}\n    shown = {\"status\": answer.get(\"status\", \"error\"), **{k: output[k] for k in SHOWN if k in output}}\n    if answer.get(\"is_error\"):\n        shown[\"error\"] = answer.get(\"error\")\n    json.dump(shown, sys.stdout)\n    print()\n    return 1 if answer.get(\"is_error\") else 0\n\n\nif __name__ == \"__main__\":\n    sys.exit(main())\n",
+  "is_entrypoint": true
+ }
+]$k$::jsonb,
+  $k$tool_id: spawn_thread
+tool_type: script
+executor: python_runtime
+version: 1.0.0
+name: Spawn a thread
+description: >-
+  Starts a thread (a directive followed by a model) as a sub-thread of the run that calls it:
+  nested under the caller's execution context and budget, optionally narrowed further, and
+  answers with the thread's final answer, usage and session.
+category: agents
+tags: [thread, subagent, agent, spawn, kernel]
+entrypoint: spawn_thread.py
+parameters:
+  - name: thread
+    type: string
+    required: true
+    description: The thread tool to start, as ref or ref@version.
+  - name: inputs
+    type: object
+    required: false
+    description: The thread's parameters.
+  - name: permissions
+    type: object
+    required: false
+    description: >-
+      Narrower permissions for the thread ({tools, mcp, shell, fs_read, fs_write, net}, each a
+      list of globs); never wider than the caller's.
+  - name: budget
+    type: object
+    required: false
+    description: >-
+      {tokens, tool_calls, seconds, cost_usd}: what the thread may spend, at most what the
+      caller has left (its own budget applies too).
+# The thread is started through the kernel socket (config.kernel): as the caller, in its
+# session and execution context, through the same gate as every call; the runner nests it.
+config:
+  kernel: true
+  timeout: 900
 $k$);
 
 -- supabase_mcp (mcp_server)

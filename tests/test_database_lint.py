@@ -733,6 +733,10 @@ AUTHENTICATED_SECURITY_DEFINER_ALLOWED = {
     "kiwi_internal.record_runs(p_runs jsonb)": (
         "record_run(s) call it; each record's caller is caller_identity(), never taken from the record"
     ),
+    "kiwi_internal.record_thread_usage(p_usage jsonb)": (
+        "record_thread_usage calls it; anon refused, the row's caller is caller_identity() and its cost priced from "
+        "model_prices, never taken from p_usage"
+    ),
     "kiwi_internal.open_context(p_session text, p_version_id uuid, p_parent uuid, p_permissions jsonb)": (
         "open_context calls it; the directive version must be one can_read() allows, the parent the caller's own"
     ),

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from ..harness.dispatch import Dispatcher, Lazy, default_primitives, of_type
+from ..core.plan import Plan
+from ..harness.dispatch import NEEDS_A_HANDLER, Dispatcher, Lazy, default_primitives, of_type
 from ..primitives.base import Handler
 
 if TYPE_CHECKING:
@@ -29,7 +30,8 @@ def standard_dispatcher(*, mcp_pool: McpPool | None = None) -> Dispatcher:
 
 
 def standard_handlers(*, mcp_pool: McpPool | None = None) -> list[Handler]:
-    """MCP tools, directives, threads, then the primitives (subprocess, http_client).
+    """MCP tools, directives, threads, a script that asks for the kernel socket (handlers/kernel.py),
+    then the primitives (subprocess, http_client).
 
     mcp_pool: the MCP client pool the mcp_tool handler runs on, when something else shares it
     (an MCP server's `execute import`: runner.mcp_server.server.build_server(mcp_pool=...)); the
@@ -42,6 +44,7 @@ def standard_handlers(*, mcp_pool: McpPool | None = None) -> list[Handler]:
         mcp,
         Lazy("directive", _directive, of_type("directive")),
         Lazy("thread", lambda: _thread(http), of_type("thread")),
+        Lazy("kernel", lambda: _kernel(subprocess), _wants_kernel),
         subprocess,
         http,
     ]
@@ -57,6 +60,16 @@ def _directive() -> Handler:
     from .directive import DirectiveHandler
 
     return DirectiveHandler()
+
+
+def _wants_kernel(plan: Plan) -> bool:
+    return plan.primitive == "subprocess" and plan.tool_type not in NEEDS_A_HANDLER and bool(plan.config.get("kernel"))
+
+
+def _kernel(subprocess: Handler) -> Handler:
+    from .kernel import KernelHandler
+
+    return KernelHandler(subprocess)
 
 
 def _thread(http: Lazy) -> Handler:

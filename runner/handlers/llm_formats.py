@@ -42,6 +42,8 @@ class Turn:
     calls: list[Call] = field(default_factory=list)
     tokens: int = 0
     stop_reason: str | None = None
+    input_tokens: int = 0  # as the provider's usage splits them: what each is priced at
+    output_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,8 @@ class AnthropicMessages:
             if b.get("type") == "tool_use"
         ]
         usage = reply.get("usage") or {}
-        tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
-        turn = Turn(text=text, calls=calls, tokens=tokens, stop_reason=reply.get("stop_reason"))
+        read, wrote = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+        turn = Turn(text, calls, read + wrote, reply.get("stop_reason"), read, wrote)
         return turn, {"role": "assistant", "content": blocks}
 
     def results(self, results: list[Result]) -> list[dict[str, Any]]:
@@ -134,15 +136,12 @@ class OpenAIChat:
                 args = args if isinstance(args, dict) else {}
             calls.append(Call(id=str(c.get("id")), name=str(fn.get("name")), arguments=args, bad_arguments=bad))
         usage = reply.get("usage") or {}
-        tokens = int(usage.get("total_tokens") or 0) or (
-            int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
-        )
+        read, wrote = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        tokens = int(usage.get("total_tokens") or 0) or read + wrote
         assistant = {"role": "assistant", "content": message.get("content")}
         if message.get("tool_calls"):
             assistant["tool_calls"] = message["tool_calls"]
-        turn = Turn(
-            text=message.get("content") or "", calls=calls, tokens=tokens, stop_reason=choice.get("finish_reason")
-        )
+        turn = Turn(message.get("content") or "", calls, tokens, choice.get("finish_reason"), read, wrote)
         return turn, assistant
 
     def results(self, results: list[Result]) -> list[dict[str, Any]]:

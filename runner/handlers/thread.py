@@ -10,15 +10,19 @@ data. The merged config is
     default_tier: a tier
     directive:    ref or ref@version                 the directive the model follows
     tier:         a tier (default: default_tier)
-    budget:       {tokens, tool_calls, seconds}
+    budget:       {tokens, tool_calls, seconds, cost_usd}   cost_usd: US dollars (public.model_prices)
     timeout:      seconds: the whole thread's limit, as the design documents write it (the
                   smaller of it and budget.seconds)
 
-A run is one session (`thread-<uuid>`):
+A run is one session (`thread-<uuid>`), nested under its caller's: the Invocation's context
+is its directive's parent context, and its budget is narrowed to what the caller has left
+(the Invocation's limits, core/limits.py), which its spending is charged to as well.
 
+ 0. the model's price is read once (public.model_price), to count its cost in money;
  1. the directive is run through the guarded path (audited; it opens the directive's
-    context), giving its instructions and the schemas of the tools it declares; a thread
-    that declares `permissions` narrows that context further (never widens it);
+    context, a child of the caller's, so it can only narrow it), giving its instructions and
+    the schemas of the tools it declares; a thread that declares `permissions` narrows that
+    context further (never widens it);
  2. the model gets the instructions, the inputs and the available tools, in its provider's
     format (runner/handlers/llm_formats.py), over the http_client primitive's pooled client;
  3. every tool call it makes goes through the runner's `call_tool` (the Invocation's), the same
@@ -26,10 +30,12 @@ A run is one session (`thread-<uuid>`):
     context's permissions, rate limits, approvals, and an audit row for every call, allowed or
     refused; the result (or refusal) goes back to it;
  4. it ends at the model's final answer (status success), or when a budget runs out:
-    tokens (as the provider's usage reports them), tool calls, or wall seconds. Then it
+    tokens (as the provider's usage reports them, a sub-thread's included), tool calls,
+    wall seconds, or money (the tokens priced). Then it
     stops cleanly, status error, saying which budget ran out, with the transcript so far;
     no tool call is left half done (a call is started only within the budget, and is
-    bounded by the seconds left, which the guarded path audits as a timeout).
+    bounded by the seconds left, which the guarded path audits as a timeout);
+ 5. what it spent is kept in public.thread_usage (public.record_thread_usage prices it).
 """
 
 from __future__ import annotations
@@ -45,9 +51,10 @@ from typing import Any
 import httpx
 
 from ..core.expand import expand_vars_deep
+from ..core.limits import MAX_DEPTH, Allowance
 from ..core.plan import Plan
 from ..core.refs import ToolRef
-from ..errors import ConfigError
+from ..errors import ConfigError, KiwiError, Refused
 from ..harness.mcp_answer import rendered_call
 from ..primitives.base import CallTool, Invocation, Outcome, Status
 from ..registry.base import Registry
@@ -62,15 +69,19 @@ class Budget:
     tokens: int
     tool_calls: int
     seconds: float
+    cost_usd: float | None = None  # money, priced from public.model_prices; None: no limit
 
     @classmethod
     def of(cls, config: Any) -> Budget:
         given = config if isinstance(config, dict) else {}
         merged = {**DEFAULT_BUDGET, **{k: v for k, v in given.items() if v is not None}}
         try:
-            return cls(int(merged["tokens"]), int(merged["tool_calls"]), float(merged["seconds"]))
+            cost = None if merged.get("cost_usd") is None else float(merged["cost_usd"])
+            return cls(int(merged["tokens"]), int(merged["tool_calls"]), float(merged["seconds"]), cost)
         except (TypeError, ValueError) as e:
-            raise ConfigError(f"budget: {e}", hint="budget is {tokens: int, tool_calls: int, seconds: number}") from e
+            raise ConfigError(
+                f"budget: {e}", hint="budget is {tokens: int, tool_calls: int, seconds: number, cost_usd: number}"
+            ) from e
 
 
 class _Stop(Exception):
@@ -113,11 +124,20 @@ class ThreadHandler:
                 f"{plan.tool_id}: a thread needs the runner to run its directive and tools",
                 hint="run it through runner.harness.run.Runner, which passes its call_tool and registry",
             )
-        thread = _Thread(plan, _Setup.of(plan, invocation.environ), call_tool, registry)
+        thread = _Thread(plan, _Setup.of(plan, invocation.environ), call_tool, registry, invocation)
+        if thread.allowance.depth > MAX_DEPTH:
+            raise Refused(
+                f"{plan.tool_id} was not run: threads started from runs are nested {MAX_DEPTH} deep at most",
+                hint="a thread that starts threads needs a way to stop",
+            )
+        await thread.priced()
         rendered = await thread.open_directive(invocation.params)
-        if isinstance(rendered, Outcome):
-            return rendered
-        return await thread.converse(self._client(), rendered, invocation.params)
+        outcome = (
+            rendered
+            if isinstance(rendered, Outcome)
+            else await thread.converse(self._client(), rendered, invocation.params)
+        )
+        return await thread.recorded(outcome)
 
 
 @dataclass
@@ -167,21 +187,46 @@ class _Thread:
     """One run of a thread: its session, clock and budget, the context its calls are made in,
     and what it reports (`state`: the transcript and usage so far)."""
 
-    def __init__(self, plan: Plan, setup: _Setup, call_tool: CallTool, registry: Registry) -> None:
+    def __init__(
+        self, plan: Plan, setup: _Setup, call_tool: CallTool, registry: Registry, invocation: Invocation
+    ) -> None:
         self.plan, self.setup, self.call_tool, self.registry = plan, setup, call_tool, registry
-        self.budget = setup.budget
+        budget = setup.budget
         self.session = f"thread-{uuid.uuid4()}"
         self.started = time.monotonic()
         self.directive = ToolRef.parse(setup.directive, strict=False)  # the last `@` splits
+        # nested under its caller: the caller's context is its directive's parent, and its limits
+        # are its budget narrowed by what the caller has left (core/limits.py)
+        self.parent_context = invocation.context
+        self.allowance = (invocation.limits or Allowance()).child(
+            budget.tokens, budget.tool_calls, budget.seconds, budget.cost_usd
+        )
+        self.budget = Budget(
+            int(self.allowance.tokens or 0),
+            int(self.allowance.tool_calls or 0),
+            float(budget.seconds if self.allowance.deadline is None else self.allowance.deadline - self.started),
+            self.allowance.cost_usd,
+        )
         self.context: dict[str, Any] = {}
         self.state: dict[str, Any] = {
             "thread": f"{plan.tool_id}@{plan.version}",
             "session": self.session,
             "tier": setup.tier_name,
             "model": setup.tier.get("model"),
+            "budget": {k: v for k, v in vars(self.budget).items() if v is not None},
             "transcript": [],
-            "usage": {"tokens": 0, "tool_calls": 0, "seconds": 0.0},
+            "usage": {
+                "tokens": 0,
+                "tool_calls": 0,
+                "seconds": 0.0,
+                "cost_usd": 0.0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+            },
+            "price": None,
         }
+        if invocation.context is not None or invocation.limits is not None:
+            self.state["parent"] = {"session": invocation.session, "context": invocation.context}
         self.transcript: list[dict[str, Any]] = self.state["transcript"]
         self.usage: dict[str, Any] = self.state["usage"]
 
@@ -190,6 +235,67 @@ class _Thread:
 
     def out_of_seconds(self) -> _Stop:
         return _Stop("seconds", round(time.monotonic() - self.started, 3), self.budget.seconds)
+
+    def charge(self, *, tokens: int = 0, tool_calls: int = 0, cost_usd: float = 0.0) -> None:
+        """Count what this thread spent (its sub-threads charge it too, through the allowance)."""
+        self.allowance.charge(tokens=tokens, tool_calls=tool_calls, cost_usd=cost_usd)
+        self.usage["tokens"] = int(self.allowance.spent["tokens"])
+        self.usage["tool_calls"] = int(self.allowance.spent["tool_calls"])
+        spent = self.allowance.spent["cost_usd"]
+        self.usage["cost_usd"] = round(spent, 8) if self.state["price"] is not None or spent else None
+
+    def over_budget(self) -> None:
+        """Raise _Stop when the tokens or the money spent (this thread's and its sub-threads') are over."""
+        if self.usage["tokens"] > self.budget.tokens:
+            raise _Stop("tokens", self.usage["tokens"], self.budget.tokens)
+        if self.budget.cost_usd is not None and self.usage["cost_usd"] > self.budget.cost_usd:
+            raise _Stop("cost_usd", self.usage["cost_usd"], self.budget.cost_usd)
+
+    def cost_of(self, turn: Turn) -> float:
+        """A model turn's cost in US dollars, at the model's price (public.model_prices)."""
+        price = self.state["price"] or {}
+        per_input, per_output = (
+            float(price.get("input_usd_per_mtok") or 0),
+            float(price.get("output_usd_per_mtok") or 0),
+        )
+        return (turn.input_tokens * per_input + turn.output_tokens * per_output) / 1_000_000
+
+    async def priced(self) -> None:
+        """The model's price, read once (public.model_price); a budget in money needs one."""
+        model = str(self.setup.tier.get("model"))
+        try:
+            self.state["price"] = await self.registry.model_price(model)
+        except KiwiError as e:  # a registry from before model prices: tokens are still counted
+            self.state["price_error"] = e.message
+        if self.state["price"] is None and self.budget.cost_usd is not None:
+            raise ConfigError(
+                f"{self.plan.tool_id}: budget.cost_usd is set, but public.model_prices has no price for {model}",
+                hint="an admin adds it: insert into model_prices (model, input_usd_per_mtok, output_usd_per_mtok) ...",
+            )
+        if self.state["price"] is None:
+            self.usage["cost_usd"] = None
+
+    async def recorded(self, outcome: Outcome) -> Outcome:
+        """The run's spend kept in public.thread_usage (its own model's tokens, priced by the
+        database), and the record's id and cost in the output; a record that fails is a warning."""
+        parent = self.state.get("parent") or {}
+        usage = {
+            "session_id": self.session,
+            "parent_session": parent.get("session"),
+            "thread": self.state["thread"],
+            "model": str(self.setup.tier.get("model")),
+            "input_tokens": self.usage["input_tokens"],
+            "output_tokens": self.usage["output_tokens"],
+            "tool_calls": self.usage["tool_calls"],
+            "status": outcome.status,
+        }
+        try:
+            kept = await self.registry.record_thread_usage({k: v for k, v in usage.items() if v is not None})
+        except KiwiError as e:
+            outcome.detail.setdefault("warnings", []).append(f"the thread's usage was not recorded: {e.message}")
+        else:
+            self.usage["recorded"] = {"id": kept.get("id"), "cost_usd": kept.get("cost_usd")}
+        return outcome
 
     def finish(self, status: Status, error: str | None = None, **extra: Any) -> Outcome:
         self.usage["seconds"] = round(time.monotonic() - self.started, 3)
@@ -207,6 +313,7 @@ class _Thread:
             ref=self.directive.ref,
             ver=self.directive.version,
             params=params,
+            context=self.parent_context,
             run_timeout_s=self.left(),
         )
         ran_json = ran.structured_content or {}
@@ -276,7 +383,9 @@ class _Thread:
             )
         turn, assistant = setup.fmt.parse(response.json())
         messages.append(assistant)
-        self.usage["tokens"] += turn.tokens
+        self.usage["input_tokens"] += turn.input_tokens
+        self.usage["output_tokens"] += turn.output_tokens
+        self.charge(tokens=turn.tokens, cost_usd=self.cost_of(turn) if self.state["price"] else 0.0)
         self.transcript.append(
             {
                 "role": "assistant",
@@ -285,8 +394,7 @@ class _Thread:
                 "tokens": turn.tokens,
             }
         )
-        if self.usage["tokens"] > self.budget.tokens:
-            raise _Stop("tokens", self.usage["tokens"], self.budget.tokens)
+        self.over_budget()
         return turn
 
     @property
@@ -302,12 +410,14 @@ class _Thread:
                 raise _Stop("tool_calls", self.usage["tool_calls"], self.budget.tool_calls)
             if self.left() <= 0:
                 raise self.out_of_seconds()
-            self.usage["tool_calls"] += 1
+            self.charge(tool_calls=1)
             result = await self.call(by_name, call, self.left())
+            self.charge()  # what a sub-thread it started spent, as this thread's usage
             self.transcript.append(
                 {"role": "tool", "id": call.id, "name": call.name, "is_error": result.is_error, "text": result.text}
             )
             results.append(result)
+            self.over_budget()  # spent by a sub-thread
         return results
 
     async def call(self, by_name: dict[str, dict[str, Any]], call: Call, seconds_left: float) -> Result:
@@ -325,6 +435,7 @@ class _Thread:
             params=call.arguments,
             context=self.context.get("id"),
             run_timeout_s=max(seconds_left, 0.001),
+            limits=self.allowance,
         )
         return Result(call, _text(ran), bool(ran.is_error))
 

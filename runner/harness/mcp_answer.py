@@ -14,6 +14,7 @@ from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 
+from ..core.limits import Allowance
 from ..errors import InvalidParameters, KiwiError, NotFound, Refused, UsageError
 from ..policy import Denied
 from ..primitives.base import CallTool, RunListener
@@ -60,6 +61,7 @@ async def rendered_call(
     dry_run: bool = False,
     run_timeout_s: float | None = 900.0,
     listener: RunListener | None = None,
+    limits: Allowance | None = None,
 ) -> CallToolResult:
     """One call through a runner's `call_tool` (primitives.base.CallTool), rendered: what Kiwi's
     MCP server (`execute run`) and threads (runner/handlers/thread.py) share, so a thread's
@@ -78,6 +80,7 @@ async def rendered_call(
             approval_id=approval_id,
             dry_run=dry_run,
             timeout_s=run_timeout_s,
+            limits=limits,
             **({"listener": listener} if listener is not None else {}),
         )
     except TimeoutError:

@@ -30,6 +30,7 @@ from typing import Any
 from .. import telemetry
 from ..config import Settings
 from ..core.expand import variables_in
+from ..core.limits import Allowance
 from ..core.materialize import entrypoint_file, materialise
 from ..core.outputs import output_contract
 from ..core.params import coerce_strings, validate_params
@@ -240,7 +241,7 @@ class Runner:
             with telemetry.span("kiwi.gate"):
                 admission = await self.gate.admit(plan, values, call, dry_run)
             checkpoint = await checkpoint_before(self, plan, call, admission.audit, dry_run)  # mutates_state
-            result = await self._execute(plan, values, dry_run, listener)
+            result = await self._execute(plan, values, dry_run, listener, call)
             if checkpoint is not None:  # recorded against the id the run's record is written under
                 result.detail["checkpoint"], result.run_id = checkpoint, checkpoint["run_id"]
             result.warnings[:0] = [*shadowing(plan), *lifecycle_warnings(plan), *trust_warnings]
@@ -334,11 +335,12 @@ class Runner:
         dry_run: bool = False,
         timeout_s: float | None = None,
         listener: RunListener | None = None,
+        limits: Allowance | None = None,
     ) -> RunResult:
         """One tool call as MCP `execute run`/`dry_run` and threads make it (primitives.base.CallTool):
         the version asked for, else the lockfile's; through the gate as `session`'s call; cancelled,
         raising TimeoutError, when it does not finish within `timeout_s`."""
-        call = Call(session, context=context, approval_id=approval_id)
+        call = Call(session, context=context, approval_id=approval_id, limits=limits)
         # the lockfile's version, if it pins one; an explicit version always wins
         version = version or self.locked_version(ref)
         # asyncio.timeout, not wait_for: the run stays in the caller's task (no task of its own a call)
@@ -377,7 +379,7 @@ class Runner:
         return await self.registry.attestations(plan.executor_id) if plan.executor_id else []
 
     async def _execute(
-        self, plan: Plan, params: dict[str, Any], dry_run: bool, listener: RunListener | None = None
+        self, plan: Plan, params: dict[str, Any], dry_run: bool, listener: RunListener | None, call: Call
     ) -> RunResult:
         root = self.settings.cache_dir
         with telemetry.span("kiwi.materialise"):
@@ -429,11 +431,14 @@ class Runner:
                 registry=self.registry,
                 call_tool=self.call_tool,
                 listener=listener,
+                session=call.session,
+                context=call.context,
+                limits=call.limits,
             )
             with telemetry.span(telemetry.HANDLER_SPANS.get(handler.name, f"kiwi.{handler.name}")):
                 outcome = await handler.run(invocation)
             result = self._result(plan, outcome)
-            if plan.primitive == "subprocess" and handler.name == "subprocess":
+            if plan.primitive == "subprocess" and handler.name in ("subprocess", "kernel"):
                 result.detail["sandbox"] = self.sandbox_shown(site)
             if contract is not None and outcome.status == "success":  # held to its outputs; the output is kept
                 result.output_schema = contract.schema

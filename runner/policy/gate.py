@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
+from ..core.limits import Allowance
 from ..core.plan import Plan
 from ..core.records import params_digest
 from ..errors import KiwiError, Refused
@@ -55,13 +56,15 @@ APPROVE_HINT = (
 @dataclass(frozen=True)
 class Call:
     """Who asks and under what: the session (audited, counted by per-session limits), the
-    execution context whose permissions apply, an approval to use, and the id the run's record
-    will have when its caller chose it (a queued run's)."""
+    execution context whose permissions apply, an approval to use, the id the run's record
+    will have when its caller chose it (a queued run's), and what the caller may still spend
+    (core/limits.py: handed to a thread the call starts; the gate does not read it)."""
 
     session: str
     context: str | None = None
     approval_id: str | None = None
     run_id: str | None = None
+    limits: Allowance | None = None
 
 
 class Denied(Refused):

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ..core.limits import Allowance
 from ..core.plan import Plan
 
 if TYPE_CHECKING:
@@ -23,7 +24,8 @@ class CallTool(Protocol):
     project's lockfile's, else the latest. Returns the run's result (runner.harness.run.RunResult;
     a refusal is a result whose `failure` says why). Raises TimeoutError, the run cancelled,
     when it does not finish within `timeout_s` (None: no limit). `listener` follows the run as it
-    runs (RunListener)."""
+    runs (RunListener). `limits`: what the caller may still spend (core/limits.py), which a
+    thread the call starts can only narrow."""
 
     def __call__(
         self,
@@ -37,6 +39,7 @@ class CallTool(Protocol):
         dry_run: bool = False,
         timeout_s: float | None = None,
         listener: RunListener | None = None,
+        limits: Allowance | None = None,
     ) -> Awaitable[Any]: ...
 
 
@@ -66,6 +69,11 @@ class Invocation:
     listener: who follows the run as it runs (stderr lines, progress), if anyone.
     site: where the run's processes live (its sandbox and profile, runner/sandbox/site.py);
     None only for callers outside the runner's harness (tests of the primitive itself).
+    session, context, limits: whose call this run is (the gate's Call): its session, the
+    execution context it was made in, and what its caller may still spend; a thread started
+    here is nested under them, and so is a call made through the kernel socket.
+    kernel: the kernel socket's path as the run's processes see it, when the plan asks for one
+    (runner/harness/kernel.py).
     """
 
     plan: Plan
@@ -81,6 +89,10 @@ class Invocation:
     # the runner's own environment, for the runner's own secrets (its OAuth token key): never
     # where a plan's ${VAR}s resolve (that is `environ`, its allowed variables only)
     runner_environ: Mapping[str, str] = field(default_factory=dict)
+    session: str | None = None
+    context: str | None = None
+    limits: Allowance | None = None
+    kernel: str | None = None
 
     @property
     def config(self) -> dict[str, Any]:

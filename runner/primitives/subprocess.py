@@ -289,6 +289,8 @@ def _environment(invocation: Invocation, values: Mapping[str, Any]) -> tuple[dic
     if left_out:
         env["KIWI_PARAMS_NOT_IN_ENV"] = ",".join(left_out)
     env["KIWI_TOOL_ID"] = invocation.plan.tool_id
+    if invocation.kernel is not None:  # the kernel socket (runner/harness/kernel.py)
+        env["KIWI_KERNEL"] = invocation.kernel
     env["KIWI_TOOL_VERSION"] = invocation.plan.version
     return env, notes
 

@@ -436,6 +436,16 @@ class Registry:
             "open_context", {"p_session": session}, p_directive=directive, p_parent=parent, p_permissions=permissions
         )
 
+    async def model_price(self, model: str) -> dict[str, Any] | None:
+        """public.model_price(p_model): {model, input_usd_per_mtok, output_usd_per_mtok}, or None."""
+        price = await self._call("model_price", {"p_model": model}, read=True)
+        return price if isinstance(price, dict) else None
+
+    async def record_thread_usage(self, usage: dict[str, Any]) -> dict[str, Any]:
+        """public.record_thread_usage(p_usage): one thread run's spend, priced by the database
+        -> {id, session_id, model, input_tokens, output_tokens, cost_usd}."""
+        return await self._call("record_thread_usage", {"p_usage": usage})
+
     async def get_context(self, context_id: str) -> dict[str, Any]:
         """public.get_context(p_id): one of the caller's contexts (NotFound; Refused if expired)."""
         return await self._call("get_context", {"p_id": context_id}, read=True)

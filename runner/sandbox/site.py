@@ -19,6 +19,8 @@ from .confine import ENV_DIR, TOOL_DIR, Confinement, Mount
 from .profile import Profile, profile_from
 from .sandbox import Sandbox
 
+KERNEL_SOCKET = "/run/kiwi/kernel.sock"  # where a run's kernel socket is, inside (runner/harness/kernel.py)
+
 
 @dataclass
 class ToolSite:
@@ -27,6 +29,7 @@ class ToolSite:
     tool_dir: Path | None = None
     env_dir: Path | None = None
     environ: Mapping[str, str] = field(default_factory=dict)
+    kernel: str | None = None  # the host path of the run's kernel socket, while it listens
 
     @property
     def confined(self) -> bool:
@@ -87,6 +90,8 @@ class ToolSite:
             mounts.append(Mount(str(self.tool_dir), TOOL_DIR))
         if self.env_dir is not None:
             mounts.append(Mount(str(self.env_dir), ENV_DIR))
+        if self.kernel is not None:
+            mounts.append(Mount(self.kernel, KERNEL_SOCKET, writable=True))
         return mounts
 
     def _cwd(self, cwd: Path | None) -> str:

@@ -73,6 +73,8 @@ CALLS: dict[str, tuple[tuple[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, 
     "record_checkpoint": ((({"run_id": ID},), {}), (({"run_id": ID},), {})),
     "rollback_checkpoint": (((ID,), {}), ((ID,), {})),
     "checkpoint_restored": (((ID,), {}), ((ID,), {})),
+    "model_price": ((("m",), {}), (("m",), {})),
+    "record_thread_usage": ((({"session_id": "s"},), {}), (({"session_id": "s"},), {})),
 }
 
 

@@ -4,7 +4,7 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(112);
+select plan(118);
 select tests.make_acme();
 
 -- The tables of the matrix: a new table must join it (and this list).
@@ -13,7 +13,8 @@ select tables_are('public',
         'tool_version_signatures', 'tool_runs', 'audit_log', 'rate_limits', 'registry_limits',
         'registry_quotas', 'execution_contexts',
         'approval_policies', 'approvals', 'namespace_secret_grants',
-        'queued_runs', 'queued_run_events', 'queue_workers', 'schedules', 'run_checkpoints'],
+        'queued_runs', 'queued_run_events', 'queue_workers', 'schedules', 'run_checkpoints', 'model_prices',
+        'thread_usage'],
   'schema public holds exactly the tables of the RLS matrix');
 select is_empty(
   $$select c.relname from pg_catalog.pg_class c
@@ -252,6 +253,16 @@ select function_privs_are('public', 'record_runs', array['jsonb'], 'anon', array
   'anon may not execute record_runs');
 select function_privs_are('public', 'record_runs', array['jsonb'], 'authenticated', array['EXECUTE'],
   'authenticated may execute record_runs');
+select table_privs_are('public', 'model_prices', 'anon', array['SELECT'], 'anon may only read model_prices');
+select table_privs_are('public', 'model_prices', 'authenticated', array['SELECT'],
+  'authenticated may only read model_prices');
+select table_privs_are('public', 'model_prices', 'service_role', array['SELECT', 'INSERT', 'UPDATE', 'DELETE'],
+  'service_role changes model_prices (its policy: admins only)');
+select table_privs_are('public', 'thread_usage', 'anon', array[]::text[], 'anon holds nothing on thread_usage');
+select table_privs_are('public', 'thread_usage', 'authenticated', array['SELECT'],
+  'authenticated may only read thread_usage (record_thread_usage writes it)');
+select table_privs_are('public', 'thread_usage', 'service_role', array['SELECT', 'DELETE'],
+  'service_role reads and deletes thread_usage');
 
 select table_privs_are('public', 'run_checkpoints', 'anon', array[]::text[],
   'anon holds no privilege on run_checkpoints');
