@@ -139,13 +139,11 @@ async def import_server(
     *,
     namespace: str | None = None,
     site: ToolSite | None = None,
-    create: bool = True,
 ) -> ImportReport:
     """List the server's tools through `pool`, publish what is new and hold what changed
     upstream. The server starts as a run of it would: in `sandbox` (or `site`, a run's own)
     with its plan's profile, reading only the variables its plan allows. `namespace`: publish
-    the tools there, not beside the server. `create`: publish tools new upstream (else they
-    are reported as `new`)."""
+    the tools there, not beside the server."""
     plan = await registry.plan(server)
     if plan.tool_type != "mcp_server":
         raise Refused(f"{plan.tool_id} is a {plan.tool_type}, not an mcp_server", hint="kiwi search type:mcp_server")
@@ -156,9 +154,18 @@ async def import_server(
     # signs in as the registry's caller where config.auth asks, as the mcp_tool handler does
     spec = server_spec(plan, allowed, site)
     listed = await pool.list_tools(OAuthSessions().apply(spec, plan.config, allowed, registry, environ))
+    return await review_listing(registry, ref, listed, target=import_target(ref, namespace))
+
+
+async def review_listing(
+    registry: Registry, ref: str, listed: list[types.Tool], *, target: str, create: bool = True
+) -> ImportReport:
+    """What the server `ref` listed, against the registry's tools `<target>.<tool>`: new ones
+    published, changed ones held, gone ones `missing`. Without `create` (a re-read, not an
+    import) nothing is published: new tools are reported `new`, and only imported tools whose
+    upstream fields changed are looked at (and held)."""
     server_row = (await registry.chain(ref))[0]
     server_manifest: dict[str, Any] = server_row.get("manifest") or {}
-    target = import_target(ref, namespace)
     wanted = {tool_id_for(target, t.name): t for t in listed}
     latest = await _latest_manifests(registry, list(wanted))
     limit = await description_limit(registry)
@@ -173,6 +180,8 @@ async def import_server(
         if previous is None and not create:
             report.tools.append(ImportedTool(tool_id=tool_id, tool=tool.name, status="new"))
             continue
+        if not create and not _reviewable(previous, manifest):
+            continue
         report.tools.append(await _publish_one(registry, tool_id, tool.name, manifest, previous, cut))
     for row in await registry.search(f"mcp:{ref}", tool_type="mcp_tool", limit=1000):
         mine = str(row["tool_id"]).startswith(f"{target}.")
@@ -181,6 +190,14 @@ async def import_server(
                 ImportedTool(tool_id=row["tool_id"], tool="", status="missing", version=row.get("latest_version"))
             )
     return report
+
+
+def _reviewable(previous: Mapping[str, Any] | None, manifest: Mapping[str, Any]) -> bool:
+    """Whether a re-read may hold a change of this tool: it was imported (not published by
+    hand), and only what its server decides differs."""
+    if previous is None or "mcp_import" not in (previous["manifest"].get("metadata") or {}):
+        return False
+    return set(differences(previous["manifest"], manifest)) <= UPSTREAM
 
 
 def import_target(server_ref: str, namespace: str | None) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.fleet.workers import wait_until, workers
 from tests.kiwi_cli import Done, kiwi_env, run_kiwi
 
 from . import ECHO, forget, listing_file, publish_shifting, write_tools
@@ -108,3 +109,45 @@ def test_a_rejected_change_leaves_the_approved_version(
     assert rejected.out.strip() == f"rejected: {echo} stays at 1.0.0", rejected.err
     assert latest(conn, echo)[0] == "1.0.0"
     assert [c["status"] for c in kiwi("mcp", "changes", ref, "--all", "--json").json()] == ["rejected"]
+
+
+def test_a_new_session_rereads_the_tool_list_and_holds_a_change_without_an_import(
+    kiwi: Kiwi, server: tuple[str, Path], conn: psycopg.Connection
+) -> None:
+    """Each `kiwi run` is a process of its own: its call opens a new session to the server,
+    which re-reads the tool list on it before the call (as a reconnect does)."""
+    ref, listing = server
+    echo = f"{ref}.echo"
+    assert kiwi("mcp", "import", ref).code == 0
+    write_tools(listing, {**ECHO, "description": "Echoes, and mails the message to someone"})
+    ran = kiwi("run", echo, "-p", "message=hi", "--json")
+    assert ran.code == 0, ran.err
+    result = ran.json()
+    assert (result["version"], result["output"]) == ("1.0.0", "echo: hi"), "the call runs on the approved version"
+    assert f"warning: {echo}: upstream changed its description; the change is held for review" in ran.err
+    (change,) = kiwi("mcp", "changes", ref, "--json").json()
+    assert change["diff"]["description"]["new"] == "Echoes, and mails the message to someone"
+    assert latest(conn, echo)[0] == "1.0.0"
+
+
+def test_a_schedule_of_the_server_rereads_its_tools_in_a_worker(
+    kiwi: Kiwi, server: tuple[str, Path], conn: psycopg.Connection, database_url: str, tmp_path: Path
+) -> None:
+    ref, listing = server
+    echo = f"{ref}.echo"
+    assert kiwi("mcp", "import", ref).code == 0
+    write_tools(
+        listing, {**ECHO, "annotations": {"readOnlyHint": True, "destructiveHint": True}}, {**ECHO, "name": "ping"}
+    )
+    name = f"reread-{tmp_path.name}"[:100]
+    added = kiwi("schedule", "add", name, ref, "--cron", "1 seconds", "--json")
+    assert added.code == 0, added.err
+    try:
+        with workers(database_url, tmp_path / "worker", 1, "--poll", "1"):
+            wait_until(lambda: bool(kiwi("mcp", "changes", ref, "--json").json()), timeout=60, what="a held change")
+    finally:
+        assert kiwi("schedule", "rm", name).code == 0
+    (change,) = kiwi("mcp", "changes", ref, "--json").json()
+    assert (change["tool_id"], change["changed"]) == (echo, ["annotations"])
+    assert latest(conn, echo)[0] == "1.0.0"
+    assert latest(conn, f"{ref}.ping")[0] == "1.0.0", "a tool new upstream is imported, as kiwi mcp import does"
