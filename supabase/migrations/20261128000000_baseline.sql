@@ -5257,8 +5257,8 @@ begin
             continue;
           end if;
           for v_key in select jsonb_object_keys(v_item) loop
-            if not v_key = any (array['server', 'tools', 'required']) then
-              p := p || format('%s.%s: unknown field (allowed: server, tools, required)', v_field, v_key);
+            if not v_key = any (array['server', 'alias', 'tools', 'required']) then
+              p := p || format('%s.%s: unknown field (allowed: server, alias, tools, required)', v_field, v_key);
             end if;
           end loop;
           if jsonb_typeof(v_item -> 'server') is distinct from 'string' or (v_item ->> 'server') !~ v_ref then
@@ -5275,6 +5275,15 @@ begin
           end if;
           if v_item ? 'required' and jsonb_typeof(v_item -> 'required') <> 'boolean' then
             p := p || format('%s.required: must be true or false', v_field);
+          end if;
+          -- alias: the short name the directive calls the server's tools by (alias.tool)
+          if v_item ? 'alias' and (jsonb_typeof(v_item -> 'alias') is distinct from 'string'
+                                   or (v_item ->> 'alias') !~ '^[A-Za-z][A-Za-z0-9_-]{0,63}$') then
+            p := p || format('%s.alias: must be a short name (a letter, then letters, digits, _ or -)', v_field);
+          elsif v_item ? 'alias' and ('alias:' || (v_item ->> 'alias')) = any (v_seen) then
+            p := p || format('%s.alias: "%s" is used twice', v_field, v_item ->> 'alias');
+          elsif v_item ? 'alias' then
+            v_seen := v_seen || ('alias:' || (v_item ->> 'alias'));
           end if;
         end loop;
       end if;
@@ -11287,3 +11296,13 @@ comment on function public.decide_mcp_tool_change(uuid, boolean, text) is
   'Approve (publish the held manifest as its version, as you) or reject a held MCP tool change, with an optional reason. For those who may publish into the tool''s namespace; a change seen against a version that is no longer the latest is refused (PT409). Returns the change, and what was published.';
 revoke execute on function public.decide_mcp_tool_change(uuid, boolean, text) from public;
 grant execute on function public.decide_mcp_tool_change(uuid, boolean, text) to authenticated, service_role;
+
+-- Whether Kiwi proxies an MCP server's tools (the default: agents call them through execute,
+-- which gates, audits and rate-limits each call) or hands agents their schemas and the
+-- server's connection to call it themselves (proxy: false), as a directive's tool context
+-- and load(item_type='mcp') say. Read by runner/mcp_server/meta/mcp_items.py and
+-- runner/handlers/directive.py.
+update public.tool_type_rules
+   set config_schema = jsonb_set(config_schema, '{properties,proxy}',
+         '{"type": "boolean", "description": "false: agents get the tools'' schemas and the server''s connection and call it directly (no gate, no audit); default true: every call goes through Kiwi"}'::jsonb)
+ where tool_type = 'mcp_server';
