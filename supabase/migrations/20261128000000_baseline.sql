@@ -2705,6 +2705,7 @@ update public.tool_type_rules set config_schema = $json${
                                                         "write": {"type": "array", "items": {"type": "string"}}}}},
     "startup_timeout": {"type": "number", "exclusiveMinimum": 0, "description": "seconds to wait for the server to start"},
     "idle_shutdown_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds unused before the server is stopped"},
+    "proxy": {"type": "boolean", "description": "false: agents get its tools' schemas and its connection and call it themselves, outside the gate and audit (a directive's tool context, load with item_type mcp); default true: through Kiwi"},
     "auth": {
       "type": "object",
       "description": "remote servers: {type: oauth, grant: authorization_code|client_credentials, scopes, client_id, client_secret: ${VAR}, ...} (kiwi mcp login SERVER signs a user in)",
@@ -11296,13 +11297,3 @@ comment on function public.decide_mcp_tool_change(uuid, boolean, text) is
   'Approve (publish the held manifest as its version, as you) or reject a held MCP tool change, with an optional reason. For those who may publish into the tool''s namespace; a change seen against a version that is no longer the latest is refused (PT409). Returns the change, and what was published.';
 revoke execute on function public.decide_mcp_tool_change(uuid, boolean, text) from public;
 grant execute on function public.decide_mcp_tool_change(uuid, boolean, text) to authenticated, service_role;
-
--- Whether Kiwi proxies an MCP server's tools (the default: agents call them through execute,
--- which gates, audits and rate-limits each call) or hands agents their schemas and the
--- server's connection to call it themselves (proxy: false), as a directive's tool context
--- and load(item_type='mcp') say. Read by runner/mcp_server/meta/mcp_items.py and
--- runner/handlers/directive.py.
-update public.tool_type_rules
-   set config_schema = jsonb_set(config_schema, '{properties,proxy}',
-         '{"type": "boolean", "description": "false: agents get the tools'' schemas and the server''s connection and call it directly (no gate, no audit); default true: every call goes through Kiwi"}'::jsonb)
- where tool_type = 'mcp_server';

@@ -211,12 +211,3 @@ comment on function public.decide_mcp_tool_change(uuid, boolean, text) is
 revoke execute on function public.decide_mcp_tool_change(uuid, boolean, text) from public;
 grant execute on function public.decide_mcp_tool_change(uuid, boolean, text) to authenticated, service_role;
 
--- Whether Kiwi proxies an MCP server's tools (the default: agents call them through execute,
--- which gates, audits and rate-limits each call) or hands agents their schemas and the
--- server's connection to call it themselves (proxy: false), as a directive's tool context
--- and load(item_type='mcp') say. Read by runner/mcp_server/meta/mcp_items.py and
--- runner/handlers/directive.py.
-update public.tool_type_rules
-   set config_schema = jsonb_set(config_schema, '{properties,proxy}',
-         '{"type": "boolean", "description": "false: agents get the tools'' schemas and the server''s connection and call it directly (no gate, no audit); default true: every call goes through Kiwi"}'::jsonb)
- where tool_type = 'mcp_server';
