@@ -75,6 +75,8 @@ async def test_load_lists_a_servers_tools_and_call_runs_one_through_the_gate(
         )
         assert f"execute(action='call', item_type='mcp', item_id='{ref}'" in text(loaded_text)
 
+        found = ok(await client.call_tool("search", {"query": "louder", "item_type": "mcp", "limit": 50}))
+        assert f"{ref}.shout" in {i["item_id"] for i in found["items"]}, "search(item_type='mcp') finds MCP tools"
         by_server = ok(
             await client.call_tool(
                 "execute",
