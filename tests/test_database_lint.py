@@ -769,6 +769,14 @@ AUTHENTICATED_SECURITY_DEFINER_ALLOWED = {
     "kiwi_internal.remove_schedule(p_ref text)": (
         "remove_schedule calls it; my_schedule() finds only the caller's own (admins: any, by id)"
     ),
+    "kiwi_internal.hold_mcp_tool_change(p_manifest jsonb)": (
+        "hold_mcp_tool_change calls it; anon refused, an mcp_tool readable_tool() allows, only for those "
+        "can_publish_to() its namespace, recorded as caller_identity()"
+    ),
+    "kiwi_internal.decide_mcp_tool_change(p_id uuid, p_approve boolean, p_reason text)": (
+        "decide_mcp_tool_change calls it; a change the caller may read, only for those can_publish_to() its "
+        "namespace, and approving publishes through publish_tool_version as the caller"
+    ),
 }
 
 

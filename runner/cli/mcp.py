@@ -1,4 +1,5 @@
-"""`kiwi mcp import SERVER [--json]`: publish an MCP server's tools as mcp_tool rows;
+"""`kiwi mcp import SERVER [--json]`: publish an MCP server's tools as mcp_tool rows (changes
+upstream are held for review: `kiwi mcp changes|approve|reject`, mcp_changes.py);
 `kiwi mcp login SERVER` / `kiwi mcp logout SERVER`: keep or forget the caller's OAuth tokens.
 
 Wired into runner/cli/main.py with `add_mcp_commands(sub)` (which imports nothing of the
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..errors import KiwiError
+from .mcp_changes import add_change_commands
 
 if TYPE_CHECKING:
     from ..mcp_client.importer import ImportReport
@@ -23,11 +25,11 @@ if TYPE_CHECKING:
 
 def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
     """Add `mcp` (with `import`, `login`, `logout`) to the `kiwi` subparsers; returns the `mcp` parser."""
-    mcp = subparsers.add_parser("mcp", help="MCP servers: import their tools, sign in and out")
+    mcp = subparsers.add_parser("mcp", help="MCP servers: import their tools, review their changes, sign in and out")
     sub = mcp.add_subparsers(dest="mcp_command", required=True, metavar="MCP_COMMAND")
     imp = sub.add_parser(
         "import",
-        help="publish one mcp_tool per tool the server lists (new: 1.0.0; changed: a new minor version)",
+        help="publish one mcp_tool per tool the server lists (new: 1.0.0; changed upstream: held for review)",
     )
     imp.add_argument("server", metavar="SERVER", help="the mcp_server's tool id (or namespace/tool)")
     imp.add_argument(
@@ -47,6 +49,7 @@ def add_mcp_commands(subparsers: Any) -> argparse.ArgumentParser:
     logout = sub.add_parser("logout", help="forget your stored sign-in (tokens) for a remote MCP server")
     logout.add_argument("server", metavar="SERVER", help="the mcp_server's tool id (or namespace/tool)")
     logout.set_defaults(handler=cmd_mcp_logout)
+    add_change_commands(sub)
     return mcp
 
 
@@ -123,6 +126,8 @@ def print_report(report: ImportReport) -> None:
             line += f"@{t.version}"
         if t.status == "changed":
             line += f" (was {t.previous_version}: {', '.join(t.changed)} changed upstream)"
+        elif t.status == "held":
+            line += f" ({', '.join(t.changed)} changed upstream: held as change {t.change}, {t.previous_version} stays)"
         for note in t.notes:  # e.g. a description cut to the registry's limit
             line += f" ({note})"
         print(line)

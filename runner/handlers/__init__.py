@@ -18,6 +18,7 @@ from ..harness.dispatch import NEEDS_A_HANDLER, Dispatcher, Lazy, default_primit
 from ..primitives.base import Handler
 
 if TYPE_CHECKING:
+    from ..core.plan import Plan
     from ..mcp_client.pool import McpPool
     from ..primitives.http_client import HttpClientPrimitive
 
@@ -39,7 +40,7 @@ def standard_handlers(*, mcp_pool: McpPool | None = None) -> list[Handler]:
     the dispatcher closes the pool. By default the handler makes its own pool on first use.
     Threads send their model requests over the http_client primitive's pooled client."""
     subprocess, http = default_primitives()
-    mcp: Handler = _mcp(mcp_pool) if mcp_pool is not None else Lazy("mcp", _mcp, of_type("mcp_tool"))
+    mcp: Handler = _mcp(mcp_pool) if mcp_pool is not None else Lazy("mcp", _mcp, _mcp_types)
     return [
         mcp,
         Lazy("directive", _directive, of_type("directive")),
@@ -48,6 +49,10 @@ def standard_handlers(*, mcp_pool: McpPool | None = None) -> list[Handler]:
         subprocess,
         http,
     ]
+
+
+def _mcp_types(plan: Plan) -> bool:
+    return plan.tool_type in ("mcp_tool", "mcp_server")  # an mcp_server's run re-reads its tools
 
 
 def _mcp(pool: McpPool | None = None) -> Handler:

@@ -4,7 +4,8 @@ it declares, each with its availability.
 A directive's manifest (format: supabase/schemas/230_directives.sql) declares
 
     requires:    tools: [{id, required, version}]            registry tools
-                 mcp:   [{server, tools: [names], required}]  imported MCP tools, <server>.<name>
+                 mcp:   [{server, alias, tools: [names], required}]  imported MCP tools,
+                        <server>.<name>, called as <alias>.<name> when an alias is given
     permissions: {fs_read, fs_write, shell, mcp, tools, net}  passed on as declared
     cites:       [knowledge ids]                              reported with their availability
 
@@ -42,6 +43,7 @@ class _Wanted:
     version: str | None = None
     server: str | None = None
     name: str | None = None  # the upstream MCP tool name
+    alias: str | None = None  # what the directive calls the server (alias.tool)
 
 
 class DirectiveHandler:
@@ -142,6 +144,7 @@ def _wanted(requires: Mapping[str, Any]) -> list[_Wanted]:
                     required=item.get("required", True),
                     server=server,
                     name=name,
+                    alias=item.get("alias"),
                 )
             )
     return wanted
@@ -150,7 +153,7 @@ def _wanted(requires: Mapping[str, Any]) -> list[_Wanted]:
 async def _tool_entry(registry: Registry, want: _Wanted, rows: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     entry: dict[str, Any] = {"id": want.id, "kind": want.kind, "required": want.required}
     if want.server:
-        entry.update(server=want.server, name=want.name)
+        entry.update(server=want.server, name=want.name, **mcp_route(rows.get(want.server) or {}, want))
     row = rows.get(want.id) or {}
     reason, hint = _unavailable(want, row, rows)
     if reason is None:
@@ -172,6 +175,29 @@ async def _tool_entry(registry: Registry, want: _Wanted, rows: Mapping[str, dict
     if hint:
         entry["hint"] = hint
     return entry
+
+
+def mcp_route(server_row: Mapping[str, Any], want: _Wanted) -> dict[str, Any]:
+    """How the agent calls one declared MCP tool: through Kiwi (`call`: the name execute
+    action=call takes, alias.tool when the directive gave an alias) or, for a server whose
+    config says proxy: false, directly on its own connection to the server (`connect`: how,
+    with its ${VAR}s unexpanded)."""
+    config = (server_row.get("manifest") or {}).get("config") or {}
+    route: dict[str, Any] = {
+        "call": f"{want.alias or want.server}.{want.name}",
+        "proxy": config.get("proxy") is not False,
+    }
+    if want.alias:
+        route["alias"] = want.alias
+    if not route["proxy"]:
+        route["connect"] = server_connection(config)
+    return route
+
+
+def server_connection(config: Mapping[str, Any]) -> dict[str, Any]:
+    """An MCP server's connection as its manifest writes it (secrets stay ${VAR}s)."""
+    keys = ("transport", "command", "args", "url", "headers", "env")
+    return {k: config[k] for k in keys if config.get(k) is not None}
 
 
 def _unavailable(

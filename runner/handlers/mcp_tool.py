@@ -27,13 +27,18 @@ from ..mcp_client.servers import server_link, server_spec
 from ..primitives.base import Invocation, Outcome, RunListener
 from ..primitives.subprocess import seconds
 from ..sandbox.site import ToolSite
+from .mcp_refresh import reread_on_connect, reread_server
 
 if TYPE_CHECKING:
     from ..harness.run import Runner
 
+MCP_TYPES = ("mcp_tool", "mcp_server")  # a server's own run re-reads its tool list
+
 
 class McpToolHandler:
-    """Dispatch handler for plans of type mcp_tool (first in runner.handlers.standard_handlers).
+    """Dispatch handler for plans of type mcp_tool and mcp_server (first in
+    runner.handlers.standard_handlers; a new session re-reads its server's tools, and running
+    the server itself re-reads them as an import: mcp_refresh.py).
     `pool`: the MCP client pool to run on, shared with what else reaches the servers (an
     MCP server's imports); by default its own."""
 
@@ -65,13 +70,18 @@ class McpToolHandler:
         return self._spec(plan, environ, runner.site(plan, None, environ))
 
     def accepts(self, plan: Plan) -> bool:
-        return plan.tool_type == "mcp_tool"
+        return plan.tool_type in MCP_TYPES
 
     async def run(self, invocation: Invocation) -> Outcome:
         plan, config = invocation.plan, invocation.config
         own = self._spec(plan, invocation.environ, invocation.site)
         spec = self.oauth.apply(own, config, invocation.environ, invocation.registry, invocation.runner_environ)
+        if plan.tool_type == "mcp_server":  # running a server re-reads its tools (a schedule of it)
+            return await reread_server(self.pool, spec, invocation)
         name = upstream_name(plan)
+        session = self.pool.session_for(spec.key)
+        fresh = session is None or not session.usable  # this call connects: the tool list is re-read first
+        reread = await reread_on_connect(self.pool, spec, invocation, name) if fresh else []
         timeout_s = seconds(config, "timeout", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
         retries = config.get("retries", DEFAULT_RETRIES)
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -91,6 +101,10 @@ class McpToolHandler:
             return Outcome(status="timeout", error=exc.message, detail=detail)
         except MCPError as exc:  # the server answered the request with a protocol error
             return Outcome(status="error", error=f"{spec.ref}: {name}: {exc.message}", detail=detail)
+        if fresh and "connect_ms" not in facts and (opened := self.pool.session_for(spec.key)) is not None:
+            facts["connect_ms"] = opened.connect_ms  # connected by the re-read, for this call
+        if reread:  # a new session's tool list had changes (mcp_refresh.py): the run says so
+            facts["warnings"] = reread
         return to_outcome(result, {**detail, **facts})
 
     async def aclose(self) -> None:

@@ -8,9 +8,17 @@ description, its annotations config.annotations, the server its executor.
 * new upstream tool: version 1.0.0.
 * unchanged (same description, schema and config as the latest version): nothing is
   published, nothing changes.
-* changed: a new minor version of the latest, whose changelog and `metadata.mcp_import`
-  say what changed (`description`, `inputSchema`, `outputSchema`, `annotations`), so a
-  silent change upstream is visible. Earlier versions stay as they were: callers pinned to one keep it.
+* changed upstream (its `description`, `inputSchema`, `outputSchema` or `annotations`):
+  held, not published (status `held`): the new minor version waits in
+  public.mcp_tool_changes with its diff until someone approves it (`kiwi mcp approve`), and
+  until then every caller keeps the latest approved version. A tool changes under its agents
+  only when a person has read the change (rug-pull protection:
+  supabase/schemas/620_mcp_tool_changes.sql).
+* changed on Kiwi's side only (its config or executor, as a new server version names it): a
+  new minor version, published, whose changelog and `metadata.mcp_import` say what changed.
+  Earlier versions stay as they were: callers pinned to one keep it.
+* `create=False` (a re-read on a schedule or a reconnect, refresh.py): tools new upstream are
+  reported as `new`, not published.
 * tools the latest listing no longer has are reported as `missing`; nothing is deleted.
 * `namespace`: the tools go there (`<namespace>/<server name>.<tool>`) instead of beside the
   server, for a user who may not publish into the server's namespace (`public`).
@@ -65,12 +73,13 @@ _COMPARED: dict[str, Callable[[Mapping[str, Any]], Any]] = {
 class ImportedTool:
     tool_id: str
     tool: str  # the upstream name
-    status: str  # created | unchanged | changed | missing | error
+    status: str  # created | unchanged | changed | held | new | missing | error
     version: str | None = None
     previous_version: str | None = None
     changed: list[str] = field(default_factory=list)
     error: str | None = None
     notes: list[str] = field(default_factory=list)  # what was fitted to the registry (a cut description)
+    change: str | None = None  # held: the id of the pending change in public.mcp_tool_changes
     failure: KiwiError | None = field(default=None, repr=False, compare=False)  # why publish refused it
 
     def as_json(self) -> dict[str, Any]:
@@ -129,24 +138,34 @@ async def import_server(
     sandbox: Sandbox | None = None,
     *,
     namespace: str | None = None,
+    site: ToolSite | None = None,
 ) -> ImportReport:
-    """List the server's tools through `pool` and publish what is new or changed. The server
-    starts as a run of it would: in `sandbox` with its plan's profile, reading only the
-    variables its plan allows. `namespace`: publish the tools there, not beside the server."""
+    """List the server's tools through `pool`, publish what is new and hold what changed
+    upstream. The server starts as a run of it would: in `sandbox` (or `site`, a run's own)
+    with its plan's profile, reading only the variables its plan allows. `namespace`: publish
+    the tools there, not beside the server."""
     plan = await registry.plan(server)
     if plan.tool_type != "mcp_server":
         raise Refused(f"{plan.tool_id} is a {plan.tool_type}, not an mcp_server", hint="kiwi search type:mcp_server")
     ref = server_link(plan).tool_id
     allowed = allowed_environ(environ, plan.allowed_variables)
-    site = None
-    if sandbox is not None and sandbox.enabled:
+    if site is None and sandbox is not None and sandbox.enabled:
         site = ToolSite(sandbox, profile_from(plan.config.get("sandbox"), ref, allowed), environ=allowed)
     # signs in as the registry's caller where config.auth asks, as the mcp_tool handler does
     spec = server_spec(plan, allowed, site)
     listed = await pool.list_tools(OAuthSessions().apply(spec, plan.config, allowed, registry, environ))
+    return await review_listing(registry, ref, listed, target=import_target(ref, namespace))
+
+
+async def review_listing(
+    registry: Registry, ref: str, listed: list[types.Tool], *, target: str, create: bool = True
+) -> ImportReport:
+    """What the server `ref` listed, against the registry's tools `<target>.<tool>`: new ones
+    published, changed ones held, gone ones `missing`. Without `create` (a re-read, not an
+    import) nothing is published: new tools are reported `new`, and only imported tools whose
+    upstream fields changed are looked at (and held)."""
     server_row = (await registry.chain(ref))[0]
     server_manifest: dict[str, Any] = server_row.get("manifest") or {}
-    target = import_target(ref, namespace)
     wanted = {tool_id_for(target, t.name): t for t in listed}
     latest = await _latest_manifests(registry, list(wanted))
     limit = await description_limit(registry)
@@ -157,7 +176,13 @@ async def import_server(
         upstream = manifest["description"]
         manifest["description"] = cut_description(upstream, limit)
         cut = {"upstream_chars": len(upstream), "limit": limit} if manifest["description"] != upstream else None
-        report.tools.append(await _publish_one(registry, tool_id, tool.name, manifest, latest.get(tool_id), cut))
+        previous = latest.get(tool_id)
+        if previous is None and not create:
+            report.tools.append(ImportedTool(tool_id=tool_id, tool=tool.name, status="new"))
+            continue
+        if not create and not _reviewable(previous, manifest):
+            continue
+        report.tools.append(await _publish_one(registry, tool_id, tool.name, manifest, previous, cut))
     for row in await registry.search(f"mcp:{ref}", tool_type="mcp_tool", limit=1000):
         mine = str(row["tool_id"]).startswith(f"{target}.")
         if mine and row["tool_id"] not in wanted and row.get("executor_id") == ref:
@@ -165,6 +190,14 @@ async def import_server(
                 ImportedTool(tool_id=row["tool_id"], tool="", status="missing", version=row.get("latest_version"))
             )
     return report
+
+
+def _reviewable(previous: Mapping[str, Any] | None, manifest: Mapping[str, Any]) -> bool:
+    """Whether a re-read may hold a change of this tool: it was imported (not published by
+    hand), and only what its server decides differs."""
+    if previous is None or "mcp_import" not in (previous["manifest"].get("metadata") or {}):
+        return False
+    return set(differences(previous["manifest"], manifest)) <= UPSTREAM
 
 
 def import_target(server_ref: str, namespace: str | None) -> str:
@@ -234,6 +267,9 @@ def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return [label for label, read in _COMPARED.items() if read(old) != read(new)]
 
 
+UPSTREAM = frozenset({"description", "inputSchema", "outputSchema", "annotations"})  # what a server decides
+
+
 def next_version(version: str) -> str:
     m = _SEMVER.match(version)
     if m is None:
@@ -268,7 +304,14 @@ async def _publish_one(
         manifest["changelog"] = f"upstream {name} changed its {' and '.join(item.changed)} (was {old_version})"
     manifest.update(version=item.version, metadata={"mcp_import": meta})
     try:
-        await registry.publish(manifest, [])
+        if item.status == "changed" and set(item.changed) <= UPSTREAM:  # a person reads it first
+            held = await registry.hold_mcp_change(manifest)
+            if held.get("held"):
+                item.status, item.change = "held", held.get("id")
+            else:  # the registry sees no difference after all: nothing waits
+                item.status, item.version = "unchanged", item.previous_version
+        else:
+            await registry.publish(manifest, [])
     except KiwiError as exc:
         item.status, item.error, item.failure = "error", exc.message, exc
     return item

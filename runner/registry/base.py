@@ -423,6 +423,22 @@ class Registry:
                 row["params"] = params.get(str(row["id"]))
         return rows
 
+    async def hold_mcp_change(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """public.hold_mcp_tool_change(p_manifest): an upstream change of an imported MCP tool,
+        held for a decision instead of published -> the pending change, or {held: false}."""
+        return await self._call("hold_mcp_tool_change", {"p_manifest": manifest})
+
+    async def mcp_changes(self, *, server: str | None = None, status: str | None = "pending") -> list[dict[str, Any]]:
+        """Held MCP tool changes the caller may read (public.mcp_tool_changes, oldest first)."""
+        oldest = Select(order=("detected_at", "id"))
+        rows = await self._call("mcp_tool_changes", {}, returns=oldest, read=True, server=server, status=status)
+        return list(rows or [])
+
+    async def decide_mcp_change(self, change_id: str, approve: bool, reason: str | None = None) -> dict[str, Any]:
+        """public.decide_mcp_tool_change(p_id, p_approve, p_reason): approving publishes the held version."""
+        args = {"p_id": checked_uuid(change_id, f"not a change id: {change_id!r}", "kiwi mcp changes lists them")}
+        return await self._call("decide_mcp_tool_change", {**args, "p_approve": approve}, p_reason=reason)
+
     async def open_context(
         self,
         session: str,

@@ -625,6 +625,7 @@ update public.tool_type_rules set config_schema = $json${
                                                         "write": {"type": "array", "items": {"type": "string"}}}}},
     "startup_timeout": {"type": "number", "exclusiveMinimum": 0, "description": "seconds to wait for the server to start"},
     "idle_shutdown_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds unused before the server is stopped"},
+    "proxy": {"type": "boolean", "description": "false: agents get its tools' schemas and its connection and call it themselves, outside the gate and audit (a directive's tool context, load with item_type mcp); default true: through Kiwi"},
     "auth": {
       "type": "object",
       "description": "remote servers: {type: oauth, grant: authorization_code|client_credentials, scopes, client_id, client_secret: ${VAR}, ...} (kiwi mcp login SERVER signs a user in)",

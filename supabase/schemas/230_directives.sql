@@ -165,8 +165,8 @@ begin
             continue;
           end if;
           for v_key in select jsonb_object_keys(v_item) loop
-            if not v_key = any (array['server', 'tools', 'required']) then
-              p := p || format('%s.%s: unknown field (allowed: server, tools, required)', v_field, v_key);
+            if not v_key = any (array['server', 'alias', 'tools', 'required']) then
+              p := p || format('%s.%s: unknown field (allowed: server, alias, tools, required)', v_field, v_key);
             end if;
           end loop;
           if jsonb_typeof(v_item -> 'server') is distinct from 'string' or (v_item ->> 'server') !~ v_ref then
@@ -183,6 +183,15 @@ begin
           end if;
           if v_item ? 'required' and jsonb_typeof(v_item -> 'required') <> 'boolean' then
             p := p || format('%s.required: must be true or false', v_field);
+          end if;
+          -- alias: the short name the directive calls the server's tools by (alias.tool)
+          if v_item ? 'alias' and (jsonb_typeof(v_item -> 'alias') is distinct from 'string'
+                                   or (v_item ->> 'alias') !~ '^[A-Za-z][A-Za-z0-9_-]{0,63}$') then
+            p := p || format('%s.alias: must be a short name (a letter, then letters, digits, _ or -)', v_field);
+          elsif v_item ? 'alias' and ('alias:' || (v_item ->> 'alias')) = any (v_seen) then
+            p := p || format('%s.alias: "%s" is used twice', v_field, v_item ->> 'alias');
+          elsif v_item ? 'alias' then
+            v_seen := v_seen || ('alias:' || (v_item ->> 'alias'));
           end if;
         end loop;
       end if;

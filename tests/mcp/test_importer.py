@@ -1,5 +1,5 @@
 """`kiwi mcp import`: tools/list published as mcp_tool rows; unchanged tools change
-nothing; an upstream change becomes a new version marked changed; pinned versions stay."""
+nothing; an upstream change is held until approved, then a new version; pinned versions stay."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ async def test_reimporting_unchanged_tools_changes_nothing(
     assert versions(conn, server) == before
 
 
-async def test_an_upstream_change_is_a_new_version_marked_changed_and_pins_keep_theirs(
+async def test_an_upstream_change_is_held_then_approved_as_a_new_version_and_pins_keep_theirs(
     mcp: tuple[Runner, McpToolHandler], server: str, conn: psycopg.Connection
 ) -> None:
     runner, handler = mcp
@@ -106,10 +106,13 @@ async def test_an_upstream_change_is_a_new_version_marked_changed_and_pins_keep_
     }
     conn.execute("select publish_tool_version(%s, '[]')", (Jsonb(stale),))
     report = await import_server(runner.registry, handler.pool, server, runner.environ)
-    changed = [t for t in report.tools if t.status == "changed"]
-    assert [(t.tool_id, t.previous_version, t.version, t.changed) for t in changed] == [
+    held = [t for t in report.tools if t.status == "held"]
+    assert [(t.tool_id, t.previous_version, t.version, t.changed) for t in held] == [
         (echo, "1.0.1", "1.1.0", ["description", "inputSchema"])
     ]
+    assert (await runner.plan(echo)).version == "1.0.1", "held: every caller keeps the approved version"
+    assert held[0].change is not None
+    await runner.registry.decide_mcp_change(held[0].change, True, "read it")
     row = conn.execute(
         "select v.manifest, v.changelog, v.is_latest from tool_versions v join tools t on t.id = v.tool_uuid"
         " where t.ref = %s and v.version = '1.1.0'",
@@ -130,7 +133,7 @@ async def test_an_upstream_change_is_a_new_version_marked_changed_and_pins_keep_
         result = await runner.run(echo, {"message": "pinned"}, version=version)
         assert (result.version or "", result.output) == (version or "1.1.0", "Echo: pinned"), result.error
     assert (await runner.plan(echo, "1.0.1")).parameters["properties"].keys() == {"message", "loud"}  # type: ignore[index]
-    assert (await import_server(runner.registry, handler.pool, server, runner.environ)).counts().get("changed") is None
+    assert (await import_server(runner.registry, handler.pool, server, runner.environ)).counts().get("held") is None
 
 
 async def test_changed_annotations_are_a_change_of_their_own(
@@ -149,7 +152,7 @@ async def test_changed_annotations_are_a_change_of_their_own(
     stale.update(version="1.0.1", config={"tool": "echo", "annotations": {**ECHO_HINTS, "readOnlyHint": False}})
     conn.execute("select publish_tool_version(%s, '[]')", (Jsonb(stale),))
     report = await import_server(runner.registry, handler.pool, server, runner.environ)
-    assert [(t.tool_id, t.changed) for t in report.tools if t.status == "changed"] == [(echo, ["annotations"])]
+    assert [(t.tool_id, t.changed) for t in report.tools if t.status == "held"] == [(echo, ["annotations"])]
 
 
 async def test_a_tool_gone_upstream_is_reported_missing_and_kept(
@@ -234,9 +237,10 @@ async def test_a_changed_output_schema_is_an_upstream_change_and_a_stale_one_fai
     assert "output.humidity: must be of type string, not integer" in (result.error or "")
     assert result.output == {"temperature": 33, "conditions": "Cloudy", "humidity": 82}
     report = await import_server(runner.registry, handler.pool, server, runner.environ)
-    assert [(t.tool_id, t.changed, t.version) for t in report.tools if t.status == "changed"] == [
-        (ref, ["outputSchema"], "1.1.0")
-    ]
+    held = [t for t in report.tools if t.status == "held"]
+    assert [(t.tool_id, t.changed, t.version) for t in held] == [(ref, ["outputSchema"], "1.1.0")]
+    assert held[0].change is not None
+    await runner.registry.decide_mcp_change(held[0].change, True)  # a person approves the new schema
     assert (await runner.run(ref, {"location": "New York"})).status == "success"
 
 

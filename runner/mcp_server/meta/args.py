@@ -24,7 +24,7 @@ __all__ = [
     "split_ref",
 ]
 
-ITEM_TYPES = ("directive", "tool", "knowledge")
+ITEM_TYPES = ("directive", "tool", "knowledge", "mcp")  # mcp: an MCP server and its tools (mcp_items.py)
 ACTIONS = (
     "run",
     "dry_run",
@@ -39,6 +39,7 @@ ACTIONS = (
     "deny",
     "open_context",
     "rollback",
+    "call",
 )
 
 
@@ -83,7 +84,7 @@ def check_item_type(item_type: str | None) -> str | None:
     if item_type not in ITEM_TYPES:
         raise UsageError(
             f"unknown item_type {item_type!r}",
-            hint="item_type is one of directive, tool, knowledge (or leave it out for all)",
+            hint="item_type is one of directive, tool, knowledge, mcp (or leave it out for all)",
         )
     return item_type
 

@@ -5,6 +5,7 @@ run/dry_run through the gate (run.py) and every other action through one audit r
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -16,9 +17,10 @@ from ...policy import permissions as access
 from ...primitives.base import RunListener
 from .. import approvals
 from ..notify_run import following
-from .args import ACTIONS, ExecuteRequest, FileInput, check_context_id, split_ref
+from .args import ACTIONS, ExecuteRequest, FileInput, check_context_id, check_item_type, split_ref
 from .audit import audited_action, manifest_tool_id
 from .import_action import import_tools
+from .mcp_items import call_target
 from .results import guarded, ok
 from .rollback import rollback
 from .run import guarded_run
@@ -40,7 +42,9 @@ Action = Annotated[
             "all its versions (needs confirm=true). import: item_id names "
             "an mcp_server; publish one mcp_tool per tool it lists (<server>.<tool>). rollback: item_id is a "
             "run that took a checkpoint (a tool with mutates_state, run in a directive's context) or "
-            "that context; its working tree is restored to the checkpoint."
+            "that context; its working tree is restored to the checkpoint. call: call an MCP "
+            "server's tool: item_id the server with parameters={'tool': NAME, ...its arguments}, or "
+            "item_id='server.tool' (or 'alias.tool' of the directive of `context`)."
         ),
         json_schema_extra={"enum": list(ACTIONS)},
     ),
@@ -106,6 +110,12 @@ Permissions = Annotated[
 Act = Callable[[ServerState, ExecuteRequest], Awaitable[CallToolResult]]  # one action other than run/dry_run
 
 
+ItemType = Annotated[
+    str | None,
+    Field(description="Optional: mcp for action=call on an MCP server (the default for call); checked, not required."),
+]
+
+
 async def execute(
     state: ServerState,
     action: Action,
@@ -118,6 +128,7 @@ async def execute(
     approval_id: ApprovalId = None,
     context: ContextId = None,
     permissions: Permissions = None,
+    item_type: ItemType = None,
     ctx: Context | None = None,
 ) -> CallToolResult:
     """Act on an item: run or dry_run it, create/update/publish it, yank or deprecate a version of
@@ -138,17 +149,24 @@ async def execute(
         context=context,
         permissions=permissions,
     )
-    async with following(ctx if action == "run" else None, item_id) as listener:  # stderr, progress: notify_run.py
-        return await guarded("execute", lambda: _execute(state, req, listener))
+    async with following(ctx if action in ("run", "call") else None, item_id) as listener:
+        return await guarded("execute", lambda: _execute(state, req, listener, item_type))
 
 
-async def _execute(state: ServerState, req: ExecuteRequest, listener: RunListener | None = None) -> CallToolResult:
-    """run/dry_run through the gate, which audits them; any other action with its audit row."""
+async def _execute(
+    state: ServerState, req: ExecuteRequest, listener: RunListener | None = None, item_type: str | None = None
+) -> CallToolResult:
+    """run/dry_run (and call) through the gate, which audits them; any other action with its audit row."""
     action = req.action
+    if check_item_type(item_type) not in (None, "mcp") and action == "call":
+        raise UsageError(f"call is for MCP tools, not item_type {item_type!r}", hint="use action='run'")
     if action not in ACTIONS:
         raise UsageError(f"unknown action {action!r}", hint="action is one of " + ", ".join(ACTIONS))
     if action in ("run", "dry_run"):
         return await _run(state, req, listener)
+    if action == "call":  # an MCP server's tool, through the gate as a run (mcp_items.py)
+        ref, params = await call_target(state, req)
+        return await _run(state, replace(req, item_id=ref, parameters=params, version=None), listener)
     inputs = {
         "item_id": req.item_id,
         "version": req.version,

@@ -93,14 +93,18 @@ async def _mcp_server(state: ServerState, req: ExecuteRequest) -> str:
 
 def _import_text(report: ImportReport) -> str:
     counts = report.counts()
-    summary = ", ".join(
-        f"{counts[s]} {s}" for s in ("created", "changed", "unchanged", "missing", "error") if s in counts
-    )
+    order = ("created", "changed", "held", "unchanged", "new", "missing", "error")
+    summary = ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
     lines = [f"imported {report.server}: {summary or 'no tools listed'}"]
     for t in report.tools:
         line = f"  {t.status:<9} {t.tool_id}" + (f"@{t.version}" if t.version else "")
         if t.status == "changed":
             line += f" (was {t.previous_version}; upstream changed its {' and '.join(t.changed)})"
+        elif t.status == "held":
+            line += (
+                f" (upstream changed its {' and '.join(t.changed)}: held for review as change {t.change}; "
+                f"callers keep {t.previous_version})"
+            )
         elif t.status == "missing":
             line += " (no longer listed by the server; kept)"
         for note in t.notes:  # e.g. a description cut to the registry's limit

@@ -16,6 +16,7 @@ from ...errors import UsageError
 from ...harness.plan_notes import knowledge_source, lifecycle_warnings
 from ...trust.states import UNSIGNED, verdict_label
 from .args import ITEM_TYPES, check_item_type, item_type_of, split_ref
+from .mcp_items import mcp_listing
 from .results import guarded, ok
 from .state import ServerState
 
@@ -27,7 +28,10 @@ ItemId = Annotated[
 ItemType = Annotated[
     str | None,
     Field(
-        description="What you expect it to be (directive, tool or knowledge); a mismatch is an error.",
+        description=(
+            "What you expect it to be (directive, tool or knowledge); a mismatch is an error. mcp: an MCP "
+            "server (or one of its tools), loaded with the list of its tools and their schemas."
+        ),
         json_schema_extra={"enum": [*ITEM_TYPES, None]},
     ),
 ]
@@ -60,6 +64,8 @@ async def load(
         ref, ver = split_ref(item_id, version)
         plan = await reg.plan(ref, ver)
         actual = item_type_of(plan.tool_type)
+        if kind == "mcp" and plan.tool_type in ("mcp_server", "mcp_tool"):
+            actual = "mcp"  # a server as an item: its tools with their schemas (mcp_items.py)
         if kind is not None and kind != actual:
             raise UsageError(
                 f"{plan.tool_id} is a {plan.tool_type} (item_type {actual}), not a {kind}",
@@ -94,6 +100,8 @@ async def load(
             **{k: getattr(plan, k) for k in ("deprecated", "deprecation_message", "yanked", "yanked_reason")},
             "warnings": lifecycle_warnings(plan),
         }
+        if actual == "mcp":
+            loaded["mcp"] = await mcp_listing(state, plan)
         return ok(_load_text(loaded), loaded)
 
     return await guarded("load", call)
@@ -152,6 +160,24 @@ def _load_text(d: dict[str, Any]) -> str:
         lines.append(f"  {f['path']}{star}  {f.get('size_bytes')} B  sha256 {str(f.get('sha256'))[:16]}")
         if f.get("content_text") is not None:
             lines += ["", f["content_text"].rstrip(), ""]
-    if d["item_type"] != "knowledge":
+    if d.get("mcp"):
+        lines += _mcp_text(d["mcp"])
+    elif d["item_type"] != "knowledge":
         lines.append(f"\nnext: execute(action='run', item_id='{d['item_id']}', parameters={{...}})")
     return "\n".join(lines)
+
+
+def _mcp_text(listing: dict[str, Any]) -> list[str]:
+    server = listing["server"]
+    lines = ["", f"tools of {server} ({'called through Kiwi' if listing['proxy'] else 'call it directly'}):"]
+    for t in listing["tools"]:
+        lines.append(f"  {t['name']}@{t['version']}: {t.get('description') or ''}")
+        lines.append(f"    inputSchema: {json.dumps(t['inputSchema'], ensure_ascii=False)}")
+    for c in listing["pending_changes"]:
+        lines.append(f"  held upstream change of {c['tool_id']} ({', '.join(c['changed'])}): not in use until approved")
+    if listing.get("connect"):
+        lines.append("connect: " + json.dumps(listing["connect"], ensure_ascii=False))
+    lines.append(
+        f"\nnext: execute(action='call', item_type='mcp', item_id='{server}', parameters={{'tool': NAME, ...}})"
+    )
+    return lines

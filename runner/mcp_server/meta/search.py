@@ -50,7 +50,10 @@ Query = Annotated[
 ItemType = Annotated[
     str | None,
     Field(
-        description="Only this kind of item: directive, tool or knowledge. Leave out for all.",
+        description=(
+            "Only this kind of item: directive, tool, knowledge or mcp (MCP servers and their tools). "
+            "Leave out for all."
+        ),
         json_schema_extra={"enum": [*ITEM_TYPES, None]},
     ),
 ]
@@ -67,13 +70,13 @@ async def search(
     async def call() -> CallToolResult:
         reg = state.registry
         kind = check_item_type(item_type)
-        query_ = parse(query, tool_type=kind if kind not in (None, "tool") else None)
+        query_ = parse(query, tool_type=kind if kind not in (None, "tool", "mcp") else None)
         local = spaces(state.runner.settings) if state.runner.local_spaces else None
-        fetch = min(MAX_LIMIT, limit * FETCH_FOR_FILTER) if kind == "tool" else limit
+        fetch = min(MAX_LIMIT, limit * FETCH_FOR_FILTER) if kind in ("tool", "mcp") else limit
         found = await search_everywhere(reg, query_, limit=fetch, embedder=state.embedder, spaces=local)
         rows = found.rows
         if kind is not None:  # a type: modifier in the query wins in SQL; item_type still holds
-            rows = [r for r in rows if item_type_of(r.get("tool_type")) == kind]
+            rows = [r for r in rows if _kind_of(r.get("tool_type"), kind) == kind]
         rows = rows[:limit]
         signed = await signature_labels(reg, [r for r in rows if r["source"] == REGISTRY], state.runner.settings.trust)
         items = [_item(r, signed[r["tool_id"]] if r["source"] == REGISTRY else LOCAL_SIGNATURE) for r in rows]
@@ -115,6 +118,11 @@ def _item(r: dict[str, Any], signature: dict[str, Any]) -> dict[str, Any]:
         "source": r.get("source"),
         "signature": {**signature, "key_fingerprints": list(signature.get("key_fingerprints") or [])},  # its own
     }
+
+
+def _kind_of(tool_type: Any, wanted: str) -> str:
+    """A row's item type, where an MCP server or tool counts as `mcp` when that is asked for."""
+    return "mcp" if wanted == "mcp" and tool_type in ("mcp_server", "mcp_tool") else item_type_of(tool_type)
 
 
 def _search_text(query: str, kind: str | None, items: list[dict[str, Any]], found: Found, warnings: list[str]) -> str:

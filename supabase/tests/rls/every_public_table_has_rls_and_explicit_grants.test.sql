@@ -4,7 +4,7 @@
 -- table in *_matrix_by_role.test.sql.
 begin;
 \ir ../_setup.sql
-select plan(118);
+select plan(121);
 select tests.make_acme();
 
 -- The tables of the matrix: a new table must join it (and this list).
@@ -14,7 +14,7 @@ select tables_are('public',
         'registry_quotas', 'execution_contexts',
         'approval_policies', 'approvals', 'namespace_secret_grants',
         'queued_runs', 'queued_run_events', 'queue_workers', 'schedules', 'run_checkpoints', 'model_prices',
-        'thread_usage'],
+        'thread_usage', 'mcp_tool_changes'],
   'schema public holds exactly the tables of the RLS matrix');
 select is_empty(
   $$select c.relname from pg_catalog.pg_class c
@@ -157,6 +157,11 @@ select table_privs_are('public', 'schedules', 'authenticated', array['SELECT'],
   'authenticated may only select schedules: they are written through add_schedule');
 select table_privs_are('public', 'schedules', 'service_role', array['SELECT'],
   'service_role may only select schedules: they are written through add_schedule');
+select table_privs_are('public', 'mcp_tool_changes', 'anon', array[]::text[], 'anon holds no privilege on mcp_tool_changes');
+select table_privs_are('public', 'mcp_tool_changes', 'authenticated', array['SELECT'],
+  'authenticated may only select held MCP tool changes: they are written through hold_mcp_tool_change');
+select table_privs_are('public', 'mcp_tool_changes', 'service_role', array['SELECT'],
+  'service_role may only select held MCP tool changes: they are decided through decide_mcp_tool_change');
 select table_privs_are('public', 'execution_contexts', 'anon', array[]::text[],
   'anon holds no privilege on execution_contexts');
 select table_privs_are('public', 'execution_contexts', 'authenticated', array['SELECT'],
