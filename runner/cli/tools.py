@@ -189,8 +189,10 @@ async def cmd_publish(args: argparse.Namespace) -> int:
     from ..config import Settings
     from ..core.text import dependents_line
     from ..core.tool_dir import ToolDirError, load_tool_dir
+    from ..mcp_server.meta.audit import manifest_tool_id
     from ..registry.spaces import find  # PyYAML only when publishing
     from ..search import embed_published
+    from .governance import audited
 
     directory = Path(args.directory)
     if not directory.is_dir():
@@ -220,8 +222,14 @@ async def cmd_publish(args: argparse.Namespace) -> int:
         signature = sign_publication(key, tool_dir.manifest, tool_dir.files)
     try:
         async with open_registry() as registry:
-            answer = await registry.publish(
-                tool_dir.manifest, tool_dir.files, tool_dir.manifest_yaml, signature, approval_id=args.approval
+            answer = await audited(
+                registry,
+                "publish",
+                manifest_tool_id(tool_dir.manifest) or tool_dir.tool_id,
+                {"manifest": tool_dir.manifest, "files": tool_dir.files, "approval_id": args.approval},
+                lambda: registry.publish(
+                    tool_dir.manifest, tool_dir.files, tool_dir.manifest_yaml, signature, approval_id=args.approval
+                ),
             )
             _, unembedded = await embed_published(registry, Settings.load())  # never fails the publish
     except Refused as e:
