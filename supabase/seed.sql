@@ -951,6 +951,86 @@ permissions:
 cites: [kiwi_tool_authoring]
 $k$);
 
+-- deno_runtime (runtime)
+select public.publish_tool_version(
+  $k${
+ "tool_id": "deno_runtime",
+ "tool_type": "runtime",
+ "executor": "subprocess",
+ "version": "1.0.0",
+ "name": "Deno",
+ "description": "Runs TypeScript and JavaScript with deno, granting none of Deno's permissions: a permission it is not given is refused, never prompted for.",
+ "category": "runtimes",
+ "tags": [
+  "runtime",
+  "deno",
+  "typescript",
+  "javascript"
+ ],
+ "is_builtin": true,
+ "config": {
+  "command": "deno",
+  "args": [
+   "run",
+   "--quiet",
+   "--no-prompt",
+   "--no-config",
+   "{entrypoint}"
+  ],
+  "env": {
+   "NO_COLOR": "1"
+  },
+  "validation": {
+   "rules": [
+    {
+     "type": "pattern_check",
+     "patterns": {
+      "dangerous": [
+       "Deno\\.(Command|run)\\b"
+      ]
+     },
+     "warn_only": true,
+     "message": "the script spawns processes of its own"
+    }
+   ]
+  }
+ },
+ "config_schema": {
+  "type": "object"
+ }
+}$k$::jsonb,
+  $k$[]$k$::jsonb,
+  $k$tool_id: deno_runtime
+tool_type: runtime
+executor: subprocess
+version: 1.0.0
+name: Deno
+description: >-
+  Runs TypeScript and JavaScript with deno, granting none of Deno's permissions: a
+  permission it is not given is refused, never prompted for.
+category: runtimes
+tags: [runtime, deno, typescript, javascript]
+is_builtin: true
+config:
+  command: deno
+  # A tool that needs a permission gives its own args, the flag before its entrypoint:
+  # [run, --quiet, --no-prompt, --no-config, --allow-net=api.example.com, "{entrypoint}"];
+  # the sandbox still bounds what the permission reaches.
+  args: [run, --quiet, --no-prompt, --no-config, "{entrypoint}"]
+  env:
+    NO_COLOR: "1"
+  validation:
+    rules:
+      - type: pattern_check
+        patterns:
+          dangerous: ['Deno\.(Command|run)\b']
+        warn_only: true
+        message: the script spawns processes of its own
+# This runtime adds no config key to its chain's (subprocess declares them).
+config_schema:
+  type: object
+$k$);
+
 -- everything_mcp (mcp_server)
 select public.publish_tool_version(
   $k${
