@@ -108,6 +108,10 @@ class Settings:
     # user (RLS, their namespaces), with supabase_key (the anon key) as the apikey
     supabase_access_token: str | None = field(default=None, repr=False)
     record_runs: bool = True
+    # an output larger than this (bytes, as JSON) of a run in a project is written to
+    # .ai/outputs/tools/<tool>/ and the result points at it; the last keep_outputs are kept
+    large_output_bytes: int = 65536
+    keep_outputs: int = 10
     project_dir: Path = field(default_factory=Path.cwd)
     user_space: Path = field(default_factory=lambda: Path.home() / ".ai" / "tools")
     keys_dir: Path = field(default_factory=lambda: Path.home() / ".config" / "kiwi" / "keys")
@@ -186,6 +190,18 @@ class Settings:
             supabase_access_token=env.get("KIWI_ACCESS_TOKEN") or None,
             cache_dir=cache_dir,
             record_runs=bool(runs.get("record", True)),
+            large_output_bytes=int(
+                _number(
+                    env.get("KIWI_LARGE_OUTPUT_BYTES"),
+                    runs.get("large_output_bytes"),
+                    65536,
+                    "KIWI_LARGE_OUTPUT_BYTES",
+                    whole=True,
+                )
+            ),
+            keep_outputs=int(
+                _number(env.get("KIWI_KEEP_OUTPUTS"), runs.get("keep_outputs"), 10, "KIWI_KEEP_OUTPUTS", whole=True)
+            ),
             project_dir=_project_dir(env),
             user_space=Path(env.get("KIWI_USER_SPACE") or home / ".ai" / "tools").expanduser(),
             keys_dir=Path(env.get("KIWI_KEYS_DIR") or home / ".config" / "kiwi" / "keys").expanduser(),
