@@ -36,6 +36,7 @@ CONTRACTS = (
     "python_runtime",
     "node_runtime",
     "deno_runtime",
+    "composite_runtime",
     "llm_runtime",
 )
 GENERATED = (

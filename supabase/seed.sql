@@ -749,6 +749,106 @@ config_schema:
   type: object
 $k$);
 
+-- composite_runtime (runtime)
+select public.publish_tool_version(
+  $k${
+ "tool_id": "composite_runtime",
+ "tool_type": "runtime",
+ "executor": "subprocess",
+ "version": "1.0.0",
+ "name": "Composite runner",
+ "description": "Runs a composite tool: its declared steps in order, each a call of another tool through the same permissions, rate limits, approvals and audit as any call, made as the caller, each step's output given to the next as data.",
+ "category": "runtimes",
+ "tags": [
+  "runtime",
+  "composite",
+  "pipeline",
+  "steps"
+ ],
+ "is_builtin": true,
+ "config": {
+  "command": "cat",
+  "args": [
+   "{entrypoint}"
+  ]
+ },
+ "config_schema": {
+  "properties": {
+   "steps": {
+    "type": "array",
+    "description": "the steps, run in order: {id, tool, version, params}; a params value written \"{params.NAME}\" or \"{steps.ID.output.PATH}\" is that value as data (any JSON type), inside a longer text its text",
+    "items": {
+     "type": "object",
+     "properties": {
+      "id": {
+       "type": "string",
+       "description": "the step's name, by which later steps refer to its output"
+      },
+      "tool": {
+       "type": "string",
+       "description": "the tool the step calls (namespace/tool_id)"
+      },
+      "version": {
+       "type": "string",
+       "description": "an exact version; default the latest (or the lockfile's)"
+      },
+      "params": {
+       "type": "object",
+       "description": "the step's parameters"
+      }
+     },
+     "required": [
+      "tool"
+     ]
+    }
+   },
+   "output": {
+    "description": "what the composite answers, written like a step's params value; default the last step's output"
+   }
+  }
+ }
+}$k$::jsonb,
+  $k$[]$k$::jsonb,
+  $k$tool_id: composite_runtime
+tool_type: runtime
+executor: subprocess
+version: 1.0.0
+name: Composite runner
+description: >-
+  Runs a composite tool: its declared steps in order, each a call of another tool through
+  the same permissions, rate limits, approvals and audit as any call, made as the caller,
+  each step's output given to the next as data.
+category: runtimes
+tags: [runtime, composite, pipeline, steps]
+is_builtin: true
+# Composites are taken by the runner's composite handler (runner/handlers/composite.py),
+# chosen by tool_type before any primitive. The subprocess executor keeps the chain rule (a
+# runtime ends in a primitive); this config is only a fallback for a runner without that
+# handler, which then prints the composite's steps.
+config:
+  command: cat
+  args: ["{entrypoint}"]
+# What a composite may set in its config.
+config_schema:
+  properties:
+    steps:
+      type: array
+      description: >-
+        the steps, run in order: {id, tool, version, params}; a params value written
+        "{params.NAME}" or "{steps.ID.output.PATH}" is that value as data (any JSON type),
+        inside a longer text its text
+      items:
+        type: object
+        properties:
+          id: {type: string, description: "the step's name, by which later steps refer to its output"}
+          tool: {type: string, description: "the tool the step calls (namespace/tool_id)"}
+          version: {type: string, description: "an exact version; default the latest (or the lockfile's)"}
+          params: {type: object, description: "the step's parameters"}
+        required: [tool]
+    output:
+      description: what the composite answers, written like a step's params value; default the last step's output
+$k$);
+
 -- directive_runtime (runtime)
 select public.publish_tool_version(
   $k${
