@@ -101,6 +101,10 @@ def test_bare_scripts_run_with_a_manifest_read_from_the_file(kiwi: Callable[...,
     dry = kiwi("run", "greet_someone", "--dry-run", "--json")
     assert dry.code == 0, dry
 
+    found = kiwi("search", "local: greets whoever", "--json", KIWI_EMBEDDINGS="off")
+    assert found.code == 0, found
+    assert "greet_someone" in found.out and "local:project" in found.out, found.out
+
     (tools / "odd.sh").write_text("#!/usr/bin/env ruby\nputs 1\n")
     odd = kiwi("run", "odd")
     assert odd.code == 2 and "its shebang names 'ruby'" in odd.err, odd
