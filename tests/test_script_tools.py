@@ -145,6 +145,10 @@ def test_a_python_script_gets_its_requires_from_its_imports_and_the_shared_lib(
     assert from_registry.code == 0, from_registry
     assert from_registry.json()["output"]["text"] == "AGAIN!", "the published version carries its lib"
 
+    over = kiwi("pull", f"local/{name}")
+    assert over.code == 4 and "as a bare script" in over.err, over
+    assert (project / ".ai" / "tools" / f"{name}.py").read_text() == SHOUT, "the script is left as it was"
+
 
 def test_a_large_output_is_written_to_the_projects_outputs_and_the_result_points_at_it(
     kiwi: Callable[..., Done], project: Path

@@ -296,6 +296,11 @@ def write(source: dict[str, Any], root: Path, space: str, *, force: bool = False
         wanted[path] = str(file["content_text"]).encode("utf-8")
 
     existing = find_in(root, space, ref)
+    if existing is not None and existing.path.is_file():
+        raise Refused(
+            f"{existing.path} is {ref} already, as a bare script: a pull writes a folder with a tool.yaml",
+            hint="publish the script (kiwi publish), or move it aside and pull again",
+        )
     namespace = str(source.get("namespace") or "public")
     name = tool_name(ref)
     target = existing.path if existing else (root / name if namespace == "public" else root / namespace / name)
