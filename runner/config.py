@@ -110,6 +110,10 @@ class Settings:
     record_runs: bool = True
     # a run's record keeps its parameters, output and stderr, masked and capped (core/payloads.py)
     run_payloads: bool = True
+    # an output larger than this (bytes, as JSON) of a run in a project is written to
+    # .ai/outputs/tools/<tool>/ and the result points at it; the last keep_outputs are kept
+    large_output_bytes: int = 65536
+    keep_outputs: int = 10
     project_dir: Path = field(default_factory=Path.cwd)
     user_space: Path = field(default_factory=lambda: Path.home() / ".ai" / "tools")
     keys_dir: Path = field(default_factory=lambda: Path.home() / ".config" / "kiwi" / "keys")
@@ -189,6 +193,18 @@ class Settings:
             cache_dir=cache_dir,
             record_runs=bool(runs.get("record", True)),
             run_payloads=_switch(env.get("KIWI_RUN_PAYLOADS"), runs, "payloads", "KIWI_RUN_PAYLOADS", "[runs]"),
+            large_output_bytes=int(
+                _number(
+                    env.get("KIWI_LARGE_OUTPUT_BYTES"),
+                    runs.get("large_output_bytes"),
+                    65536,
+                    "KIWI_LARGE_OUTPUT_BYTES",
+                    whole=True,
+                )
+            ),
+            keep_outputs=int(
+                _number(env.get("KIWI_KEEP_OUTPUTS"), runs.get("keep_outputs"), 10, "KIWI_KEEP_OUTPUTS", whole=True)
+            ),
             project_dir=_project_dir(env),
             user_space=Path(env.get("KIWI_USER_SPACE") or home / ".ai" / "tools").expanduser(),
             keys_dir=Path(env.get("KIWI_KEYS_DIR") or home / ".config" / "kiwi" / "keys").expanduser(),

@@ -780,6 +780,106 @@ config_schema:
   type: object
 $k$);
 
+-- composite_runtime (runtime)
+select public.publish_tool_version(
+  $k${
+ "tool_id": "composite_runtime",
+ "tool_type": "runtime",
+ "executor": "subprocess",
+ "version": "1.0.0",
+ "name": "Composite runner",
+ "description": "Runs a composite tool: its declared steps in order, each a call of another tool through the same permissions, rate limits, approvals and audit as any call, made as the caller, each step's output given to the next as data.",
+ "category": "runtimes",
+ "tags": [
+  "runtime",
+  "composite",
+  "pipeline",
+  "steps"
+ ],
+ "is_builtin": true,
+ "config": {
+  "command": "cat",
+  "args": [
+   "{entrypoint}"
+  ]
+ },
+ "config_schema": {
+  "properties": {
+   "steps": {
+    "type": "array",
+    "description": "the steps, run in order: {id, tool, version, params}; a params value written \"{params.NAME}\" or \"{steps.ID.output.PATH}\" is that value as data (any JSON type), inside a longer text its text",
+    "items": {
+     "type": "object",
+     "properties": {
+      "id": {
+       "type": "string",
+       "description": "the step's name, by which later steps refer to its output"
+      },
+      "tool": {
+       "type": "string",
+       "description": "the tool the step calls (namespace/tool_id)"
+      },
+      "version": {
+       "type": "string",
+       "description": "an exact version; default the latest (or the lockfile's)"
+      },
+      "params": {
+       "type": "object",
+       "description": "the step's parameters"
+      }
+     },
+     "required": [
+      "tool"
+     ]
+    }
+   },
+   "output": {
+    "description": "what the composite answers, written like a step's params value; default the last step's output"
+   }
+  }
+ }
+}$k$::jsonb,
+  $k$[]$k$::jsonb,
+  $k$tool_id: composite_runtime
+tool_type: runtime
+executor: subprocess
+version: 1.0.0
+name: Composite runner
+description: >-
+  Runs a composite tool: its declared steps in order, each a call of another tool through
+  the same permissions, rate limits, approvals and audit as any call, made as the caller,
+  each step's output given to the next as data.
+category: runtimes
+tags: [runtime, composite, pipeline, steps]
+is_builtin: true
+# Composites are taken by the runner's composite handler (runner/handlers/composite.py),
+# chosen by tool_type before any primitive. The subprocess executor keeps the chain rule (a
+# runtime ends in a primitive); this config is only a fallback for a runner without that
+# handler, which then prints the composite's steps.
+config:
+  command: cat
+  args: ["{entrypoint}"]
+# What a composite may set in its config.
+config_schema:
+  properties:
+    steps:
+      type: array
+      description: >-
+        the steps, run in order: {id, tool, version, params}; a params value written
+        "{params.NAME}" or "{steps.ID.output.PATH}" is that value as data (any JSON type),
+        inside a longer text its text
+      items:
+        type: object
+        properties:
+          id: {type: string, description: "the step's name, by which later steps refer to its output"}
+          tool: {type: string, description: "the tool the step calls (namespace/tool_id)"}
+          version: {type: string, description: "an exact version; default the latest (or the lockfile's)"}
+          params: {type: object, description: "the step's parameters"}
+        required: [tool]
+    output:
+      description: what the composite answers, written like a step's params value; default the last step's output
+$k$);
+
 -- directive_runtime (runtime)
 select public.publish_tool_version(
   $k${
@@ -980,6 +1080,86 @@ permissions:
   tools: ["*_runtime", kiwi_tool_authoring]
   net: ["registry.npmjs.org:443"]
 cites: [kiwi_tool_authoring]
+$k$);
+
+-- deno_runtime (runtime)
+select public.publish_tool_version(
+  $k${
+ "tool_id": "deno_runtime",
+ "tool_type": "runtime",
+ "executor": "subprocess",
+ "version": "1.0.0",
+ "name": "Deno",
+ "description": "Runs TypeScript and JavaScript with deno, granting none of Deno's permissions: a permission it is not given is refused, never prompted for.",
+ "category": "runtimes",
+ "tags": [
+  "runtime",
+  "deno",
+  "typescript",
+  "javascript"
+ ],
+ "is_builtin": true,
+ "config": {
+  "command": "deno",
+  "args": [
+   "run",
+   "--quiet",
+   "--no-prompt",
+   "--no-config",
+   "{entrypoint}"
+  ],
+  "env": {
+   "NO_COLOR": "1"
+  },
+  "validation": {
+   "rules": [
+    {
+     "type": "pattern_check",
+     "patterns": {
+      "dangerous": [
+       "Deno\\.(Command|run)\\b"
+      ]
+     },
+     "warn_only": true,
+     "message": "the script spawns processes of its own"
+    }
+   ]
+  }
+ },
+ "config_schema": {
+  "type": "object"
+ }
+}$k$::jsonb,
+  $k$[]$k$::jsonb,
+  $k$tool_id: deno_runtime
+tool_type: runtime
+executor: subprocess
+version: 1.0.0
+name: Deno
+description: >-
+  Runs TypeScript and JavaScript with deno, granting none of Deno's permissions: a
+  permission it is not given is refused, never prompted for.
+category: runtimes
+tags: [runtime, deno, typescript, javascript]
+is_builtin: true
+config:
+  command: deno
+  # A tool that needs a permission gives its own args, the flag before its entrypoint:
+  # [run, --quiet, --no-prompt, --no-config, --allow-net=api.example.com, "{entrypoint}"];
+  # the sandbox still bounds what the permission reaches.
+  args: [run, --quiet, --no-prompt, --no-config, "{entrypoint}"]
+  env:
+    NO_COLOR: "1"
+  validation:
+    rules:
+      - type: pattern_check
+        patterns:
+          dangerous: ['Deno\.(Command|run)\b']
+        warn_only: true
+        message: the script spawns processes of its own
+# This runtime adds no config key to its chain's (subprocess declares them).
+config_schema:
+  type: object
 $k$);
 
 -- everything_mcp (mcp_server)

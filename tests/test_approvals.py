@@ -178,6 +178,9 @@ async def test_a_call_waits_for_approval_then_runs_once_and_keeps_parameter_valu
             "select to_jsonb(a) from audit_log a where tool_id = %s order by at, id", (tool,)
         ).fetchall()
     ]
+    decisions = [a for a in audited if a["action"] == "approve"]  # kiwi approve's own row
+    assert [(a["decision"], a["outcome"], a["version"]) for a in decisions] == [("allowed", "success", "1.0.0")]
+    audited = [a for a in audited if a["action"] == "run"]
     assert [(a["decision"], a["outcome"]) for a in audited] == [
         ("refused", None),
         ("refused", None),

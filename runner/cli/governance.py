@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
@@ -19,7 +21,7 @@ from ..errors import UsageError
 if TYPE_CHECKING:
     from ..principal import Principal
 
-__all__ = ["COMMAND_WRITE", "add_governance_commands"]
+__all__ = ["COMMAND_WRITE", "add_governance_commands", "audited"]
 
 COMMAND_WRITE = "command write"  # the policy of an approval to publish what only an admin may (approvals.sql)
 
@@ -29,6 +31,17 @@ def opened() -> Any:
     from ..registry import opened
 
     return opened(one_shot=True)
+
+
+async def audited(
+    registry: Any, action: str, subject: str, inputs: dict[str, Any], work: Callable[[], Awaitable[dict[str, Any]]]
+) -> dict[str, Any]:
+    """`work` with the audit row its MCP counterpart leaves (runner/mcp_server/meta/audit.py), in
+    a session of its own (cli-<uuid>), as the caller."""
+    from ..mcp_server.meta.audit import audited_call
+
+    session = f"cli-{uuid.uuid4()}"
+    return await audited_call(registry, session=session, action=action, subject=subject, inputs=inputs, work=work)
 
 
 def add_governance_commands(sub: Any) -> None:
@@ -70,7 +83,14 @@ def add_governance_commands(sub: Any) -> None:
 async def cmd_decide(args: argparse.Namespace) -> int:
     """kiwi approve ID / kiwi deny ID: decide a pending approval (public.decide_approval)."""
     async with opened() as registry:
-        approval = await registry.decide_approval(args.approval_id, args.approve, args.reason)
+        decided = await audited(
+            registry,
+            "approve" if args.approve else "deny",
+            args.approval_id,
+            {"approval_id": args.approval_id, "reason": args.reason},
+            lambda: _decision(registry, args),
+        )
+    approval = decided["approval"]
     if args.json:
         print(json.dumps(approval, ensure_ascii=False, default=str))
         return 0
@@ -85,6 +105,10 @@ async def cmd_decide(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _decision(registry: Any, args: argparse.Namespace) -> dict[str, Any]:
+    return {"approval": await registry.decide_approval(args.approval_id, args.approve, args.reason)}
+
+
 def _exact_version(ref: str, verb: str) -> tuple[str, str]:
     """`tool@1.0.0`: a version's lifecycle changes one exact version, never "the latest"."""
     tool, version = split_ref(ref, None)
@@ -97,7 +121,8 @@ async def cmd_yank(args: argparse.Namespace) -> int:
     """kiwi yank TOOL@VERSION: public.yank_tool_version, as the caller (members and admins)."""
     tool, version = _exact_version(args.tool, "yank")
     async with opened() as registry:
-        answer = await registry.yank(tool, version, args.reason)
+        inputs = {"item_id": tool, "version": version, "reason": args.reason}
+        answer = await audited(registry, "yank", args.tool, inputs, lambda: registry.yank(tool, version, args.reason))
     if args.json:
         print(json.dumps(answer, ensure_ascii=False, default=str))
     else:
@@ -111,7 +136,10 @@ async def cmd_deprecate(args: argparse.Namespace) -> int:
     """kiwi deprecate TOOL@VERSION: public.deprecate_tool_version, as the caller (members and admins)."""
     tool, version = _exact_version(args.tool, "deprecate")
     async with opened() as registry:
-        answer = await registry.deprecate(tool, version, args.message)
+        inputs = {"item_id": tool, "version": version, "message": args.message}
+        answer = await audited(
+            registry, "deprecate", args.tool, inputs, lambda: registry.deprecate(tool, version, args.message)
+        )
     if args.json:
         print(json.dumps(answer, ensure_ascii=False, default=str))
     else:
@@ -131,7 +159,8 @@ async def cmd_delete(args: argparse.Namespace) -> int:
             hint=f"kiwi delete {tool} --yes",
         )
     async with opened() as registry:
-        answer = await registry.delete_tool(tool)
+        inputs = {"item_id": tool, "confirm": True}
+        answer = await audited(registry, "delete", tool, inputs, lambda: registry.delete_tool(tool))
     if args.json:
         print(json.dumps(answer, ensure_ascii=False, default=str))
     else:

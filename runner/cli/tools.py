@@ -184,28 +184,15 @@ def _sandbox_line(shown: dict[str, Any]) -> str:
 
 
 async def cmd_publish(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from ..config import Settings
     from ..core.text import dependents_line
-    from ..core.tool_dir import ToolDirError, load_tool_dir
-    from ..registry.spaces import find  # PyYAML only when publishing
+    from ..mcp_server.meta.audit import manifest_tool_id
     from ..registry.storage import Storage, move_large_files
     from ..search import embed_published
+    from .governance import audited
+    from .publish_source import source_of  # PyYAML only when publishing
 
-    directory = Path(args.directory)
-    if not directory.is_dir():
-        local = find(args.directory, Settings.load())
-        if local is None:
-            raise UsageError(
-                f"{args.directory}: not a directory, nor a tool of a local space",
-                hint="give a directory holding tool.yaml, or the tool_id of a tool in .ai/tools or ~/.ai/tools",
-            )
-        directory = local.path
-    try:
-        tool_dir = load_tool_dir(directory)  # manifest_yaml: tool.yaml as written, kept by the registry
-    except ToolDirError as e:
-        raise UsageError(str(e), hint="a tool directory holds tool.yaml beside its files") from e
+    tool_dir = source_of(args.directory)
     if args.request_approval:
         if args.sign:
             raise UsageError(
@@ -222,8 +209,14 @@ async def cmd_publish(args: argparse.Namespace) -> int:
     try:
         files = await move_large_files(tool_dir.files, Storage.configured(Settings.load()))
         async with open_registry() as registry:
-            answer = await registry.publish(
-                tool_dir.manifest, files, tool_dir.manifest_yaml, signature, approval_id=args.approval
+            answer = await audited(
+                registry,
+                "publish",
+                manifest_tool_id(tool_dir.manifest) or tool_dir.tool_id,
+                {"manifest": tool_dir.manifest, "files": tool_dir.files, "approval_id": args.approval},
+                lambda: registry.publish(
+                    tool_dir.manifest, files, tool_dir.as_written, signature, approval_id=args.approval
+                ),
             )
             _, unembedded = await embed_published(registry, Settings.load())  # never fails the publish
     except Refused as e:
@@ -233,8 +226,11 @@ async def cmd_publish(args: argparse.Namespace) -> int:
                 f"this content: kiwi publish {args.directory} --request-approval"
             )
         raise
+    locked = tool_dir.manifest["config"]["requires"] if tool_dir.detected else None
     if args.json:
-        print(json.dumps(answer, ensure_ascii=False, default=str))
+        print(
+            json.dumps({**answer, **({"requires_detected": locked} if locked else {})}, ensure_ascii=False, default=str)
+        )
     else:
         what = "unchanged" if answer.get("unchanged") else "published"
         print(
@@ -243,6 +239,12 @@ async def cmd_publish(args: argparse.Namespace) -> int:
         )
         if answer.get("executor_chain"):
             print("chain: " + " -> ".join(answer["executor_chain"]))
+        if locked:
+            print(
+                f"requires (found in its imports: {', '.join(tool_dir.detected)}; locked with uv): {', '.join(locked)}"
+            )
+        if tool_dir.shared:
+            print("with the shared lib: " + ", ".join(tool_dir.shared))
         if "visibility" not in tool_dir.manifest and answer.get("namespace") not in (None, "public"):
             print(
                 f"visibility: private (the default in namespace {answer['namespace']}: only its members see it;"

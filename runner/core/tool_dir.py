@@ -29,6 +29,14 @@ class ToolDir:
     manifest: dict[str, Any]
     files: list[dict[str, Any]]
     manifest_yaml: str
+    derived: bool = False  # the manifest was read from a bare script (core/script_tools.py), not a tool.yaml
+    detected: tuple[str, ...] = ()  # requires found in its imports, not written in its config
+    shared: tuple[str, ...] = ()  # files it carries from the spaces' shared lib/
+
+    @property
+    def as_written(self) -> str | None:
+        """tool.yaml as written, when it is the whole manifest (kept by the registry, pulled back)."""
+        return None if self.derived or self.detected else self.manifest_yaml
 
     @property
     def tool_id(self) -> str:
@@ -75,6 +83,11 @@ def load_tool_dir(path: Path) -> ToolDir:
             raise ToolDirError(f"{file}: holds NUL characters; only text files can be published")
         files.append({"path": relative, "content_text": text, "is_entrypoint": relative == entrypoint})
     return ToolDir(manifest=manifest, files=files, manifest_yaml=manifest_yaml)
+
+
+def read_text(file: Path) -> str:
+    """A file's text, as written, or a ToolDirError saying why it cannot be published."""
+    return _read_text(file)
 
 
 def _read_text(file: Path) -> str:

@@ -1,8 +1,8 @@
-"""What runs a plan that is not a primitive: MCP tools, directives and threads.
+"""What runs a plan that is not a primitive: MCP tools, directives, threads and composites.
 
 `standard_handlers()` is the full set the entry points (runner/cli) run with, in the order
 the dispatcher tries them: MCP tools (whose chains end in their server's primitive, so they
-go first), directives, threads, then the two primitives. Building it is cheap: each handler
+go first), directives, threads, composites, then the two primitives. Building it is cheap: each handler
 is made, and its module imported, when a plan first needs it, so `kiwi run` of a script
 never loads the MCP SDK or the HTTP stack.
 
@@ -31,8 +31,8 @@ def standard_dispatcher(*, mcp_pool: McpPool | None = None) -> Dispatcher:
 
 
 def standard_handlers(*, mcp_pool: McpPool | None = None) -> list[Handler]:
-    """MCP tools, directives, threads, a script that asks for the kernel socket (handlers/kernel.py),
-    then the primitives (subprocess, http_client).
+    """MCP tools, directives, threads, composites, a script that asks for the kernel socket
+    (handlers/kernel.py), then the primitives (subprocess, http_client).
 
     mcp_pool: the MCP client pool the mcp_tool handler runs on, when something else shares it
     (an MCP server's `execute import`: runner.mcp_server.server.build_server(mcp_pool=...)); the
@@ -46,6 +46,7 @@ def standard_handlers(*, mcp_pool: McpPool | None = None) -> list[Handler]:
         Lazy("directive", _directive, of_type("directive")),
         Lazy("thread", lambda: _thread(http), of_type("thread")),
         Lazy("kernel", lambda: _kernel(subprocess), _wants_kernel),
+        Lazy("composite", _composite, of_type("composite")),
         subprocess,
         http,
     ]
@@ -75,6 +76,12 @@ def _kernel(subprocess: Handler) -> Handler:
     from .kernel import KernelHandler
 
     return KernelHandler(subprocess)
+
+
+def _composite() -> Handler:
+    from .composite import CompositeHandler
+
+    return CompositeHandler()
 
 
 def _thread(http: Lazy) -> Handler:

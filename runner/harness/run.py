@@ -55,6 +55,7 @@ from .dispatch import Dispatcher
 from .environ import allowed_environ
 from .environment import prepare_environment
 from .journal import journal_for
+from .kept_outputs import keep_large_output
 from .listening import masked, reporting
 from .plan_notes import knowledge_source, knowledge_text, lifecycle_warnings, shadowing
 from .recorder import RunRecorder
@@ -209,6 +210,8 @@ class Runner:
                 tool_id, params, version, raw_params, dry_run, plan, call, listener, record_to
             )
             telemetry.describe(span, plan, result.status)
+        if self.local_spaces and not dry_run:  # a large output goes to the project's .ai/outputs/
+            result = keep_large_output(result, self.settings)
         if not isinstance(result.failure, Denied):
             telemetry.count_run(plan.tool_id if plan else tool_id, result.status, result.duration_ms / 1000)
         return result

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.materialize import is_safe_relative
 from ..core.refs import ToolRef, normalize_ref, tool_name
+from ..core.script_tools import SCRIPT_SUFFIXES, bare_identity
 from ..errors import Refused, UsageError
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ MANIFEST_NAME = "tool.yaml"  # as tool_dir.MANIFEST_NAME, which imports PyYAML
 PROJECT, USER = "project", "user"
 MAX_DEPTH = 4  # <space>/<namespace>/<tool>/ needs two levels; the rest is room for grouping folders
 SKIP_DIRS = frozenset({"node_modules", "__pycache__"})
+LIB_DIR = "lib"  # <space>/lib/: Python modules the space's tools share (`from lib import x`)
 
 
 @dataclass(frozen=True)
@@ -55,17 +57,22 @@ class LocalTool:
     """A tool found in a space: its identity, its directory and which space holds it."""
 
     ref: str
-    path: Path
+    path: Path  # its folder, or a bare script (a .py or .sh file with no tool.yaml)
     space: str  # PROJECT | USER
+    libs: tuple[Path, ...] = ()  # the spaces' shared lib/ folders, project first
 
     def load(self) -> ToolDir:
-        """The manifest and files, read as `kiwi publish` reads them."""
+        """The manifest and files, read as `kiwi publish` reads them, with what a space adds: a
+        bare script's manifest, requires detected from imports, the shared lib/ (script_tools.py)."""
+        from ..core.script_tools import load_bare, with_detected_requires, with_shared_lib
         from ..core.tool_dir import ToolDirError, load_tool_dir
 
         try:
-            return load_tool_dir(self.path)
+            tool = load_bare(self.path) if self.path.is_file() else load_tool_dir(self.path)
+            return with_detected_requires(with_shared_lib(tool, list(self.libs)))
         except ToolDirError as e:
-            raise UsageError(f"{self.space} space: {e}", hint=f"fix {self.path / MANIFEST_NAME}") from e
+            where = self.path if self.path.is_file() else self.path / MANIFEST_NAME
+            raise UsageError(f"{self.space} space: {e}", hint=f"fix {where}") from e
 
 
 @dataclass(frozen=True)
@@ -113,15 +120,18 @@ def space_root(settings: Settings, space: str) -> Path:
 def find(ref: str, settings: Settings | tuple[tuple[str, Path], ...]) -> LocalTool | None:
     """The local tool `ref` names: the project space's, else the user space's, else None.
     A caller that looks often passes the spaces (`spaces(settings)`) it computed once."""
-    for space, root in spaces(settings) if not isinstance(settings, tuple) else settings:
-        tool = find_in(root, space, ref)
+    listed = spaces(settings) if not isinstance(settings, tuple) else settings
+    libs = tuple(root / LIB_DIR for _, root in listed)
+    for space, root in listed:
+        tool = find_in(root, space, ref, libs)
         if tool is not None:
             return tool
     return None
 
 
-def find_in(root: Path, space: str, ref: str) -> LocalTool | None:
-    """The tool of identity `ref` in one space; two of them is an error naming both."""
+def find_in(root: Path, space: str, ref: str, libs: tuple[Path, ...] = ()) -> LocalTool | None:
+    """The tool of identity `ref` in one space (a tool.yaml's, or a bare script's); two of them
+    is an error naming both."""
     if not root.is_dir():
         return None
     ref = normalize_ref(ref)
@@ -132,13 +142,44 @@ def find_in(root: Path, space: str, ref: str) -> LocalTool | None:
     for folder in tool_dirs(root):
         if _identity(folder / MANIFEST_NAME, name) == ref:
             matches.append(folder)
+    for script in bare_scripts(root, name):
+        if bare_identity(script) == ref:
+            matches.append(script)
     if len(matches) > 1:
-        listed = "\n".join(f"  - {m / MANIFEST_NAME}" for m in matches)
+        listed = "\n".join(f"  - {m if m.is_file() else m / MANIFEST_NAME}" for m in matches)
         raise UsageError(
             f'the {space} space holds {len(matches)} tools with tool_id "{ref}":\n{listed}',
             hint="a tool's identity is its manifest's tool_id (and namespace), not its folder: rename or remove one",
         )
-    return LocalTool(ref=ref, path=matches[0], space=space) if matches else None
+    return LocalTool(ref=ref, path=matches[0], space=space, libs=libs) if matches else None
+
+
+def bare_scripts(root: Path, name: str | None = None) -> Iterator[Path]:
+    """The bare scripts under `root` (named `name`.py or .sh, when given): .py and .sh files
+    outside every tool's folder, outside the shared lib/ and hidden folders, none starting
+    with `_`, to MAX_DEPTH levels."""
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda e: e.name, reverse=True)
+        except OSError:
+            continue
+        if any(e.name == MANIFEST_NAME and _is_file(e) for e in entries):
+            continue  # a tool's folder: its scripts are its files
+        for entry in entries:
+            if entry.name.startswith((".", "_")) or entry.name in SKIP_DIRS:
+                continue
+            if _is_dir(entry):
+                if depth < MAX_DEPTH and not (depth == 0 and entry.name == LIB_DIR):
+                    stack.append((Path(entry.path), depth + 1))
+            elif (
+                entry.name.endswith(SCRIPT_SUFFIXES)
+                and (name is None or entry.name.rsplit(".", 1)[0] == name)
+                and _is_file(entry)
+            ):
+                yield Path(entry.path)
 
 
 def tool_dirs(root: Path) -> Iterator[Path]:
@@ -255,6 +296,11 @@ def write(source: dict[str, Any], root: Path, space: str, *, force: bool = False
         wanted[path] = str(file["content_text"]).encode("utf-8")
 
     existing = find_in(root, space, ref)
+    if existing is not None and existing.path.is_file():
+        raise Refused(
+            f"{existing.path} is {ref} already, as a bare script: a pull writes a folder with a tool.yaml",
+            hint="publish the script (kiwi publish), or move it aside and pull again",
+        )
     namespace = str(source.get("namespace") or "public")
     name = tool_name(ref)
     target = existing.path if existing else (root / name if namespace == "public" else root / namespace / name)

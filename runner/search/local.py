@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.refs import ToolRef, normalize_ref, tool_name
-from ..registry.spaces import MANIFEST_NAME, tool_dirs
+from ..registry.spaces import MANIFEST_NAME, bare_scripts, tool_dirs
 from .query import Query
 
 if TYPE_CHECKING:
@@ -124,17 +124,34 @@ def list_tools(spaces: Iterable[tuple[str, Path]], query: Query | None = None) -
             if named is None:
                 listing.warnings.append(f"skipping {folder / MANIFEST_NAME}: {problem or 'has no tool_id (a string)'}")
                 continue
-            first = seen.get(named.ref)
-            if first is not None:
-                if first.space == space:
-                    listing.warnings.append(
-                        f'the {space} space holds two tools with tool_id "{named.ref}": {first.path} is listed, '
-                        f"{folder} is not"
-                    )
-                continue  # the project space's shadows the user space's
-            seen[named.ref] = entry = LocalEntry(named.ref, space, folder, manifest or {})
-            listing.entries.append(entry)
+            _add(listing, seen, LocalEntry(named.ref, space, folder, manifest or {}))
+        for script in bare_scripts(root):  # a .py or .sh with no tool.yaml (core/script_tools.py)
+            from ..core.script_tools import load_bare  # PyYAML (tool_dir): only when a space has one
+            from ..core.tool_dir import ToolDirError
+
+            try:
+                manifest = load_bare(script).manifest
+            except ToolDirError as e:
+                listing.warnings.append(f"skipping {script}: {e}")
+                continue
+            named = ToolRef.of_manifest(manifest)
+            if named is not None:
+                _add(listing, seen, LocalEntry(named.ref, space, script, manifest))
     return listing
+
+
+def _add(listing: Listing, seen: dict[str, LocalEntry], entry: LocalEntry) -> None:
+    """List `entry` unless its ref is listed already: the project space's shadows the user
+    space's, and two of one ref in one space is a warning."""
+    first = seen.get(entry.ref)
+    if first is None:
+        seen[entry.ref] = entry
+        listing.entries.append(entry)
+    elif first.space == entry.space:
+        listing.warnings.append(
+            f'the {entry.space} space holds two tools with tool_id "{entry.ref}": {first.path} is listed, '
+            f"{entry.path} is not"
+        )
 
 
 def _read(path: Path) -> tuple[dict[str, Any] | None, str | None]:

@@ -3841,6 +3841,20 @@ grant execute on function kiwi_internal.search_popular_floor() to anon, authenti
 -- (has_embeddings, search_popular_floor). public.search_tools stays the contract (same
 -- arguments, columns and ranking, security invoker), a call to this function.
 
+-- The weights of search's signals, defined here and nowhere else: a hybrid rank is
+-- words x (lexical score scaled to the best) + meaning x (similarity scaled to the best) +
+-- quality x tools.quality_score (655_quality_score.sql), the exact id above all; a lexical
+-- rank adds quality x quality_score to its words, coverage and full text (where it weighs
+-- more than use and less than one more word matched), and a listing breaks ties of use by it.
+create function kiwi_internal.search_weights(out words float8, out meaning float8, out quality float8)
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select 0.4::float8, 0.6::float8, 0.1::float8
+$$;
+revoke execute on function kiwi_internal.search_weights() from public;
+grant execute on function kiwi_internal.search_weights() to anon, authenticated, service_role;
+
 create function kiwi_internal.search_tools(p_query text, p_tool_type text, p_category text, p_limit int,
                                            p_embedding real[], p_model text)
   returns table (tool_id text, namespace text, name text, tool_type text, category text,
@@ -3889,6 +3903,7 @@ declare
   v_source     text := 't.search_document @@ $6';  -- which tools are candidates
   v_best       text;   -- a tier's best window (see below)
   v_any        tsquery;
+  v_weights    constant record := kiwi_internal.search_weights();
 begin
   if length(p_query) > 2000 then  -- before any work on it
     raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % characters)',
@@ -3909,13 +3924,13 @@ begin
     end if;
   end loop;
 
-  if v_text = '' then   -- a listing: most used first, along the popularity index
+  if v_text = '' then   -- a listing: most used first (along the popularity index), then the best quality
     return query execute format(kiwi_internal.search_signed_sql(),
       'select t.id, t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
-              (t.run_count + t.download_count)::real as rank, null::text as matched_by,
-              ''listing: most used first''::text as search_mode
+              (t.run_count + t.download_count + ' || v_weights.quality || ' * t.quality_score)::real as rank,
+              null::text as matched_by, ''listing: most used first''::text as search_mode
          from public.tools t where true' || v_filter || '
-        order by t.run_count + t.download_count desc, t.ref limit $6')
+        order by t.run_count + t.download_count desc, t.quality_score desc, t.ref limit $6')
       using v_text, v_type, v_category, v_mcp, v_namespace, v_limit;
     return;
   end if;
@@ -3988,11 +4003,13 @@ begin
                    ((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
                     + 3 * (%s)
                     + (%s)::real / greatest(length(t.name_vector), 1)
-                    + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01))::real$f$,
+                    + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01)
+                    + %s * t.quality_score)::real$f$,
     coalesce((select string_agg(format('(t.search_document @@ $8[%s])::int', i), ' + ')
                 from generate_series(1, v_n) i), '0'),
     coalesce((select string_agg(format('(t.name_vector @@ $9[%s])::int', i), ' + ')
-                from generate_series(1, v_n) i), '0'));
+                from generate_series(1, v_n) i), '0'),
+    v_weights.quality);
   -- a tier's best window by that rank, among the most used (%s: a condition, or true)
   v_best := format($f$
       select array_agg(c.id) from (
@@ -4055,8 +4072,8 @@ begin
   end if;
 
   -- lexical rank: the exact id (100), then 3 for each word the tool has, then how much of
-  -- its id and name the words cover (0..1), popularity (0..0.01), and weighted full text
-  -- (0..1). ts_rank_cd costs as much as the scan (a sentence of common words matches a
+  -- its id and name the words cover (0..1), popularity (0..0.01), quality (0..0.1:
+  -- search_weights), and weighted full text (0..1). ts_rank_cd costs as much as the scan (a sentence of common words matches a
   -- third of a large registry), so it orders only the best candidates by the rest: ten
   -- times the page, or 500 (within which it still reorders tools that have as many words).
   v_lex := format($f$
@@ -4080,8 +4097,8 @@ begin
   end if;
 
   -- Hybrid: each list's scores scaled to its best (words: the lexical rank without the
-  -- exact-id bonus; meaning: cosine similarity), fused as 0.4 words + 0.6 meaning; the exact
-  -- id first. Score fusion keeps how far apart tools are, which rank fusion forgets: on the
+  -- exact-id bonus; meaning: cosine similarity), fused as 0.4 words + 0.6 meaning, plus 0.1
+  -- quality (search_weights); the exact id first. Score fusion keeps how far apart tools are, which rank fusion forgets: on the
   -- relevance set (bench/search_bench.py) it finds more in the first five than reciprocal
   -- rank fusion did (0.87 against 0.80), and tools at least 0.1 similar to the query count,
   -- so a misspelt sentence still finds by meaning what its words miss.
@@ -4101,7 +4118,8 @@ begin
              s.score / nullif((select max(score) from sem), 0) as sw
         from lex l full join sem s on s.id = l.id)
     select t.id, t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
-           ((case when f.exact then 100 else 0 end) + $14 * coalesce(f.lw, 0) + $15 * coalesce(f.sw, 0))::real as rank,
+           ((case when f.exact then 100 else 0 end) + $14 * coalesce(f.lw, 0) + $15 * coalesce(f.sw, 0)
+            + $16 * t.quality_score)::real as rank,
            case when f.exact then 'id' when f.lw is not null and f.sw is not null then 'words+meaning'
                 when f.lw is not null then 'words' else 'meaning' end as matched_by,
            'hybrid'::text as search_mode
@@ -4110,7 +4128,7 @@ begin
      order by 10 desc, t.ref
      limit $7$f$, v_lex, v_filter))
     using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q,
-          greatest(v_limit, 50), p_model, v_vector, 0.1::real, 0.4::float8, 0.6::float8;
+          greatest(v_limit, 50), p_model, v_vector, 0.1::real, v_weights.words, v_weights.meaning, v_weights.quality;
 end
 $$;
 revoke execute on function kiwi_internal.search_tools(text, text, text, int, real[], text) from public;
@@ -4132,7 +4150,7 @@ as $$
   select * from kiwi_internal.search_tools(p_query, p_tool_type, p_category, p_limit, p_embedding, p_model)
 $$;
 comment on function public.search_tools(text, text, text, int, real[], text) is
-  'Ranked search. Lexical: any of the query''s words (English stop words dropped, stemmed, as prefixes; a word no tool has is replaced by its closest known spellings), ranked by the exact id, then how many words match, how much of the name they cover, and weighted full text (name and id, tags, description, parameters); most used breaks ties. With p_embedding (the query''s 256-number vector) and p_model (the model that made it), the lexical ranking is fused with the tools nearest in meaning (each list''s scores scaled to its best, 0.4 words + 0.6 meaning); without, the answer is lexical and search_mode says why. matched_by: id, words, meaning or words+meaning. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first.';
+  'Ranked search. Lexical: any of the query''s words (English stop words dropped, stemmed, as prefixes; a word no tool has is replaced by its closest known spellings), ranked by the exact id, then how many words match, how much of the name they cover, and weighted full text (name and id, tags, description, parameters), with the tool''s quality_score as a small signal (0.1 of it); most used breaks ties. With p_embedding (the query''s 256-number vector) and p_model (the model that made it), the lexical ranking is fused with the tools nearest in meaning (each list''s scores scaled to its best, 0.4 words + 0.6 meaning + 0.1 quality_score: kiwi_internal.search_weights); without, the answer is lexical and search_mode says why. matched_by: id, words, meaning or words+meaning. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first, then best quality_score.';
 revoke execute on function public.search_tools(text, text, text, int, real[], text) from public;
 grant execute on function public.search_tools(text, text, text, int, real[], text) to anon, authenticated, service_role;
 
@@ -11726,3 +11744,169 @@ $$;
 comment on function public.checkpoint_restored(uuid) is 'Mark the caller''s checkpoint restored.';
 revoke execute on function public.checkpoint_restored(uuid) from public;
 grant execute on function public.checkpoint_restored(uuid) to authenticated, service_role;
+
+-- ==== supabase/schemas/650_merged_config_view.sql ====
+
+-- The merged config of every tool, for the dashboard's SQL editor: what a run of its latest
+-- version would be given (its executor chain's configs merged from the primitive up, as
+-- resolve_execution_plan merges them), one row per tool the reader can see.
+--
+-- security_invoker: the tools are read through RLS as the reader, and each plan is computed
+-- as the reader (execution_plan checks every link's visibility), so a private tool, or a
+-- private runtime under a public tool, shows only to its namespace's members and admins.
+-- A tool whose chain cannot be planned shows its error instead of failing the whole query.
+
+create function kiwi_internal.plan_or_error(p_tool_id text)
+  returns table (plan jsonb, error text)
+  language plpgsql stable
+  set search_path = ''
+as $$
+begin
+  plan := kiwi_internal.execution_plan(p_tool_id, null);
+  return next;
+exception when others then
+  plan := null;
+  error := sqlerrm;
+  return next;
+end
+$$;
+comment on function kiwi_internal.plan_or_error(text) is
+  'The caller''s plan of a tool''s latest version, or the error that prevents it (for tool_merged_config).';
+revoke execute on function kiwi_internal.plan_or_error(text) from public;
+grant execute on function kiwi_internal.plan_or_error(text) to anon, authenticated, service_role;
+
+create view public.tool_merged_config with (security_invoker = true) as
+select t.ref as tool_id, t.namespace, t.tool_type, t.latest_version as version,
+       (select string_agg(c ->> 'tool_id', ' -> ' order by n)
+          from jsonb_array_elements(p.plan -> 'chain') with ordinality as e (c, n)) as executor_chain,
+       p.plan -> 'config' as config,
+       p.plan -> 'parameters' as parameters,
+       p.error as chain_error
+  from public.tools t
+  cross join lateral kiwi_internal.plan_or_error(t.ref) p
+ where t.latest_version is not null and t.tool_type <> 'knowledge'
+ order by t.namespace, t.tool_type, t.ref;
+comment on view public.tool_merged_config is
+  'Every tool you can see with the config its latest version runs with: its chain''s configs merged from the primitive up (child wins), or the error that keeps it from running.';
+grant select on public.tool_merged_config to anon, authenticated, service_role;
+
+-- ==== supabase/schemas/655_quality_score.sql ====
+
+-- quality_score: how far a tool can be relied on, from what the registry knows of it, kept
+-- on public.tools (0.00 .. 1.00) and used by search as one of its signals
+-- (kiwi_internal.search_weights, 170_search.sql):
+--
+--   0.50 x success   its runs from the registry that succeeded, smoothed: (successes + 1) / (runs + 2),
+--                    so a tool never run is at 0.5 and one failure among few runs does not sink it
+--   0.25 x signed    1 when its latest version carries a signature, else 0
+--   0.25 x use       ln(1 + runs + downloads) / ln(1001), at most 1: a thousand uses is as used as it gets
+--
+-- Runs are counted as their records arrive (one statement-level trigger per batch of
+-- records; runs of a local space's copy, source project or user, are not the registry's
+-- tool and do not count), and the score is written only when its rounded value changes.
+-- A new latest version and a new signature recompute it. Anyone who can see a tool reads
+-- its score; nobody writes it directly.
+
+alter table public.tools add column quality_score numeric(3, 2) not null default 0.25
+  constraint tools_quality_score_range check (quality_score between 0 and 1);
+comment on column public.tools.quality_score is
+  'How far the tool can be relied on (0..1): 0.5 x its runs'' success rate (smoothed), 0.25 x whether its latest version is signed, 0.25 x its use (log-scaled); kept by the registry, a search signal.';
+grant select (quality_score) on table public.tools to anon;
+
+-- What the score is computed from: a tool's registry runs, counted as they are recorded.
+create table kiwi_internal.tool_run_counts (
+  tool_uuid uuid primary key references public.tools (id) on delete cascade,
+  runs      bigint not null default 0,
+  successes bigint not null default 0
+);
+revoke all on table kiwi_internal.tool_run_counts from public, anon, authenticated, service_role;
+
+create function kiwi_internal.quality_score(p_tool_uuid uuid, p_latest text, p_downloads bigint)
+  returns numeric
+  language sql stable security definer
+  set search_path = ''
+as $$
+  select round((0.5 * (coalesce(c.successes, 0) + 1)::numeric / (coalesce(c.runs, 0) + 2)
+              + 0.25 * (exists (select 1 from public.tool_versions v
+                                  join public.tool_version_signatures s on s.version_id = v.id
+                                 where v.tool_uuid = p_tool_uuid and v.version = p_latest))::int
+              + 0.25 * least(1, ln(1 + coalesce(c.runs, 0) + coalesce(p_downloads, 0)) / ln(1001)))::numeric, 2)
+    from (select 1) one
+    left join kiwi_internal.tool_run_counts c on c.tool_uuid = p_tool_uuid
+$$;
+revoke execute on function kiwi_internal.quality_score(uuid, text, bigint) from public;
+
+-- A new latest version (or a new tool) is scored as it is written: its signature, if any,
+-- comes after, and rescores it (below). A score written by hand is recomputed the same way.
+create function kiwi_internal.tools_score_quality() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+begin
+  new.quality_score := kiwi_internal.quality_score(new.id, new.latest_version, new.download_count);
+  return new;
+end
+$$;
+revoke execute on function kiwi_internal.tools_score_quality() from public;
+create trigger tools_score_quality
+  before insert or update of latest_version, download_count, quality_score on public.tools
+  for each row execute function kiwi_internal.tools_score_quality();
+
+-- Rescore tools, writing only the scores that changed (tools_score_quality computes the value).
+create function kiwi_internal.rescore_tools(p_tool_uuids uuid[]) returns void
+  language sql volatile security definer
+  set search_path = ''
+as $$
+  update public.tools t
+     set quality_score = t.quality_score
+   where t.id = any (p_tool_uuids)
+     and t.quality_score is distinct from kiwi_internal.quality_score(t.id, t.latest_version, t.download_count)
+$$;
+revoke execute on function kiwi_internal.rescore_tools(uuid[]) from public;
+
+create function kiwi_internal.signatures_score_quality() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+begin
+  perform kiwi_internal.rescore_tools(array(select distinct v.tool_uuid from added a
+                                              join public.tool_versions v on v.id = a.version_id));
+  return null;
+end
+$$;
+revoke execute on function kiwi_internal.signatures_score_quality() from public;
+create trigger signatures_score_quality
+  after insert on public.tool_version_signatures
+  referencing new table as added
+  for each statement execute function kiwi_internal.signatures_score_quality();
+
+create function kiwi_internal.runs_score_quality() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+declare
+  v_tools uuid[];
+begin
+  with counted as (
+    select t.id, count(*) as runs, count(*) filter (where r.status = 'success') as successes
+      from added r join public.tools t on t.ref = r.tool_id
+     where r.source = 'registry'
+     group by t.id),
+  stored as (
+    insert into kiwi_internal.tool_run_counts as c (tool_uuid, runs, successes)
+    select id, runs, successes from counted
+    on conflict (tool_uuid) do update
+      set runs = c.runs + excluded.runs, successes = c.successes + excluded.successes
+    returning c.tool_uuid)
+  select array_agg(tool_uuid order by tool_uuid) into v_tools from stored;
+  if v_tools is not null then
+    perform kiwi_internal.rescore_tools(v_tools);
+  end if;
+  return null;
+end
+$$;
+revoke execute on function kiwi_internal.runs_score_quality() from public;
+create trigger runs_score_quality
+  after insert on public.tool_runs
+  referencing new table as added
+  for each statement execute function kiwi_internal.runs_score_quality();

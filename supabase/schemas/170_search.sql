@@ -302,6 +302,20 @@ grant execute on function kiwi_internal.search_popular_floor() to anon, authenti
 -- (has_embeddings, search_popular_floor). public.search_tools stays the contract (same
 -- arguments, columns and ranking, security invoker), a call to this function.
 
+-- The weights of search's signals, defined here and nowhere else: a hybrid rank is
+-- words x (lexical score scaled to the best) + meaning x (similarity scaled to the best) +
+-- quality x tools.quality_score (655_quality_score.sql), the exact id above all; a lexical
+-- rank adds quality x quality_score to its words, coverage and full text (where it weighs
+-- more than use and less than one more word matched), and a listing breaks ties of use by it.
+create function kiwi_internal.search_weights(out words float8, out meaning float8, out quality float8)
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select 0.4::float8, 0.6::float8, 0.1::float8
+$$;
+revoke execute on function kiwi_internal.search_weights() from public;
+grant execute on function kiwi_internal.search_weights() to anon, authenticated, service_role;
+
 create function kiwi_internal.search_tools(p_query text, p_tool_type text, p_category text, p_limit int,
                                            p_embedding real[], p_model text)
   returns table (tool_id text, namespace text, name text, tool_type text, category text,
@@ -350,6 +364,7 @@ declare
   v_source     text := 't.search_document @@ $6';  -- which tools are candidates
   v_best       text;   -- a tier's best window (see below)
   v_any        tsquery;
+  v_weights    constant record := kiwi_internal.search_weights();
 begin
   if length(p_query) > 2000 then  -- before any work on it
     raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % characters)',
@@ -370,13 +385,13 @@ begin
     end if;
   end loop;
 
-  if v_text = '' then   -- a listing: most used first, along the popularity index
+  if v_text = '' then   -- a listing: most used first (along the popularity index), then the best quality
     return query execute format(kiwi_internal.search_signed_sql(),
       'select t.id, t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
-              (t.run_count + t.download_count)::real as rank, null::text as matched_by,
-              ''listing: most used first''::text as search_mode
+              (t.run_count + t.download_count + ' || v_weights.quality || ' * t.quality_score)::real as rank,
+              null::text as matched_by, ''listing: most used first''::text as search_mode
          from public.tools t where true' || v_filter || '
-        order by t.run_count + t.download_count desc, t.ref limit $6')
+        order by t.run_count + t.download_count desc, t.quality_score desc, t.ref limit $6')
       using v_text, v_type, v_category, v_mcp, v_namespace, v_limit;
     return;
   end if;
@@ -449,11 +464,13 @@ begin
                    ((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
                     + 3 * (%s)
                     + (%s)::real / greatest(length(t.name_vector), 1)
-                    + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01))::real$f$,
+                    + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01)
+                    + %s * t.quality_score)::real$f$,
     coalesce((select string_agg(format('(t.search_document @@ $8[%s])::int', i), ' + ')
                 from generate_series(1, v_n) i), '0'),
     coalesce((select string_agg(format('(t.name_vector @@ $9[%s])::int', i), ' + ')
-                from generate_series(1, v_n) i), '0'));
+                from generate_series(1, v_n) i), '0'),
+    v_weights.quality);
   -- a tier's best window by that rank, among the most used (%s: a condition, or true)
   v_best := format($f$
       select array_agg(c.id) from (
@@ -516,8 +533,8 @@ begin
   end if;
 
   -- lexical rank: the exact id (100), then 3 for each word the tool has, then how much of
-  -- its id and name the words cover (0..1), popularity (0..0.01), and weighted full text
-  -- (0..1). ts_rank_cd costs as much as the scan (a sentence of common words matches a
+  -- its id and name the words cover (0..1), popularity (0..0.01), quality (0..0.1:
+  -- search_weights), and weighted full text (0..1). ts_rank_cd costs as much as the scan (a sentence of common words matches a
   -- third of a large registry), so it orders only the best candidates by the rest: ten
   -- times the page, or 500 (within which it still reorders tools that have as many words).
   v_lex := format($f$
@@ -541,8 +558,8 @@ begin
   end if;
 
   -- Hybrid: each list's scores scaled to its best (words: the lexical rank without the
-  -- exact-id bonus; meaning: cosine similarity), fused as 0.4 words + 0.6 meaning; the exact
-  -- id first. Score fusion keeps how far apart tools are, which rank fusion forgets: on the
+  -- exact-id bonus; meaning: cosine similarity), fused as 0.4 words + 0.6 meaning, plus 0.1
+  -- quality (search_weights); the exact id first. Score fusion keeps how far apart tools are, which rank fusion forgets: on the
   -- relevance set (bench/search_bench.py) it finds more in the first five than reciprocal
   -- rank fusion did (0.87 against 0.80), and tools at least 0.1 similar to the query count,
   -- so a misspelt sentence still finds by meaning what its words miss.
@@ -562,7 +579,8 @@ begin
              s.score / nullif((select max(score) from sem), 0) as sw
         from lex l full join sem s on s.id = l.id)
     select t.id, t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
-           ((case when f.exact then 100 else 0 end) + $14 * coalesce(f.lw, 0) + $15 * coalesce(f.sw, 0))::real as rank,
+           ((case when f.exact then 100 else 0 end) + $14 * coalesce(f.lw, 0) + $15 * coalesce(f.sw, 0)
+            + $16 * t.quality_score)::real as rank,
            case when f.exact then 'id' when f.lw is not null and f.sw is not null then 'words+meaning'
                 when f.lw is not null then 'words' else 'meaning' end as matched_by,
            'hybrid'::text as search_mode
@@ -571,7 +589,7 @@ begin
      order by 10 desc, t.ref
      limit $7$f$, v_lex, v_filter))
     using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q,
-          greatest(v_limit, 50), p_model, v_vector, 0.1::real, 0.4::float8, 0.6::float8;
+          greatest(v_limit, 50), p_model, v_vector, 0.1::real, v_weights.words, v_weights.meaning, v_weights.quality;
 end
 $$;
 revoke execute on function kiwi_internal.search_tools(text, text, text, int, real[], text) from public;
@@ -593,6 +611,6 @@ as $$
   select * from kiwi_internal.search_tools(p_query, p_tool_type, p_category, p_limit, p_embedding, p_model)
 $$;
 comment on function public.search_tools(text, text, text, int, real[], text) is
-  'Ranked search. Lexical: any of the query''s words (English stop words dropped, stemmed, as prefixes; a word no tool has is replaced by its closest known spellings), ranked by the exact id, then how many words match, how much of the name they cover, and weighted full text (name and id, tags, description, parameters); most used breaks ties. With p_embedding (the query''s 256-number vector) and p_model (the model that made it), the lexical ranking is fused with the tools nearest in meaning (each list''s scores scaled to its best, 0.4 words + 0.6 meaning); without, the answer is lexical and search_mode says why. matched_by: id, words, meaning or words+meaning. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first.';
+  'Ranked search. Lexical: any of the query''s words (English stop words dropped, stemmed, as prefixes; a word no tool has is replaced by its closest known spellings), ranked by the exact id, then how many words match, how much of the name they cover, and weighted full text (name and id, tags, description, parameters), with the tool''s quality_score as a small signal (0.1 of it); most used breaks ties. With p_embedding (the query''s 256-number vector) and p_model (the model that made it), the lexical ranking is fused with the tools nearest in meaning (each list''s scores scaled to its best, 0.4 words + 0.6 meaning + 0.1 quality_score: kiwi_internal.search_weights); without, the answer is lexical and search_mode says why. matched_by: id, words, meaning or words+meaning. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first, then best quality_score.';
 revoke execute on function public.search_tools(text, text, text, int, real[], text) from public;
 grant execute on function public.search_tools(text, text, text, int, real[], text) to anon, authenticated, service_role;

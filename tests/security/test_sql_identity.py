@@ -38,6 +38,11 @@ ANON_INVOKER_HELPERS = {
     "kiwi_internal.search_words_of(p_text text)": "splits a query into words (search_tools)",
     "kiwi_internal.search_filter_sql()": "the text of search_tools' modifier filter, a constant (search_tools)",
     "kiwi_internal.search_signed_sql()": "the text of search_tools' outer query, a constant (search_tools)",
+    "kiwi_internal.search_weights(OUT words double precision, OUT meaning double precision, "
+    "OUT quality double precision)": "the weights of search's signals, constants (search_tools)",
+    "kiwi_internal.plan_or_error(p_tool_id text)": (
+        "a tool's plan as execution_plan computes it for the caller, or its error (tool_merged_config)"
+    ),
     "kiwi_internal.signatures_of(p_version_uuid uuid)": "a version's signatures under the caller's RLS",
     "kiwi_internal.is_semver(p_version text)": "manifest validation (preview)",
     "kiwi_internal.canonical_json(p_value jsonb)": "content hashing (preview)",

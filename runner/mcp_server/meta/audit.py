@@ -18,7 +18,7 @@ from ...core.refs import ToolRef
 from ...errors import KiwiError, RegistryUnavailable
 from ...registry.base import Registry
 
-__all__ = ["audited_action", "manifest_tool_id"]
+__all__ = ["audited_action", "audited_call", "manifest_tool_id"]
 
 logger = logging.getLogger("kiwi.mcp.server")
 
@@ -100,6 +100,36 @@ async def audited_action(
         verdict = {"decision": "allowed", "outcome": "success"}
     await _audit(reg, {**entry, **_subject(fallback, data), **verdict, "duration_ms": _ms(started)}, keep)
     return result
+
+
+async def audited_call(
+    reg: Registry,
+    *,
+    session: str,
+    action: str,
+    subject: str,
+    inputs: dict[str, Any],
+    work: Callable[[], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """`work` (the registry's answer, or a KiwiError), with the audit row `audited_action` would
+    write for the same action: what the CLI's publish, yank, deprecate, delete, approve and deny
+    leave, so the audit log does not depend on the entry point."""
+    started = time.perf_counter()
+    entry: dict[str, Any] = {"session_id": session, "action": action}
+    entry["params_sha256"], entry["params_size"] = params_digest(inputs)
+    try:
+        answer = await work()
+    except KiwiError as e:
+        verdict = _verdict(e.kind in _REFUSALS, e.message)
+        await _audit(reg, {**entry, **_subject(subject), **verdict, "duration_ms": _ms(started)})
+        raise
+    except Exception as e:
+        verdict = _verdict(False, f"failed unexpectedly: {type(e).__name__}")
+        await _audit(reg, {**entry, **_subject(subject), **verdict, "duration_ms": _ms(started)})
+        raise
+    verdict = {"decision": "allowed", "outcome": "success"}
+    await _audit(reg, {**entry, **_subject(subject, answer), **verdict, "duration_ms": _ms(started)})
+    return answer
 
 
 def _verdict(refused: bool, reason: str) -> dict[str, Any]:
