@@ -20,15 +20,26 @@ import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..core.plan import Plan
 from ..errors import Refused, UsageError
 from ..policy import Call
-from ..registry.base import checked_uuid
+from ..registry.base import Registry, checked_uuid
 
-if TYPE_CHECKING:  # run.py calls checkpoint_before
-    from .run import Runner
+
+class Runner(Protocol):
+    """What a checkpoint needs of the runner (run.py's Runner, which calls checkpoint_before):
+    its environment, its registry, and a gated run."""
+
+    @property
+    def environ(self) -> Mapping[str, str]: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    async def run(self, tool_id: str, params: Any, *, version: str | None = ..., call: Call | None = ...) -> Any: ...
+
 
 __all__ = ["CHECKPOINT_TOOL", "CheckpointFailed", "checkpoint_before", "rollback", "worktree_of"]
 

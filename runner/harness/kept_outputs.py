@@ -16,11 +16,22 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from ..config import Settings
-    from .run import RunResult
+
+
+class KeptResult(Protocol):
+    """What keeping an output needs of a run's result (run.py's RunResult, whose run calls it)."""
+
+    tool_id: str
+    output: Any
+    run_id: str | None
+    warnings: list[str]
+
+
+Result = TypeVar("Result", bound=KeptResult)
 
 __all__ = ["PREVIEW_CHARS", "keep_large_output", "outputs_dir"]
 
@@ -32,7 +43,7 @@ def outputs_dir(settings: Settings, tool_id: str) -> Path:
     return settings.project_dir / ".ai" / "outputs" / "tools" / tool_id.replace("/", "__")
 
 
-def keep_large_output(result: RunResult, settings: Settings) -> RunResult:
+def keep_large_output(result: Result, settings: Settings) -> Result:
     """Write a large output to the project's outputs folder and point the result at it (see
     above); any other result, or one outside a project, as it is."""
     if result.output is None or settings.large_output_bytes <= 0:
