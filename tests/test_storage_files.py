@@ -125,3 +125,37 @@ async def test_mcp_execute_runs_a_tool_whose_file_is_in_storage(
     async with Client(build_server(runner), mode="legacy") as c:
         result = ok(await c.call_tool("execute", {"action": "run", "item_id": ref}))
     assert result["output"] == {"bytes": len(BIG), "lines": 100}
+
+
+async def test_mcp_publish_puts_a_large_file_in_storage_as_kiwi_publish_does(
+    storage: FakeStorage, make_runner: Callable[..., Runner], conn: psycopg.Connection
+) -> None:
+    tool_id = f"mcp_stored_{uuid.uuid4().hex[:8]}"
+    runner = make_runner(environ={"KIWI_STORAGE_URL": storage.url, "KIWI_STORAGE_KEY": storage.token})
+    manifest = {
+        "tool_id": tool_id,
+        "namespace": "local",
+        "version": "1.0.0",
+        "tool_type": "script",
+        "executor": "bash_runtime",
+        "description": "Counts the bytes of a data file kept in Storage, published over MCP.",
+        "entrypoint": "count.sh",
+    }
+    files = [
+        {"path": "count.sh", "content_text": SCRIPT, "is_entrypoint": True},
+        {"path": "data.txt", "content_text": BIG},
+    ]
+    try:
+        async with Client(build_server(runner), mode="legacy") as c:
+            ok(await c.call_tool("execute", {"action": "create", "manifest": manifest, "files": files}))
+            result = ok(await c.call_tool("execute", {"action": "run", "item_id": f"local/{tool_id}"}))
+        assert result["output"] == {"bytes": len(BIG), "lines": 100}
+        row = conn.execute(
+            """select f.content_text is null, f.storage_key from tool_version_files f
+                 join tool_versions v on v.id = f.version_id join tools t on t.id = v.tool_uuid
+                where t.ref = %s and f.path = 'data.txt'""",
+            (f"local/{tool_id}",),
+        ).fetchone()
+        assert row is not None and row[0] is True and row[1] in storage.objects, row
+    finally:
+        conn.execute("delete from tools where ref = %s", (f"local/{tool_id}",))

@@ -18,6 +18,7 @@ from ...core.yaml_safe import YamlTooLarge, load_yaml
 from ...errors import NotFound, Refused, UsageError
 from ...principal import requested
 from ...registry.base import Registry
+from ...registry.storage import Storage, move_large_files
 from ...search import embed_published
 from .args import ExecuteRequest, same_tool, split_ref
 from .results import fail, ok
@@ -52,6 +53,8 @@ async def publish(state: ServerState, req: ExecuteRequest) -> CallToolResult:
         _refuse_command_write(action, ref, doc)
     rows = [f.model_dump(exclude_none=True) for f in req.files or []]
     try:
+        # a file over the inline limit goes to Supabase Storage, as `kiwi publish` puts it
+        rows = await move_large_files(rows, Storage.configured(state.runner.settings, state.runner.environ))
         answer = await reg.publish(doc, rows, manifest_yaml, approval_id=req.approval_id)
     except Refused as e:
         if not (state.allow_command_writes and req.approval_id is None and e.message.startswith("only an admin may")):
