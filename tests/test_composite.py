@@ -38,6 +38,7 @@ def names(conn: psycopg.Connection) -> Iterator[dict[str, str]]:
     made = {k: f"local/{k}_{suffix}" for k in ("count", "double", "pipe", "loop")}
     yield made
     conn.execute("delete from approval_policies where pattern = any (%s)", (list(made.values()),))
+    conn.execute("delete from approvals where tool_id = any (%s)", (list(made.values()),))  # a held step's
     for ref in ("pipe", "loop", "double", "count"):
         conn.execute("delete from tools where ref = %s", (made[ref],))
 

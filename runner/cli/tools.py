@@ -212,7 +212,7 @@ async def cmd_publish(args: argparse.Namespace) -> int:
             answer = await audited(
                 registry,
                 "publish",
-                manifest_tool_id(tool_dir.manifest) or tool_dir.tool_id,
+                manifest_tool_id(tool_dir.manifest) or tool_dir.tool_id or str(args.directory),
                 {"manifest": tool_dir.manifest, "files": tool_dir.files, "approval_id": args.approval},
                 lambda: registry.publish(
                     tool_dir.manifest, files, tool_dir.as_written, signature, approval_id=args.approval

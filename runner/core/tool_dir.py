@@ -40,7 +40,9 @@ class ToolDir:
 
     @property
     def tool_id(self) -> str:
-        return str(self.manifest["tool_id"])
+        """The manifest's tool_id as written ("" when it has none: publish then refuses it by name)."""
+        named = self.manifest.get("tool_id") if isinstance(self.manifest, dict) else None
+        return str(named) if named is not None else ""
 
     @property
     def executor(self) -> str | None:

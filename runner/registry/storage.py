@@ -24,13 +24,14 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..core.plan import Plan, PlanFile
 from ..errors import IntegrityError, Refused
+
+if TYPE_CHECKING:
+    import httpx  # imported when Storage is used: a `kiwi run` of inline files never pays for it
 
 __all__ = ["DEFAULT_BUCKET", "DEFAULT_INLINE_BYTES", "Storage", "blob_path", "fetch_stored", "move_large_files"]
 
@@ -75,6 +76,8 @@ class Storage:
         """Puts the bytes at their content address (again, if they are there: the same bytes)."""
         storage_key = self.key_for(sha256)
         headers = {**self._headers(), "Content-Type": media_type or "application/octet-stream", "x-upsert": "true"}
+        import httpx
+
         async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
             try:
                 response = await client.post(f"{self.url}/object/{storage_key}", content=data, headers=headers)
@@ -94,6 +97,8 @@ class Storage:
                 f"file {f.path} is kept under {f.storage_key!r}, not at its content address {self.key_for(f.sha256)!r}",
                 hint=f"only files in the bucket {self.bucket} named by their sha256 are fetched; republish the tool",
             )
+        import httpx
+
         async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
             try:
                 response = await client.get(f"{self.url}/object/{f.storage_key}", headers=self._headers())

@@ -68,6 +68,8 @@ def test_the_inspector_lists_the_four_tools_and_finds_their_schemas_portable(dat
         "approve",
         "deny",
         "open_context",
+        "rollback",
+        "call",
     ]
 
 

@@ -35,6 +35,7 @@ from psycopg import sql
 from psycopg.types.json import Json
 
 from runner import KiwiError, NotFound, Refused, RegistryUnavailable, RestRegistry, UsageError
+from runner.registry.base import RUN_LIST_COLUMNS
 from runner.registry.errors import from_sqlstate
 
 URL = "https://kiwi-test.supabase.co"
@@ -155,7 +156,8 @@ class FakePostgREST:
 
     def select(self, table: str, params: httpx.QueryParams, role: dict[str, Any]) -> httpx.Response:
         assert set(params) <= {"select", "order", "limit", "tool_id"}, params
-        assert params.get("select") == "*"
+        chosen = params.get("select") or "*"  # PostgREST's column list: * or names
+        shown = sql.SQL("*") if chosen == "*" else sql.SQL(", ").join(map(sql.Identifier, chosen.split(",")))
         exists = self.conn.execute("select to_regclass(%s) is not null", (f"public.{table}",)).fetchone()[0]
         if not exists:
             return error_response(404, "PGRST205", f"Could not find the table 'public.{table}' in the schema cache")
@@ -171,8 +173,8 @@ class FakePostgREST:
             order = sql.SQL("order by {} {}").format(sql.Identifier(column), sql.SQL(direction))
         limit = sql.SQL("limit {}").format(sql.Literal(int(params["limit"]))) if "limit" in params else sql.SQL("")
         query = sql.SQL(
-            "select coalesce(json_agg(_), '[]')::text from (select * from public.{} where {} {} {}) _"
-        ).format(sql.Identifier(table), where, order, limit)
+            "select coalesce(json_agg(_), '[]')::text from (select {} from public.{} where {} {} {}) _"
+        ).format(shown, sql.Identifier(table), where, order, limit)
         return self._run(query, args, role)
 
     def _run(self, query: sql.Composable, args: Any, role: dict[str, Any]) -> httpx.Response:
@@ -351,7 +353,8 @@ async def test_runs_is_a_table_select_newest_first(
     assert uuid.UUID(run_id)
     request = fake.requests[-1]
     assert (request.method, request.url.path) == ("GET", "/rest/v1/tool_runs")
-    assert dict(request.url.params) == {"select": "*", "tool_id": "eq.hello_world", "order": "started_at.desc",
+    listed = ",".join(RUN_LIST_COLUMNS)  # every column but the payload
+    assert dict(request.url.params) == {"select": listed, "tool_id": "eq.hello_world", "order": "started_at.desc",
                                         "limit": "5"}  # fmt: skip
     assert [r["executor_chain"] for r in rows if r["id"] == run_id] == [record["executor_chain"]]
 
