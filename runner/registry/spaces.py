@@ -28,7 +28,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -158,24 +158,17 @@ def bare_scripts(root: Path, name: str | None = None) -> Iterator[Path]:
     """The bare scripts under `root` (named `name`.py or .sh, when given): .py and .sh files
     outside every tool's folder, outside the shared lib/ and hidden folders, none starting
     with `_`, to MAX_DEPTH levels."""
-    stack = [(root, 0)]
-    while stack:
-        folder, depth = stack.pop()
-        try:
-            with os.scandir(folder) as listing:
-                entries = sorted(listing, key=lambda e: e.name, reverse=True)
-        except OSError:
-            continue
-        if any(e.name == MANIFEST_NAME and _is_file(e) for e in entries):
+
+    def skipped(entry: os.DirEntry[str], depth: int) -> bool:
+        return entry.name.startswith("_") or (depth == 0 and entry.name == LIB_DIR)
+
+    for _, entries, is_tool in _walk(root, skipped):
+        if is_tool:
             continue  # a tool's folder: its scripts are its files
         for entry in entries:
-            if entry.name.startswith((".", "_")) or entry.name in SKIP_DIRS:
-                continue
-            if _is_dir(entry):
-                if depth < MAX_DEPTH and not (depth == 0 and entry.name == LIB_DIR):
-                    stack.append((Path(entry.path), depth + 1))
-            elif (
-                entry.name.endswith(SCRIPT_SUFFIXES)
+            if (
+                not entry.name.startswith((".", "_"))
+                and entry.name.endswith(SCRIPT_SUFFIXES)
                 and (name is None or entry.name.rsplit(".", 1)[0] == name)
                 and _is_file(entry)
             ):
@@ -185,6 +178,17 @@ def bare_scripts(root: Path, name: str | None = None) -> Iterator[Path]:
 def tool_dirs(root: Path) -> Iterator[Path]:
     """Every directory under `root` holding a tool.yaml, in a stable order. A tool's own
     subdirectories are its files, so the walk does not descend into a tool."""
+    for folder, _, is_tool in _walk(root, lambda entry, depth: False):
+        if is_tool:
+            yield folder
+
+
+def _walk(
+    root: Path, skipped: Callable[[os.DirEntry[str], int], bool]
+) -> Iterator[tuple[Path, list[os.DirEntry[str]], bool]]:
+    """Each folder under `root` to MAX_DEPTH levels, in a stable order, with its entries and
+    whether it holds a tool.yaml; a tool's folder is not entered (its subfolders are its files),
+    nor hidden folders, SKIP_DIRS, or a subfolder `skipped(entry, depth)` leaves out."""
     stack = [(root, 0)]
     while stack:
         folder, depth = stack.pop()
@@ -193,13 +197,12 @@ def tool_dirs(root: Path) -> Iterator[Path]:
                 entries = sorted(listing, key=lambda e: e.name, reverse=True)
         except OSError:
             continue
-        if any(e.name == MANIFEST_NAME and _is_file(e) for e in entries):
-            yield folder
-            continue
-        if depth >= MAX_DEPTH:
+        is_tool = any(e.name == MANIFEST_NAME and _is_file(e) for e in entries)
+        yield folder, entries, is_tool
+        if is_tool or depth >= MAX_DEPTH:
             continue
         for entry in entries:
-            if entry.name.startswith(".") or entry.name in SKIP_DIRS:
+            if entry.name.startswith(".") or entry.name in SKIP_DIRS or skipped(entry, depth):
                 continue
             if _is_dir(entry):
                 stack.append((Path(entry.path), depth + 1))
