@@ -5,7 +5,9 @@ its searchable text (name, description, tags, parameters) has a vector for the m
 (KIWI_EMBEDDINGS: runner/search/embedders.py). Publishing embeds what it published; this
 command catches up on everything else the caller may embed: the texts of its namespaces'
 tools, or every tool's with `--admin` (as `scripts/stack` does for the seeded tools after a
-reset). A text already embedded for the model is never embedded again.
+reset). A text already embedded for the model is never embedded again. With `--admin` it
+also prunes stale vectors (public.prune_search_embeddings): those of texts no tool has any
+more, and of other models that stored nothing for 30 days.
 """
 
 from __future__ import annotations
@@ -67,9 +69,12 @@ async def cmd_embed(args: argparse.Namespace) -> int:
     async with opened(settings) as registry:
         progress = True if args.progress else None
         count = await embed_pending(registry, embedder, batch=args.batch, progress=progress, refresh=args.refresh)
+        # stale vectors (texts no tool has, models idle for 30 days) go; only an admin may
+        pruned = await registry.prune_search_embeddings([embedder.model]) if settings.admin else 0
     seconds = time.monotonic() - started
     if args.json:
-        print(json.dumps({"model": embedder.model, "embedded": count, "seconds": round(seconds, 3)}))
+        print(json.dumps({"model": embedder.model, "embedded": count, "pruned": pruned, "seconds": round(seconds, 3)}))
     else:
-        print(f"embedded {count} texts with {embedder.model} in {seconds:.1f} s")
+        gone = f"; pruned {pruned} stale vectors" if pruned else ""
+        print(f"embedded {count} texts with {embedder.model} in {seconds:.1f} s{gone}")
     return 0

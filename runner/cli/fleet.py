@@ -208,6 +208,7 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     from ..handlers import standard_dispatcher
     from ..harness.run import Runner
     from ..registry import connect
+    from ..search.background import background_embedding
 
     settings = Settings.load()
     if settings.backend != "postgres":
@@ -232,7 +233,8 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     print(f"worker {options.worker_id}: taking queued runs ({args.concurrency} at once); Ctrl-C stops", file=sys.stderr)
     started = time.monotonic()
     try:
-        await worker.run(stop)
+        async with background_embedding(settings):  # what any path published, found by meaning
+            await worker.run(stop)
     finally:
         await runner.aclose()
     print(f"worker {options.worker_id}: {worker.done} runs in {time.monotonic() - started:.1f} s", file=sys.stderr)

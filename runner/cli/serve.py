@@ -315,8 +315,8 @@ async def _served(settings: Settings, allow_command_writes: bool, directive: str
     from ..handlers import standard_dispatcher
     from ..harness.run import Runner
     from ..mcp_client.pool import McpPool
-    from ..mcp_server.server import build_server  # the MCP SDK only when serving: `kiwi run` must not pay its import
     from ..registry import connect
+    from ..search.background import background_embedding
 
     pool = McpPool()  # the runs' and the imports' (closed with the runner's dispatcher)
     telemetry.set_gauge_source("kiwi.mcp.pool.sessions", lambda: {"": float(len(pool._sessions))})
@@ -326,21 +326,28 @@ async def _served(settings: Settings, allow_command_writes: bool, directive: str
 
     telemetry.set_gauge_source("kiwi.db.pool.connections", partial(pool_connections, runner.registry.backend))
     try:
-        if directive is not None:  # direct mode: the directive's tools, read now (an error stops start-up)
-            from ..mcp_server.direct import build_direct_server
-
-            direct = await build_direct_server(runner, directive, local_spaces=settings.serve_local_spaces)
-            _say(direct.summary())
-            yield direct
-            return
-        yield build_server(
-            runner,
-            allow_command_writes=allow_command_writes,
-            local_spaces=settings.serve_local_spaces,
-            mcp_pool=pool,
-        )
+        server = await _server(runner, settings, allow_command_writes, directive, pool)
+        async with background_embedding(settings):  # what any path published, found by meaning
+            yield server
     finally:
         await runner.aclose()
+
+
+async def _server(runner: Any, settings: Settings, allow_command_writes: bool, directive: str | None, pool: Any) -> Any:
+    from ..mcp_server.server import build_server  # the MCP SDK only when serving: `kiwi run` must not pay its import
+
+    if directive is not None:  # direct mode: the directive's tools, read now (an error stops start-up)
+        from ..mcp_server.direct import build_direct_server
+
+        direct = await build_direct_server(runner, directive, local_spaces=settings.serve_local_spaces)
+        _say(direct.summary())
+        return direct
+    return build_server(
+        runner,
+        allow_command_writes=allow_command_writes,
+        local_spaces=settings.serve_local_spaces,
+        mcp_pool=pool,
+    )
 
 
 def _with_the_system_allocator() -> None:

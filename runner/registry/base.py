@@ -224,6 +224,22 @@ class Registry:
         is not 256 numbers."""
         return int(await self._call("store_search_embeddings", {"p_model": model, "p_items": list(items)}) or 0)
 
+    async def unembedded_tools(self, model: str, refs: Sequence[str]) -> list[str]:
+        """public.unembedded_tools(p_model, p_refs): of these tools (at most 500) that the caller
+        may find, those with no vector for `model`: search matched them by their words only."""
+        refs = await self._call(
+            "unembedded_tools", {"p_model": model, "p_refs": list(refs)}, returns="column", read=True
+        )
+        return [str(r) for r in refs or []]
+
+    async def prune_search_embeddings(self, models: Sequence[str], *, idle_s: float | None = None) -> int:
+        """public.prune_search_embeddings(p_models, p_idle) (service_role only): deletes the vectors
+        of texts no tool has any more, and of models not in `models` idle for `idle_s` seconds
+        (default 30 days) -> how many were deleted."""
+        idle = None if idle_s is None else f"{idle_s} seconds"
+        args = {"p_models": list(models)}
+        return int(await self._call("prune_search_embeddings", args, p_idle=idle) or 0)
+
     async def publish(
         self,
         manifest: dict[str, Any],

@@ -252,6 +252,11 @@ class MemoryBackend:
                 stored += 1
         return stored
 
+    def _unembedded_tools(self, p_model: str, p_refs: list[str]) -> list[str]:
+        embedded = {h for (m, h) in self.embeddings if m == p_model}
+        rows = {r["tool_id"]: r for r in self._searchable()}
+        return sorted(r for r in p_refs if r in rows and _hash(self._text_of(rows[r])) not in embedded)
+
     def _searchable(self) -> list[dict[str, Any]]:
         """search_tools' rows: those given, else one per tool from its latest plan."""
         return self.rows if self.rows is not None else [_search_row(v[-1]) for v in self.plans.values()]

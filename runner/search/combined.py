@@ -50,6 +50,7 @@ class Found:
     search_mode: str
     warnings: list[str] = field(default_factory=list)
     embedding_failed: str | None = None  # why the embedder failed, when it did (the answer is then lexical)
+    unembedded: list[str] = field(default_factory=list)  # registry rows with no vector for the model: words only
 
     @property
     def lexical_because(self) -> str | None:
@@ -169,7 +170,31 @@ async def search(
         mode = "hybrid" if vectors is not None or not entries else "lexical: the local tools could not be embedded"
     merged = _merge(rows, local_rows, {e.ref: e for e in entries}, listing=not query.text.strip())
     failure = embedded.why_none if embedded.failed else None
-    return Found([{**r, "search_mode": mode} for r in merged[:limit]], mode, warnings, failure)
+    rows = [{**r, "search_mode": mode} for r in merged[:limit]]
+    unembedded = await _unembedded(registry, embedder, rows) if vector is not None and registry is not None else []
+    if unembedded:
+        warnings.append(words_only_warning(len(unembedded), embedder.model if embedder else "the model"))
+    return Found(rows, mode, warnings, failure, unembedded)
+
+
+def words_only_warning(count: int, model: str) -> str:
+    these = "1 of these tools has" if count == 1 else f"{count} of these tools have"
+    return (
+        f"{these} no vector for {model} yet, so could be matched by words only "
+        "(a running `kiwi serve` or `kiwi worker` embeds new tools, as does `kiwi embed`)"
+    )
+
+
+async def _unembedded(registry: Registry, embedder: Embedder | None, rows: list[dict[str, Any]]) -> list[str]:
+    """The registry rows found by words alone whose tool has no vector for the model (a row
+    found by meaning has one). Asking costs one short query; failing to ask costs nothing."""
+    refs = [r["tool_id"] for r in rows if r.get("source") == REGISTRY and r.get("matched_by") in ("words", "id")]
+    if not refs or embedder is None:
+        return []
+    try:
+        return await registry.unembedded_tools(embedder.model, refs)
+    except Exception:  # a registry without the function (older migration): the answer stands
+        return []
 
 
 def _merge(

@@ -216,3 +216,82 @@ revoke execute on function kiwi_internal.nearest_tools(text, extensions.vector, 
 -- search_tools (security invoker) calls it for every caller; it checks the caller itself.
 grant execute on function kiwi_internal.nearest_tools(text, extensions.vector, int, real, text, text, text, text)
   to anon, authenticated, service_role;
+
+-- Which of the given tools (refs, as search_tools answers them) have no vector for the
+-- model: search found them by words only. Among the tools the caller may find (as
+-- nearest_tools reads them), so it tells nothing of another namespace's private tools.
+-- `kiwi search` and the MCP server's `search` say how many there were.
+create function kiwi_internal.unembedded_tools(p_model text, p_refs text[]) returns setof text
+  language plpgsql stable security definer
+  set search_path = ''
+as $$
+declare
+  v_admin boolean := kiwi_internal.caller_is_admin();
+  v_ns    text[] := case when v_admin then '{}'::text[] else kiwi_internal.my_namespaces() end;
+begin
+  return query
+    select t.ref
+      from public.tools t
+     where t.ref = any ((coalesce(p_refs, '{}'::text[]))[1:500])
+       and (t.visibility = 'public' or (t.visibility = 'private' and (v_admin or t.namespace = any (v_ns))))
+       and not exists (select 1 from kiwi_internal.search_embeddings e
+                        where e.model = p_model and e.text_hash = t.search_text_hash)
+     order by t.ref;
+end
+$$;
+revoke execute on function kiwi_internal.unembedded_tools(text, text[]) from public;
+grant execute on function kiwi_internal.unembedded_tools(text, text[]) to anon, authenticated, service_role;
+
+create function public.unembedded_tools(p_model text, p_refs text[]) returns setof text
+  language sql stable
+  set search_path = ''
+as $$
+  select kiwi_internal.unembedded_tools(p_model, p_refs)
+$$;
+comment on function public.unembedded_tools(text, text[]) is
+  'Of the tools p_refs names (at most 500) that the caller may find, those with no vector for p_model: a search finds them by their words only, until they are embedded.';
+revoke execute on function public.unembedded_tools(text, text[]) from public;
+grant execute on function public.unembedded_tools(text, text[]) to anon, authenticated, service_role;
+
+-- Stale vectors, deleted (service_role only): those of a text no tool has any more (its
+-- tool changed its text or was deleted), and those of a model not in p_models that has
+-- stored nothing for p_idle (a model no longer in use; a model in use stores a vector for
+-- each new text). The background embedder of `kiwi serve` and `kiwi worker`, and
+-- `kiwi --admin embed`, call it with the model they use. Returns how many were deleted.
+create function kiwi_internal.prune_search_embeddings(p_models text[], p_idle interval) returns int
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_count int;
+begin
+  if not kiwi_internal.caller_is_admin() then
+    raise exception 'prune_search_embeddings is for service_role'
+      using errcode = '42501', hint = 'kiwi --admin embed prunes; so does a kiwi serve or kiwi worker';
+  end if;
+  with idle as (
+    select e.model from kiwi_internal.search_embeddings e
+     where not (e.model = any (coalesce(p_models, '{}'::text[])))
+     group by e.model
+    having max(e.created_at) < now() - coalesce(p_idle, interval '30 days'))
+  delete from kiwi_internal.search_embeddings e
+   where e.model in (select model from idle)
+      or not exists (select 1 from public.tools t where t.search_text_hash = e.text_hash);
+  get diagnostics v_count = row_count;
+  return v_count;
+end
+$$;
+revoke execute on function kiwi_internal.prune_search_embeddings(text[], interval) from public;
+grant execute on function kiwi_internal.prune_search_embeddings(text[], interval) to service_role;
+
+create function public.prune_search_embeddings(p_models text[] default null,
+                                               p_idle interval default interval '30 days') returns int
+  language sql volatile
+  set search_path = ''
+as $$
+  select kiwi_internal.prune_search_embeddings(p_models, p_idle)
+$$;
+comment on function public.prune_search_embeddings(text[], interval) is
+  'service_role: deletes the vectors of texts no tool has any more, and those of models not in p_models that stored nothing for p_idle (default 30 days). Returns how many were deleted.';
+revoke execute on function public.prune_search_embeddings(text[], interval) from public;
+grant execute on function public.prune_search_embeddings(text[], interval) to service_role;

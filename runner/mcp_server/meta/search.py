@@ -92,6 +92,8 @@ async def search(
             "search_mode": found.search_mode,
             "items": items,
         }
+        if found.unembedded:  # found by words only: no vector for the model yet
+            structured["unembedded"] = len(found.unembedded)
         if warnings:
             structured["warnings"] = warnings
         text = _search_text(query, kind, items, found, warnings)
