@@ -679,6 +679,10 @@ ANON_SECURITY_DEFINER_ALLOWED = {
     "kiwi_internal.has_embeddings(p_model text)": (
         "search_tools calls it; it tells only whether any vector of a model is stored, never whose or of what"
     ),
+    "kiwi_internal.unembedded_tools(p_model text, p_refs text[])": (
+        "unembedded_tools calls it; of the refs given, only tools the caller may list "
+        "(caller_is_admin()/my_namespaces()), and only whether each has a vector of the model"
+    ),
     "kiwi_internal.nearest_tools(p_model text, p_embedding extensions.vector, p_limit integer, "
     "p_min_similarity real, p_type text, p_category text, p_mcp text, p_namespace text)": (
         "search_tools calls it; it returns only tools the caller may list (caller_is_admin()/my_namespaces())"
