@@ -4,7 +4,8 @@ anyone running `kiwi embed`.
 
 `BackgroundEmbedder.running()` starts one task that embeds the texts pending for the model in
 use (public.pending_search_texts) in small batches, each embedded off the event loop, with a
-pause between batches so that requests keep their turn; then prunes stale vectors
+pause between batches as long as the batch took (at least PAUSE_S), so that requests keep
+their turn; then prunes stale vectors
 (public.prune_search_embeddings: texts no tool has any more, models idle for long), and
 waits. It wakes on the registry's notification of a publish (the channel `kiwi_registry`,
 over its own LISTEN connection, Postgres only), and at the latest every `poll_s` seconds.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -102,8 +104,10 @@ class BackgroundEmbedder:
             if not fresh:  # nothing pending, or only texts another vector already holds for us
                 break
             seen.update(r["text_hash"] for r in fresh)
+            began = time.monotonic()
             stored += await _embed_and_store(self.registry, self.embedder, fresh)
-            await asyncio.sleep(self.pause_s)
+            # at most half the time: as long a pause as the batch took, so requests keep their turn
+            await asyncio.sleep(max(self.pause_s, time.monotonic() - began))
         self.stored += stored
         await self._prune()
         return stored
