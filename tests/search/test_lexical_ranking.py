@@ -30,7 +30,7 @@ def test_a_long_request_of_common_words_ranks_the_tool_with_its_rare_word_first(
     common = [
         publish_tool(
             f"list_data_files_{i}",
-            {"tool_type": "knowledge", "description": f"Get a list of the data files of a project and show them ({i})."},
+            {"tool_type": "knowledge", "description": f"Get a list of the data files and show them ({i})."},
         )
         for i in range(6)
     ]
