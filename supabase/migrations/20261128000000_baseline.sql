@@ -4158,8 +4158,9 @@ begin
     return;
   end if;
 
-  -- Hybrid: each list's scores scaled to its best (words: the lexical rank without the
-  -- exact-id bonus; meaning: cosine similarity), fused as 0.4 words + 0.6 meaning, plus 0.1
+  -- Hybrid: each list's scores scaled between its best and floor x its worst (words: the
+  -- lexical rank without the exact-id bonus, floor 0.5; meaning: cosine similarity, floor
+  -- 0), fused as 0.4 words + 0.6 meaning, plus 0.1
   -- quality (search_weights); the exact id first. Score fusion keeps how far apart tools are, which rank fusion forgets: on the
   -- relevance set (bench/search_bench.py) it finds more in the first five than reciprocal
   -- rank fusion did (0.87 against 0.80), and tools at least 0.1 similar to the query count,
@@ -4214,7 +4215,7 @@ as $$
   select * from kiwi_internal.search_tools(p_query, p_tool_type, p_category, p_limit, p_embedding, p_model)
 $$;
 comment on function public.search_tools(text, text, text, int, real[], text) is
-  'Ranked search. Lexical: any of the query''s words (English stop words dropped, stemmed, as prefixes; a word no tool has is replaced by its closest known spellings), ranked by the exact id, then how many words match, how much of the name they cover, and weighted full text (name and id, tags, description, parameters), with the tool''s quality_score as a small signal (0.1 of it); most used breaks ties. With p_embedding (the query''s 256-number vector) and p_model (the model that made it), the lexical ranking is fused with the tools nearest in meaning (each list''s scores scaled to its best, 0.4 words + 0.6 meaning + 0.1 quality_score: kiwi_internal.search_weights); without, the answer is lexical and search_mode says why. matched_by: id, words, meaning or words+meaning. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first, then best quality_score.';
+  'Ranked search. Lexical: any of the query''s words (English stop words dropped, stemmed, as prefixes; a word no tool has is replaced by its closest known spellings), ranked by the exact id, then the words that match (each weighed by its idf and by the field it is in), how much of the name they cover, and weighted full text (name and id, tags, description, parameters), with the tool''s quality_score as a small signal (0.1 of it); most used breaks ties. With p_embedding (the query''s 256-number vector) and p_model (the model that made it), the lexical ranking is fused with the tools nearest in meaning (each list''s scores scaled between its best and a floor, 0.4 words + 0.6 meaning + 0.1 quality_score: kiwi_internal.search_weights); without, the answer is lexical and search_mode says why. matched_by: id, words, meaning or words+meaning. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first, then best quality_score.';
 revoke execute on function public.search_tools(text, text, text, int, real[], text) from public;
 grant execute on function public.search_tools(text, text, text, int, real[], text) to anon, authenticated, service_role;
 
