@@ -58,7 +58,8 @@ DEFAULT_ADMIN_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
 # Bump when the generated data changes shape: registries built by an older generator
 # are then rebuilt instead of reused. (5: file bodies of api and MCP tools as one-line
 # JSON, which the C encoder writes; indented JSON went through Python's.)
-GENERATOR_VERSION = 5
+# 6: the synthetic Deno runtime is deno_sandbox_runtime: the seed has its own deno_runtime.)
+GENERATOR_VERSION = 6
 DB_PREFIX = "kiwi_bench_"
 
 Log = Callable[[str], None]
@@ -772,7 +773,7 @@ LAYER2_RUNTIMES = [
         {"command": "node", "args": ["{entrypoint}"], "env": {"NODE_ENV": "production"}},
     ),
     Runtime(
-        "deno_runtime",
+        "deno_sandbox_runtime",
         "sandbox_env_runtime",
         "Deno",
         "deno",

@@ -1,11 +1,16 @@
-"""Relevance of search over the relevance set: each query's ranking three ways, and the
+"""Relevance of search over the relevance set: each query's ranking four ways, and the
 figures issue 16 sets targets for (recall@1, recall@5, MRR, queries answered by nothing).
 
-The three rankings, each the top DEPTH tools:
+The four rankings, each the top DEPTH tools:
   lexical   public.search_tools(query) with no embedding (what the SQL editor gets);
   semantic  kiwi_internal.nearest_tools, as search_tools calls it in a hybrid search (the same
             list depth and similarity floor), as an admin: the meaning side alone;
-  hybrid    public.search_tools(query, ..., embedding, model): what the CLI and MCP server get.
+  hybrid    public.search_tools(query, ..., embedding, model): what the CLI and MCP server get;
+  bm25      the reference, not Kiwi: textbook Okapi BM25 (the `rank_bm25` package, k1 1.5,
+            b 0.75) in Python over the same tools, each one document of the fields search_tools
+            reads (id and name as words, tags, description, category, parameter names and
+            descriptions), lower case, English stop words dropped, lightly stemmed
+            (runner/search/local.py), the query tokenized alike. Words only should match it.
 
 A query is answered at rank r when the first of its expected tools comes r-th. recall@k is
 the share of queries answered within the first k (any expected tool counts: where several
@@ -19,10 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import psycopg
+from rank_bm25 import BM25Okapi  # type: ignore[import-untyped]
+
+from runner.search.local import STOP_WORDS, stem, words_of
 
 from .load import Query
 
-MODES = ("lexical", "semantic", "hybrid")
+MODES = ("lexical", "semantic", "hybrid", "bm25")
 DEPTH = 20  # results looked at per query: search_tools' default page
 SEMANTIC_DEPTH = 50  # search_tools asks nearest_tools for greatest(limit, 50)
 SEMANTIC_FLOOR = 0.1  # and keeps those at least this similar (as search_tools does)
@@ -35,6 +43,34 @@ select t.ref from kiwi_internal.nearest_tools(%s, %s::real[]::extensions.vector,
   join public.tools t on t.id = n.id
  order by n.similarity desc, n.id
  limit %s"""
+
+
+# Each tool as BM25 reads it: the fields of kiwi_internal.tool_search_document, as text.
+DOCUMENTS_Q = """
+select t.ref, concat_ws(' ', t.tool_id, t.name, array_to_string(t.tags, ' '), t.description, t.category,
+                        t.subcategory, kiwi_internal.parameters_search_text(v.manifest -> 'parameters'))
+  from public.tools t
+  left join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
+ where t.visibility <> 'unlisted' and t.latest_version is not null
+ order by t.ref"""
+
+
+def bm25_tokens(text: str) -> list[str]:
+    return [stem(w) for w in words_of(text) if w not in STOP_WORDS]
+
+
+class Bm25Reference:
+    """Okapi BM25 over the relevance database's tools (see the module's docstring)."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        rows = conn.execute(DOCUMENTS_Q).fetchall()
+        self.refs = [r[0] for r in rows]
+        self.index = BM25Okapi([bm25_tokens(r[1]) for r in rows])
+
+    def ranked(self, query: str, depth: int = DEPTH) -> list[str]:
+        scores = self.index.get_scores(bm25_tokens(query))
+        order = sorted(range(len(self.refs)), key=lambda i: (-scores[i], self.refs[i]))
+        return [self.refs[i] for i in order[:depth] if scores[i] > 0]
 
 
 @dataclass
@@ -87,7 +123,9 @@ def evaluate(
     and the relevance set's are all public)."""
     out: dict[str, list[Answer]] = {m: [] for m in MODES}
     with psycopg.connect(url, autocommit=True) as conn:
+        bm25 = Bm25Reference(conn)
         for query, vector in zip(queries, vectors, strict=True):
+            out["bm25"].append(Answer(query, bm25.ranked(query.text)))
             vec = list(vector)
             rows = conn.execute(LEXICAL_Q, (query.text, DEPTH)).fetchall()
             out["lexical"].append(Answer(query, [r[0] for r in rows]))

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..core.fusion import fuse
 from ..errors import KiwiError
 from .base import Cache, Returns, Select
 from .errors import from_sqlstate
@@ -189,11 +190,7 @@ class MemoryBackend:
             if all(w in text for w in words):
                 lexical[row["tool_id"]] = float(sum(text.count(w) for w in words))
         near, mode = self._nearest(rows, p_embedding, p_model) if words else ({}, "lexical: no query words")
-        # as search_tools fuses: each list's scores scaled to its best, 0.4 words + 0.6 meaning
-        best_words, best_meaning = max(lexical.values(), default=0.0) or 1.0, max(near.values(), default=0.0) or 1.0
-        ranks = {tid: 0.4 * score / best_words for tid, score in lexical.items()}
-        for tid, similarity in near.items():
-            ranks[tid] = ranks.get(tid, 0.0) + 0.6 * similarity / best_meaning
+        ranks = fuse(lexical, near)  # as search_tools fuses (search_weights)
         found = []
         for row in rows:
             tid = row["tool_id"]

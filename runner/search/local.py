@@ -9,7 +9,7 @@ name the words cover (0..1), and weighted fields (id and name 1, tags 0.4, descr
 category 0.2, parameters 0.1; 0..1). With the query's embedding, the tools' texts are
 embedded too (by the same embedder, remembered by text) and a tool whose cosine similarity
 reaches MIN_SIMILARITY is found by meaning; the two lists are then fused as the registry
-fuses its own (each scaled to its best, 0.4 words + 0.6 meaning), so local rows can be listed
+fuses its own (runner/core/fusion.py: search_weights' weights and scaling), so local rows can be listed
 among the registry's.
 
 The project space shadows the user space (as `kiwi run` resolves). A tool.yaml that cannot
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.fusion import fuse
 from ..core.refs import ToolRef, normalize_ref, tool_name
 from ..registry.spaces import MANIFEST_NAME, bare_scripts, tool_dirs
 from .query import Query
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 # 0.15. A little above search_tools' 0.2: a space's few tools each take a top place in their own
 # lists, so a weak match would otherwise sit among the registry's best.
 MIN_SIMILARITY = 0.25
-WORDS_WEIGHT, MEANING_WEIGHT = 0.4, 0.6  # search_tools' fusion: each list's scores scaled to its best
 EXACT_ID = 100.0
 WEIGHTS = (1.0, 0.4, 0.2, 0.1)  # id and name, tags, description and category, parameters
 TYPO_SIMILARITY = 0.3
@@ -408,20 +408,17 @@ def rank(
 
 
 def _score(found: list[dict[str, Any]], fused: bool) -> None:
-    """Set each row's rank: fused as search_tools fuses (each list's scores scaled to its best,
-    0.4 words + 0.6 meaning, the exact id first), or the lexical rank plus 3 x similarity for a
+    """Set each row's rank: fused as search_tools fuses (runner/core/fusion.py, the exact id
+    first), or the lexical rank plus 3 x similarity for a
     match by meaning."""
     if not fused:
         for r in found:
             r["rank"] = (r["_lex"] or 0.0) + 3 * (r["_sim"] or 0.0)
         return
-    words = [r["_lex"] - EXACT_ID * r["_exact"] for r in found if r["_lex"] is not None]
-    meaning = [r["_sim"] for r in found if r["_sim"] is not None]
-    best_words, best_meaning = max(words, default=0.0) or 1.0, max(meaning, default=0.0) or 1.0
-    for r in found:
-        lex = r["_lex"] - EXACT_ID * r["_exact"] if r["_lex"] is not None else 0.0
-        r["rank"] = EXACT_ID * r["_exact"] + WORDS_WEIGHT * lex / best_words
-        r["rank"] += MEANING_WEIGHT * (r["_sim"] or 0.0) / best_meaning
+    words = {i: r["_lex"] - EXACT_ID * r["_exact"] for i, r in enumerate(found) if r["_lex"] is not None}
+    ranks = fuse(words, {i: r["_sim"] for i, r in enumerate(found) if r["_sim"] is not None})
+    for i, r in enumerate(found):
+        r["rank"] = EXACT_ID * r["_exact"] + ranks.get(i, 0.0)
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:

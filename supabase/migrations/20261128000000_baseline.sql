@@ -3846,14 +3846,54 @@ grant execute on function kiwi_internal.search_popular_floor() to anon, authenti
 -- quality x tools.quality_score (655_quality_score.sql), the exact id above all; a lexical
 -- rank adds quality x quality_score to its words, coverage and full text (where it weighs
 -- more than use and less than one more word matched), and a listing breaks ties of use by it.
-create function kiwi_internal.search_weights(out words float8, out meaning float8, out quality float8)
+-- The lexical side: 3 per word the tool has, each by its idf over the mean idf + terms x (each word's idf x the weight of the
+-- best field it is in, over the query's idf: 0..1, so a rare word outweighs common ones)
+-- + name coverage (0..1) + quality; the fields: id and name, tags, description and
+-- category, parameters. The fusion scales each list between its best and floor x its
+-- worst (lexical_floor, meaning_floor: 0 scales to the best alone). Tuned on the relevance
+-- set (bench/search_bench.py, which prints a reference BM25 beside words, meaning and hybrid).
+create function kiwi_internal.search_weights(out words float8, out meaning float8, out quality float8,
+                                             out terms float8, out name_field float8, out tags_field float8,
+                                             out text_field float8, out parameters_field float8,
+                                             out lexical_floor float8, out meaning_floor float8)
   language sql immutable parallel safe
   set search_path = ''
 as $$
-  select 0.4::float8, 0.6::float8, 0.1::float8
+  select 0.4::float8, 0.6::float8, 0.1::float8, 3::float8, 1::float8, 0.7::float8, 0.5::float8, 0.3::float8,
+         0.5::float8, 0::float8
 $$;
 revoke execute on function kiwi_internal.search_weights() from public;
 grant execute on function kiwi_internal.search_weights() to anon, authenticated, service_role;
+
+-- How many tools the caller may list have a term (a tsquery's text over search_document),
+-- counted up to 2000: BM25's document frequency, for its idf. Past 2000 a word is common
+-- and weighs little whatever its count, and the count stays an index probe and 2000 rows
+-- at most. The caller's RLS is written out as search_tools writes it (v_admin, v_ns).
+-- (materialized: under a LIMIT the planner would scan every tool for a word none has)
+create function kiwi_internal.search_term_df(p_term text, p_admin boolean, p_ns text[]) returns bigint
+  language sql stable
+  set search_path = ''
+as $$
+  with m as materialized (
+    select 1 from public.tools t
+     where t.search_document @@ to_tsquery('simple', p_term)
+       and t.visibility <> 'unlisted'
+       and (t.visibility = 'public' or p_admin or t.namespace = any (p_ns))
+     limit 2000)
+  select count(*) from m
+$$;
+revoke execute on function kiwi_internal.search_term_df(text, boolean, text[]) from public;
+grant execute on function kiwi_internal.search_term_df(text, boolean, text[]) to anon, authenticated, service_role;
+
+-- A term (a tsquery's text: 'stem':* or 'a' | 'b') restricted to one weight of search_document.
+create function kiwi_internal.weighted_tsquery(p_term text, p_weight text) returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select regexp_replace(replace(p_term, ':*', ':*' || p_weight), '''(\s|$)', ''':' || p_weight || '\1', 'g')
+$$;
+revoke execute on function kiwi_internal.weighted_tsquery(text, text) from public;
+grant execute on function kiwi_internal.weighted_tsquery(text, text) to anon, authenticated, service_role;
 
 create function kiwi_internal.search_tools(p_query text, p_tool_type text, p_category text, p_limit int,
                                            p_embedding real[], p_model text)
@@ -3904,6 +3944,11 @@ declare
   v_best       text;   -- a tier's best window (see below)
   v_any        tsquery;
   v_weights    constant record := kiwi_internal.search_weights();
+  v_idf        float8[] := '{}'; -- per term: its inverse document frequency (BM25's)
+  v_df         bigint;
+  v_total      float8;         -- how many tools there are (the planner's count, else counted)
+  v_words_sql  text;           -- the terms' weighted share, 0..1 (see below)
+  v_fix        text;
 begin
   if length(p_query) > 2000 then  -- before any work on it
     raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % characters)',
@@ -3973,40 +4018,57 @@ begin
       cardinality(v_words)
       using errcode = '22023', hint = 'describe the tool you want in a sentence or two';
   end if;
+  v_total := (select greatest(c.reltuples, 0) from pg_catalog.pg_class c where c.oid = 'public.tools'::regclass);
+  if v_total < 1 then
+    v_total := (select count(*) from public.tools);
+  end if;
   foreach v_word in array v_words loop
     v_stem := (select s.lexeme from unnest(to_tsvector('english', v_word)) s limit 1);
     continue when v_stem is null;
-    -- (materialized: under exists' LIMIT 1 the planner would scan every tool for a word none has)
-    if length(v_word) >= 4
-       and not exists (with m as materialized (
-                         select 1 from public.tools t
-                          where t.search_document @@ to_tsquery('simple', quote_literal(v_stem) || ':*')
-                            and t.visibility <> 'unlisted'
-                            and (t.visibility = 'public' or v_admin or t.namespace = any (v_ns)))
-                       select 1 from m) then
+    v_df := kiwi_internal.search_term_df(quote_literal(v_stem) || ':*', v_admin, v_ns);
+    if length(v_word) >= 4 and v_df = 0 then
       v_fixes := array(select c from unnest(kiwi_internal.similar_search_words(v_word)) c
                         where extensions.similarity(c, v_word) >= 0.3);
       continue when cardinality(v_fixes) = 0;
-      v_doc_terms := v_doc_terms || (select string_agg(quote_literal(s.lexeme), ' | ')
-                                       from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s);
+      v_fix := (select string_agg(quote_literal(s.lexeme), ' | ')
+                  from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s);
+      continue when v_fix is null;
+      v_doc_terms := v_doc_terms || v_fix;
       v_name_terms := v_name_terms || (select string_agg(quote_literal(c), ' | ') from unnest(v_fixes) c);
+      v_df := kiwi_internal.search_term_df(v_fix, v_admin, v_ns);
     else
       v_doc_terms := v_doc_terms || (quote_literal(v_stem) || ':*');
       v_name_terms := v_name_terms || (quote_literal(v_word) || ':*');
     end if;
+    -- BM25's idf, the count capped (search_term_df): a word in most tools weighs little
+    v_idf := v_idf || ln(1 + (greatest(v_total, v_df) - v_df + 0.5) / (v_df + 0.5));
   end loop;
   v_doc_q := array(select to_tsquery('simple', x) from unnest(v_doc_terms) x where x is not null);
   v_name_q := array(select to_tsquery('simple', x) from unnest(v_name_terms) x where x is not null);
   v_n := cardinality(v_doc_q);
+  -- The terms a tool has, each by its idf and the best field it is in (search_field_weight),
+  -- over the idf of all the query's terms: 0..1, so a rare word outweighs common ones.
+  v_words_sql := coalesce((select string_agg(format(
+      '%s * (case when t.search_document @@ %L::tsquery then %s when t.search_document @@ %L::tsquery then %s'
+      ' when t.search_document @@ %L::tsquery then %s when t.search_document @@ $8[%s] then %s else 0 end)',
+      round((v_idf[i] / s.total)::numeric, 6),
+      kiwi_internal.weighted_tsquery(v_doc_terms[i], 'A'), f.a, kiwi_internal.weighted_tsquery(v_doc_terms[i], 'B'), f.b,
+      kiwi_internal.weighted_tsquery(v_doc_terms[i], 'C'), f.c, i, f.d), ' + ')
+    from generate_series(1, v_n) i,
+         (select sum(x) as total from unnest(v_idf) x) s,
+         (select v_weights.name_field as a, v_weights.tags_field as b, v_weights.text_field as c,
+                 v_weights.parameters_field as d) f), '0');
   -- the rank without full text (see lexical rank below)
   v_cheap := format($f$
                    ((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
-                    + 3 * (%s)
+                    + 3 * (%s) + %s * (%s)
                     + (%s)::real / greatest(length(t.name_vector), 1)
                     + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01)
                     + %s * t.quality_score)::real$f$,
-    coalesce((select string_agg(format('(t.search_document @@ $8[%s])::int', i), ' + ')
-                from generate_series(1, v_n) i), '0'),
+    coalesce((select string_agg(format('%s * (t.search_document @@ $8[%s])::int',
+                                       round((v_idf[i] * v_n / s.total)::numeric, 6), i), ' + ')
+                from generate_series(1, v_n) i, (select sum(x) as total from unnest(v_idf) x) s), '0'),
+    v_weights.terms, v_words_sql,
     coalesce((select string_agg(format('(t.name_vector @@ $9[%s])::int', i), ' + ')
                 from generate_series(1, v_n) i), '0'),
     v_weights.quality);
@@ -4096,8 +4158,9 @@ begin
     return;
   end if;
 
-  -- Hybrid: each list's scores scaled to its best (words: the lexical rank without the
-  -- exact-id bonus; meaning: cosine similarity), fused as 0.4 words + 0.6 meaning, plus 0.1
+  -- Hybrid: each list's scores scaled between its best and floor x its worst (words: the
+  -- lexical rank without the exact-id bonus, floor 0.5; meaning: cosine similarity, floor
+  -- 0), fused as 0.4 words + 0.6 meaning, plus 0.1
   -- quality (search_weights); the exact id first. Score fusion keeps how far apart tools are, which rank fusion forgets: on the
   -- relevance set (bench/search_bench.py) it finds more in the first five than reciprocal
   -- rank fusion did (0.87 against 0.80), and tools at least 0.1 similar to the query count,
@@ -4114,9 +4177,11 @@ begin
         from kiwi_internal.nearest_tools($11, $12, $10, $13, $2, $3, $4, $5) n),
     fused as (
       select coalesce(l.id, s.id) as id, coalesce(l.exact, false) as exact,
-             l.score / nullif((select max(score) from lex), 0) as lw,
-             s.score / nullif((select max(score) from sem), 0) as sw
-        from lex l full join sem s on s.id = l.id)
+             (l.score - lm.lo) / nullif(lm.hi - lm.lo, 0) as lw,
+             (s.score - sm.lo) / nullif(sm.hi - sm.lo, 0) as sw
+        from lex l full join sem s on s.id = l.id
+       cross join (select min(score) * %s as lo, max(score) as hi from lex) lm
+       cross join (select min(score) * %s as lo, max(score) as hi from sem) sm)
     select t.id, t.ref, t.namespace, t.name, t.tool_type, t.category, t.description, t.executor_id, t.latest_version,
            ((case when f.exact then 100 else 0 end) + $14 * coalesce(f.lw, 0) + $15 * coalesce(f.sw, 0)
             + $16 * t.quality_score)::real as rank,
@@ -4126,7 +4191,7 @@ begin
       from fused f join public.tools t on t.id = f.id
      where true %s
      order by 10 desc, t.ref
-     limit $7$f$, v_lex, v_filter))
+     limit $7$f$, v_lex, v_weights.lexical_floor, v_weights.meaning_floor, v_filter))
     using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q,
           greatest(v_limit, 50), p_model, v_vector, 0.1::real, v_weights.words, v_weights.meaning, v_weights.quality;
 end
@@ -4150,7 +4215,7 @@ as $$
   select * from kiwi_internal.search_tools(p_query, p_tool_type, p_category, p_limit, p_embedding, p_model)
 $$;
 comment on function public.search_tools(text, text, text, int, real[], text) is
-  'Ranked search. Lexical: any of the query''s words (English stop words dropped, stemmed, as prefixes; a word no tool has is replaced by its closest known spellings), ranked by the exact id, then how many words match, how much of the name they cover, and weighted full text (name and id, tags, description, parameters), with the tool''s quality_score as a small signal (0.1 of it); most used breaks ties. With p_embedding (the query''s 256-number vector) and p_model (the model that made it), the lexical ranking is fused with the tools nearest in meaning (each list''s scores scaled to its best, 0.4 words + 0.6 meaning + 0.1 quality_score: kiwi_internal.search_weights); without, the answer is lexical and search_mode says why. matched_by: id, words, meaning or words+meaning. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first, then best quality_score.';
+  'Ranked search. Lexical: any of the query''s words (English stop words dropped, stemmed, as prefixes; a word no tool has is replaced by its closest known spellings), ranked by the exact id, then the words that match (each weighed by its idf and by the field it is in), how much of the name they cover, and weighted full text (name and id, tags, description, parameters), with the tool''s quality_score as a small signal (0.1 of it); most used breaks ties. With p_embedding (the query''s 256-number vector) and p_model (the model that made it), the lexical ranking is fused with the tools nearest in meaning (each list''s scores scaled between its best and a floor, 0.4 words + 0.6 meaning + 0.1 quality_score: kiwi_internal.search_weights); without, the answer is lexical and search_mode says why. matched_by: id, words, meaning or words+meaning. Modifiers in the query: type:T, category:C, mcp:SERVER (mcp:* any MCP tool), namespace:N. Empty query: most used first, then best quality_score.';
 revoke execute on function public.search_tools(text, text, text, int, real[], text) from public;
 grant execute on function public.search_tools(text, text, text, int, real[], text) to anon, authenticated, service_role;
 

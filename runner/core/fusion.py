@@ -1,0 +1,34 @@
+"""How search fuses its two rankings, for the searches made in process (local spaces, the
+in-memory registry): the weights of kiwi_internal.search_weights() (170_search.sql), which
+defines them for search_tools, and the same scaling. tests/search/test_fusion.py holds the
+two equal.
+
+Each list's scores are scaled between its best (1) and FLOOR x its worst (0), a tool missing
+from a list scoring 0 there; the rank is WORDS x words + MEANING x meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import TypeVar
+
+WORDS, MEANING, QUALITY = 0.4, 0.6, 0.1
+WORDS_FLOOR, MEANING_FLOOR = 0.5, 0.0  # search_weights' lexical_floor, meaning_floor
+
+K = TypeVar("K", bound=Hashable)
+
+
+def scaled(scores: Mapping[K, float], floor: float) -> dict[K, float]:
+    """Each score between floor x the lowest (0) and the highest (1); all 0 when they are equal
+    to that floor (as search_tools' nullif)."""
+    if not scores:
+        return {}
+    high, low = max(scores.values()), min(scores.values()) * floor
+    span = high - low
+    return {k: (v - low) / span if span else 0.0 for k, v in scores.items()}
+
+
+def fuse(words: Mapping[K, float], meaning: Mapping[K, float]) -> dict[K, float]:
+    """Every key of either list, with its fused rank (before any exact-id bonus and quality)."""
+    w, m = scaled(words, WORDS_FLOOR), scaled(meaning, MEANING_FLOOR)
+    return {k: WORDS * w.get(k, 0.0) + MEANING * m.get(k, 0.0) for k in {**w, **m}}

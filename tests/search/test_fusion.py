@@ -1,0 +1,24 @@
+"""One fusion: the weights search_tools reads from kiwi_internal.search_weights() are the ones
+the in-process searches (local spaces, the in-memory registry) fuse with (runner/core/fusion.py)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from runner.core import fusion
+
+
+def test_the_in_process_fusion_has_the_registrys_weights(conn: psycopg.Connection) -> None:
+    row = conn.execute(
+        "select words, meaning, quality, lexical_floor, meaning_floor from kiwi_internal.search_weights()"
+    ).fetchone()
+    assert row == pytest.approx(
+        (fusion.WORDS, fusion.MEANING, fusion.QUALITY, fusion.WORDS_FLOOR, fusion.MEANING_FLOOR)
+    )
+
+
+def test_each_list_is_scaled_between_its_best_and_its_floor() -> None:
+    ranks = fusion.fuse({"a": 4.0, "b": 2.0}, {"b": 0.5, "c": 0.25})
+    # words: a 1, b (2 - 1) / (4 - 1); meaning (floor 0): b 1, c 0.5
+    assert ranks == pytest.approx({"a": 0.4, "b": 0.4 / 3 + 0.6, "c": 0.3})
