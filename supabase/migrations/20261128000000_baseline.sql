@@ -3882,8 +3882,9 @@ as $$
      limit 2000)
   select count(*) from m
 $$;
-revoke execute on function kiwi_internal.search_term_df(text, boolean, text[]) from public;
-grant execute on function kiwi_internal.search_term_df(text, boolean, text[]) to anon, authenticated, service_role;
+-- Only search_tools (security definer, as its owner) calls it, with the caller's own admin
+-- flag and namespaces: no API role may name them itself.
+revoke execute on function kiwi_internal.search_term_df(text, boolean, text[]) from public, anon, authenticated, service_role;
 
 -- A term (a tsquery's text: 'stem':* or 'a' | 'b') restricted to one weight of search_document.
 create function kiwi_internal.weighted_tsquery(p_term text, p_weight text) returns text

@@ -39,7 +39,12 @@ ANON_INVOKER_HELPERS = {
     "kiwi_internal.search_filter_sql()": "the text of search_tools' modifier filter, a constant (search_tools)",
     "kiwi_internal.search_signed_sql()": "the text of search_tools' outer query, a constant (search_tools)",
     "kiwi_internal.search_weights(OUT words double precision, OUT meaning double precision, "
-    "OUT quality double precision)": "the weights of search's signals, constants (search_tools)",
+    "OUT quality double precision, OUT terms double precision, OUT name_field double precision, "
+    "OUT tags_field double precision, OUT text_field double precision, OUT parameters_field double precision, "
+    "OUT lexical_floor double precision, OUT meaning_floor double precision)": (
+        "the weights of search's signals, constants (search_tools)"
+    ),
+    "kiwi_internal.weighted_tsquery(p_term text, p_weight text)": "a query term's text for one field (search_tools)",
     "kiwi_internal.plan_or_error(p_tool_id text)": (
         "a tool's plan as execution_plan computes it for the caller, or its error (tool_merged_config)"
     ),
