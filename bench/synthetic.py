@@ -58,8 +58,10 @@ DEFAULT_ADMIN_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
 # Bump when the generated data changes shape: registries built by an older generator
 # are then rebuilt instead of reused. (5: file bodies of api and MCP tools as one-line
 # JSON, which the C encoder writes; indented JSON went through Python's.)
-# 6: the synthetic Deno runtime is deno_sandbox_runtime: the seed has its own deno_runtime.)
-GENERATOR_VERSION = 6
+# 6: the synthetic Deno runtime is deno_sandbox_runtime: the seed has its own deno_runtime.
+# 7: MCP servers are public: an executor is at least as visible as the tools on it; a tool
+# that names no visibility is private outside `public`, as publish makes it.)
+GENERATOR_VERSION = 7
 DB_PREFIX = "kiwi_bench_"
 
 Log = Callable[[str], None]
@@ -1080,7 +1082,9 @@ class Generator:
                 "url": f"https://mcp.{identity['_provider']}.example/{identity['_noun']}",
             }
         readme = f"# {identity['name']}\n\n{identity['description']}\n"
-        return self._tool(namespace, "mcp_server", identity, executor, {"config": config}, "README.md", readme)
+        # an executor is at least as visible as the tools on it (publish refuses otherwise)
+        extra = {"config": config, "visibility": "public"}
+        return self._tool(namespace, "mcp_server", identity, executor, extra, "README.md", readme)
 
     def mcp_tool(self, server: SynthTool) -> SynthTool:
         identity = self._identity(server.namespace, with_provider=0.0)

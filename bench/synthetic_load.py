@@ -183,7 +183,7 @@ STAGE_DDL = "\n".join(
 )
 COPIES = {
     "versions": "copy public.tool_versions (id, tool_uuid, version, executor_id, manifest, content_hash,"
-    " changelog, is_latest) from stdin",
+    " changelog, is_latest, admin_published) from stdin",
     "files": "copy public.tool_version_files (version_id, path, media_type, sha256, size_bytes, is_entrypoint,"
     " content_text) from stdin",
 }
@@ -247,7 +247,8 @@ class Rows:
                 m.get("category"),
                 m.get("subcategory"),
                 _array(tags),
-                m.get("visibility", "public"),
+                # publish's default: public in `public`, private in anyone's own namespace
+                m.get("visibility") or ("public" if t.namespace == "public" else "private"),
                 bool(m.get("is_builtin", False)),
                 m["version"],
                 t.run_count,
@@ -270,6 +271,7 @@ class Rows:
                 content_hash(manifest, [(t.file_path, sha)]),
                 m.get("changelog"),
                 True,
+                True,  # admin_published: the loader publishes as an admin would (the superuser)
             )
         )
         file = "\t".join(
@@ -443,8 +445,10 @@ select t.id, t.ref, v.id, v.version, t.visibility, t.namespace,
          'chain', jsonb_build_array(jsonb_build_object('tool_id', t.ref, 'tool_type', t.tool_type,
                                                        'version', v.version, 'content_hash', v.content_hash))
                   || coalesce(e.plan -> 'chain', '[]'),
-         'config', coalesce(kiwi_internal.jsonb_deep_merge(e.plan -> 'config', v.manifest -> 'config', e.marks),
-                            '{}'::jsonb),
+         'config', kiwi_internal.sandboxed_config(
+                     coalesce(kiwi_internal.jsonb_deep_merge(e.plan -> 'config', v.manifest -> 'config', e.marks),
+                              '{}'::jsonb), tr.trust),
+         'allowed_variables', tr.trust -> 'allowed_variables',
          'parameters', v.parameters_schema, 'outputs', v.manifest -> 'outputs', 'manifest', v.manifest,
          'files', coalesce((select jsonb_agg(jsonb_build_object(
                                      'path', f.path, 'sha256', f.sha256, 'size_bytes', f.size_bytes,
@@ -459,6 +463,13 @@ select t.id, t.ref, v.id, v.version, t.visibility, t.namespace,
   from public.tools t
   join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
   left join kiwi_bench_load.executors e on e.tool_ref = t.executor_id
+ -- what the chain's admins decided (420_plan_trust.sql), one step over the executor's plan
+ cross join lateral (select kiwi_internal.plan_trust(
+          case when e.tool_ref is not null then kiwi_internal.plan_trust_of(e.plan) end,
+          array[v.manifest -> 'config'], array[coalesce(v.admin_published, false)],
+          case when not coalesce(v.admin_published, false) then
+            array(select g.variable from public.namespace_secret_grants g where g.namespace = t.namespace)
+          end) as trust) tr
  where (t.executor_id is null or e.tool_ref is not null)
    and not exists (select 1 from kiwi_internal.plan_cache pc where pc.tool_uuid = t.id)
    and {scope}
