@@ -1208,10 +1208,11 @@ _TOOL_MIRROR_COLUMNS = (
 
 
 # Everything the registry derives for one tool, minus identities and timestamps that a
-# new publish changes (and the usage counters, which publishing resets).
+# new publish changes (and the usage counters, which publishing resets, with the quality
+# score that weighs them).
 _TOOL_STATE = """
 select p.ref,
-       to_jsonb(t) - '{id,created_at,updated_at,run_count,download_count}'::text[] as tool,
+       to_jsonb(t) - '{id,created_at,updated_at,run_count,download_count,quality_score}'::text[] as tool,
        (select to_jsonb(v) - '{id,tool_uuid,published_at,published_by}'::text[]
           from public.tool_versions v where v.tool_uuid = t.id and v.is_latest) as version,
        (select jsonb_agg(to_jsonb(f) - '{version_id,created_at}'::text[] order by f.path)
