@@ -650,7 +650,11 @@ begin
            case when f.exact then 'id' when f.lw is not null and f.sw is not null then 'words+meaning'
                 when f.lw is not null then 'words' else 'meaning' end as matched_by,
            'hybrid'::text as search_mode
-      from fused f join public.tools t on t.id = f.id
+      from fused f
+     -- each candidate's row by its key (offset 0 keeps the planner from hashing every tool)
+     cross join lateral (select t.id, t.ref, t.namespace, t.name, t.tool_type, t.category, t.subcategory,
+                                t.description, t.executor_id, t.latest_version, t.visibility, t.quality_score
+                           from public.tools t where t.id = f.id offset 0) t
      where true %s
      order by 10 desc, t.ref
      limit $7$f$, v_lex, v_weights.lexical_floor, v_weights.meaning_floor, v_filter))
