@@ -59,9 +59,10 @@ DEFAULT_ADMIN_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
 # are then rebuilt instead of reused. (5: file bodies of api and MCP tools as one-line
 # JSON, which the C encoder writes; indented JSON went through Python's.)
 # 6: the synthetic Deno runtime is deno_sandbox_runtime: the seed has its own deno_runtime.
-# 7: MCP servers are public: an executor is at least as visible as the tools on it; a tool
-# that names no visibility is private outside `public`, as publish makes it.)
-GENERATOR_VERSION = 7
+# 7: a tool that names no visibility is private outside `public`, as publish makes it.
+# 8: executors (runtimes, MCP servers) are public: at least as visible as the tools on them.)
+GENERATOR_VERSION = 8
+EXECUTOR_TYPES = ("runtime", "mcp_server", "primitive")
 DB_PREFIX = "kiwi_bench_"
 
 Log = Callable[[str], None]
@@ -977,6 +978,8 @@ class Generator:
         manifest["version"] = self._version()
         manifest.update({k: v for k, v in identity.items() if not k.startswith("_") and k != "tool_id"})
         visibility = self._visibility(namespace)
+        if tool_type in EXECUTOR_TYPES:  # an executor is at least as visible as the tools on it
+            visibility = "public"
         if visibility:
             manifest["visibility"] = visibility
         manifest.update(extra)
@@ -1082,9 +1085,7 @@ class Generator:
                 "url": f"https://mcp.{identity['_provider']}.example/{identity['_noun']}",
             }
         readme = f"# {identity['name']}\n\n{identity['description']}\n"
-        # an executor is at least as visible as the tools on it (publish refuses otherwise)
-        extra = {"config": config, "visibility": "public"}
-        return self._tool(namespace, "mcp_server", identity, executor, extra, "README.md", readme)
+        return self._tool(namespace, "mcp_server", identity, executor, {"config": config}, "README.md", readme)
 
     def mcp_tool(self, server: SynthTool) -> SynthTool:
         identity = self._identity(server.namespace, with_provider=0.0)
