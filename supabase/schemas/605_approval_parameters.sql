@@ -73,17 +73,17 @@ create function kiwi_internal.approval_parameters(p_ids text[]) returns table (i
   language sql stable security definer
   set search_path = ''
 as $$
-  select a.id, coalesce(
+  select a.id, p.params
+    from public.approvals a
+   cross join lateral (select coalesce(
            (select i.params from public.queued_runs q join kiwi_internal.queued_run_inputs i on i.run_id = q.id
              where q.approval_id = a.id and q.status = 'waiting_approval' limit 1),
-           (select d.params from kiwi_internal.approval_inputs d where d.approval_id = a.id))
-    from public.approvals a
+           (select d.params from kiwi_internal.approval_inputs d where d.approval_id = a.id)) as params) p
    where a.id::text = any (p_ids)
+     and p.params is not null  -- both sources hold params not null: none means neither has the call
      and (kiwi_internal.caller_is_admin()
           or a.requested_by = kiwi_internal.caller_identity()
           or a.namespace = any (kiwi_internal.my_namespaces(true)))
-     and (exists (select 1 from public.queued_runs q where q.approval_id = a.id and q.status = 'waiting_approval')
-          or exists (select 1 from kiwi_internal.approval_inputs d where d.approval_id = a.id))
 $$;
 revoke execute on function kiwi_internal.approval_parameters(text[]) from public;
 -- identity from the request's claims (caller_identity, my_namespaces), never from arguments
