@@ -307,8 +307,9 @@ grant execute on function kiwi_internal.search_popular_floor() to anon, authenti
 -- quality x tools.quality_score (655_quality_score.sql), the exact id above all; a lexical
 -- rank adds quality x quality_score to its words, coverage and full text (where it weighs
 -- more than use and less than one more word matched), and a listing breaks ties of use by it.
--- The lexical side: 3 per word the tool has, each by its idf over the mean idf + terms x (each word's idf x the weight of the
--- best field it is in, over the query's idf: 0..1, so a rare word outweighs common ones)
+-- The lexical side: 3 per word the tool has, each by its idf over the mean idf (the idf from
+-- the public tools' counts, 172_search_term_counts.sql) + terms x (each word's idf x the weight
+-- of the best field it is in, over the query's idf: 0..1, so a rare word outweighs common ones)
 -- + name coverage (0..1) + quality; the fields: id and name, tags, description and
 -- category, parameters. The fusion scales each list between its best and floor x its
 -- worst (lexical_floor, meaning_floor: 0 scales to the best alone). Tuned on the relevance
@@ -320,32 +321,11 @@ create function kiwi_internal.search_weights(out words float8, out meaning float
   language sql immutable parallel safe
   set search_path = ''
 as $$
-  select 0.4::float8, 0.6::float8, 0.1::float8, 3::float8, 1::float8, 0.7::float8, 0.5::float8, 0.3::float8,
+  select 0.4::float8, 0.6::float8, 0.1::float8, 4::float8, 1::float8, 0.7::float8, 0.5::float8, 0.3::float8,
          0.5::float8, 0::float8
 $$;
 revoke execute on function kiwi_internal.search_weights() from public;
 grant execute on function kiwi_internal.search_weights() to anon, authenticated, service_role;
-
--- How many tools the caller may list have a term (a tsquery's text over search_document),
--- counted up to 2000: BM25's document frequency, for its idf. Past 2000 a word is common
--- and weighs little whatever its count, and the count stays an index probe and 2000 rows
--- at most. The caller's RLS is written out as search_tools writes it (v_admin, v_ns).
--- (materialized: under a LIMIT the planner would scan every tool for a word none has)
-create function kiwi_internal.search_term_df(p_term text, p_admin boolean, p_ns text[]) returns bigint
-  language sql stable
-  set search_path = ''
-as $$
-  with m as materialized (
-    select 1 from public.tools t
-     where t.search_document @@ to_tsquery('simple', p_term)
-       and t.visibility <> 'unlisted'
-       and (t.visibility = 'public' or p_admin or t.namespace = any (p_ns))
-     limit 2000)
-  select count(*) from m
-$$;
--- Only search_tools (security definer, as its owner) calls it, with the caller's own admin
--- flag and namespaces: no API role may name them itself.
-revoke execute on function kiwi_internal.search_term_df(text, boolean, text[]) from public, anon, authenticated, service_role;
 
 -- A term (a tsquery's text: 'stem':* or 'a' | 'b') restricted to one weight of search_document.
 create function kiwi_internal.weighted_tsquery(p_term text, p_weight text) returns text
@@ -399,6 +379,7 @@ declare
   v_mode       text := 'lexical: no query embedding given';
   v_lex        text;   -- the lexical candidates, ranked: (id, ref, tool_id, search_document, cheap, rank)
   v_cheap      text;   -- the rank without full text (see below), over tools t
+  v_light      text;   -- the same without the words' fields
   v_window     int := greatest(v_limit, 50) * 10;  -- how many candidates ts_rank_cd orders
   v_floor      bigint; -- the use (runs + downloads) of the most used tools, when the registry is large
   v_ids        uuid[]; -- the candidates among the most used, when there are enough of them
@@ -487,8 +468,14 @@ begin
   foreach v_word in array v_words loop
     v_stem := (select s.lexeme from unnest(to_tsvector('english', v_word)) s limit 1);
     continue when v_stem is null;
-    v_df := kiwi_internal.search_term_df(quote_literal(v_stem) || ':*', v_admin, v_ns);
-    if length(v_word) >= 4 and v_df = 0 then
+    v_df := kiwi_internal.search_term_tools(v_stem, null);
+    -- (a word no public tool has may still be in one of the caller's own: only a word no
+    -- tool the caller may list has is corrected)
+    if length(v_word) >= 4 and v_df = 0
+       and not exists (select 1 from public.tools t
+                        where t.search_document @@ to_tsquery('simple', quote_literal(v_stem) || ':*')
+                          and t.visibility <> 'unlisted' and t.latest_version is not null
+                          and (t.visibility = 'public' or v_admin or t.namespace = any (v_ns))) then
       v_fixes := array(select c from unnest(kiwi_internal.similar_search_words(v_word)) c
                         where extensions.similarity(c, v_word) >= 0.3);
       continue when cardinality(v_fixes) = 0;
@@ -497,12 +484,12 @@ begin
       continue when v_fix is null;
       v_doc_terms := v_doc_terms || v_fix;
       v_name_terms := v_name_terms || (select string_agg(quote_literal(c), ' | ') from unnest(v_fixes) c);
-      v_df := kiwi_internal.search_term_df(v_fix, v_admin, v_ns);
+      v_df := kiwi_internal.search_term_tools(null, array(select s.lexeme from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s));
     else
       v_doc_terms := v_doc_terms || (quote_literal(v_stem) || ':*');
       v_name_terms := v_name_terms || (quote_literal(v_word) || ':*');
     end if;
-    -- BM25's idf, the count capped (search_term_df): a word in most tools weighs little
+    -- BM25's idf over the public tools' counts (172_search_term_counts.sql): a word in most tools weighs little
     v_idf := v_idf || ln(1 + (greatest(v_total, v_df) - v_df + 0.5) / (v_df + 0.5));
   end loop;
   v_doc_q := array(select to_tsquery('simple', x) from unnest(v_doc_terms) x where x is not null);
@@ -520,27 +507,31 @@ begin
          (select sum(x) as total from unnest(v_idf) x) s,
          (select v_weights.name_field as a, v_weights.tags_field as b, v_weights.text_field as c,
                  v_weights.parameters_field as d) f), '0');
-  -- the rank without full text (see lexical rank below)
+  -- the rank without full text (see lexical rank below); the light rank leaves out the
+  -- words' fields too (%%s: the field part, or 0), so that a tier's window is chosen by
+  -- one probe of each word per tool and only the window pays for the fields
   v_cheap := format($f$
                    ((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
-                    + 3 * (%s) + %s * (%s)
+                    + 3 * (%s) + %s * (%%s)
                     + (%s)::real / greatest(length(t.name_vector), 1)
                     + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01)
                     + %s * t.quality_score)::real$f$,
     coalesce((select string_agg(format('%s * (t.search_document @@ $8[%s])::int',
                                        round((v_idf[i] * v_n / s.total)::numeric, 6), i), ' + ')
                 from generate_series(1, v_n) i, (select sum(x) as total from unnest(v_idf) x) s), '0'),
-    v_weights.terms, v_words_sql,
+    v_weights.terms,
     coalesce((select string_agg(format('(t.name_vector @@ $9[%s])::int', i), ' + ')
                 from generate_series(1, v_n) i), '0'),
     v_weights.quality);
+  v_light := format(v_cheap, '0');
+  v_cheap := format(v_cheap, v_words_sql);
   -- a tier's best window by that rank, among the most used (%s: a condition, or true)
   v_best := format($f$
       select array_agg(c.id) from (
         select t.id from public.tools t
          where t.search_document @@ $6 and %%s %s
          order by %s desc, t.ref
-         limit %s) c$f$, v_filter, v_cheap, v_window);
+         limit %s) c$f$, v_filter, v_light, v_window);
 
   -- Tools with more of the words always outrank those with fewer (see rank): when a
   -- page of tools has every word, only they are ranked; else, for three to eight words,
@@ -597,17 +588,21 @@ begin
 
   -- lexical rank: the exact id (100), then 3 for each word the tool has, then how much of
   -- its id and name the words cover (0..1), popularity (0..0.01), quality (0..0.1:
-  -- search_weights), and weighted full text (0..1). ts_rank_cd costs as much as the scan (a sentence of common words matches a
-  -- third of a large registry), so it orders only the best candidates by the rest: ten
-  -- times the page, or 500 (within which it still reorders tools that have as many words).
+  -- search_weights), and weighted full text (0..1). The words' fields and ts_rank_cd cost
+  -- tens of microseconds a tool (a sentence of common words matches a third of a large
+  -- registry), so only a window of the candidates is ranked with them: ten times the page,
+  -- or 500, chosen by the light rank. ts_rank_cd reads the words as any of them (a tier's
+  -- query of all but one word costs twice as much per tool, for the same ranking).
   v_lex := format($f$
-    select y.*, (y.cheap + coalesce(ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', y.search_document, $6, 32), 0))::real as rank
+    select y.*, (y.cheap + coalesce(ts_rank_cd('{0.1, 0.2, 0.4, 1.0}', y.search_document, %L::tsquery, 32), 0))::real as rank
       from (select t.id, t.ref, t.tool_id, t.search_document, %s as cheap
-              from public.tools t
-             where (t.ref = $1 or t.tool_id = $1 or %s) %s
-             order by 5 desc, t.ref
-             limit %s) y$f$,
-    v_cheap, v_source, v_filter, v_window);
+              from (select t.id, t.ref, t.tool_id, t.search_document, t.name_vector, t.run_count,
+                           t.download_count, t.quality_score
+                      from public.tools t
+                     where (t.ref = $1 or t.tool_id = $1 or %s) %s
+                     order by %s desc, t.ref
+                     limit %s) t) y$f$,
+    v_any, v_cheap, v_source, v_filter, v_light, v_window);
 
   if v_vector is null then
     return query execute format(kiwi_internal.search_signed_sql(), format($f$

@@ -58,8 +58,9 @@ begin
                           'v_admin      constant boolean := true;');
   execute v_def;
 end $$;
--- the reference runs as each caller: let them count terms as search_tools does for them
-grant execute on function kiwi_internal.search_term_df(text, boolean, text[]) to anon, authenticated, service_role;
+-- the reference runs as each caller: let them read the words' counts as search_tools does
+grant execute on function kiwi_internal.search_term_tools(text, text[]) to anon, authenticated, service_role;
+grant select on kiwi_internal.search_term_counts to anon, authenticated, service_role;
 
 -- the queries (number, query, page, vector): searched by every caller
 create table tests.queries (n int primary key, q text, lim int, vec real[]);

@@ -1,0 +1,107 @@
+-- How many public tools hold each word of the search documents: BM25's document
+-- frequency, for the idf that weighs a query's words (170_search.sql). Counting a word's
+-- tools at query time costs one lookup of the words' index per word (6 to 15 ms for a
+-- common word at 100k tools, before any ranking); this table answers in a btree probe.
+--
+-- Only tools anyone may list count (public, with a version): the counts say nothing
+-- about a private or unlisted tool, so every caller reads the same statistics and none
+-- learns a private word's frequency. A word only private tools hold counts 0, the
+-- rarest, which is what it is among what the caller can compare it with.
+--
+-- Kept by a row trigger on public.tools (a write adds its new document's words and takes
+-- its old one's away, in word order, so concurrent publishes never deadlock), and
+-- recounted whole by recount_search_terms() after a load that bypassed triggers.
+create table kiwi_internal.search_term_counts (
+  lexeme text collate "C" primary key,
+  tools  int not null
+);
+comment on table kiwi_internal.search_term_counts is
+  'Document frequency of each search_document lexeme among public tools with a version (BM25 idf).';
+alter table kiwi_internal.search_term_counts enable row level security;
+-- read by search_tools and written by the trigger, both as the owner: no API role reaches it
+revoke all on table kiwi_internal.search_term_counts from public, anon, authenticated, service_role;
+-- (the counts are of public tools only: were a role granted reading, every row could be its)
+create policy "counts of public tools' words"
+  on kiwi_internal.search_term_counts for select to anon, authenticated, service_role using (true);
+
+-- Adds a document's words (p_new) and takes another's away (p_old), in lexeme order;
+-- a word in both moves nothing.
+create function kiwi_internal.count_search_terms(p_new tsvector, p_old tsvector) returns void
+  language sql volatile
+  set search_path = ''
+as $$
+  insert into kiwi_internal.search_term_counts as c (lexeme, tools)
+  select d.lexeme, sum(d.sign)::int
+    from (select l as lexeme, 1 as sign from unnest(tsvector_to_array(coalesce(p_new, ''))) l
+          union all
+          select l, -1 from unnest(tsvector_to_array(coalesce(p_old, ''))) l) d
+   group by d.lexeme
+  having sum(d.sign) <> 0
+   order by d.lexeme
+  on conflict (lexeme) do update set tools = c.tools + excluded.tools
+$$;
+revoke execute on function kiwi_internal.count_search_terms(tsvector, tsvector) from public, anon, authenticated, service_role;
+
+create function kiwi_internal.tools_count_search_terms() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+begin
+  perform kiwi_internal.count_search_terms(
+    case when tg_op <> 'DELETE' and new.visibility = 'public' and new.latest_version is not null
+         then new.search_document end,
+    case when tg_op <> 'INSERT' and old.visibility = 'public' and old.latest_version is not null
+         then old.search_document end);
+  return null;
+end
+$$;
+revoke execute on function kiwi_internal.tools_count_search_terms() from public, anon, authenticated, service_role;
+create trigger tools_count_search_terms_insert
+  after insert on public.tools
+  for each row when (new.visibility = 'public' and new.latest_version is not null)
+  execute function kiwi_internal.tools_count_search_terms();
+-- (a run's count or a download moves no word: only what changes the counted documents fires)
+create trigger tools_count_search_terms_update
+  after update on public.tools
+  for each row when ((old.visibility = 'public' and old.latest_version is not null)
+                     is distinct from (new.visibility = 'public' and new.latest_version is not null)
+                     or (new.visibility = 'public' and new.latest_version is not null
+                         and old.search_document is distinct from new.search_document))
+  execute function kiwi_internal.tools_count_search_terms();
+create trigger tools_count_search_terms_delete
+  after delete on public.tools
+  for each row when (old.visibility = 'public' and old.latest_version is not null)
+  execute function kiwi_internal.tools_count_search_terms();
+
+-- Every count anew, from the tools as they are: after a bulk load that ran without
+-- triggers (session_replication_role = replica), or to repair.
+create function kiwi_internal.recount_search_terms() returns bigint
+  language sql volatile security definer
+  set search_path = ''
+as $$
+  delete from kiwi_internal.search_term_counts;
+  insert into kiwi_internal.search_term_counts (lexeme, tools)
+  select l, count(*) from public.tools t, unnest(tsvector_to_array(t.search_document)) l
+   where t.visibility = 'public' and t.latest_version is not null
+   group by l;
+  select count(*) from kiwi_internal.search_term_counts;
+$$;
+revoke execute on function kiwi_internal.recount_search_terms() from public, anon, authenticated;
+grant execute on function kiwi_internal.recount_search_terms() to service_role;
+
+-- BM25's document frequency of a term as search_tools writes it: a stem as a prefix
+-- (every lexeme that starts with it), or its corrections (each lexeme exactly). A prefix
+-- sums its lexemes' counts, so a tool with two of them counts twice: an upper bound,
+-- which only makes a prefix weigh a little less.
+create function kiwi_internal.search_term_tools(p_prefix text, p_exact text[]) returns bigint
+  language sql stable
+  set search_path = ''
+as $$
+  select coalesce(sum(greatest(c.tools, 0)), 0)::bigint
+    from kiwi_internal.search_term_counts c
+   where (p_prefix is not null and c.lexeme >= p_prefix collate "C"
+          and c.lexeme < (p_prefix || chr(1114111)) collate "C")
+      or c.lexeme = any (p_exact)
+$$;
+-- Only search_tools (security definer, as the table's owner) calls it.
+revoke execute on function kiwi_internal.search_term_tools(text, text[]) from public, anon, authenticated, service_role;
