@@ -27,6 +27,12 @@ defines tasks; on any other the field is ignored, as the specification asks of a
 did not declare it. The CreateTaskResult also carries `content` (the text of
 `_meta["io.modelcontextprotocol/model-immediate-response"]`), so that a client that reads every
 `tools/call` answer as a CallToolResult (the SDK's does) accepts it.
+
+On 2026-07-28 tasks are the tasks extension's (task_ext.py), over the same queued runs: the
+extension is declared in server/discover; a tools/call of a task tool from a client that declares
+it in the request's capabilities is made a task by the server (no `task` field); tasks/get
+inlines the result, tasks/update and tasks/cancel acknowledge, and tasks/result and tasks/list
+do not exist there (-32601).
 """
 
 from __future__ import annotations
@@ -38,11 +44,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import MCPServer, require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    METHOD_NOT_FOUND,
     CallToolRequestParams,
     CallToolResult,
     CancelTaskRequestParams,
@@ -64,6 +71,7 @@ from ..harness.run import Runner
 from ..policy import Call
 from ..registry.base import Registry
 from .auth import acting_as_caller
+from .task_ext import EXTENSION, EXTENSION_VERSIONS, UpdateTaskParams, created_task, detailed_task
 from .task_view import TERMINAL_TASK, decode_cursor, encode_cursor, task_answer, task_of
 from .task_wait import progress_token, wait_for_end
 
@@ -125,7 +133,12 @@ def install_tasks(server: MCPServer, runner: Runner, registry: Registry, calls: 
     low.add_request_handler("tasks/result", GetTaskPayloadRequestParams, tasks.task_result)
     low.add_request_handler("tasks/list", PaginatedRequestParams, tasks.list_tasks)
     low.add_request_handler("tasks/cancel", CancelTaskRequestParams, tasks.cancel_task)
+    low.add_request_handler("tasks/update", UpdateTaskParams, tasks.update_task)
     server.middleware.append(tasks.middleware)
+    low.extensions[EXTENSION] = {}  # advertised in server/discover (2026-07-28) only
+    call_tool = low.get_request_handler("tools/call")
+    if call_tool is not None:  # at the handler layer, so the answer gets the 2026 envelope
+        low.add_request_handler("tools/call", call_tool.params_type, tasks.extension_call(call_tool.handler))
 
 
 @contextlib.contextmanager
@@ -213,33 +226,80 @@ class _Tasks:
         """What can be known before a worker takes the call: the tool resolves for the caller and
         the arguments satisfy its schema. A refusal is audited, as a direct call's would be;
         permissions, rate limits and approvals are the gate's when the run starts."""
-        runner = self.runner
-        version = call.version or runner.locked_version(call.ref)
         plan: Plan | None = None
         try:
-            plan = await runner.plan(call.ref, version)
-            if plan.source != "registry":
-                raise UsageError(
-                    f"{plan.tool_id} is a tool of a local space ({plan.source}): a worker runs registry tools only",
-                    hint="publish it (kiwi publish), or call it without `task`",
-                )
-            validate_params(plan.tool_id, plan.parameters, call.params)
+            plan = await self.runner.plan(call.ref, call.version or self.runner.locked_version(call.ref))
+            _check(plan, call)
         except KiwiError as e:
             asked = Call(call.session, context=call.context, approval_id=call.approval_id)
-            runner.gate.refused(asked, plan, call.ref, call.params, False, e)
+            self.runner.gate.refused(asked, plan, call.ref, call.params, False, e)
             raise
         return plan
 
+    # -- 2026-07-28: the tasks extension (task_ext.py) ------------------------------------------
+
+    def extension_call(self, call_tool: Any) -> Any:
+        """The tools/call handler that makes a task of a call the server can queue, when the
+        client declared the extension in this request; every other call is answered directly."""
+
+        async def handler(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> HandlerResult:
+            if (
+                ctx.protocol_version in EXTENSION_VERSIONS
+                and params.name in self.calls.task_tools()
+                and _declares_extension(ctx)
+            ):
+                created = await self._extension_task(ctx, params)
+                if created is not None:
+                    return created
+            return await call_tool(ctx, params)
+
+        return handler
+
+    async def _extension_task(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> dict[str, Any] | None:
+        """The call queued as the caller and answered with its task; None when it cannot be a
+        task (another action of execute, a local tool, arguments its schema refuses): then the
+        direct call answers it, refusing it (and auditing that) as it always does."""
+        with _as_protocol_errors(f"{params.name} could not be queued"), acting_as_caller():
+            try:
+                call = await self.calls.queued_call(params.name, dict(params.arguments or {}), ctx)
+                plan = await self.runner.plan(call.ref, call.version or self.runner.locked_version(call.ref))
+                _check(plan, call)
+            except (MCPError, KiwiError):
+                return None
+            run = await self.queue.enqueue(
+                plan.tool_id,
+                call.params,
+                version=plan.version,
+                session_id=call.session,
+                context=call.context,
+                approval_id=call.approval_id,
+            )
+        return created_task(run)
+
+    async def update_task(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> dict[str, Any]:
+        """tasks/update: Kiwi's tasks never ask the client for input, so every response is one the
+        extension has the server ignore; the task must still be the caller's."""
+        _extension_only(ctx, "tasks/update")
+        with _as_protocol_errors("Failed to update task"), acting_as_caller():
+            await self.queue.get(params.task_id, events=False)
+        return {}
+
     # -- tasks/* -----------------------------------------------------------------------------
 
-    async def get_task(self, ctx: ServerRequestContext[Any, Any], params: GetTaskRequestParams) -> GetTaskResult:
+    async def get_task(self, ctx: ServerRequestContext[Any, Any], params: GetTaskRequestParams) -> HandlerResult:
+        modern = _extension_request(ctx)
         with _as_protocol_errors("Failed to retrieve task"), acting_as_caller():
             run = await self.queue.get(params.task_id, events=False)
+        if modern:
+            return detailed_task(run, render=self.calls.answer)
         return GetTaskResult.model_validate(task_of(run).model_dump())
 
     async def task_result(
         self, ctx: ServerRequestContext[Any, Any], params: GetTaskPayloadRequestParams
     ) -> dict[str, Any]:
+        _legacy_only(ctx, "tasks/result")
         with _as_protocol_errors("Failed to retrieve task result"), acting_as_caller():
             run = await self.queue.get(params.task_id, events=False)
             if task_status_of(run) not in TERMINAL_TASK:
@@ -248,18 +308,22 @@ class _Tasks:
         return answer.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"})
 
     async def list_tasks(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListTasksResult:
+        _legacy_only(ctx, "tasks/list")
         before = decode_cursor(params.cursor)
         with _as_protocol_errors("Failed to list tasks"), acting_as_caller():
             rows = await self.queue.page(limit=PAGE, before=before)
         more = encode_cursor(rows[-1]) if len(rows) == PAGE else None
         return ListTasksResult(tasks=[task_of(r) for r in rows], next_cursor=more)
 
-    async def cancel_task(
-        self, ctx: ServerRequestContext[Any, Any], params: CancelTaskRequestParams
-    ) -> CancelTaskResult:
+    async def cancel_task(self, ctx: ServerRequestContext[Any, Any], params: CancelTaskRequestParams) -> HandlerResult:
+        modern = _extension_request(ctx)
         with _as_protocol_errors("Failed to cancel task"), acting_as_caller():
             run = await self.queue.get(params.task_id, events=False)
             status = task_status_of(run)
+            if modern:  # an acknowledgement; one that ended already stays as it ended (the extension's rule)
+                if status not in TERMINAL_TASK:
+                    await self.queue.cancel(params.task_id)
+                return {}
             if status in TERMINAL_TASK:
                 raise MCPError(
                     INVALID_PARAMS,
@@ -268,6 +332,43 @@ class _Tasks:
                 )
             run = await self.queue.cancel(params.task_id)
         return CancelTaskResult.model_validate(task_of(run).model_dump())
+
+
+def _check(plan: Plan, call: QueuedCall) -> None:
+    """What a worker needs of a call: a registry tool, and arguments its schema takes."""
+    if plan.source != "registry":
+        raise UsageError(
+            f"{plan.tool_id} is a tool of a local space ({plan.source}): a worker runs registry tools only",
+            hint="publish it (kiwi publish), or call it without `task`",
+        )
+    validate_params(plan.tool_id, plan.parameters, call.params)
+
+
+def _declares_extension(ctx: ServerRequestContext[Any, Any]) -> bool:
+    capabilities = ctx.session.client_capabilities
+    return bool(capabilities and capabilities.extensions and EXTENSION in capabilities.extensions)
+
+
+def _extension_request(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether a tasks/* request is the extension's (2026-07-28), whose client must declare it (-32021)."""
+    if ctx.protocol_version not in EXTENSION_VERSIONS:
+        return False
+    require_client_extension(ctx, EXTENSION)
+    return True
+
+
+def _extension_only(ctx: ServerRequestContext[Any, Any], method: str) -> None:
+    if not _extension_request(ctx):
+        raise MCPError(METHOD_NOT_FOUND, f"{method} is the tasks extension's (protocol 2026-07-28)", data=method)
+
+
+def _legacy_only(ctx: ServerRequestContext[Any, Any], method: str) -> None:
+    if ctx.protocol_version in EXTENSION_VERSIONS:
+        raise MCPError(
+            METHOD_NOT_FOUND,
+            f"{method} is not in the tasks extension of 2026-07-28: tasks/get answers the task with its result",
+            data=method,
+        )
 
 
 def _optional_task(tool: dict[str, Any]) -> dict[str, Any]:

@@ -266,7 +266,8 @@ async def test_what_cannot_be_a_task_is_refused_before_anything_is_queued(
 
 
 async def test_a_client_of_another_protocol_version_gets_a_plain_answer(runner: Runner) -> None:
-    """Tasks are 2025-11-25's: on 2026-07-28 the server declares none, and `task` is ignored."""
+    """The `task` field is 2025-11-25's: on 2026-07-28 it is ignored, and a client that does not
+    declare the tasks extension (test_tasks_extension.py) gets the answer itself."""
     async with Client(build_server(runner), mode="2026-07-28") as client:
         assert client.server_capabilities.tasks is None
         params = CallToolRequestParams(name="execute", arguments=HELLO, task=Ttl(ttl=60_000))
