@@ -1,10 +1,10 @@
 -- search_tools: ranked search for queries written as sentences. A tool is found when it
 -- has ANY of the query's words (English stop words dropped, words stemmed, each a prefix,
 -- so `create pull request` finds what creates pull requests). A word no tool the caller
--- sees has is replaced by its closest known spellings (trigram similarity against the
--- registry's vocabulary: `forcast` -> forecast, never a far word like `format`). Ranked
--- by, in order of weight: the exact id (or namespace/id); the share of the query's words
--- it has; the share of its id and name those words cover; weighted full text
+-- sees has is replaced by its closest known spellings (the fewest edits, one or two, among
+-- the registry's vocabulary: `forcast` -> forecast, never `format` or `picture` -> `pick`).
+-- Ranked by, in order of weight: the exact id (or namespace/id); the share of the query's
+-- words it has (a whole word counting more than a longer word it starts); the share of its id and name those words cover; weighted full text
 -- (ts_rank_cd: id and name A, tags B, description and category C, parameter names and
 -- descriptions D); the most used breaks ties. The query may carry modifiers:
 --   type:T        tool type T, or tools running on runtime T / T_runtime (type:bash)
@@ -128,8 +128,45 @@ create index tools_name_vector_idx on public.tools using gin (name_vector);
 create index tools_tool_id_idx on public.tools (tool_id);   -- the exact tier, across namespaces
 create index search_words_trgm_idx on kiwi_internal.search_words using gin (word extensions.gin_trgm_ops);
 
--- Up to two known words close to a (misspelt) word, closest first: among the ten
--- closest in the vocabulary, those that occur in the search document of a tool the
+-- How many single-letter edits (a letter added, dropped or changed, two neighbours swapped)
+-- turn one word into another: the optimal string alignment distance. Typos are edits;
+-- trigrams alone also call `picture` close to `pick` and `dentist` close to `deno`.
+create function kiwi_internal.edit_distance(p_a text, p_b text) returns int
+  language plpgsql immutable strict parallel safe
+  set search_path = ''
+as $$
+declare
+  la int := length(p_a);
+  lb int := length(p_b);
+  w  int := length(p_b) + 1;  -- d[i][j] is d[i * w + j + 1]
+  d  int[];
+  v  int;
+begin
+  if la = 0 or lb = 0 then
+    return greatest(la, lb);
+  end if;
+  d := array_fill(0, array[(la + 1) * w]);
+  for i in 0 .. la loop d[i * w + 1] := i; end loop;
+  for j in 0 .. lb loop d[j + 1] := j; end loop;
+  for i in 1 .. la loop
+    for j in 1 .. lb loop
+      v := least(d[(i - 1) * w + j + 1] + 1, d[i * w + j] + 1,
+                 d[(i - 1) * w + j] + case when substr(p_a, i, 1) = substr(p_b, j, 1) then 0 else 1 end);
+      if i > 1 and j > 1 and substr(p_a, i, 1) = substr(p_b, j - 1, 1) and substr(p_a, i - 1, 1) = substr(p_b, j, 1) then
+        v := least(v, d[(i - 2) * w + j - 1] + 1);
+      end if;
+      d[i * w + j + 1] := v;
+    end loop;
+  end loop;
+  return d[la * w + lb + 1];
+end
+$$;
+revoke execute on function kiwi_internal.edit_distance(text, text) from public;
+grant execute on function kiwi_internal.edit_distance(text, text) to anon, authenticated, service_role;
+
+-- Up to two known words a (misspelt) word may be a typo of: among the ten closest in the
+-- vocabulary by trigrams, those fewest edits away, and at most one (two for a word of
+-- eight letters or more: edit_distance), that occur in the search document of a tool the
 -- caller may find (a public tool; a private one of the caller's namespaces; any for
 -- admins; never an unlisted one), so that typo tolerance never reveals a word of a tool
 -- the caller cannot list. Security definer to read the vocabulary, which is private;
@@ -146,18 +183,21 @@ declare
 begin
   return (
     select coalesce(array_agg(w.word order by w.score desc, w.word), '{}')
-      from (select c.word, c.score
-              from (select s.word, extensions.similarity(s.word, p_word) as score
-                      from kiwi_internal.search_words s
-                     where s.word operator(extensions.%) p_word
-                     order by score desc, s.word
-                     limit 10) c
-             where exists (select 1 from public.tools t
+      from (select c.word, c.score, c.edits, min(c.edits) over () as fewest
+              from (select n.word, n.score, kiwi_internal.edit_distance(n.word, p_word) as edits
+                      from (select s.word, extensions.similarity(s.word, p_word) as score
+                              from kiwi_internal.search_words s
+                             where s.word operator(extensions.%) p_word
+                             order by score desc, s.word
+                             limit 10) n) c
+             where c.edits <= case when length(p_word) >= 8 then 2 else 1 end
+               and exists (select 1 from public.tools t
                             where t.search_vector @@ to_tsquery('simple', quote_literal(c.word))
                               and (t.visibility = 'public'
                                    or (t.visibility = 'private' and (v_admin or t.namespace = any (v_ns)))))
-             order by c.score desc, c.word
-             limit 2) w);
+             order by c.edits, c.score desc, c.word
+             limit 2) w
+     where w.edits = w.fewest);  -- `forcast` is forecast (one edit), not also format (two)
 end
 $$;
 revoke execute on function kiwi_internal.similar_search_words(text) from public;
@@ -357,6 +397,7 @@ declare
   v_stem       text;
   v_fixes      text[];
   v_doc_terms  text[] := '{}';  -- per query word: its stem as a prefix (or its corrections), for search_document
+  v_exact      text[] := '{}';  -- the same word as a whole stem (a correction is whole already)
   v_name_terms text[] := '{}';  -- the same word as written, for name_vector
   v_doc_q      tsquery[];
   v_name_q     tsquery[];
@@ -389,7 +430,7 @@ declare
   v_weights    constant record := kiwi_internal.search_weights();
   v_idf        float8[] := '{}'; -- per term: its inverse document frequency (BM25's)
   v_df         bigint;
-  v_total      float8;         -- how many tools there are (the planner's count, else counted)
+  v_total      float8;         -- how many tools there are (the planner's count, else the public ones counted)
   v_words_sql  text;           -- the terms' weighted share, 0..1 (see below)
   v_fix        text;
 begin
@@ -452,7 +493,7 @@ begin
 
   -- Each distinct word that is not an English stop word is one term: its stem as a
   -- prefix, or, when no tool the caller sees has it, its closest known spellings
-  -- (similarity >= 0.3: `forcast` is read as forecast, never as format). Every term
+  -- (similar_search_words: `forcast` is read as forecast, never as format). Every term
   -- costs index probes, so a query is a sentence or two, not a document.
   v_words := array(select distinct w from unnest(string_to_array(kiwi_internal.search_words_of(v_text), ' ')) w
                     where w <> '');
@@ -462,8 +503,8 @@ begin
       using errcode = '22023', hint = 'describe the tool you want in a sentence or two';
   end if;
   v_total := (select greatest(c.reltuples, 0) from pg_catalog.pg_class c where c.oid = 'public.tools'::regclass);
-  if v_total < 1 then
-    v_total := (select count(*) from public.tools);
+  if v_total < 1 then  -- never analyzed: the tools the counts count (the same for every caller)
+    v_total := (select count(*) from public.tools t where t.visibility = 'public' and t.latest_version is not null);
   end if;
   foreach v_word in array v_words loop
     v_stem := (select s.lexeme from unnest(to_tsvector('english', v_word)) s limit 1);
@@ -476,17 +517,18 @@ begin
                         where t.search_document @@ to_tsquery('simple', quote_literal(v_stem) || ':*')
                           and t.visibility <> 'unlisted' and t.latest_version is not null
                           and (t.visibility = 'public' or v_admin or t.namespace = any (v_ns))) then
-      v_fixes := array(select c from unnest(kiwi_internal.similar_search_words(v_word)) c
-                        where extensions.similarity(c, v_word) >= 0.3);
+      v_fixes := kiwi_internal.similar_search_words(v_word);
       continue when cardinality(v_fixes) = 0;
       v_fix := (select string_agg(quote_literal(s.lexeme), ' | ')
                   from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s);
       continue when v_fix is null;
       v_doc_terms := v_doc_terms || v_fix;
+      v_exact := v_exact || v_fix;
       v_name_terms := v_name_terms || (select string_agg(quote_literal(c), ' | ') from unnest(v_fixes) c);
       v_df := kiwi_internal.search_term_tools(null, array(select s.lexeme from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s));
     else
       v_doc_terms := v_doc_terms || (quote_literal(v_stem) || ':*');
+      v_exact := v_exact || quote_literal(v_stem);
       v_name_terms := v_name_terms || (quote_literal(v_word) || ':*');
     end if;
     -- BM25's idf over the public tools' counts (172_search_term_counts.sql): a word in most tools weighs little
@@ -516,8 +558,10 @@ begin
                     + (%s)::real / greatest(length(t.name_vector), 1)
                     + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01)
                     + %s * t.quality_score)::real$f$,
-    coalesce((select string_agg(format('%s * (t.search_document @@ $8[%s])::int',
-                                       round((v_idf[i] * v_n / s.total)::numeric, 6), i), ' + ')
+    -- (a word counts whole when the tool has it as typed, half when only a longer word
+    -- starts with it: `cat` is not `category`)
+    coalesce((select string_agg(format('%s * ((t.search_document @@ $8[%s])::int + (t.search_document @@ %L::tsquery)::int)',
+                                       round((v_idf[i] * v_n / s.total / 2)::numeric, 6), i, v_exact[i]), ' + ')
                 from generate_series(1, v_n) i, (select sum(x) as total from unnest(v_idf) x) s), '0'),
     v_weights.terms,
     coalesce((select string_agg(format('(t.name_vector @@ $9[%s])::int', i), ' + ')
