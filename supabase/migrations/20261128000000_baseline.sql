@@ -6638,6 +6638,8 @@ create table public.approvals (
   expires_at     timestamptz not null,
   used_at        timestamptz,
   reason         text constraint approvals_reason_length check (char_length(reason) <= 2000),
+  notice         text constraint approvals_notice_length check (char_length(notice) <= 2000),
+  notice_run_id  uuid,
   constraint approvals_expire_after_request check (expires_at > requested_at),
   constraint approvals_decided_have_a_decider
     check (status in ('pending', 'expired') or (decided_by is not null and decided_at is not null)),
@@ -6652,6 +6654,9 @@ comment on column public.approvals.decided_by is 'Who approved or denied it, set
 comment on column public.approvals.policy is
   'The approval_policies pattern that required it, or ''command write'' for a publish only an admin may otherwise make (request_publish_approval; only admins decide those).';
 comment on column public.approvals.reason is 'Why it was approved or denied, as the decider wrote it.';
+comment on column public.approvals.notice is
+  'What became of the policy''s notifier for this request (580_approval_resume.sql): queued, sent, failed and why, or not sent because the same call was notified moments ago; null when the policy names no notifier.';
+comment on column public.approvals.notice_run_id is 'The queued run of the notifier told of this request, if one was queued.';
 
 alter table public.approvals enable row level security;
 revoke all on table public.approvals from public, anon, authenticated, service_role;
@@ -6662,6 +6667,7 @@ comment on column public.approvals.params_sha256 is 'sha256 (hex) of the paramet
 create index approvals_requested_by_idx on public.approvals (requested_by, requested_at desc);
 create index approvals_pending_idx on public.approvals (expires_at) where status = 'pending';
 create index approvals_namespace_idx on public.approvals (namespace);
+create index approvals_notice_run_idx on public.approvals (notice_run_id) where notice_run_id is not null;
 
 create policy "requesters, namespace owners and admins read approvals"
   on public.approvals for select to authenticated, service_role
@@ -7221,12 +7227,13 @@ select a.id, a.tool_id, a.version, a.requested_by, a.session_id, a.requested_at,
        round(extract(epoch from a.expires_at - clock_timestamp())::numeric, 0) as expires_in_s,
        a.policy, a.params_sha256, a.params_size, a.content_hash,
        kiwi_internal.approval_decide_command(a, 'approve') as approve,
-       kiwi_internal.approval_decide_command(a, 'deny') as deny
+       kiwi_internal.approval_decide_command(a, 'deny') as deny,
+       a.notice
   from public.approvals a
  where kiwi_internal.approval_status(a.status, a.expires_at) = 'pending'
  order by a.requested_at, a.id;
 comment on view public.pending_approvals is
-  'Approvals you may read that wait for a decision and have not expired, oldest first, with the command that decides each.';
+  'Approvals you may read that wait for a decision and have not expired, oldest first, with the command that decides each and what became of its notifier (notice).';
 grant select on public.pending_approvals to authenticated, service_role;
 
 -- ==== supabase/schemas/280_signatures.sql ====
@@ -10985,28 +10992,79 @@ as $$
 $$;
 revoke execute on function kiwi_internal.approval_notice(public.approvals) from public;
 
+-- The notifier of the request's policy, queued as the request is filed, unless the same call
+-- (tool, parameters' sha256, requester) is still pending and was notified within the last
+-- ten minutes: five identical calls once sent five notices. What became of
+-- it is kept on the approval (notice), where `kiwi approvals` shows it: queued, not sent
+-- (and which approval was), or failed and why (a notifier that cannot even be queued
+-- never stops the request being filed); approval_notice_outcome below records how its run
+-- ended. Taken under a lock on the call, so concurrent identical requests notify once.
 create function kiwi_internal.approvals_notify() returns trigger
   language plpgsql security definer
   set search_path = ''
 as $$
 declare
   v_notifier text;
+  v_same     public.approvals;
+  v_run      public.queued_runs;
 begin
   select p.notifier into v_notifier from public.approval_policies p
    where p.pattern = new.policy and p.notifier is not null;
-  if v_notifier is not null then
-    perform kiwi_internal.enqueue_run(
+  if v_notifier is null then
+    return new;
+  end if;
+  perform pg_advisory_xact_lock(hashtext('kiwi.approval_notice'),
+                                hashtext(concat_ws(' ', new.tool_id, new.params_sha256, new.requested_by)));
+  select * into v_same from public.approvals a
+   where a.requested_by = new.requested_by and a.tool_id = new.tool_id and a.params_sha256 = new.params_sha256
+     and a.notice_run_id is not null and a.requested_at > clock_timestamp() - interval '10 minutes'
+     and kiwi_internal.approval_status(a.status, a.expires_at) = 'pending'
+   order by a.requested_at desc
+   limit 1;
+  if found then
+    new.notice := format('not sent: the same call is waiting in approval %s, whose notice went out at %s',
+                         v_same.id, v_same.requested_at);
+    return new;
+  end if;
+  begin
+    v_run := kiwi_internal.enqueue_run(
       jsonb_build_object('tool_id', v_notifier, 'params', kiwi_internal.approval_notice(new),
                          'session_id', 'approval-notifier'),
       '{"role": "service_role"}'::jsonb);
-  end if;
-  return null;
+    new.notice_run_id := v_run.id;
+    new.notice := format('queued: notifier %s (run %s)', v_notifier, v_run.id);
+  exception when others then
+    new.notice := left(format('failed: notifier %s could not be queued: %s', v_notifier, sqlerrm), 2000);
+  end;
+  return new;
 end
 $$;
 revoke execute on function kiwi_internal.approvals_notify() from public;
 create trigger approvals_notify
-  after insert on public.approvals
+  before insert on public.approvals
   for each row execute function kiwi_internal.approvals_notify();
+
+-- How a notifier's run ended, on the approval it told of: sent, or failed and why (a
+-- notifier whose parameters do not fit, a webhook that answers 500, a tool that is gone).
+create function kiwi_internal.approval_notice_outcome() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+begin
+  update public.approvals a
+     set notice = case when new.status = 'success' then format('sent: notifier %s (run %s)', new.tool_id, new.id)
+                       else left(format('failed: notifier %s (run %s) ended %s: %s', new.tool_id, new.id, new.status,
+                                        regexp_replace(coalesce(new.error, 'no reason given'), '\s+', ' ', 'g')),
+                                 2000) end  -- one line, as `kiwi approvals` prints it
+   where a.notice_run_id = new.id;
+  return null;
+end
+$$;
+revoke execute on function kiwi_internal.approval_notice_outcome() from public;
+create trigger approval_notice_outcome
+  after update of status on public.queued_runs
+  for each row when (new.session_id = 'approval-notifier' and new.finished_at is not null and old.finished_at is null)
+  execute function kiwi_internal.approval_notice_outcome();
 
 -- A decision reaches the runs waiting for it: approved, back on the queue; denied, ended.
 create function kiwi_internal.approvals_resume() returns trigger
