@@ -411,14 +411,15 @@ declare
   v_taken   int := 0;
   v_skipped int := 0;
   v_read    int;
+  v_batch   int;
 begin
   perform kiwi_internal.refuse_unless_admin('worker_take');
   loop
     v_read := 0;
     -- once orphans show up, read them a hundred at a time; a run read beyond what was asked
     -- for is put back at once (set_vt 0), still first in line
-    for v_msg in select * from pgmq.read('kiwi_runs', greatest(p_lease_s, 1),
-                                         case when v_skipped > 0 then 100 else v_want - v_taken end) loop
+    v_batch := case when v_skipped > 0 then 100 else v_want - v_taken end;
+    for v_msg in select * from pgmq.read('kiwi_runs', greatest(p_lease_s, 1), v_batch) loop
       v_read := v_read + 1;
       if v_taken >= v_want then
         perform pgmq.set_vt('kiwi_runs', v_msg.msg_id, 0);
@@ -455,7 +456,7 @@ begin
         'params', coalesce(v_in.params, '{}'::jsonb), 'claims', coalesce(v_in.claims, '{}'::jsonb),
         'session_id', v_row.session_id, 'read_ct', v_msg.read_ct);
     end loop;
-    exit when v_read = 0 or v_taken >= v_want;
+    exit when v_read < v_batch or v_taken >= v_want;  -- fewer than asked for: the queue shows no more
     if v_skipped >= 1000 then
       return next jsonb_build_object('skipped', v_skipped, 'more', true);
       exit;
