@@ -80,7 +80,7 @@ def _add_schedule_command(sub: Any) -> None:
     schedule = sub.add_parser("schedule", help="run tools on a schedule: add, list, pause, resume, rm")
     verbs = schedule.add_subparsers(dest="verb", required=True, metavar="VERB")
     add = verbs.add_parser("add", help="schedule a tool (its runs act as you)")
-    add.add_argument("name", metavar="NAME")
+    add.add_argument("name", metavar="NAME", help="yours to choose: 1 to 100 characters, not blank")
     add.add_argument("tool", metavar="TOOL")
     add.add_argument("--cron", required=True, help='five cron fields ("*/5 * * * *") or "N seconds" (1-59)')
     add.add_argument("--tz", default="UTC", help="the time zone the cron fields are read in (default UTC)")
@@ -258,6 +258,17 @@ async def cmd_workers(args: argparse.Namespace) -> int:
     return 0
 
 
+SCHEDULE_NAME_RULE = "a schedule's name must be 1 to 100 characters, not blank, with no control characters"
+
+
+def _check_schedule_name(name: str) -> None:
+    """The rule the database holds names to (590_schedules.sql), said before anything is asked."""
+    if not 1 <= len(name) <= 100 or not name.strip() or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise UsageError(
+            f"{SCHEDULE_NAME_RULE} (got {name[:100]!r})", hint="for example: kiwi schedule add nightly TOOL --cron ..."
+        )
+
+
 async def cmd_schedule(args: argparse.Namespace) -> int:
     from ..fleet import QueuedRuns
     from ..registry import opened
@@ -267,6 +278,7 @@ async def cmd_schedule(args: argparse.Namespace) -> int:
         if args.verb == "add":
             from ..core.refs import split_ref
 
+            _check_schedule_name(args.name)
             tool, version = split_ref(args.tool, args.version)
             request = {
                 "name": args.name,

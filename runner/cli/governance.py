@@ -212,4 +212,6 @@ async def cmd_approvals(args: argparse.Namespace) -> int:
         )
         if r.get("params") is not None:
             print(f"    parameters: {json.dumps(r['params'], ensure_ascii=False)}")
+        if r.get("notice"):  # what became of the policy's notifier: queued, sent, not sent, failed and why
+            print(f"    notice: {r['notice']}")
     return 0

@@ -84,6 +84,7 @@ class Worker:
         self.backend: Any = registry.backend
         self.held: dict[str, _Held] = {}
         self.done = 0
+        self.polls = 0  # how many times the take loop waited for a wake-up or its poll
         self._wake = asyncio.Event()
         self._notices = Notices(settings.database_url, self._woken, self._cancel_asked)
 
@@ -120,8 +121,9 @@ class Worker:
             except RegistryUnavailable as e:  # the database is away: keep the runs held, try again
                 logger.warning("cannot take queued runs: %s; trying again in %g s", e, self.options.poll_s)
                 taken, next_tick = 0, time.monotonic() + self.options.poll_s
-            if taken and taken == free:
-                continue  # more may be waiting: take again at once
+            if taken is None or (taken and taken == free):
+                continue  # more may be waiting (or only skipped messages were read so far): take again at once
+            self.polls += 1
             wait = min(self.options.poll_s, max(next_tick - time.monotonic(), 0.01))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._either(stop), timeout=wait)
@@ -165,7 +167,9 @@ class Worker:
         except KiwiError as e:
             logger.warning("queue_tick failed: %s", e)
 
-    async def _take(self, free: int) -> int:
+    async def _take(self, free: int) -> int | None:
+        """Take up to `free` runs and start them: how many; None when worker_take stopped after
+        skipping many messages of ended runs before it had enough (read again at once)."""
         limit = self.options.max_runs
         if limit is not None:
             free = min(free, limit - self.done - len(self.held))
@@ -175,11 +179,16 @@ class Worker:
                 {"p_worker": self.options.worker_id, "p_count": free, "p_lease_s": _seconds(self.options.lease_s)},
                 returns="column",
             )
+        more, taken = False, 0
         for row in rows:
+            if "id" not in row:  # {"skipped": n, "more": true}: worker_take stopped early
+                more = bool(row.get("more"))
+                continue
             held = _Held(str(row["id"]), int(row["attempt"]))
             self.held[held.run_id] = held
             held.task = asyncio.create_task(self._run_one(held, row), name=f"kiwi-run-{held.run_id}")
-        return len(rows)
+            taken += 1
+        return None if more and taken < free else taken
 
     # -- one run ----------------------------------------------------------------------------
 

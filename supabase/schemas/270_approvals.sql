@@ -121,6 +121,8 @@ create table public.approvals (
   expires_at     timestamptz not null,
   used_at        timestamptz,
   reason         text constraint approvals_reason_length check (char_length(reason) <= 2000),
+  notice         text constraint approvals_notice_length check (char_length(notice) <= 2000),
+  notice_run_id  uuid,
   constraint approvals_expire_after_request check (expires_at > requested_at),
   constraint approvals_decided_have_a_decider
     check (status in ('pending', 'expired') or (decided_by is not null and decided_at is not null)),
@@ -135,6 +137,9 @@ comment on column public.approvals.decided_by is 'Who approved or denied it, set
 comment on column public.approvals.policy is
   'The approval_policies pattern that required it, or ''command write'' for a publish only an admin may otherwise make (request_publish_approval; only admins decide those).';
 comment on column public.approvals.reason is 'Why it was approved or denied, as the decider wrote it.';
+comment on column public.approvals.notice is
+  'What became of the policy''s notifier for this request (580_approval_resume.sql): queued, sent, failed and why, or not sent because the same call was notified moments ago; null when the policy names no notifier.';
+comment on column public.approvals.notice_run_id is 'The queued run of the notifier told of this request, if one was queued.';
 
 alter table public.approvals enable row level security;
 revoke all on table public.approvals from public, anon, authenticated, service_role;
@@ -145,6 +150,7 @@ comment on column public.approvals.params_sha256 is 'sha256 (hex) of the paramet
 create index approvals_requested_by_idx on public.approvals (requested_by, requested_at desc);
 create index approvals_pending_idx on public.approvals (expires_at) where status = 'pending';
 create index approvals_namespace_idx on public.approvals (namespace);
+create index approvals_notice_run_idx on public.approvals (notice_run_id) where notice_run_id is not null;
 
 create policy "requesters, namespace owners and admins read approvals"
   on public.approvals for select to authenticated, service_role
@@ -704,10 +710,11 @@ select a.id, a.tool_id, a.version, a.requested_by, a.session_id, a.requested_at,
        round(extract(epoch from a.expires_at - clock_timestamp())::numeric, 0) as expires_in_s,
        a.policy, a.params_sha256, a.params_size, a.content_hash,
        kiwi_internal.approval_decide_command(a, 'approve') as approve,
-       kiwi_internal.approval_decide_command(a, 'deny') as deny
+       kiwi_internal.approval_decide_command(a, 'deny') as deny,
+       a.notice
   from public.approvals a
  where kiwi_internal.approval_status(a.status, a.expires_at) = 'pending'
  order by a.requested_at, a.id;
 comment on view public.pending_approvals is
-  'Approvals you may read that wait for a decision and have not expired, oldest first, with the command that decides each.';
+  'Approvals you may read that wait for a decision and have not expired, oldest first, with the command that decides each and what became of its notifier (notice).';
 grant select on public.pending_approvals to authenticated, service_role;

@@ -10,6 +10,9 @@
 --   versions_per_tool     1000      checked when a publish adds a version
 --   namespace_bytes       100 MiB   all versions of a namespace's tools together: files,
 --   user_bytes            250 MiB   manifests and tool.yaml; and all versions one user published
+--   open_runs_per_caller  1000      queued runs one caller has open (queued, running, retrying,
+--                                   waiting for approval), checked by enqueue_run
+--                                   (560_run_queue.sql): one tenant cannot flood the queue
 --
 -- A refusal (PT422: the runner's Refused) names the quota, its value and the row that sets
 -- it: "quota 'namespaces per user' (20) reached: you own 20 namespaces
@@ -55,7 +58,9 @@ insert into public.registry_quotas (name, value, label, description) values
   ('namespace_bytes', 104857600, 'bytes per namespace',
    'bytes of all versions of a namespace''s tools: files, manifests (as JSON) and tool.yaml'),
   ('user_bytes', 262144000, 'bytes per user',
-   'bytes of all versions one user published, in every namespace: files, manifests (as JSON) and tool.yaml');
+   'bytes of all versions one user published, in every namespace: files, manifests (as JSON) and tool.yaml'),
+  ('open_runs_per_caller', 1000, 'open runs per caller',
+   'queued runs one caller has open at once (queued, running, retrying or waiting for approval), checked by enqueue_run');
 
 -- The bytes each version holds: its files, its manifest as JSON and its tool.yaml.
 create table kiwi_internal.version_usage (

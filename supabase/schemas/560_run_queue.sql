@@ -84,6 +84,8 @@ grant delete on table public.queued_runs to service_role;
 create index queued_runs_caller_queued_at_idx on public.queued_runs (caller, queued_at desc);
 create index queued_runs_open_idx on public.queued_runs (status)
   where status in ('queued', 'running', 'retrying', 'waiting_approval');
+create index queued_runs_open_caller_idx on public.queued_runs (caller)
+  where status in ('queued', 'running', 'retrying', 'waiting_approval');
 create index queued_runs_approval_idx on public.queued_runs (approval_id) where approval_id is not null;
 create index queued_runs_keep_until_idx on public.queued_runs (keep_until);
 -- a schedule's tick runs once, however many workers and instances enqueue what is due
@@ -227,12 +229,42 @@ end
 $$;
 revoke execute on function kiwi_internal.request_claims() from public;
 
+-- One caller keeps at most open_runs_per_caller runs open (queued, running, retrying,
+-- waiting for approval; registry_quotas, 520_quotas.sql): 3,000 runs queued by one fresh
+-- user in 4 s were all accepted, and every other caller's run waited behind them. Taken
+-- under a lock on the caller, so concurrent calls cannot both pass the last free place.
+-- Admins are exempt (workers, notifiers, the platform's own runs).
+create function kiwi_internal.check_open_runs_quota(p_claims jsonb) returns void
+  language plpgsql volatile
+  set search_path = ''
+as $$
+declare
+  v_caller text := coalesce(p_claims ->> 'sub', 'role:' || coalesce(p_claims ->> 'role', 'service_role'));
+  v_limit  bigint := kiwi_internal.quota('open_runs_per_caller');
+  v_open   bigint;
+begin
+  if kiwi_internal.caller_is_admin() or v_limit is null then
+    return;
+  end if;
+  perform pg_advisory_xact_lock(hashtext('kiwi.quota.open_runs'), hashtext(v_caller));
+  select count(*) into v_open from public.queued_runs r
+   where r.caller = v_caller and r.status in ('queued', 'running', 'retrying', 'waiting_approval');
+  if v_open >= v_limit then
+    perform kiwi_internal.refuse_quota('open_runs_per_caller',
+      format('you have %s runs queued, running or waiting for approval (cancel some with `kiwi cancel`, or wait for them to end)',
+             v_open));
+  end if;
+end
+$$;
+revoke execute on function kiwi_internal.check_open_runs_quota(jsonb) from public;
+
 create function kiwi_internal.enqueue_run_as_caller(p jsonb) returns jsonb
   language plpgsql volatile security definer
   set search_path = ''
 as $$
 declare
-  v_row public.queued_runs;
+  v_row    public.queued_runs;
+  v_claims jsonb := kiwi_internal.request_claims();
 begin
   if kiwi_internal.caller_role() = 'anon' then
     raise exception 'anonymous callers cannot queue runs' using errcode = '42501',
@@ -243,9 +275,10 @@ begin
     raise exception 'tool % not found', p ->> 'tool_id' using errcode = 'PT404',
       hint = 'search for it with `kiwi search`; a private tool is found only by those who may read it';
   end if;
+  perform kiwi_internal.check_open_runs_quota(v_claims);
   -- a schedule's tick is the schedules' to queue (enqueue_due_schedules): a caller naming one
   -- could take another's (schedule_id, scheduled_for) slot and so cancel that tick
-  v_row := kiwi_internal.enqueue_run(p - array['schedule_id', 'scheduled_for'], kiwi_internal.request_claims());
+  v_row := kiwi_internal.enqueue_run(p - array['schedule_id', 'scheduled_for'], v_claims);
   return kiwi_internal.queued_run_json(v_row);
 end
 $$;
@@ -283,18 +316,22 @@ revoke execute on function public.queued_run(uuid, bigint) from public;
 grant execute on function public.queued_run(uuid, bigint) to authenticated, service_role;
 
 -- Cancel from anywhere: a run not started ends at once; a running one is asked to stop, and
--- the worker holding it (told through pg_notify) kills its process tree and finishes it.
+-- the worker holding it (told through pg_notify) kills its process tree and finishes it. A
+-- run waiting for approval takes its pending approval with it (denied, saying why), in the
+-- same transaction: it no longer waits in `kiwi approvals` for a decision nobody needs.
 create function kiwi_internal.cancel_queued_run(p_id uuid) returns jsonb
   language plpgsql volatile security definer
   set search_path = ''
 as $$
 declare
   v_row public.queued_runs;
+  v_was text;
 begin
   select * into v_row from public.queued_runs r where r.id = p_id for update;
   if not found or not (kiwi_internal.caller_is_admin() or v_row.caller = kiwi_internal.caller_identity()) then
     raise exception 'queued run % not found', p_id using errcode = 'PT404', hint = 'list your runs with `kiwi runs`';
   end if;
+  v_was := v_row.status;
   if v_row.status in ('queued', 'retrying', 'waiting_approval') then
     if v_row.msg_id is not null then
       perform pgmq.delete('kiwi_runs', v_row.msg_id);
@@ -305,6 +342,17 @@ begin
      where r.id = p_id returning * into v_row;
     delete from kiwi_internal.queued_run_inputs i where i.run_id = p_id;
     insert into public.queued_run_events (run_id, kind, message) values (p_id, 'status', 'cancelled');
+    -- the approval it waited for is closed with it: nobody is left to decide for a run that is gone
+    -- (no other open run waits on it; the run above is already cancelled, so approvals_resume ends nothing)
+    if v_was = 'waiting_approval' and v_row.approval_id is not null and not exists (
+         select 1 from public.queued_runs q
+          where q.approval_id = v_row.approval_id and q.id <> p_id
+            and q.status in ('queued', 'running', 'retrying', 'waiting_approval')) then
+      update public.approvals a
+         set status = 'denied', decided_by = kiwi_internal.caller_identity(), decided_at = clock_timestamp(),
+             reason = format('the queued run %s waiting for it was cancelled', p_id)
+       where a.id = v_row.approval_id and a.status = 'pending';
+    end if;
   elsif v_row.status = 'running' and v_row.cancel_requested_at is null then
     update public.queued_runs r set cancel_requested_at = clock_timestamp() where r.id = p_id returning * into v_row;
     perform pg_notify('kiwi_run_cancel', p_id::text);
@@ -345,44 +393,116 @@ grant execute on function kiwi_internal.refuse_unless_admin(text) to authenticat
 -- cancelled meanwhile, is archived and skipped (a run cancelled while a worker that died held
 -- it ends cancelled, never to run again); a run taken more than max_deliveries times (its
 -- workers died) is dead-lettered. Returns the runs to start, with their inputs.
+--
+-- Fair across callers: pgmq reads the oldest message first, so one caller's backlog (up to
+-- open_runs_per_caller) would make every other caller wait behind it. A queued run whose
+-- caller already runs more than another caller with runs waiting goes to the back of the
+-- queue (its message archived and sent again) instead of being taken, at most 100 times a
+-- call; the other caller's run, behind it, is taken first. (The run sent back is visible
+-- again once the call's transaction ends: the call then ends with {"more": true}.)
+--
+-- Skipped messages do not count against p_count: it reads on until it has p_count runs or the
+-- queue shows no more, so a real run behind thousands of orphaned messages is taken in the
+-- same call (2,805 of them once drained at two a second, one a poll). After 1,000 skipped
+-- messages in one call it stops, to keep its transaction short, and says so with a last row
+-- {"skipped": n, "more": true} (no id): the worker then takes again at once.
+-- Whether the run of p_caller whose message is p_msg_id should let another caller's go first:
+-- p_caller has runs running, and a caller with fewer running has a run queued behind it
+-- (a later message). A message sent to the back is behind all of those, so no run goes back
+-- twice for the same waiting run (nor forever for a run whose message was lost).
+create function kiwi_internal.another_caller_goes_first(p_caller text, p_msg_id bigint) returns boolean
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  v_running bigint;
+begin
+  select count(*) into v_running from public.queued_runs r where r.caller = p_caller and r.status = 'running';
+  if v_running = 0 then
+    return false;
+  end if;
+  return exists (
+    select 1
+      from (select distinct r.caller from public.queued_runs r
+             where r.status = 'queued' and r.caller <> p_caller and r.msg_id > p_msg_id) w
+     where (select count(*) from public.queued_runs x where x.caller = w.caller and x.status = 'running') < v_running);
+end
+$$;
+revoke execute on function kiwi_internal.another_caller_goes_first(text, bigint) from public;
+
 create function kiwi_internal.worker_take(p_worker uuid, p_count int, p_lease_s int) returns setof jsonb
   language plpgsql volatile security definer
   set search_path = ''
 as $$
 declare
-  v_msg record;
-  v_row public.queued_runs;
-  v_in  kiwi_internal.queued_run_inputs;
+  v_msg     record;
+  v_row     public.queued_runs;
+  v_in      kiwi_internal.queued_run_inputs;
+  v_want    int := least(greatest(p_count, 1), 100);
+  v_taken   int := 0;
+  v_skipped int := 0;
+  v_read    int;
+  v_batch   int;
+  v_turned  int := 0;
 begin
   perform kiwi_internal.refuse_unless_admin('worker_take');
-  for v_msg in select * from pgmq.read('kiwi_runs', greatest(p_lease_s, 1), least(greatest(p_count, 1), 100)) loop
-    select * into v_row from public.queued_runs r
-     where r.id = (v_msg.message ->> 'run_id')::uuid for update;
-    if not found or v_row.status not in ('queued', 'running', 'retrying') or v_row.msg_id <> v_msg.msg_id then
-      perform pgmq.archive('kiwi_runs', v_msg.msg_id);
-      continue;
-    end if;
-    if v_row.cancel_requested_at is not null then  -- cancelled while a worker that then died ran it
-      perform kiwi_internal.end_queued_run(v_row.id, 'cancelled',
-        'cancelled while it ran; its worker stopped before ending it, and it was not run again', null);
-      continue;
-    end if;
-    if v_row.attempt >= v_row.max_deliveries + v_row.max_attempts - 1 then
-      perform kiwi_internal.end_queued_run(v_row.id, 'dead',
-        format('dead-lettered: taken %s times and never finished (its workers stopped)', v_row.attempt), null);
-      continue;
-    end if;
-    update public.queued_runs r
-       set status = 'running', attempt = r.attempt + 1, worker_id = p_worker,
-           started_at = coalesce(r.started_at, clock_timestamp()), next_attempt_at = null
-     where r.id = v_row.id returning * into v_row;
-    insert into public.queued_run_events (run_id, kind, message)
-    values (v_row.id, 'status', format('running (attempt %s)', v_row.attempt));
-    select * into v_in from kiwi_internal.queued_run_inputs i where i.run_id = v_row.id;
-    return next kiwi_internal.queued_run_json(v_row) || jsonb_build_object(
-      'params', coalesce(v_in.params, '{}'::jsonb), 'claims', coalesce(v_in.claims, '{}'::jsonb),
-      'session_id', v_row.session_id, 'read_ct', v_msg.read_ct);
+  loop
+    v_read := 0;
+    -- once orphans show up, read them a hundred at a time; a run read beyond what was asked
+    -- for is put back at once (set_vt 0), still first in line
+    v_batch := case when v_skipped > 0 then 100 else v_want - v_taken end;
+    for v_msg in select * from pgmq.read('kiwi_runs', greatest(p_lease_s, 1), v_batch) loop
+      v_read := v_read + 1;
+      if v_taken >= v_want then
+        perform pgmq.set_vt('kiwi_runs', v_msg.msg_id, 0);
+        continue;
+      end if;
+      select * into v_row from public.queued_runs r
+       where r.id = (v_msg.message ->> 'run_id')::uuid for update;
+      if not found or v_row.status not in ('queued', 'running', 'retrying') or v_row.msg_id <> v_msg.msg_id then
+        perform pgmq.archive('kiwi_runs', v_msg.msg_id);
+        v_skipped := v_skipped + 1;
+        continue;
+      end if;
+      if v_row.cancel_requested_at is not null then  -- cancelled while a worker that then died ran it
+        perform kiwi_internal.end_queued_run(v_row.id, 'cancelled',
+          'cancelled while it ran; its worker stopped before ending it, and it was not run again', null);
+        v_skipped := v_skipped + 1;
+        continue;
+      end if;
+      if v_row.attempt >= v_row.max_deliveries + v_row.max_attempts - 1 then
+        perform kiwi_internal.end_queued_run(v_row.id, 'dead',
+          format('dead-lettered: taken %s times and never finished (its workers stopped)', v_row.attempt), null);
+        v_skipped := v_skipped + 1;
+        continue;
+      end if;
+      if v_row.status = 'queued' and v_turned < 100 and kiwi_internal.another_caller_goes_first(v_row.caller, v_msg.msg_id) then
+        -- to the back of the queue: the callers running less come first
+        perform pgmq.archive('kiwi_runs', v_msg.msg_id);
+        update public.queued_runs r set msg_id = (select pgmq.send('kiwi_runs', jsonb_build_object('run_id', r.id)))
+         where r.id = v_row.id;
+        v_turned := v_turned + 1;
+        v_skipped := v_skipped + 1;
+        continue;
+      end if;
+      update public.queued_runs r
+         set status = 'running', attempt = r.attempt + 1, worker_id = p_worker,
+             started_at = coalesce(r.started_at, clock_timestamp()), next_attempt_at = null
+       where r.id = v_row.id returning * into v_row;
+      insert into public.queued_run_events (run_id, kind, message)
+      values (v_row.id, 'status', format('running (attempt %s)', v_row.attempt));
+      select * into v_in from kiwi_internal.queued_run_inputs i where i.run_id = v_row.id;
+      v_taken := v_taken + 1;
+      return next kiwi_internal.queued_run_json(v_row) || jsonb_build_object(
+        'params', coalesce(v_in.params, '{}'::jsonb), 'claims', coalesce(v_in.claims, '{}'::jsonb),
+        'session_id', v_row.session_id, 'read_ct', v_msg.read_ct);
+    end loop;
+    exit when v_read < v_batch or v_taken >= v_want or v_skipped >= 1000;  -- fewer than asked for: no more shown
   end loop;
+  -- runs sent to the back are visible only once this transaction ends: take again at once
+  if v_taken < v_want and (v_skipped >= 1000 or v_turned > 0) then
+    return next jsonb_build_object('skipped', v_skipped, 'more', true);
+  end if;
 end
 $$;
 revoke execute on function kiwi_internal.worker_take(uuid, int, int) from public;
@@ -548,7 +668,7 @@ create function public.worker_take(p_worker uuid, p_count int default 1, p_lease
   returns setof jsonb language sql volatile set search_path = ''
 as $$ select kiwi_internal.worker_take(p_worker, p_count, p_lease_s) $$;
 comment on function public.worker_take(uuid, int, int) is
-  'For kiwi worker (admins only): take up to p_count queued runs, hidden from other workers for p_lease_s seconds; each with its parameters and the claims to act with.';
+  'For kiwi worker (admins only): take up to p_count queued runs, hidden from other workers for p_lease_s seconds; each with its parameters and the claims to act with. Messages of ended or missing runs are archived on the way, not counted; after 1,000 of them a last row {skipped, more: true} says to take again at once.';
 revoke execute on function public.worker_take(uuid, int, int) from public;
 grant execute on function public.worker_take(uuid, int, int) to service_role;
 

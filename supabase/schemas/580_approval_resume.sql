@@ -22,28 +22,79 @@ as $$
 $$;
 revoke execute on function kiwi_internal.approval_notice(public.approvals) from public;
 
+-- The notifier of the request's policy, queued as the request is filed, unless the same call
+-- (tool, parameters' sha256, requester) is still pending and was notified within the last
+-- ten minutes: five identical calls once sent five notices. What became of
+-- it is kept on the approval (notice), where `kiwi approvals` shows it: queued, not sent
+-- (and which approval was), or failed and why (a notifier that cannot even be queued
+-- never stops the request being filed); approval_notice_outcome below records how its run
+-- ended. Taken under a lock on the call, so concurrent identical requests notify once.
 create function kiwi_internal.approvals_notify() returns trigger
   language plpgsql security definer
   set search_path = ''
 as $$
 declare
   v_notifier text;
+  v_same     public.approvals;
+  v_run      public.queued_runs;
 begin
   select p.notifier into v_notifier from public.approval_policies p
    where p.pattern = new.policy and p.notifier is not null;
-  if v_notifier is not null then
-    perform kiwi_internal.enqueue_run(
+  if v_notifier is null then
+    return new;
+  end if;
+  perform pg_advisory_xact_lock(hashtext('kiwi.approval_notice'),
+                                hashtext(concat_ws(' ', new.tool_id, new.params_sha256, new.requested_by)));
+  select * into v_same from public.approvals a
+   where a.requested_by = new.requested_by and a.tool_id = new.tool_id and a.params_sha256 = new.params_sha256
+     and a.notice_run_id is not null and a.requested_at > clock_timestamp() - interval '10 minutes'
+     and kiwi_internal.approval_status(a.status, a.expires_at) = 'pending'
+   order by a.requested_at desc
+   limit 1;
+  if found then
+    new.notice := format('not sent: the same call is waiting in approval %s, whose notice went out at %s',
+                         v_same.id, v_same.requested_at);
+    return new;
+  end if;
+  begin
+    v_run := kiwi_internal.enqueue_run(
       jsonb_build_object('tool_id', v_notifier, 'params', kiwi_internal.approval_notice(new),
                          'session_id', 'approval-notifier'),
       '{"role": "service_role"}'::jsonb);
-  end if;
-  return null;
+    new.notice_run_id := v_run.id;
+    new.notice := format('queued: notifier %s (run %s)', v_notifier, v_run.id);
+  exception when others then
+    new.notice := left(format('failed: notifier %s could not be queued: %s', v_notifier, sqlerrm), 2000);
+  end;
+  return new;
 end
 $$;
 revoke execute on function kiwi_internal.approvals_notify() from public;
 create trigger approvals_notify
-  after insert on public.approvals
+  before insert on public.approvals
   for each row execute function kiwi_internal.approvals_notify();
+
+-- How a notifier's run ended, on the approval it told of: sent, or failed and why (a
+-- notifier whose parameters do not fit, a webhook that answers 500, a tool that is gone).
+create function kiwi_internal.approval_notice_outcome() returns trigger
+  language plpgsql security definer
+  set search_path = ''
+as $$
+begin
+  update public.approvals a
+     set notice = case when new.status = 'success' then format('sent: notifier %s (run %s)', new.tool_id, new.id)
+                       else left(format('failed: notifier %s (run %s) ended %s: %s', new.tool_id, new.id, new.status,
+                                        regexp_replace(coalesce(new.error, 'no reason given'), '\s+', ' ', 'g')),
+                                 2000) end  -- one line, as `kiwi approvals` prints it
+   where a.notice_run_id = new.id;
+  return null;
+end
+$$;
+revoke execute on function kiwi_internal.approval_notice_outcome() from public;
+create trigger approval_notice_outcome
+  after update of status on public.queued_runs
+  for each row when (new.session_id = 'approval-notifier' and new.finished_at is not null and old.finished_at is null)
+  execute function kiwi_internal.approval_notice_outcome();
 
 -- A decision reaches the runs waiting for it: approved, back on the queue; denied, ended.
 create function kiwi_internal.approvals_resume() returns trigger

@@ -120,7 +120,7 @@ grant execute on function kiwi_internal.cron_next(text, text, timestamptz) to au
 create table public.schedules (
   id          uuid primary key default gen_random_uuid(),
   name        text not null constraint schedules_name_format
-              check (char_length(name) between 1 and 100 and name !~ '[[:cntrl:]]'),
+              check (char_length(name) between 1 and 100 and btrim(name) <> '' and name !~ '[[:cntrl:]]'),
   owner       text not null,
   cron        text not null constraint schedules_cron_length check (char_length(cron) <= 200),
   time_zone   text not null default 'UTC',
@@ -172,6 +172,11 @@ begin
   if jsonb_typeof(p) is distinct from 'object' or jsonb_typeof(p -> 'tool_id') is distinct from 'string'
      or jsonb_typeof(p -> 'cron') is distinct from 'string' or jsonb_typeof(p -> 'name') is distinct from 'string' then
     raise exception 'add_schedule: name, cron and tool_id are required strings' using errcode = '22023';
+  end if;
+  if char_length(p ->> 'name') not between 1 and 100 or btrim(p ->> 'name') = '' or (p ->> 'name') ~ '[[:cntrl:]]' then
+    raise exception 'a schedule''s name must be 1 to 100 characters, not blank, with no control characters (got "%")',
+      left(regexp_replace(p ->> 'name', '[[:cntrl:]]', '?', 'g'), 100)
+      using errcode = '22023', hint = 'name it in words: kiwi schedule add nightly-report TOOL --cron ...';
   end if;
   if coalesce(jsonb_typeof(p -> 'params'), 'object') <> 'object' then
     raise exception 'add_schedule: params must be a JSON object' using errcode = '22023';

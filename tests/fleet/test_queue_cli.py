@@ -118,10 +118,13 @@ def test_bad_input_gets_one_clear_line(database_url: str, tmp_path: Path) -> Non
         (["queue", "hello_world", "-p", "nope=1"], 2, "unexpected parameter nope"),  # refused before queueing
         (["schedule", "add", "bad-params", "hello_world", "--cron", "0 3 * * *", "-p", "nope=1"], 2, "unexpected"),
         (["worker", "--concurrency", "0"], 2, "must be from 1"),
+        # a blank name once printed the raw 'violates check constraint "schedules_name_format"'
+        (["schedule", "add", "", "hello_world", "--cron", "* * * * *"], 2, "name must be 1 to 100 characters"),
+        (["schedule", "add", "   ", "hello_world", "--cron", "* * * * *"], 2, "not blank"),
     ):
         done = run_kiwi(args, cwd=ROOT, env=env)
         assert done.code == code, (args, done.err)
-        assert says in done.err and "Traceback" not in done.err, done.err
+        assert says in done.err and "Traceback" not in done.err and "constraint" not in done.err, done.err
 
 
 def test_a_stopped_worker_finishes_its_run_and_a_second_signal_hands_it_back(

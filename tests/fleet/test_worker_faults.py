@@ -31,13 +31,21 @@ def _ended(conn: psycopg.Connection, ids: list[str]) -> int:
 def test_a_thousand_runs_survive_workers_killed_mid_run(
     conn: psycopg.Connection, publish_tool, database_url: str, tmp_path: Path
 ) -> None:
+    script = f"sleepy_{uuid.uuid4().hex}.sh"  # this test's processes only, whatever else runs on the machine
     tool = publish_tool(
         "sleepy",
         {"tool_type": "script", "executor": "bash_runtime", "config": {"timeout": 5}},
-        {"sleepy.sh": SLEEPY},
-        entrypoint="sleepy.sh",
+        {script: SLEEPY},
+        entrypoint=script,
     )
-    ids = [str(enqueue_as(conn, OWNER, {"tool_id": tool, "params": {}})["id"]) for _ in range(RUNS)]
+    # the local owner's runs left open by other tests count too: no quota in the way of a thousand
+    quota = conn.execute("select value from registry_quotas where name = 'open_runs_per_caller'").fetchone()
+    conn.execute("update registry_quotas set value = value + %s where name = 'open_runs_per_caller'", (RUNS,))
+    try:
+        ids = [str(enqueue_as(conn, OWNER, {"tool_id": tool, "params": {}})["id"]) for _ in range(RUNS)]
+    finally:
+        if quota is not None:
+            conn.execute("update registry_quotas set value = %s where name = 'open_runs_per_caller'", quota)
     # a short lease, so a killed worker's runs come back within seconds (its tool's 5 s limit plus 2 s)
     args = ("--concurrency", "4", "--lease", "2", "--poll", "1")
     procs = [start_worker(database_url, tmp_path, *args) for _ in range(4)]
@@ -73,7 +81,7 @@ def test_a_thousand_runs_survive_workers_killed_mid_run(
     ).fetchone()
     assert kills >= 3 and retaken is not None and retaken[0] >= 1, "runs were taken again after their worker died"
     # what the killed workers ran ended with them (the sandbox dies with its parent)
-    left = subprocess.run(["pgrep", "-f", "sleepy.sh"], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(["pgrep", "-f", script], capture_output=True, text=True).stdout.split()
     assert left == []
 
 
