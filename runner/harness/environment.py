@@ -11,7 +11,9 @@ A runtime's config says, as data:
       timeout: 600                          # seconds each step may take
 
 The directory is named by the hash of the rendered key and steps, so the same inputs
-share one environment and any change builds a new one. `${VAR}`s (in the steps and in
+share one environment and any change builds a new one. In the sandbox the steps see nothing
+else of the tool's (not its files: runner/sandbox/site.py), so nothing outside the key can
+shape an environment another tenant's tool will run in. `${VAR}`s (in the steps and in
 the config entries they use as placeholders) are resolved only when a step runs: the
 hash holds them as written, so no secret value goes into a directory name. A file lock
 makes two runs preparing the same environment at once build it once; a finished
@@ -36,11 +38,11 @@ from ..core.expand import expand_vars_deep, fill, render_argv
 from ..errors import ConfigError, PrimitiveError
 from ..primitives.process import MAX_TIMEOUT_S
 from ..primitives.subprocess import ProcessSpec, passthrough, spawn
-from ..sandbox.confine import ENV_DIR, NOBODY
+from ..sandbox.confine import ENV_DIR, NOBODY, TOOL_DIR
 from ..sandbox.site import ToolSite, hand_over
 
 READY = ".kiwi-ready"
-SANDBOX_LAYOUT = 1  # bumped when what a sandboxed environment sees changes
+SANDBOX_LAYOUT = 2  # bumped when what a sandboxed environment sees changes (2: no tool files)
 DEFAULT_STEP_TIMEOUT_S = 600.0
 
 
@@ -199,7 +201,7 @@ async def _build(
                 tail = _tail(result.stderr) or _tail(result.stdout)
                 raise PrimitiveError(
                     f"preparing the environment failed: `{' '.join(argv)}` {why}" + (f":\n{tail}" if tail else ""),
-                    hint="check the tool's requires and the runtime's environment steps",
+                    hint=_step_hint(argv, confined),
                 )
         if confined:
             hand_over(env_dir, os.geteuid())  # back to the runner: no sandbox may change it now
@@ -209,6 +211,17 @@ async def _build(
         raise
     if on_progress:
         on_progress(f"environment {env_dir.name[:12]} ready in {time.monotonic() - started:.1f} s")
+
+
+def _step_hint(argv: list[str], confined: bool) -> str:
+    """What to check when a step failed; a step naming the tool's files is told they are not there."""
+    if confined and any(TOOL_DIR in arg for arg in argv):
+        return (
+            f"environment steps do not see the tool's files ({TOOL_DIR}): an environment is shared by "
+            "every tool whose requires are the same, so it is built from what the requires name "
+            "(packages, versions, URLs), never from a file of the tool"
+        )
+    return "check the tool's requires and the runtime's environment steps"
 
 
 def _tail(text: str | bytes, lines: int = 12) -> str:

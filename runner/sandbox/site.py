@@ -62,7 +62,10 @@ class ToolSite:
 
     async def confine_steps(self, env_dir: Path, spec: Mapping[str, Any], tool: str) -> Confinement | None:
         """An environment step's confinement: the environment writable, the profile the runtime
-        gives its steps (environment.sandbox: its package index, say) over the tool's."""
+        gives its steps (environment.sandbox: its package index, say) over the tool's. The tool's
+        files are not there: an environment is shared by every tool whose key is the same, so its
+        steps see nothing the key does not name (one tool's requirements file would otherwise
+        build the environment every later tool with the same `requires` runs in)."""
         if not self.confined:
             return None
         assert self.sandbox is not None
@@ -70,8 +73,6 @@ class ToolSite:
         if spec.get("sandbox"):
             profile = profile_from(spec["sandbox"], tool, self.environ, base=profile)
         mounts = [Mount(str(env_dir), ENV_DIR, writable=True)]
-        if self.tool_dir is not None:
-            mounts.append(Mount(str(self.tool_dir), TOOL_DIR))
         return await self.sandbox.confine(profile, mounts, ENV_DIR, self.environ)
 
     async def confine_server(self, cwd: str) -> Confinement | None:

@@ -1,0 +1,73 @@
+"""An environment is built from what its key names, never from a tool's files.
+
+Found in an audit: environment steps ran with the tool's own files mounted at /kiwi/tool, but
+the environment's cache key hashed only the requires and the steps. A Python tool with
+`requires: ["-r", "/kiwi/tool/req.txt"]` kept the packages its first req.txt named after the
+file changed, and another tenant's tool with the same requires and its own req.txt ran in the
+first publisher's environment, with that tenant's secrets. Now the steps see nothing of the
+tool's (runner/sandbox/site.py: confine_steps), so the key covers all they read; a step that
+names the tool's files fails with an error saying why.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from runner import Runner, Settings
+from runner.sandbox import TOOL_DIR
+
+pytestmark = pytest.mark.slow
+
+# the same environment for every tool that declares it: the key and the steps are equal
+ENVIRONMENT = {
+    "key": ["probe"],
+    "steps": [{"command": "bash", "args": ["-c", f'cp {TOOL_DIR}/marker.txt "{{env_dir}}/marker"']}],
+    "timeout": 60,
+}
+
+
+@pytest.fixture
+def runner(make_settings: Callable[..., Settings], make_runner: Callable[..., Runner], tmp_path: Path) -> Runner:
+    return make_runner(make_settings(cache_dir=tmp_path / "cache"))
+
+
+def _probe(publish_tool: Callable[..., str], marker: str) -> str:
+    manifest = {
+        "tool_type": "script",
+        "executor": "bash_runtime",
+        "config": {"timeout": 60, "environment": ENVIRONMENT},
+    }
+    files = {"run.sh": "cat /kiwi/env/marker 2>&1; echo\n", "marker.txt": marker}
+    return publish_tool("envprobe", manifest, files, entrypoint="run.sh")
+
+
+async def test_one_tenants_files_never_build_anothers_environment(
+    runner: Runner, publish_tool: Callable[..., str]
+) -> None:
+    first, second = f"first-{uuid.uuid4().hex}", f"second-{uuid.uuid4().hex}"
+    attacker = await runner.run(_probe(publish_tool, first), {})
+    victim = await runner.run(_probe(publish_tool, second), {})
+    assert first not in str(victim.output) and first not in str(victim.error), "the victim ran in the first's build"
+    for result in (attacker, victim):
+        assert result.status == "error", result.output
+        assert "do not see the tool's files" in str(result.error), result.error
+        assert "marker.txt" in str(result.error), "the failing step is named"
+
+
+async def test_a_requirements_file_of_the_tool_is_refused_with_the_reason(
+    runner: Runner, publish_tool: Callable[..., str]
+) -> None:
+    manifest = {
+        "tool_type": "script",
+        "executor": "python_runtime",
+        "config": {"timeout": 120, "requires": ["-r", f"{TOOL_DIR}/req.txt"]},
+    }
+    files = {"main.py": "import six\nprint(six.__version__)\n", "req.txt": "six==1.16.0\n"}
+    result = await runner.run(publish_tool("envprobe_py", manifest, files, entrypoint="main.py"), {})
+    assert result.status == "error", result.output
+    assert f"-r {TOOL_DIR}/req.txt" in str(result.error)
+    assert "do not see the tool's files" in str(result.error), result.error
