@@ -1111,6 +1111,13 @@ select public.publish_tool_version(
   "env": {
    "NO_COLOR": "1"
   },
+  "sandbox": {
+   "fs": {
+    "read": [
+     "${KIWI_DENO_DIR:-}"
+    ]
+   }
+  },
   "validation": {
    "rules": [
     {
@@ -1150,6 +1157,12 @@ config:
   args: [run, --quiet, --no-prompt, --no-config, "{entrypoint}"]
   env:
     NO_COLOR: "1"
+  # A sandboxed tool sees /usr and nothing else of the host: where deno is installed elsewhere
+  # (npm's node_modules/deno, ~/.deno/bin), KIWI_DENO_DIR names the directory holding the deno
+  # binary; it is mounted read-only and is on the sandbox's PATH. Unset, nothing is granted.
+  sandbox:
+    fs:
+      read: ["${KIWI_DENO_DIR:-}"]
   validation:
     rules:
       - type: pattern_check

@@ -9,7 +9,8 @@ Inside, the process sees: /usr (and /bin, /lib, /lib64, /sbin as links into it),
 /etc of the runner's (etc.py: the dynamic linker's cache, time zones, TLS roots, a passwd
 naming only root and nobody), its own /proc and /dev, a private /tmp of `file_mb`, the tool's files at
 /kiwi/tool and its environment at /kiwi/env (read-only), the runner's own bin directory at
-/kiwi/bin (read-only: bundled commands such as uv), and the host paths its profile grants.
+/kiwi/bin (read-only: bundled commands such as uv), and the host paths its profile grants
+(its directories on PATH after the system's: a runtime whose interpreter is elsewhere grants it).
 It runs as nobody (65534) with no capabilities and no_new_privs when the runner is root, or
 as the runner's uid in a new user namespace otherwise; in new PID, mount, network, IPC and
 UTS namespaces; and it dies with its run: bubblewrap's init is PID 1 of the namespace, so
@@ -81,6 +82,13 @@ class Confinement:
         outer = [*self._prelude(), _bwrap(), *self._bwrap_args(), "--", *inner]
         return outer, self._environment(env)
 
+    def search_path(self) -> str:
+        """The sandbox's PATH: the system's directories and the runner's bin, then every directory
+        the profile grants for reading (where a runtime whose interpreter is not under /usr says
+        it is: deno_runtime's KIWI_DENO_DIR). Granted ones come last, so they shadow nothing."""
+        granted = [p for p in self.profile.read if os.path.isdir(p)]
+        return ":".join([SANDBOX_PATH, *granted])
+
     def resolve(self, command: str, path: str) -> str:
         """Where the sandbox will find `command` (on its PATH), checked on the host through the
         mounts, so a missing command is a clear error before anything starts."""
@@ -96,7 +104,8 @@ class Confinement:
         raise PrimitiveError(
             f"command not found: {command} (in the sandbox the tool runs in)",
             hint=f"the sandbox sees {seen}; a tool's command must be installed under /usr, be one of its "
-            "files, or a path an admin-published element grants (sandbox.fs.read)",
+            "files, or be in a directory an admin-published element grants (sandbox.fs.read: granted "
+            "directories are on the sandbox's PATH)",
         )
 
     def to_host(self, inside: str) -> str | None:
@@ -269,7 +278,7 @@ class Confinement:
         out = {k: v for k, v in env.items() if k not in _DROP}
         # what the runner's own environment handed down names host paths the sandbox cannot see
         if out.get("PATH", self.host_environ.get("PATH")) == self.host_environ.get("PATH"):
-            out["PATH"] = SANDBOX_PATH
+            out["PATH"] = self.search_path()
         if out.get("HOME", self.host_environ.get("HOME")) == self.host_environ.get("HOME"):
             out["HOME"] = "/tmp"
         out["TMPDIR"] = "/tmp"

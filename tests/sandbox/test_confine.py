@@ -100,3 +100,20 @@ def test_no_libseccomp_is_said_not_fatal(tmp_path: Path, monkeypatch: pytest.Mon
     why = write_filter(tmp_path / "f.bpf")
     assert why is not None and why.startswith("no seccomp filter: libseccomp is unavailable")
     assert not (tmp_path / "f.bpf").exists()
+
+
+async def test_granted_directories_are_on_the_path_after_the_systems(sandbox: Sandbox, tmp_path: Path) -> None:
+    """Where a runtime's interpreter is outside /usr its profile grants the directory; the sandbox
+    finds the command there, and a system command of the same name still comes first."""
+    tool = tmp_path / "bin"
+    tool.mkdir()
+    for name in ("only_here", "true"):
+        (tool / name).write_text("#!/bin/sh\necho granted\n")
+        (tool / name).chmod(0o755)
+    tool.chmod(0o755)
+    tmp_path.chmod(0o755)
+    for name, expected in (("only_here", "granted"), ("true", "")):
+        confine = await sandbox.confine(Profile(read=(str(tool),)), [], "/tmp", os.environ)
+        assert confine is not None
+        result = await spawn(ProcessSpec([name], {"PATH": os.environ["PATH"]}, None, None, 20, 10000, confine=confine))
+        assert (result.exit_code, result.stdout.strip()) == (0, expected)
