@@ -2792,6 +2792,12 @@ select public.publish_tool_version(
   "env": {
    "SLACK_BOT_TOKEN": "${SLACK_BOT_TOKEN}",
    "SLACK_TEAM_ID": "${SLACK_TEAM_ID}"
+  },
+  "sandbox": {
+   "network": [
+    "registry.npmjs.org:443",
+    "slack.com:443"
+   ]
   }
  }
 }$k$::jsonb,
@@ -2813,6 +2819,9 @@ config:
   env:
     SLACK_BOT_TOKEN: "${SLACK_BOT_TOKEN}"
     SLACK_TEAM_ID: "${SLACK_TEAM_ID}"
+  # npx fetches the package; the server calls Slack's Web API (https://slack.com/api/...)
+  sandbox:
+    network: ["registry.npmjs.org:443", "slack.com:443"]
 $k$);
 
 -- spawn_thread (script)
