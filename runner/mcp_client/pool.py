@@ -318,8 +318,9 @@ class _Session:
         if self._confine is None:
             return hint
         network = ", ".join(self._confine.profile.network) or "none"
-        return f"{hint}; it runs in the sandbox, reaching only the network its profile allows ({network}): " + (
-            "a server that fetches its package (npx, uvx) or calls an API needs each host:port in config.sandbox.network"
+        return (
+            f"{hint}; it runs in the sandbox, reaching only the network its profile allows ({network}): a "
+            "server that fetches its package (npx, uvx) or calls an API needs each host:port in config.sandbox.network"
         )
 
     def _stderr_tail(self) -> str:
