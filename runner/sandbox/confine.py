@@ -20,6 +20,7 @@ when the tool exits, or the runner kills bubblewrap, every process in it is kill
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 from collections.abc import Mapping
@@ -39,6 +40,10 @@ SANDBOX_PATH = f"/usr/local/bin:/usr/bin:/bin:{BIN_DIR}"
 NOBODY = 65534
 
 _SYSTEM = frozenset(("usr", "tmp", "proc", "dev", "bin", "lib", "lib64", "sbin", "etc"))  # made by the sandbox itself
+# EMFILE as C (strerror), Python ([Errno 24]), bash, Node and Deno say it; not ENFILE ("... in
+# system"), the machine's table, which is no limit of the sandbox's
+_EMFILE = re.compile(r"\bEMFILE\b|too many open files(?! in system)", re.IGNORECASE)
+_EMFILE_TAIL = 64 * 1024  # where a failing process says why: the end of its stderr
 _DROP = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
@@ -132,8 +137,9 @@ class Confinement:
             return True
         return False
 
-    def limit_hit(self, exit_code: int | None) -> str | None:
-        """Which limit ended the run: the one the runner ended it for, else what the kernel did."""
+    def limit_hit(self, exit_code: int | None, stderr: str = "") -> str | None:
+        """Which limit ended the run: the one the runner ended it for, else what the kernel did
+        (open_files, an rlimit that ends no process by itself: a failure that says EMFILE)."""
         if self.hit:
             return self.hit
         if exit_code == 0:  # it ended as it chose to (the cgroup's counters are not read for nothing)
@@ -146,6 +152,8 @@ class Confinement:
             return "file_mb"
         if self.cgroup is not None and self.cgroup.pids_hit():
             return "pids"
+        if _EMFILE.search(stderr[-_EMFILE_TAIL:]):
+            return "open_files"
         return None
 
     def describe_limit(self, name: str) -> str:
