@@ -5,8 +5,9 @@ the environment's cache key hashed only the requires and the steps. A Python too
 `requires: ["-r", "/kiwi/tool/req.txt"]` kept the packages its first req.txt named after the
 file changed, and another tenant's tool with the same requires and its own req.txt ran in the
 first publisher's environment, with that tenant's secrets. Now the steps see nothing of the
-tool's (runner/sandbox/site.py: confine_steps), so the key covers all they read; a step that
-names the tool's files fails with an error saying why.
+tool's, neither its files nor the host paths its profile grants (runner/sandbox/site.py:
+confine_steps), so the key covers all they read; a step that names the tool's files fails
+with an error saying why.
 """
 
 from __future__ import annotations
@@ -56,6 +57,31 @@ async def test_one_tenants_files_never_build_anothers_environment(
         assert result.status == "error", result.output
         assert "do not see the tool's files" in str(result.error), result.error
         assert "marker.txt" in str(result.error), "the failing step is named"
+
+
+async def test_a_host_path_the_tool_is_granted_is_not_seen_by_its_environment_steps(
+    runner: Runner, publish_tool: Callable[..., str], tmp_path: Path
+) -> None:
+    """The same for a path an admin granted the tool (sandbox.fs.read): not in the key, so not
+    in the steps' sandbox (the tool itself still reads it)."""
+    granted = tmp_path / "granted"
+    granted.mkdir()
+    granted.chmod(0o755)
+    tmp_path.chmod(0o755)
+    (granted / "marker.txt").write_text(f"granted-{uuid.uuid4().hex}")
+    (granted / "marker.txt").chmod(0o644)
+    environment = {**ENVIRONMENT, "steps": [{"command": "cp", "args": [f"{granted}/marker.txt", "{env_dir}/m"]}]}
+    config = {"timeout": 60, "environment": environment, "sandbox": {"fs": {"read": [str(granted)]}}}
+    manifest = {"tool_type": "script", "executor": "bash_runtime", "config": config}
+    tool = publish_tool("envprobe", manifest, {"run.sh": f"cat {granted}/marker.txt\n"}, entrypoint="run.sh")
+    result = await runner.run(tool, {})
+    assert result.status == "error" and "preparing the environment failed" in str(result.error), result.output
+    assert "No such file" in str(result.error), result.error
+    del config["environment"]
+    plain = await runner.run(
+        publish_tool("envprobe", manifest, {"run.sh": f"cat {granted}/marker.txt\n"}, entrypoint="run.sh"), {}
+    )
+    assert plain.status == "success" and "granted-" in str(plain.output), "the tool itself reads its grant"
 
 
 async def test_a_requirements_file_of_the_tool_is_refused_with_the_reason(
