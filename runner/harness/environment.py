@@ -10,8 +10,9 @@ A runtime's config says, as data:
         - {command: uv, args: [pip, install, ..., "{requires...}"], when: requires}
       timeout: 600                          # seconds each step may take
 
-The directory is named by the hash of the rendered key and steps, so the same inputs
-share one environment and any change builds a new one. In the sandbox the steps see nothing
+The directory is named by the hash of the rendered key and steps and of the names of the
+variables the steps receive, so the same inputs share one environment and any change builds
+a new one. In the sandbox the steps see nothing
 else of the tool's (not its files: runner/sandbox/site.py), so nothing outside the key can
 shape an environment another tenant's tool will run in. `${VAR}`s (in the steps and in
 the config entries they use as placeholders) are resolved only when a step runs: the
@@ -34,7 +35,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.expand import expand_vars_deep, fill, render_argv
+from ..core.expand import expand_vars_deep, fill, render_argv, variables_in
 from ..errors import ConfigError, PrimitiveError
 from ..primitives.process import MAX_TIMEOUT_S
 from ..primitives.subprocess import ProcessSpec, passthrough, spawn
@@ -71,10 +72,15 @@ class _Expanded(Mapping[str, Any]):
         return len(self._values)
 
 
-def environment_key(config: Mapping[str, Any], *, sandboxed: bool = False) -> str | None:
+def environment_key(
+    config: Mapping[str, Any], *, sandboxed: bool = False, environ: Mapping[str, str] | None = None
+) -> str | None:
     """The hash naming the environment this config needs, or None when it needs none. One built
     in the sandbox (where it lives at /kiwi/env and sees only /usr) is not one built on the
-    host: `sandboxed` tells them apart."""
+    host: `sandboxed` tells them apart. With the plan's `environ`, the names of the variables
+    the steps receive are in it too (not their values, which may be secrets: a plan reads one
+    runner's environment, so a name it may read has the same value for every plan that may):
+    one built with a variable a namespace was granted is never another namespace's."""
     spec = config.get("environment")
     if not spec:
         return None
@@ -83,9 +89,24 @@ def environment_key(config: Mapping[str, Any], *, sandboxed: bool = False) -> st
         "key": render_argv(list(spec.get("key") or []), {**values, "env_dir": "{env_dir}"}),
         "steps": [_render_step(step, {**values, "env_dir": "{env_dir}"}) for step in _active_steps(spec, values)],
     }
+    if environ is not None:
+        rendered["variables"] = _variables_seen(config, environ)
     if sandboxed:
         rendered["sandbox"] = SANDBOX_LAYOUT
     return hashlib.sha256(json.dumps(rendered, sort_keys=True).encode()).hexdigest()
+
+
+def _step_environ(config: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment the steps run with: the tool's and the environment's passthrough."""
+    spec = config["environment"]
+    names = [*(config.get("env_passthrough") or ["PATH", "HOME"]), *(spec.get("env_passthrough") or [])]
+    return passthrough(names, environ)
+
+
+def _variables_seen(config: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
+    """The names of the runner's variables the steps see: passed through, or named as ${VAR}s."""
+    named = variables_in(config["environment"]) | variables_in(config_values(config))
+    return sorted(set(_step_environ(config, environ)) | {n for n in named if n in environ})
 
 
 def _active_steps(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -117,7 +138,7 @@ async def prepare_environment(
 ) -> Path | None:
     """The ready environment directory for this config (built now if needed), or None. With a
     confined `site`, its steps run in the sandbox (the environment writable, nothing else)."""
-    key = environment_key(config, sandboxed=site is not None and site.confined)
+    key = environment_key(config, sandboxed=site is not None and site.confined, environ=environ)
     if key is None:
         return None
     env_dir = root / "envs" / key
@@ -169,8 +190,7 @@ async def _build(
     timeout = _step_timeout(spec)
     shutil.rmtree(env_dir, ignore_errors=True)  # a half-built leftover
     env_dir.mkdir(parents=True)
-    names = [*(config.get("env_passthrough") or ["PATH", "HOME"]), *(spec.get("env_passthrough") or [])]
-    step_env = passthrough(names, environ)
+    step_env = _step_environ(config, environ)
     steps = _active_steps(spec, values)
     started = time.monotonic()
     try:

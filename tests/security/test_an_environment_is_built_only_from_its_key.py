@@ -7,7 +7,8 @@ file changed, and another tenant's tool with the same requires and its own req.t
 first publisher's environment, with that tenant's secrets. Now the steps see nothing of the
 tool's, neither its files nor the host paths its profile grants (runner/sandbox/site.py:
 confine_steps), so the key covers all they read; a step that names the tool's files fails
-with an error saying why.
+with an error saying why. Likewise the names of the variables the steps receive are in the
+key: an environment built with one namespace's granted variable is not another's.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from runner import Runner, Settings
+from runner import LOCAL_JWT_SECRET, Runner, Settings, from_token
 from runner.sandbox import TOOL_DIR
+from runner.testing.http_serving import two_tenants
 
 pytestmark = pytest.mark.slow
 
@@ -97,3 +100,44 @@ async def test_a_requirements_file_of_the_tool_is_refused_with_the_reason(
     assert result.status == "error", result.output
     assert f"-r {TOOL_DIR}/req.txt" in str(result.error)
     assert "do not see the tool's files" in str(result.error), result.error
+
+
+GRANTED = f"KIWI_TEST_ENV_GRANT_{uuid.uuid4().hex[:8].upper()}"
+GRANTED_VALUE = f"granted-{uuid.uuid4().hex}"
+
+
+async def test_an_environment_built_with_a_granted_variable_is_never_another_namespaces(
+    conn: psycopg.Connection, make_runner: Callable[..., Runner], make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """Namespace A, granted a variable, passes it to its environment's steps, which keep it in the
+    environment; namespace B publishes the same key and steps without it (B may not name it).
+    The key held only the key and steps: B's tool ran in A's environment and read A's value."""
+    steps = [{"command": "bash", "args": ["-c", f'printf "%s" "${GRANTED}" > "{{env_dir}}/kept"'.replace("${", "$")]}]
+    environment = {"key": ["kept"], "steps": steps, "timeout": 60}
+    files = [{"path": "run.sh", "content_text": 'echo "kept=$(cat /kiwi/env/kept)"\n', "is_entrypoint": True}]
+    environ = {"PATH": "/usr/bin:/bin", GRANTED: GRANTED_VALUE}
+    settings = make_settings(cache_dir=tmp_path / "shared")  # one runner's cache, as `kiwi serve` has
+    with two_tenants(conn, "envkey") as made:
+        try:
+            conn.execute("select grant_secret(%s, %s)", (made["a"]["ns"], GRANTED))
+            outputs = {}
+            for name, passthrough in (("a", [GRANTED]), ("b", [])):
+                principal = from_token(made[name]["token"], secret=LOCAL_JWT_SECRET)
+                runner = make_runner(settings, principal=principal, environ=environ)
+                config = {"timeout": 60, "environment": environment, "env_passthrough": passthrough}
+                manifest = {
+                    "tool_id": f"{made[name]['ns']}/kept",
+                    "version": "1.0.0",
+                    "tool_type": "script",
+                    "executor": "bash_runtime",
+                    "entrypoint": "run.sh",
+                    "config": config,
+                }
+                await runner.registry.publish(manifest, files)
+                result = await runner.run(manifest["tool_id"])
+                assert result.status == "success", result.error
+                outputs[name] = str(result.output)
+        finally:
+            conn.execute("delete from namespace_secret_grants where namespace = %s", (made["a"]["ns"],))
+    assert outputs["a"] == f"kept={GRANTED_VALUE}", "A's steps got its granted value"
+    assert GRANTED_VALUE not in outputs["b"] and outputs["b"] == "kept=", outputs["b"]
