@@ -295,6 +295,18 @@ class Confinement:
         return out
 
 
+def network_hint(confine: Confinement | None) -> str:
+    """Added to a hint when a server does not start: a sandboxed one that fetches its package or
+    calls its API hangs or fails without those hosts (nothing when it is not sandboxed)."""
+    if confine is None:
+        return ""
+    network = ", ".join(confine.profile.network) or "none"
+    return (
+        f"; it runs in the sandbox, reaching only the network its profile allows ({network}): a server "
+        "that fetches its package (npx, uvx) or calls an API needs each host:port in config.sandbox.network"
+    )
+
+
 def _ancestors(path: str) -> list[str]:
     """/a/b/c -> /a, /a/b (not / nor the path itself)."""
     parts = path.strip("/").split("/")
