@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -153,7 +154,7 @@ echo "I am uid $(id -u) on $(hostname)"
 [ -e /etc/shadow ] && echo "read /etc/shadow" || echo "no /etc/shadow"
 ls "$HOME_OF_RUNNER" >/dev/null 2>&1 && echo "read the runner's home" || echo "no runner home"
 (echo > /dev/tcp/127.0.0.1/$DB_PORT) 2>/dev/null && echo "reached the database" || echo "database: connection refused"
-setsid sleep 600 </dev/null >/dev/null 2>&1 &
+setsid bash -c 'exec -a "$0" sleep 600' $DAEMON_NAME </dev/null >/dev/null 2>&1 &
 echo "left a daemon behind (it dies with the sandbox)"
 """
 
@@ -167,11 +168,13 @@ def sandbox_tour() -> None:
         tool = Path(project) / ".ai" / "tools" / "escape_attempt"
         tool.mkdir(parents=True)
         (tool / "tool.yaml").write_text(ESCAPE_YAML)
-        (tool / "escape.sh").write_text(
-            ESCAPE_SH.replace("$HOME_OF_RUNNER", str(Path.home())).replace("$DB_PORT", str(DB_PORT))
-        )
+        # the daemon's name (its argv[0]) is this demo's own: only its leftovers are counted,
+        # never another program's `sleep 600` on the same machine
+        daemon = f"kiwi-demo-daemon-{uuid.uuid4().hex}"
+        script = ESCAPE_SH.replace("$HOME_OF_RUNNER", str(Path.home())).replace("$DB_PORT", str(DB_PORT))
+        (tool / "escape.sh").write_text(script.replace("$DAEMON_NAME", daemon))
         kiwi("run", "escape_attempt", env={**env, "KIWI_PROJECT_DIR": project})
-    left = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True, check=False).stdout.split()
+    left = subprocess.run(["pgrep", "-f", daemon], capture_output=True, text=True, check=False).stdout.split()
     print(f"  daemons left on the host: {len(left)}")
 
 

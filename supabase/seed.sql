@@ -1111,6 +1111,13 @@ select public.publish_tool_version(
   "env": {
    "NO_COLOR": "1"
   },
+  "sandbox": {
+   "fs": {
+    "read": [
+     "${KIWI_DENO_DIR:-}"
+    ]
+   }
+  },
   "validation": {
    "rules": [
     {
@@ -1150,6 +1157,12 @@ config:
   args: [run, --quiet, --no-prompt, --no-config, "{entrypoint}"]
   env:
     NO_COLOR: "1"
+  # A sandboxed tool sees /usr and nothing else of the host: where deno is installed elsewhere
+  # (npm's node_modules/deno, ~/.deno/bin), KIWI_DENO_DIR names the directory holding the deno
+  # binary; it is mounted read-only and is on the sandbox's PATH. Unset, nothing is granted.
+  sandbox:
+    fs:
+      read: ["${KIWI_DENO_DIR:-}"]
   validation:
     rules:
       - type: pattern_check
@@ -2779,6 +2792,12 @@ select public.publish_tool_version(
   "env": {
    "SLACK_BOT_TOKEN": "${SLACK_BOT_TOKEN}",
    "SLACK_TEAM_ID": "${SLACK_TEAM_ID}"
+  },
+  "sandbox": {
+   "network": [
+    "registry.npmjs.org:443",
+    "slack.com:443"
+   ]
   }
  }
 }$k$::jsonb,
@@ -2800,6 +2819,9 @@ config:
   env:
     SLACK_BOT_TOKEN: "${SLACK_BOT_TOKEN}"
     SLACK_TEAM_ID: "${SLACK_TEAM_ID}"
+  # npx fetches the package; the server calls Slack's Web API (https://slack.com/api/...)
+  sandbox:
+    network: ["registry.npmjs.org:443", "slack.com:443"]
 $k$);
 
 -- spawn_thread (script)

@@ -33,3 +33,5 @@ def test_the_demo_shows_the_registry_and_runs_every_seeded_kind_of_tool(database
     assert "# Writing a Kiwi tool" in out
     assert "bytes: must be of type integer" in out and "(exit 2)" in out
     assert out.count("success  ") >= 5, "kiwi runs lists the runs just made"
+    # the sandbox part: the escaping tool started its daemon, and none of the demo's is left
+    assert "left a daemon behind" in out and "daemons left on the host: 0" in out

@@ -69,6 +69,31 @@ def test_the_seed_has_every_kind_the_registry_promises(conn: psycopg.Connection)
     assert python_requires, "the Python example declares a third-party dependency"
 
 
+# The hosts each seeded stdio server needs from its sandbox: npx fetches the package, then the
+# server calls its API (a server missing one hangs at start until its startup timeout).
+SERVER_HOSTS = {
+    "supabase_mcp": {"registry.npmjs.org:443", "api.supabase.com:443"},
+    "postgres_mcp": {"registry.npmjs.org:443"},
+    "slack_mcp": {"registry.npmjs.org:443", "slack.com:443"},
+    "filesystem_mcp": {"registry.npmjs.org:443"},
+}
+
+
+def test_every_seeded_npx_server_reaches_the_npm_registry_and_its_api(conn: psycopg.Connection) -> None:
+    npx = [r[0] for r in conn.execute("select ref from tools where tool_type = 'mcp_server' order by ref")]
+    checked = 0
+    for ref in npx:
+        config = conn.execute("select resolve_execution_plan(%s) -> 'config'", (ref,)).fetchone()[0]
+        if config.get("transport") != "stdio":
+            continue
+        network = set((config.get("sandbox") or {}).get("network") or [])
+        if config.get("command") == "npx":
+            assert "registry.npmjs.org:443" in network, f"{ref}: npx cannot fetch its package ({network})"
+        assert SERVER_HOSTS.get(ref, set()) <= network, f"{ref}: {network}"
+        checked += 1
+    assert checked >= 4
+
+
 SECRET_KEY = re.compile(r"token|secret|password|passwd|api_?key|authorization", re.IGNORECASE)
 
 

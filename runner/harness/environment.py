@@ -10,8 +10,11 @@ A runtime's config says, as data:
         - {command: uv, args: [pip, install, ..., "{requires...}"], when: requires}
       timeout: 600                          # seconds each step may take
 
-The directory is named by the hash of the rendered key and steps, so the same inputs
-share one environment and any change builds a new one. `${VAR}`s (in the steps and in
+The directory is named by the hash of the rendered key and steps and of the names of the
+variables the steps receive, so the same inputs share one environment and any change builds
+a new one. In the sandbox the steps see nothing
+else of the tool's (not its files: runner/sandbox/site.py), so nothing outside the key can
+shape an environment another tenant's tool will run in. `${VAR}`s (in the steps and in
 the config entries they use as placeholders) are resolved only when a step runs: the
 hash holds them as written, so no secret value goes into a directory name. A file lock
 makes two runs preparing the same environment at once build it once; a finished
@@ -32,15 +35,15 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.expand import expand_vars_deep, fill, render_argv
+from ..core.expand import expand_vars_deep, fill, render_argv, variables_in
 from ..errors import ConfigError, PrimitiveError
 from ..primitives.process import MAX_TIMEOUT_S
 from ..primitives.subprocess import ProcessSpec, passthrough, spawn
-from ..sandbox.confine import ENV_DIR, NOBODY
+from ..sandbox.confine import ENV_DIR, NOBODY, TOOL_DIR
 from ..sandbox.site import ToolSite, hand_over
 
 READY = ".kiwi-ready"
-SANDBOX_LAYOUT = 1  # bumped when what a sandboxed environment sees changes
+SANDBOX_LAYOUT = 2  # bumped when what a sandboxed environment sees changes (2: no tool files)
 DEFAULT_STEP_TIMEOUT_S = 600.0
 
 
@@ -69,10 +72,15 @@ class _Expanded(Mapping[str, Any]):
         return len(self._values)
 
 
-def environment_key(config: Mapping[str, Any], *, sandboxed: bool = False) -> str | None:
+def environment_key(
+    config: Mapping[str, Any], *, sandboxed: bool = False, environ: Mapping[str, str] | None = None
+) -> str | None:
     """The hash naming the environment this config needs, or None when it needs none. One built
     in the sandbox (where it lives at /kiwi/env and sees only /usr) is not one built on the
-    host: `sandboxed` tells them apart."""
+    host: `sandboxed` tells them apart. With the plan's `environ`, the names of the variables
+    the steps receive are in it too (not their values, which may be secrets: a plan reads one
+    runner's environment, so a name it may read has the same value for every plan that may):
+    one built with a variable a namespace was granted is never another namespace's."""
     spec = config.get("environment")
     if not spec:
         return None
@@ -81,9 +89,24 @@ def environment_key(config: Mapping[str, Any], *, sandboxed: bool = False) -> st
         "key": render_argv(list(spec.get("key") or []), {**values, "env_dir": "{env_dir}"}),
         "steps": [_render_step(step, {**values, "env_dir": "{env_dir}"}) for step in _active_steps(spec, values)],
     }
+    if environ is not None:
+        rendered["variables"] = _variables_seen(config, environ)
     if sandboxed:
         rendered["sandbox"] = SANDBOX_LAYOUT
     return hashlib.sha256(json.dumps(rendered, sort_keys=True).encode()).hexdigest()
+
+
+def _step_environ(config: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment the steps run with: the tool's and the environment's passthrough."""
+    spec = config["environment"]
+    names = [*(config.get("env_passthrough") or ["PATH", "HOME"]), *(spec.get("env_passthrough") or [])]
+    return passthrough(names, environ)
+
+
+def _variables_seen(config: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
+    """The names of the runner's variables the steps see: passed through, or named as ${VAR}s."""
+    named = variables_in(config["environment"]) | variables_in(config_values(config))
+    return sorted(set(_step_environ(config, environ)) | {n for n in named if n in environ})
 
 
 def _active_steps(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -115,7 +138,7 @@ async def prepare_environment(
 ) -> Path | None:
     """The ready environment directory for this config (built now if needed), or None. With a
     confined `site`, its steps run in the sandbox (the environment writable, nothing else)."""
-    key = environment_key(config, sandboxed=site is not None and site.confined)
+    key = environment_key(config, sandboxed=site is not None and site.confined, environ=environ)
     if key is None:
         return None
     env_dir = root / "envs" / key
@@ -167,8 +190,7 @@ async def _build(
     timeout = _step_timeout(spec)
     shutil.rmtree(env_dir, ignore_errors=True)  # a half-built leftover
     env_dir.mkdir(parents=True)
-    names = [*(config.get("env_passthrough") or ["PATH", "HOME"]), *(spec.get("env_passthrough") or [])]
-    step_env = passthrough(names, environ)
+    step_env = _step_environ(config, environ)
     steps = _active_steps(spec, values)
     started = time.monotonic()
     try:
@@ -199,7 +221,7 @@ async def _build(
                 tail = _tail(result.stderr) or _tail(result.stdout)
                 raise PrimitiveError(
                     f"preparing the environment failed: `{' '.join(argv)}` {why}" + (f":\n{tail}" if tail else ""),
-                    hint="check the tool's requires and the runtime's environment steps",
+                    hint=_step_hint(argv, confined),
                 )
         if confined:
             hand_over(env_dir, os.geteuid())  # back to the runner: no sandbox may change it now
@@ -209,6 +231,17 @@ async def _build(
         raise
     if on_progress:
         on_progress(f"environment {env_dir.name[:12]} ready in {time.monotonic() - started:.1f} s")
+
+
+def _step_hint(argv: list[str], confined: bool) -> str:
+    """What to check when a step failed; a step naming the tool's files is told they are not there."""
+    if confined and any(TOOL_DIR in arg for arg in argv):
+        return (
+            f"environment steps do not see the tool's files ({TOOL_DIR}): an environment is shared by "
+            "every tool whose requires are the same, so it is built from what the requires name "
+            "(packages, versions, URLs), never from a file of the tool"
+        )
+    return "check the tool's requires and the runtime's environment steps"
 
 
 def _tail(text: str | bytes, lines: int = 12) -> str:

@@ -53,7 +53,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..errors import PrimitiveError
 from ..primitives import procfs
-from ..sandbox.confine import Confinement
+from ..sandbox.confine import Confinement, network_hint
 from .websocket import websocket_client
 
 logger = logging.getLogger("kiwi.mcp")
@@ -299,7 +299,8 @@ class _Session:
                 ConnectionFailed(
                     f"MCP server {self.spec.ref} did not start within {self.spec.startup_timeout_s:g} s"
                     + self._stderr_tail(),
-                    hint="check its command and environment, or raise config.startup_timeout",
+                    hint="check its command and environment, or raise config.startup_timeout"
+                    + network_hint(self._confine),
                 )
             )
             self._task.cancel()
@@ -310,7 +311,7 @@ class _Session:
         what = "was cancelled" if isinstance(exc, asyncio.CancelledError) else f"failed: {exc or type(exc).__name__}"
         return ConnectionFailed(
             f"connecting to MCP server {self.spec.ref} {what}" + self._stderr_tail(),
-            hint="check the server's command, url and environment (kiwi show <server>)",
+            hint="check the server's command, url and environment (kiwi show <server>)" + network_hint(self._confine),
         )
 
     def _stderr_tail(self) -> str:

@@ -168,7 +168,8 @@ async def _spawn(
         proto.close_pipes()
 
     code = transport.get_returncode()
-    limit = confine.limit_hit(code) if confine is not None else None
+    stderr = proto.data[2].decode("utf-8", errors="replace")
+    limit = confine.limit_hit(code, stderr) if confine is not None else None
     if limit is not None:
         timed_out = False  # ended by its limit, not by its timeout
     return ProcessResult(
@@ -176,7 +177,7 @@ async def _spawn(
         limit=limit,
         limit_message=confine.describe_limit(limit) if confine is not None and limit is not None else None,
         stdout=proto.data[1].decode("utf-8", errors="replace"),
-        stderr=proto.data[2].decode("utf-8", errors="replace"),
+        stderr=stderr,
         stdout_truncated=proto.truncated[1],
         stderr_truncated=proto.truncated[2],
         timed_out=timed_out,

@@ -9,7 +9,8 @@ Inside, the process sees: /usr (and /bin, /lib, /lib64, /sbin as links into it),
 /etc of the runner's (etc.py: the dynamic linker's cache, time zones, TLS roots, a passwd
 naming only root and nobody), its own /proc and /dev, a private /tmp of `file_mb`, the tool's files at
 /kiwi/tool and its environment at /kiwi/env (read-only), the runner's own bin directory at
-/kiwi/bin (read-only: bundled commands such as uv), and the host paths its profile grants.
+/kiwi/bin (read-only: bundled commands such as uv), and the host paths its profile grants
+(its directories on PATH after the system's: a runtime whose interpreter is elsewhere grants it).
 It runs as nobody (65534) with no capabilities and no_new_privs when the runner is root, or
 as the runner's uid in a new user namespace otherwise; in new PID, mount, network, IPC and
 UTS namespaces; and it dies with its run: bubblewrap's init is PID 1 of the namespace, so
@@ -19,6 +20,7 @@ when the tool exits, or the runner kills bubblewrap, every process in it is kill
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 from collections.abc import Mapping
@@ -38,6 +40,10 @@ SANDBOX_PATH = f"/usr/local/bin:/usr/bin:/bin:{BIN_DIR}"
 NOBODY = 65534
 
 _SYSTEM = frozenset(("usr", "tmp", "proc", "dev", "bin", "lib", "lib64", "sbin", "etc"))  # made by the sandbox itself
+# EMFILE as C (strerror), Python ([Errno 24]), bash, Node and Deno say it; not ENFILE ("... in
+# system"), the machine's table, which is no limit of the sandbox's
+_EMFILE = re.compile(r"\bEMFILE\b|too many open files(?! in system)", re.IGNORECASE)
+_EMFILE_TAIL = 64 * 1024  # where a failing process says why: the end of its stderr
 _DROP = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
@@ -81,6 +87,13 @@ class Confinement:
         outer = [*self._prelude(), _bwrap(), *self._bwrap_args(), "--", *inner]
         return outer, self._environment(env)
 
+    def search_path(self) -> str:
+        """The sandbox's PATH: the system's directories and the runner's bin, then every directory
+        the profile grants for reading (where a runtime whose interpreter is not under /usr says
+        it is: deno_runtime's KIWI_DENO_DIR). Granted ones come last, so they shadow nothing."""
+        granted = [p for p in self.profile.read if os.path.isdir(p)]
+        return ":".join([SANDBOX_PATH, *granted])
+
     def resolve(self, command: str, path: str) -> str:
         """Where the sandbox will find `command` (on its PATH), checked on the host through the
         mounts, so a missing command is a clear error before anything starts."""
@@ -96,7 +109,8 @@ class Confinement:
         raise PrimitiveError(
             f"command not found: {command} (in the sandbox the tool runs in)",
             hint=f"the sandbox sees {seen}; a tool's command must be installed under /usr, be one of its "
-            "files, or a path an admin-published element grants (sandbox.fs.read)",
+            "files, or be in a directory an admin-published element grants (sandbox.fs.read: granted "
+            "directories are on the sandbox's PATH)",
         )
 
     def to_host(self, inside: str) -> str | None:
@@ -123,8 +137,9 @@ class Confinement:
             return True
         return False
 
-    def limit_hit(self, exit_code: int | None) -> str | None:
-        """Which limit ended the run: the one the runner ended it for, else what the kernel did."""
+    def limit_hit(self, exit_code: int | None, stderr: str = "") -> str | None:
+        """Which limit ended the run: the one the runner ended it for, else what the kernel did
+        (open_files, an rlimit that ends no process by itself: a failure that says EMFILE)."""
         if self.hit:
             return self.hit
         if exit_code == 0:  # it ended as it chose to (the cgroup's counters are not read for nothing)
@@ -137,6 +152,8 @@ class Confinement:
             return "file_mb"
         if self.cgroup is not None and self.cgroup.pids_hit():
             return "pids"
+        if _EMFILE.search(stderr[-_EMFILE_TAIL:]):
+            return "open_files"
         return None
 
     def describe_limit(self, name: str) -> str:
@@ -269,13 +286,25 @@ class Confinement:
         out = {k: v for k, v in env.items() if k not in _DROP}
         # what the runner's own environment handed down names host paths the sandbox cannot see
         if out.get("PATH", self.host_environ.get("PATH")) == self.host_environ.get("PATH"):
-            out["PATH"] = SANDBOX_PATH
+            out["PATH"] = self.search_path()
         if out.get("HOME", self.host_environ.get("HOME")) == self.host_environ.get("HOME"):
             out["HOME"] = "/tmp"
         out["TMPDIR"] = "/tmp"
         if self.egress is not None:
             out.update(self.egress.env)
         return out
+
+
+def network_hint(confine: Confinement | None) -> str:
+    """Added to a hint when a server does not start: a sandboxed one that fetches its package or
+    calls its API hangs or fails without those hosts (nothing when it is not sandboxed)."""
+    if confine is None:
+        return ""
+    network = ", ".join(confine.profile.network) or "none"
+    return (
+        f"; it runs in the sandbox, reaching only the network its profile allows ({network}): a server "
+        "that fetches its package (npx, uvx) or calls an API needs each host:port in config.sandbox.network"
+    )
 
 
 def _ancestors(path: str) -> list[str]:

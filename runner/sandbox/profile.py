@@ -8,6 +8,7 @@ record show). Shape:
     sandbox:
       network: ["host:port", ...]       # [] (the default): no network at all
       fs: {read: [path, ...], write: [path, ...]}   # host paths, mounted at the same path
+                                        # (a ${VAR:-} that expands to nothing grants nothing)
       limits: {memory_mb, pids, cpu_s, file_mb, open_files}
 """
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.expand import expand_vars
+from ..core.expand import expand_vars, variables_in
 from ..errors import ConfigError
 
 # Defaults when neither the config nor its chain says: enough for an interpreter and its
@@ -126,6 +127,10 @@ def _paths(value: Any, where: str, environ: Mapping[str, str], cwd: Path | None)
     out = []
     for item in value:
         text = expand_vars(str(item), environ)
+        if not text.strip():
+            if variables_in(str(item)):  # "${KIWI_DENO_DIR:-}": where the variable is unset, no grant
+                continue
+            raise ConfigError(f"{where}: an empty path grants nothing; remove it")
         path = Path(text).expanduser()
         if not path.is_absolute():
             path = (cwd or Path.cwd()) / path

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,16 +62,18 @@ class ToolSite:
 
     async def confine_steps(self, env_dir: Path, spec: Mapping[str, Any], tool: str) -> Confinement | None:
         """An environment step's confinement: the environment writable, the profile the runtime
-        gives its steps (environment.sandbox: its package index, say) over the tool's."""
+        gives its steps (environment.sandbox: its package index, say) over the tool's. Neither the
+        tool's files nor the host paths its profile grants are there: an environment is shared by
+        every tool whose key is the same, so its steps see nothing the key does not name (one
+        tool's requirements file would otherwise build the environment every later tool with the
+        same `requires` runs in)."""
         if not self.confined:
             return None
         assert self.sandbox is not None
-        profile = self.profile
+        profile = replace(self.profile, read=(), write=())
         if spec.get("sandbox"):
             profile = profile_from(spec["sandbox"], tool, self.environ, base=profile)
         mounts = [Mount(str(env_dir), ENV_DIR, writable=True)]
-        if self.tool_dir is not None:
-            mounts.append(Mount(str(self.tool_dir), TOOL_DIR))
         return await self.sandbox.confine(profile, mounts, ENV_DIR, self.environ)
 
     async def confine_server(self, cwd: str) -> Confinement | None:

@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator
 import httpx2
 import pytest
 
-from runner import McpPool, ServerSpec
+from runner import McpPool, Sandbox, ServerSpec
 from runner.mcp_client.pool import CallTimedOut, ConnectionFailed, _rejected_unread, live_server_pids
+from runner.sandbox import Profile
 
 from . import EVERYTHING, ROOT, alive, children, killed, unique
 
@@ -179,6 +180,36 @@ async def test_a_server_that_never_answers_fails_its_startup_timeout_and_is_kill
     assert time.monotonic() - started < 10
     await pool.aclose()  # waits for the sessions being discarded to finish closing
     assert children() <= before
+
+
+@pytest.mark.slow
+async def test_a_sandboxed_server_that_does_not_start_is_told_about_its_network(pool: McpPool) -> None:
+    """A server that fetches its package (npx) hangs in a sandbox without that host: the startup
+    error says the sandbox allows it no network, and where to grant it."""
+    sandbox = Sandbox()
+    try:
+        spec = ServerSpec(
+            ref="mute_sandboxed",
+            key=unique("mute"),
+            transport="stdio",
+            argv=("/bin/sleep", "30"),
+            env={"PATH": "/usr/bin:/bin"},
+            startup_timeout_s=0.5,
+            confiner=lambda: sandbox.confine(Profile(), [], "/tmp", os.environ, cgroup=False),
+        )
+        with pytest.raises(ConnectionFailed, match=r"did not start within 0\.5 s") as raised:
+            await pool.call_tool(spec, "echo", {}, retries=1)
+        hint = raised.value.hint or ""
+        assert "sandbox" in hint and "(none)" in hint and "config.sandbox.network" in hint, hint
+        unsandboxed = ServerSpec(
+            ref="mute", key=unique("mute"), transport="stdio", argv=("/bin/sleep", "30"), startup_timeout_s=0.3
+        )
+        with pytest.raises(ConnectionFailed) as raised:
+            await pool.call_tool(unsandboxed, "echo", {}, retries=1)
+        assert "sandbox" not in (raised.value.hint or ""), "no sandbox, no word of one"
+    finally:
+        await pool.aclose()
+        await sandbox.aclose()
 
 
 async def test_a_server_that_exits_at_once_reports_its_stderr(pool: McpPool) -> None:

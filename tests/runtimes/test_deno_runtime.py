@@ -1,8 +1,9 @@
 """The seeded deno_runtime: TypeScript run with deno, with only the permissions a tool asks for.
 
 Deno is not on every machine: without it on PATH, a run says which command is missing (in the
-sandbox too); with the copy npm installs (node_modules/.bin/deno, outside /usr, so with the
-sandbox off), a TypeScript tool runs through the chain, and a permission it did not ask for
+sandbox too); with the copy npm installs (node_modules/deno/deno, outside /usr: the runtime's
+profile grants the directory KIWI_DENO_DIR names, on the sandbox's PATH), a TypeScript tool
+runs through the chain, in the sandbox and with it off, and a permission it did not ask for
 is refused by Deno, not prompted for.
 """
 
@@ -20,6 +21,7 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.slow
 
 DENO_BIN = ROOT / "node_modules" / ".bin"
+DENO_DIR = ROOT / "node_modules" / "deno"  # the binary itself (.bin holds a link to it)
 SCRIPT = """\
 const input = JSON.parse(await new Response(Deno.stdin.readable).text());
 const who: string = input.name;
@@ -59,18 +61,27 @@ async def test_a_run_without_deno_names_the_missing_command(
         assert result.executor_chain[1:] == ["deno_runtime", "subprocess"]
 
 
-@pytest.mark.skipif(not (DENO_BIN / "deno").exists(), reason="deno is installed by npm (make deps)")
+@pytest.mark.skipif(not (DENO_DIR / "deno").exists(), reason="deno is installed by npm (make deps)")
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandboxed", "sandbox_off"])
 async def test_a_typescript_tool_runs_on_deno_with_only_the_permissions_it_asks_for(
-    make_runner: Callable[..., Runner], make_settings: Callable[..., Settings], publish_tool: Callable[..., str]
+    make_runner: Callable[..., Runner],
+    make_settings: Callable[..., Settings],
+    publish_tool: Callable[..., str],
+    sandbox: bool,
 ) -> None:
-    # npm's deno is not under /usr, where a sandboxed tool finds its commands: the opt-out runs it
+    # sandboxed, deno is found where KIWI_DENO_DIR says; with the sandbox off, on the PATH
     path = f"{DENO_BIN}{os.pathsep}{path_without_deno()}"
-    runner = make_runner(make_settings(sandbox=False), environ={**os.environ, "PATH": path})
+    environ = {**os.environ, "PATH": path_without_deno() if sandbox else path, "KIWI_DENO_DIR": str(DENO_DIR)}
+    runner = make_runner(make_settings(sandbox=sandbox), environ=environ)
     plain = await runner.run(greeter(publish_tool), {"name": "kiwi"})
     assert plain.status == "success", plain.error
     assert plain.output == {"greeting": "hello kiwi", "home": "not allowed"}
+    if sandbox:
+        assert plain.detail["sandbox"]["fs"]["read"] == [str(DENO_DIR.resolve())]
 
     args = ["run", "--quiet", "--no-prompt", "--no-config", "--allow-env=HOME", "{entrypoint}"]
     allowed = await runner.run(greeter(publish_tool, args=args), {"name": "deno"})
     assert allowed.status == "success", allowed.error
     assert allowed.output["greeting"] == "hello deno" and allowed.output["home"] not in ("not allowed", "unset")
+    if sandbox:
+        assert allowed.output["home"] == "/tmp", "the sandbox's HOME, not the runner's"

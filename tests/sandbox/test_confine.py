@@ -100,3 +100,39 @@ def test_no_libseccomp_is_said_not_fatal(tmp_path: Path, monkeypatch: pytest.Mon
     why = write_filter(tmp_path / "f.bpf")
     assert why is not None and why.startswith("no seccomp filter: libseccomp is unavailable")
     assert not (tmp_path / "f.bpf").exists()
+
+
+async def test_granted_directories_are_on_the_path_after_the_systems(sandbox: Sandbox, tmp_path: Path) -> None:
+    """Where a runtime's interpreter is outside /usr its profile grants the directory; the sandbox
+    finds the command there, and a system command of the same name still comes first."""
+    tool = tmp_path / "bin"
+    tool.mkdir()
+    for name in ("only_here", "true"):
+        (tool / name).write_text("#!/bin/sh\necho granted\n")
+        (tool / name).chmod(0o755)
+    tool.chmod(0o755)
+    tmp_path.chmod(0o755)
+    for name, expected in (("only_here", "granted"), ("true", "")):
+        confine = await sandbox.confine(Profile(read=(str(tool),)), [], "/tmp", os.environ)
+        assert confine is not None
+        result = await spawn(ProcessSpec([name], {"PATH": os.environ["PATH"]}, None, None, 20, 10000, confine=confine))
+        assert (result.exit_code, result.stdout.strip()) == (0, expected)
+
+
+@pytest.mark.parametrize(
+    ("stderr", "named"),
+    [
+        ("OSError: [Errno 24] Too many open files: '/dev/null'", "open_files"),
+        ("Error: EMFILE: too many open files, open '/tmp/x'", "open_files"),
+        ("bash: /dev/null: Too many open files", "open_files"),
+        ("OSError: [Errno 23] Too many open files in system", None),  # ENFILE: the machine's, not ours
+        ("Traceback: KeyError", None),
+    ],
+)
+async def test_a_failure_saying_emfile_is_named_the_open_files_limit(
+    sandbox: Sandbox, stderr: str, named: str | None
+) -> None:
+    confine = await sandbox.confine(Profile(), [], "/tmp", os.environ, cgroup=False)
+    assert confine is not None
+    assert confine.limit_hit(1, stderr) == named
+    assert confine.limit_hit(0, stderr) is None, "a run that succeeded was ended by no limit"

@@ -80,3 +80,14 @@ def test_a_path_through_a_link_a_sandbox_could_have_planted_is_refused(tmp_path:
     else:
         with pytest.raises(ConfigError, match="symlink"):
             profile_from({"fs": {"read": [str(own)]}}, "t", {})
+
+
+def test_a_path_whose_variable_expands_to_nothing_grants_nothing(tmp_path: Path) -> None:
+    """deno_runtime grants "${KIWI_DENO_DIR:-}": unset, no path (not the working directory, which
+    an empty path would otherwise resolve to); a literal empty path is refused."""
+    assert profile_from({"fs": {"read": ["${KIWI_DENO_DIR:-}"]}}, "t", {}).read == ()
+    assert profile_from({"fs": {"read": ["${KIWI_DENO_DIR:-}"]}}, "t", {"KIWI_DENO_DIR": str(tmp_path)}).read == (
+        str(tmp_path),
+    )
+    with pytest.raises(ConfigError, match="empty path"):
+        profile_from({"fs": {"write": [""]}}, "t", {})

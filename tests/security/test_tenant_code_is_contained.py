@@ -164,6 +164,17 @@ async def test_a_disk_fill_ends_at_the_file_limit(runner: Runner, bash_tool: Cal
     assert error is not None and "file_mb" in error, error
 
 
+async def test_a_descriptor_leak_ends_at_the_open_files_limit(runner: Runner, bash_tool: Callable[..., str]) -> None:
+    script = "for i in $(seq 100); do exec {fd}</dev/null || exit 1; done; echo all open\n"
+    status, output, error = await run(runner, bash_tool(script, sandbox={"limits": {"open_files": 16}}))
+    assert status == "error" and "all open" not in output
+    assert error is not None and "open_files: 16" in error and "open files limit" in error, error
+    status, output, error = await run(runner, bash_tool("echo 'too many open files' >&2; exit 3\n"))
+    assert status == "error" and error is not None and "open_files" in error, "EMFILE said on a failure is named"
+    status, output, error = await run(runner, bash_tool("echo 'too many open files' >&2\n"))
+    assert status == "success", "a run that succeeded was ended by no limit"
+
+
 async def test_the_run_says_it_was_sandboxed_and_with_which_profile(
     runner: Runner, bash_tool: Callable[..., str]
 ) -> None:
