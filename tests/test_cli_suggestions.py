@@ -83,3 +83,17 @@ def test_a_missing_version_or_an_unknown_name_suggests_nothing(kiwi: Kiwi) -> No
     assert "did you mean" not in kiwi("run", "hello_world@9.9.9").err
     done = kiwi("run", f"zz_{uuid.uuid4().hex}")
     assert done.code == 3 and "did you mean" not in done.err
+
+
+def test_a_tool_not_found_says_so_in_one_line_with_a_hint(kiwi: Kiwi) -> None:
+    """Before, the failure came after a run's status line for a run that never started
+    ("error: nosuch via ? in 42 ms"), and with nothing to suggest, no hint at all."""
+    name = f"nosuch_{uuid.uuid4().hex[:8]}"
+    done = kiwi("run", name)
+    assert done.code == 3 and done.out == ""
+    assert done.err.splitlines() == [
+        f'kiwi: tool "{name}" not found',
+        f"hint: find tools by what they do with: kiwi search {name}",
+    ]
+    ran = kiwi("run", "hello_world")
+    assert "success: hello_world@1.0.0 via hello_world -> bash_runtime -> subprocess" in ran.err, "a run still says how"
