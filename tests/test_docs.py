@@ -21,7 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from runner.config import DEFAULT_DB_PORT, STACK_RUNNER_LOGIN
-from tests.conftest import ROOT, runner_url
+from tests.conftest import OWN_DATABASE, ROOT, runner_url
 from tests.kiwi_cli import kiwi_env
 from tests.tcp_forward import forwarding
 
@@ -215,6 +215,7 @@ def quickstart() -> list[str]:
 
 
 def forget_uppercase(database_url: str) -> None:
+    """The quickstart's tool out of the suite's own database (the only one it runs in)."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("select set_config('request.jwt.claims', '{\"role\": \"service_role\"}', false)")
         found = conn.execute(
@@ -224,27 +225,30 @@ def forget_uppercase(database_url: str) -> None:
             conn.execute("select public.delete_tool('local/uppercase')")
 
 
-def stack_address(database_url: str) -> tuple[str, int]:
-    """Where the suite's database listens, when kiwi's default login reaches it there (the local
-    stack's runner login on its `postgres` database): what KIWI_DB_PORT alone can point kiwi at."""
+def stack_address(database_url: str, config: pytest.Config) -> tuple[str, int, str]:
+    """Where the suite's own database listens on the local stack, and its name: the quickstart
+    publishes `local/uppercase`, so it runs only there (tests/conftest.py OWN_DATABASE), never in
+    a database someone else's tools may live in."""
     url = urlsplit(runner_url(database_url))
-    if f"{url.username}:{url.password}" != STACK_RUNNER_LOGIN or url.path != "/postgres" or not url.port:
-        pytest.skip("the quickstart is for the local stack: the suite's database is not one")
-    return url.hostname or "127.0.0.1", url.port
+    if not config.stash[OWN_DATABASE] or f"{url.username}:{url.password}" != STACK_RUNNER_LOGIN or not url.port:
+        pytest.skip("the quickstart runs in the suite's own database on the local stack only")
+    return url.hostname or "127.0.0.1", url.port, url.path.lstrip("/")
 
 
 @pytest.mark.skipif(not INSPECTOR.exists() or shutil.which("node") is None, reason="npm dependencies missing")
-def test_the_quickstart_runs_as_written(database_url: str, tmp_path: Path) -> None:
+def test_the_quickstart_runs_as_written(database_url: str, tmp_path: Path, pytestconfig: pytest.Config) -> None:
     """As a user whose stack is not on the default port runs it: KIWI_DB_PORT set, nothing else.
     The stack is reached through a port of the test's own, never DEFAULT_DB_PORT, whichever
     port the suite's stack is on; and `kiwi serve`, started by the Inspector (which hands its
     server only a few of its own variables), must come through that port too. Before, the
     quickstart's Inspector step passed the port on to nobody: its server talked to the default
-    port, another stack or none."""
+    port, another stack or none. The port leads to the suite's own database (KIWI_DB_PORT alone
+    names the default one, where the user's own `local/uppercase` may be)."""
     *local, over_mcp = quickstart()
+    host, port, database = stack_address(database_url, pytestconfig)
     forget_uppercase(database_url)
     try:
-        with forwarding(stack_address(database_url), avoid=(DEFAULT_DB_PORT,)) as stack:
+        with forwarding((host, port), avoid=(DEFAULT_DB_PORT,), database=database) as stack:
             env = kiwi_env(database_url, tmp_path / "cache")
             del env["KIWI_DATABASE_URL"]
             env["KIWI_DB_PORT"] = str(stack.port)
