@@ -110,6 +110,15 @@ def test_the_readme_links_only_to_files_of_the_repository_and_stays_short() -> N
         assert (ROOT / target).exists(), f"README.md links to {target}, which does not exist"
 
 
+def test_the_readme_says_where_the_sql_lives_who_sees_a_new_tool_and_how_to_pick_a_port() -> None:
+    """What a newcomer met that the README had wrong or left out."""
+    text = " ".join(README.read_text().split())
+    assert "declared once in `supabase/schemas/`" in text, "the SQL is declared there, not in the migration"
+    assert "is private (only the namespace's members see it) unless its `tool.yaml` says `visibility: public`" in text
+    port = re.search(r"`KIWI_DB_PORT=(\d+) make demo`", text)
+    assert port and int(port.group(1)) != DEFAULT_DB_PORT
+
+
 @pytest.mark.parametrize("path", [README, *PAGES], ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_page_names_an_internal_issue_or_a_path_outside_the_repository(path: Path) -> None:
     text = path.read_text()
@@ -214,6 +223,28 @@ def quickstart() -> list[str]:
     return readme
 
 
+def shown_output(block: str) -> list[str]:
+    """What a quickstart block says its commands print: its closing `# ` comment lines."""
+    lines = block.splitlines()
+    shown: list[str] = []
+    while lines and lines[-1].startswith("# "):
+        shown.insert(0, lines.pop()[2:])
+    return shown
+
+
+def assert_shows(shown: list[str], printed: str) -> None:
+    """Each line shown is printed, in that order: `...` stands for lines left out, and a line
+    ending in ` ...` for the rest of its line."""
+    lines, at = printed.splitlines(), 0
+    for want in shown:
+        if want == "...":
+            continue
+        head = want.removesuffix(" ...")
+        found = next((i for i in range(at, len(lines)) if lines[i] == want or lines[i].startswith(head + " ")), None)
+        assert found is not None, f"the quickstart shows {want!r}; printed:\n{printed}"
+        at = found + 1
+
+
 def forget_uppercase(database_url: str) -> None:
     """The quickstart's tool out of the suite's own database (the only one it runs in)."""
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -270,11 +301,11 @@ def test_the_quickstart_runs_as_written(database_url: str, tmp_path: Path, pytes
 
             done = run("\n".join(local))
             assert "published: local/uppercase@1.0.0" in done.stdout
-            assert "chain: local/uppercase -> bash_runtime -> subprocess" in done.stdout
-            assert '"text": "HELLO KIWI"' in done.stdout
+            assert_shows([line for block in local for line in shown_output(block)], done.stdout)
             before = stack.accepted
             done = run(over_mcp)
             assert '"HI FROM MCP"' in done.stdout and '"isError": false' in done.stdout
+            assert_shows(shown_output(over_mcp), done.stdout)
             assert stack.accepted > before, "the Inspector's kiwi serve reached the stack on KIWI_DB_PORT"
     finally:
         forget_uppercase(database_url)
