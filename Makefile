@@ -43,7 +43,8 @@ reset: deps
 demo: db
 	@KIWI_DATABASE_URL=$(RUNNER_URL) $(PY) scripts/demo.py
 
-## test: the whole suite (pytest, which runs the pgTAP files through pg_prove); what CI runs
+## test: the whole suite (pytest, which runs the pgTAP files through pg_prove); what CI runs. It
+## works in a database of its own on the stack (kiwi_test: scripts/stack test-up), never the demo's
 test: db
 	@$(PY) -m pytest
 

@@ -4,6 +4,8 @@ runners the tests build on it (`local_settings`, `make_settings`, `make_runner`,
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -20,13 +22,46 @@ if TYPE_CHECKING:  # loaded by the fixtures that use them, so collecting the sui
     from runner import Principal, Runner
 
 ROOT = Path(__file__).resolve().parent.parent
+STACK = ROOT / "scripts" / "stack"
 # stack_url: the database the suite runs on (the stack's superuser, with which fixtures create
 # and delete data as the dashboard's SQL editor would); runner_url: the runner's login on it
 # (supabase/local_runner_login.sql), which `kiwi` itself logs in with by default.
+#
+# Unless KIWI_DATABASE_URL names one, that database is the suite's own on the stack's cluster
+# (`kiwi_test`, made and kept current by `scripts/stack test-up`), never the default `postgres`
+# database the demo and the user's own kiwi use: no test deletes or changes what a user made.
+OWN_DATABASE = pytest.StashKey[bool]()
+NOT_READY = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point the whole run, and every process it starts, at the suite's own database."""
+    own = not os.environ.get("KIWI_DATABASE_URL")
+    config.stash[OWN_DATABASE] = own
+    if own:
+        done = subprocess.run([str(STACK), "test-url"], capture_output=True, text=True, timeout=30)
+        if done.returncode == 0:
+            os.environ["KIWI_DATABASE_URL"] = done.stdout.strip()
+            os.environ.pop("KIWI_RUNNER_DATABASE_URL", None)
+        else:
+            config.stash[NOT_READY] = done.stderr.strip()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build or refresh the suite's own database when a selected test needs a database."""
+    config = session.config
+    if not config.stash[OWN_DATABASE] or NOT_READY in config.stash:
+        return
+    if any(item.get_closest_marker("db") for item in session.items):
+        done = subprocess.run([str(STACK), "test-up"], capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            config.stash[NOT_READY] = done.stderr.strip()
 
 
 @pytest.fixture(scope="session")
-def database_url() -> str:
+def database_url(pytestconfig: pytest.Config) -> str:
+    if NOT_READY in pytestconfig.stash:
+        pytest.fail(f"the suite's own database is not ready: {pytestconfig.stash[NOT_READY]}")
     url = stack_url()
     try:
         with psycopg.connect(url, connect_timeout=5) as conn:

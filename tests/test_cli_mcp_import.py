@@ -30,7 +30,10 @@ def kiwi(database_url: str, tmp_path: Path) -> Kiwi:
 
 @pytest.fixture
 def imported_into_local(conn: psycopg.Connection) -> Iterator[None]:
-    """Deletes what an import into `local` made."""
+    """`local` without everything_mcp's tools before and after: an import a run killed midway left
+    behind must not fail the next. The suite's own database (tests/conftest.py), so these are
+    never a user's own imports."""
+    conn.execute("delete from tools where ref like 'local/everything_mcp.%'")
     yield
     conn.execute("delete from tools where ref like 'local/everything_mcp.%'")
 

@@ -21,7 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from runner.config import DEFAULT_DB_PORT, STACK_RUNNER_LOGIN
-from tests.conftest import ROOT, runner_url
+from tests.conftest import OWN_DATABASE, ROOT, runner_url
 from tests.kiwi_cli import kiwi_env
 from tests.tcp_forward import forwarding
 
@@ -108,6 +108,15 @@ def test_the_readme_links_only_to_files_of_the_repository_and_stays_short() -> N
     for target in targets:
         assert not re.match(r"\w+:", target), f"{target}: the README links only inside the repository"
         assert (ROOT / target).exists(), f"README.md links to {target}, which does not exist"
+
+
+def test_the_readme_says_where_the_sql_lives_who_sees_a_new_tool_and_how_to_pick_a_port() -> None:
+    """What a newcomer met that the README had wrong or left out."""
+    text = " ".join(README.read_text().split())
+    assert "declared once in `supabase/schemas/`" in text, "the SQL is declared there, not in the migration"
+    assert "is private (only the namespace's members see it) unless its `tool.yaml` says `visibility: public`" in text
+    port = re.search(r"`KIWI_DB_PORT=(\d+) make demo`", text)
+    assert port and int(port.group(1)) != DEFAULT_DB_PORT
 
 
 @pytest.mark.parametrize("path", [README, *PAGES], ids=lambda p: str(p.relative_to(ROOT)))
@@ -214,7 +223,30 @@ def quickstart() -> list[str]:
     return readme
 
 
+def shown_output(block: str) -> list[str]:
+    """What a quickstart block says its commands print: its closing `# ` comment lines."""
+    lines = block.splitlines()
+    shown: list[str] = []
+    while lines and lines[-1].startswith("# "):
+        shown.insert(0, lines.pop()[2:])
+    return shown
+
+
+def assert_shows(shown: list[str], printed: str) -> None:
+    """Each line shown is printed, in that order: `...` stands for lines left out, and a line
+    ending in ` ...` for the rest of its line."""
+    lines, at = printed.splitlines(), 0
+    for want in shown:
+        if want == "...":
+            continue
+        head = want.removesuffix(" ...")
+        found = next((i for i in range(at, len(lines)) if lines[i] == want or lines[i].startswith(head + " ")), None)
+        assert found is not None, f"the quickstart shows {want!r}; printed:\n{printed}"
+        at = found + 1
+
+
 def forget_uppercase(database_url: str) -> None:
+    """The quickstart's tool out of the suite's own database (the only one it runs in)."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("select set_config('request.jwt.claims', '{\"role\": \"service_role\"}', false)")
         found = conn.execute(
@@ -224,27 +256,30 @@ def forget_uppercase(database_url: str) -> None:
             conn.execute("select public.delete_tool('local/uppercase')")
 
 
-def stack_address(database_url: str) -> tuple[str, int]:
-    """Where the suite's database listens, when kiwi's default login reaches it there (the local
-    stack's runner login on its `postgres` database): what KIWI_DB_PORT alone can point kiwi at."""
+def stack_address(database_url: str, config: pytest.Config) -> tuple[str, int, str]:
+    """Where the suite's own database listens on the local stack, and its name: the quickstart
+    publishes `local/uppercase`, so it runs only there (tests/conftest.py OWN_DATABASE), never in
+    a database someone else's tools may live in."""
     url = urlsplit(runner_url(database_url))
-    if f"{url.username}:{url.password}" != STACK_RUNNER_LOGIN or url.path != "/postgres" or not url.port:
-        pytest.skip("the quickstart is for the local stack: the suite's database is not one")
-    return url.hostname or "127.0.0.1", url.port
+    if not config.stash[OWN_DATABASE] or f"{url.username}:{url.password}" != STACK_RUNNER_LOGIN or not url.port:
+        pytest.skip("the quickstart runs in the suite's own database on the local stack only")
+    return url.hostname or "127.0.0.1", url.port, url.path.lstrip("/")
 
 
 @pytest.mark.skipif(not INSPECTOR.exists() or shutil.which("node") is None, reason="npm dependencies missing")
-def test_the_quickstart_runs_as_written(database_url: str, tmp_path: Path) -> None:
+def test_the_quickstart_runs_as_written(database_url: str, tmp_path: Path, pytestconfig: pytest.Config) -> None:
     """As a user whose stack is not on the default port runs it: KIWI_DB_PORT set, nothing else.
     The stack is reached through a port of the test's own, never DEFAULT_DB_PORT, whichever
     port the suite's stack is on; and `kiwi serve`, started by the Inspector (which hands its
     server only a few of its own variables), must come through that port too. Before, the
     quickstart's Inspector step passed the port on to nobody: its server talked to the default
-    port, another stack or none."""
+    port, another stack or none. The port leads to the suite's own database (KIWI_DB_PORT alone
+    names the default one, where the user's own `local/uppercase` may be)."""
     *local, over_mcp = quickstart()
+    host, port, database = stack_address(database_url, pytestconfig)
     forget_uppercase(database_url)
     try:
-        with forwarding(stack_address(database_url), avoid=(DEFAULT_DB_PORT,)) as stack:
+        with forwarding((host, port), avoid=(DEFAULT_DB_PORT,), database=database) as stack:
             env = kiwi_env(database_url, tmp_path / "cache")
             del env["KIWI_DATABASE_URL"]
             env["KIWI_DB_PORT"] = str(stack.port)
@@ -266,11 +301,11 @@ def test_the_quickstart_runs_as_written(database_url: str, tmp_path: Path) -> No
 
             done = run("\n".join(local))
             assert "published: local/uppercase@1.0.0" in done.stdout
-            assert "chain: local/uppercase -> bash_runtime -> subprocess" in done.stdout
-            assert '"text": "HELLO KIWI"' in done.stdout
+            assert_shows([line for block in local for line in shown_output(block)], done.stdout)
             before = stack.accepted
             done = run(over_mcp)
             assert '"HI FROM MCP"' in done.stdout and '"isError": false' in done.stdout
+            assert_shows(shown_output(over_mcp), done.stdout)
             assert stack.accepted > before, "the Inspector's kiwi serve reached the stack on KIWI_DB_PORT"
     finally:
         forget_uppercase(database_url)

@@ -45,7 +45,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..errors import KiwiError
+from ..errors import KiwiError, NotFound
 from .args import parse_params
 from .version import VersionAction
 
@@ -367,11 +367,15 @@ def print_run(result: RunResult, dry_run: bool) -> None:
     where = f"{result.tool_id}@{result.version}" if result.version else result.tool_id
     chain = " -> ".join(result.executor_chain)
     label = "dry run ok" if dry_run and result.ok else result.status
-    print(f"{label}: {where} via {chain or '?'} in {result.duration_ms:.0f} ms", file=sys.stderr)
+    if chain or result.error is None:  # a run that never found its chain says only why, below
+        print(f"{label}: {where} via {chain or '?'} in {result.duration_ms:.0f} ms", file=sys.stderr)
     if source := result.detail.get("source"):  # where a knowledge entry came from
         print("source: " + ", ".join(source.values()), file=sys.stderr)
     if result.error:
         print(f"kiwi: {result.error}", file=sys.stderr)
+        failure = result.failure
+        if isinstance(failure, NotFound) and failure.hint is None and failure.message.startswith('tool "'):
+            print(f"hint: find tools by what they do with: kiwi search {result.tool_id}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -136,7 +136,10 @@ def _paths(value: Any, where: str, environ: Mapping[str, str], cwd: Path | None)
             path = (cwd or Path.cwd()) / path
         resolved = Path(os.path.realpath(path))
         if not resolved.exists():
-            raise ConfigError(f"{where}: {text!r} does not exist on this machine ({resolved})")
+            raise ConfigError(
+                f"{where}: {text!r} does not exist on this machine ({resolved})",
+                hint=_missing_path_hint(str(item), text, environ),
+            )
         if (link := _planted_link(Path(os.path.abspath(path)))) is not None:
             # the registry narrows paths as text: a symlink that a sandboxed tool with write
             # access may have planted must not carry a path somewhere its text does not say
@@ -148,6 +151,26 @@ def _paths(value: Any, where: str, environ: Mapping[str, str], cwd: Path | None)
             raise ConfigError(f"{where}: the whole filesystem cannot be mounted into a sandbox")
         out.append(str(resolved))
     return sorted(set(out))
+
+
+# Settings the seed's manifests read for a path, what they are, and where Kiwi's clone has it.
+_PATH_SETTINGS = {"KIWI_NODE_MODULES": ("Kiwi's node_modules, where `make deps` put the MCP servers", "node_modules")}
+
+
+def _missing_path_hint(item: str, text: str, environ: Mapping[str, str]) -> str | None:
+    """What to set when a path that does not exist came from a ${VAR} (unset: its default, read
+    from the working directory): the variable, and for a setting of Kiwi's own, its value here."""
+    names = sorted(variables_in(item))
+    if not names:
+        return None
+    name = names[0]
+    unset = "" if environ.get(name) else ", which is not set, so it was looked for in the working directory"
+    if name not in _PATH_SETTINGS:
+        return f"{text!r} comes from ${{{name}}}{unset}: export {name}=<its path on this machine>"
+    meaning, in_clone = _PATH_SETTINGS[name]
+    here = Path(__file__).resolve().parents[2] / in_clone
+    value = str(here) if here.exists() else f"<{meaning.split(',')[0]}>"
+    return f"{text!r} comes from ${{{name}}}{unset}: export {name}={value} ({meaning})"
 
 
 def _planted_link(path: Path) -> Path | None:

@@ -91,3 +91,22 @@ def test_a_path_whose_variable_expands_to_nothing_grants_nothing(tmp_path: Path)
     )
     with pytest.raises(ConfigError, match="empty path"):
         profile_from({"fs": {"write": [""]}}, "t", {})
+
+
+def test_a_missing_path_from_a_setting_names_the_setting_and_its_value_here(tmp_path: Path) -> None:
+    """The seeded Node MCP servers read ${KIWI_NODE_MODULES:-node_modules}: outside the clone,
+    `kiwi mcp import everything_mcp` failed naming only 'node_modules', not the setting."""
+    fs = {"fs": {"read": ["${KIWI_NODE_MODULES:-node_modules}"]}}
+    with pytest.raises(ConfigError, match="does not exist on this machine") as info:
+        profile_from(fs, "t", {}, cwd=tmp_path)
+    root = Path(__file__).resolve().parents[2]
+    assert info.value.hint is not None and "${KIWI_NODE_MODULES}, which is not set" in info.value.hint
+    assert f"export KIWI_NODE_MODULES={root / 'node_modules'}" in info.value.hint
+    with pytest.raises(ConfigError) as info:
+        profile_from({"fs": {"read": ["${DATA_DIR}/in"]}}, "t", {"DATA_DIR": str(tmp_path / "gone")})
+    assert (
+        info.value.hint == f"'{tmp_path}/gone/in' comes from ${{DATA_DIR}}: export DATA_DIR=<its path on this machine>"
+    )
+    with pytest.raises(ConfigError) as info:
+        profile_from({"fs": {"read": [str(tmp_path / "gone")]}}, "t", {})
+    assert info.value.hint is None, "a path written out needs no setting"
