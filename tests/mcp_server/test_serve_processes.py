@@ -1,0 +1,125 @@
+"""`kiwi serve --transport http --processes 2`: two real server processes on one port, under a
+real supervisor, answering the official SDK client; any process answers any session; a killed
+process is started again; SIGTERM to the supervisor leaves no process behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from runner.testing.http_serving import Served, kiwi_http_server, mcp_client, user_token
+
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+VERSION = "2025-06-18"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+
+
+@pytest.fixture(scope="module")
+def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with kiwi_http_server(database_url, tmp_path_factory.mktemp("procs"), "--processes", "2") as s:
+        yield s
+
+
+def children(served: Served) -> list[int]:
+    """The pids the supervisor said it started (the latest line)."""
+    found = re.findall(r"serving with 2 processes \(pids (\d+), (\d+)\)", served.stderr())
+    assert found, served.stderr()
+    return [int(p) for p in found[-1]]
+
+
+def requests(served: Served) -> list[dict[str, object]]:
+    lines = [json.loads(x) for x in served.stderr().splitlines() if x.startswith("{")]
+    return [x for x in lines if x.get("event") == "http_request" and x.get("path") == "/mcp"]
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def wait_for(condition: object, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+async def list_tools(url: str, token: str) -> list[str]:
+    async with mcp_client(url, token) as client:
+        return [t.name for t in (await client.list_tools()).tools]
+
+
+def test_sdk_clients_are_served_by_both_processes(served: Served) -> None:
+    token = user_token()
+    before = len(requests(served))
+
+    async def clients() -> list[list[str]]:
+        return await asyncio.gather(*(list_tools(served.url, token) for _ in range(12)))
+
+    for names in asyncio.run(clients()):
+        assert {"search", "execute"} <= set(names)
+    answered = {x["pid"] for x in requests(served)[before:] if x["client"] is not None and x["status"] == 200}
+    assert answered == set(children(served)), "each of the two processes answered some of the SDK's requests"
+
+
+def test_a_session_is_answered_by_either_process(served: Served) -> None:
+    headers = {**HEADERS, "Authorization": f"Bearer {user_token()}"}
+    opened = httpx.post(served.url, json=INITIALIZE, headers=headers, timeout=30)
+    assert opened.status_code == 200, opened.text
+    session = opened.headers["mcp-session-id"]
+    assert re.fullmatch(r"[01]-[0-9a-f]{32}", session), session
+    before = len(requests(served))
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    on_session = {**headers, "Mcp-Session-Id": session, "MCP-Protocol-Version": VERSION}
+    for _ in range(16):  # each on a new connection, which Linux gives either process
+        answer = httpx.post(served.url, json=ping, headers=on_session, timeout=30)
+        assert answer.status_code == 200, answer.text
+    seen = requests(served)[before:]
+    arrived = {x["pid"] for x in seen if x["client"] is not None}
+    assert arrived == set(children(served)), "the pings arrived at both processes"
+    forwarded = [x for x in seen if x["client"] is None]
+    assert forwarded and {x["pid"] for x in forwarded} == {children(served)[int(session[0])]}
+    gone = {**on_session, "Mcp-Session-Id": "1-" + session[2:] if session[0] == "0" else "0-" + session[2:]}
+    assert httpx.post(served.url, json=ping, headers=gone, timeout=30).status_code == 404
+
+
+def test_a_killed_process_is_started_again_and_sigterm_leaves_none(served: Served) -> None:
+    first, second = children(served)
+    command = Path(f"/proc/{first}/cmdline").read_bytes().split(b"\0")
+    run_dir = Path(command[command.index(b"--process") + 1].decode().split(":", 1)[1])
+    assert (run_dir / "process-0.sock").exists()
+    os.kill(second, signal.SIGKILL)
+    wait_for(lambda: "process 1 started again" in served.stderr())
+    replaced = int(re.findall(r"process 1 started again: pid (\d+)", served.stderr())[-1])
+    assert replaced != second and alive(replaced) and alive(first)
+    wait_for(lambda: asyncio.run(_serves_twice(served, replaced)))
+
+    assert served.proc is not None
+    os.kill(served.pid, signal.SIGTERM)
+    assert served.proc.wait(timeout=60) == 0
+    assert not any(alive(pid) for pid in (first, second, replaced)), "no process outlives its supervisor"
+    assert not run_dir.exists(), "the run directory is removed"
+
+
+async def _serves_twice(served: Served, pid: int) -> bool:
+    """Whether the restarted process (pid) has answered an SDK client yet (a few clients a try)."""
+    await asyncio.gather(*(list_tools(served.url, user_token()) for _ in range(4)))
+    return any(x["pid"] == pid for x in requests(served))
