@@ -311,7 +311,8 @@ def processes_block(args: argparse.Namespace, found: dict[int, dict[str, Any]]) 
         "",
     ]
     verdicts = [
-        Verdict(f"  execute calls/s, {n} processes / 1 process", f["execute"] / base["execute"], "x", ">=", 1.0, False)
+        Verdict(f"  {kind} calls/s, {n} processes / 1 process", f[kind] / base[kind], "x", ">=", 1.0, False)
+        for kind in ("execute", "search")
         for n, f in sorted(found.items())
         if n != min(found)
     ]
