@@ -9,6 +9,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runner.testing.http_serving import Served, kiwi_http_server, mcp_client, user_token
+from runner.mcp_server.http_routing import owner_of
+from runner.testing.http_serving import ROOT, Served, kiwi_http_server, mcp_client, user_token
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 VERSION = "2025-06-18"
@@ -92,6 +95,7 @@ def test_a_session_is_answered_by_either_process(served: Served) -> None:
     for _ in range(16):  # each on a new connection, which Linux gives either process
         answer = httpx.post(served.url, json=ping, headers=on_session, timeout=30)
         assert answer.status_code == 200, answer.text
+        assert '"result":{}' in answer.text.replace(" ", ""), answer.text
     seen = requests(served)[before:]
     arrived = {x["pid"] for x in seen if x["client"] is not None}
     assert arrived == set(children(served)), "the pings arrived at both processes"
@@ -101,7 +105,12 @@ def test_a_session_is_answered_by_either_process(served: Served) -> None:
     assert httpx.post(served.url, json=ping, headers=gone, timeout=30).status_code == 404
 
 
-def test_a_killed_process_is_started_again_and_sigterm_leaves_none(served: Served) -> None:
+def test_a_killed_process_is_started_again_and_sigterm_leaves_none(database_url: str, tmp_path: Path) -> None:
+    with kiwi_http_server(database_url, tmp_path / "procs", "--processes", "2") as served:
+        _kill_one_then_the_supervisor(served)
+
+
+def _kill_one_then_the_supervisor(served: Served) -> None:
     first, second = children(served)
     command = Path(f"/proc/{first}/cmdline").read_bytes().split(b"\0")
     run_dir = Path(command[command.index(b"--process") + 1].decode().split(":", 1)[1])
@@ -123,3 +132,22 @@ async def _serves_twice(served: Served, pid: int) -> bool:
     """Whether the restarted process (pid) has answered an SDK client yet (a few clients a try)."""
     await asyncio.gather(*(list_tools(served.url, user_token()) for _ in range(4)))
     return any(x["pid"] == pid for x in requests(served))
+
+
+def test_a_session_id_names_its_process_or_none() -> None:
+    assert owner_of("1-" + "a" * 32, 2) == 1
+    assert owner_of("0-" + "a" * 32, 2) == 0
+    assert owner_of("2-" + "a" * 32, 2) is None  # no such process: answered here (404)
+    assert owner_of("a" * 32, 2) is None and owner_of("-1-x", 2) is None and owner_of("99999-x", 10**6) is None
+
+
+def test_processes_are_for_http_only() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "runner.cli.serve", "--processes", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2 and "--processes is for --transport http" in done.stderr, done.stderr
