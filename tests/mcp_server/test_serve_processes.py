@@ -105,6 +105,27 @@ def test_a_session_is_answered_by_either_process(served: Served) -> None:
     assert httpx.post(served.url, json=ping, headers=gone, timeout=30).status_code == 404
 
 
+def test_a_sessions_event_stream_is_relayed_and_ends_with_its_client(served: Served) -> None:
+    """GET streams of one session, each on a new connection, closed after its headers: a
+    forwarded one that outlived its client would make the next GET a 409 (one stream a session)."""
+    headers = {**HEADERS, "Authorization": f"Bearer {user_token()}"}
+    session = httpx.post(served.url, json=INITIALIZE, headers=headers, timeout=30).headers["mcp-session-id"]
+    on_session = {**headers, "Mcp-Session-Id": session, "MCP-Protocol-Version": VERSION}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx.post(served.url, json=initialized, headers=on_session, timeout=30).status_code == 202
+    before = len(requests(served))
+    for _ in range(10):
+        with httpx.Client(timeout=30) as client:
+            stream_headers = {**on_session, "Accept": "text/event-stream"}
+            with client.stream("GET", served.url, headers=stream_headers) as stream:
+                assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+        time.sleep(0.3)  # the owner sees the hang-up
+    wait_for(lambda: sum(x["method"] == "GET" and x["client"] is not None for x in requests(served)[before:]) == 10)
+    gets = [x for x in requests(served)[before:] if x["method"] == "GET"]
+    assert all(x["status"] == 200 for x in gets), gets
+    assert any(x["client"] is None for x in gets), "some stream was forwarded to the session's process"
+
+
 def test_a_killed_process_is_started_again_and_sigterm_leaves_none(database_url: str, tmp_path: Path) -> None:
     with kiwi_http_server(database_url, tmp_path / "procs", "--processes", "2") as served:
         _kill_one_then_the_supervisor(served)
