@@ -172,3 +172,11 @@ def test_processes_are_for_http_only() -> None:
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 2 and "--processes is for --transport http" in done.stderr, done.stderr
+
+
+def test_no_process_outlives_a_killed_supervisor(database_url: str, tmp_path: Path) -> None:
+    """SIGKILL leaves the supervisor no chance to stop them: the kernel tells each (PDEATHSIG)."""
+    with kiwi_http_server(database_url, tmp_path / "procs", "--processes", "2") as served:
+        pids = children(served)
+        os.kill(served.pid, signal.SIGKILL)
+        wait_for(lambda: not any(alive(pid) for pid in pids), 60)
