@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -133,8 +134,7 @@ def test_a_killed_process_is_started_again_and_sigterm_leaves_none(database_url:
 
 def _kill_one_then_the_supervisor(served: Served) -> None:
     first, second = children(served)
-    command = Path(f"/proc/{first}/cmdline").read_bytes().split(b"\0")
-    run_dir = Path(command[command.index(b"--process") + 1].decode().split(":", 1)[1])
+    run_dir = _run_dir(first)
     assert (run_dir / "process-0.sock").exists()
     os.kill(second, signal.SIGKILL)
     wait_for(lambda: "process 1 started again" in served.stderr())
@@ -178,5 +178,13 @@ def test_no_process_outlives_a_killed_supervisor(database_url: str, tmp_path: Pa
     """SIGKILL leaves the supervisor no chance to stop them: the kernel tells each (PDEATHSIG)."""
     with kiwi_http_server(database_url, tmp_path / "procs", "--processes", "2") as served:
         pids = children(served)
+        run_dir = _run_dir(pids[0])
         os.kill(served.pid, signal.SIGKILL)
         wait_for(lambda: not any(alive(pid) for pid in pids), 60)
+        shutil.rmtree(run_dir)  # the supervisor's to remove, had it lived
+
+
+def _run_dir(pid: int) -> Path:
+    """The supervisor's run directory, as it told process `pid` (--process I:DIR)."""
+    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return Path(command[command.index(b"--process") + 1].decode().split(":", 1)[1])
