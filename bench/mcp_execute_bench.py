@@ -19,11 +19,19 @@
           per call of the server process (its children not counted) and of this client
           process, and what one core could serve at the server's CPU per call.
 
+  processes  the same `execute` loop (and `search`) against `kiwi serve --transport http
+          --processes N` for N in --processes (1, 2, 4): calls/s with each N and its ratio
+          against 1 process, measured in the same run, and how many of the N processes
+          answered (the request log's pids). The sessions' connections are spread over the
+          processes by the kernel (SO_REUSEPORT); on a machine with C cores, expect the ratio
+          to level off near C (less what the scripts, Postgres and the client take).
+
 The audit row and the run record of every call are written behind the reply; each block
 ends by waiting until the server has written them (their rows are counted in Postgres), so
 one block's writes are not charged to the next. Needs the local stack (or KIWI_DATABASE_URL).
 
 Run:  .venv/bin/python bench/mcp_execute_bench.py [--reps 300] [--rounds 3] [--sessions 20] [--calls 2000]
+          [--only stdio,http,processes] [--processes 1,2,4]
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import platform
 import shutil
@@ -229,6 +238,88 @@ async def measure_http(
 
 
 # --------------------------------------------------------------------------------------
+# processes: the same loop against 1, 2 and 4 server processes
+# --------------------------------------------------------------------------------------
+
+
+async def measure_processes(args: argparse.Namespace, workdir: Path, rows: RowCount) -> dict[int, dict[str, Any]]:
+    """For each N: the rounds' calls/s of execute and of search, and how many processes answered."""
+    token = user_token(expires_in_s=3600)
+    out: dict[int, dict[str, Any]] = {}
+    for n in args.processes:
+        flags = ["--processes", str(n)] if n > 1 else []
+        with kiwi_http_server(args.url, workdir / f"processes-{n}", *flags) as served:
+            async with sessions(served.url, token, args.sessions) as clients:
+                kinds: dict[str, list[Callable[[], Awaitable[Any]]]] = {
+                    "execute": [_calling(c, "execute", HELLO) for c in clients],
+                    "search": [_calling(c, "search", {"query": "hello"}) for c in clients],
+                }
+                for c in clients:
+                    checked(await c.call_tool("execute", HELLO))
+                for workers in kinds.values():
+                    await saturate(workers, max(args.calls // 4, args.sessions))
+                done = await rows.audits()
+                await rows.settle(done)
+                rates: dict[str, list[float]] = {k: [] for k in kinds}
+                for r in range(args.rounds):
+                    for name, workers in kinds.items():
+                        rate, _ = await saturate(workers, args.calls)
+                        if name == "execute":
+                            done += args.calls
+                            await rows.settle(done)
+                        rates[name].append(rate)
+                        _log(f"[bench] {n} processes, round {r + 1}/{args.rounds} {name}: {rate:,.0f} calls/s")
+            pids = {
+                line.get("pid")
+                for line in (json.loads(x) for x in served.stderr().splitlines() if x.startswith("{"))
+                if line.get("event") == "http_request" and line.get("client") is not None
+            }
+        out[n] = {**{k: statistics.median(v) for k, v in rates.items()}, "answered": len(pids)}
+    return out
+
+
+def _calling(client: Client, tool: str, arguments: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
+    return lambda: client.call_tool(tool, arguments)
+
+
+def processes_block(args: argparse.Namespace, found: dict[int, dict[str, Any]]) -> tuple[list[str], list[Verdict]]:
+    """The table of calls/s against the number of processes, and each N's ratio against 1."""
+    base = found[min(found)]
+    table_rows = [
+        [
+            str(n),
+            f"{f['answered']}",
+            f"{f['execute']:,.0f}",
+            f"{f['execute'] / base['execute']:.2f}x",
+            f"{f['search']:,.0f}",
+            f"{f['search'] / base['search']:.2f}x",
+        ]
+        for n, f in sorted(found.items())
+    ]
+    cores = os.cpu_count() or 1
+    lines = [
+        f"## http, 1 to {max(found)} server processes: {args.sessions} sessions, median of {args.rounds} rounds "
+        f"of {args.calls} calls",
+        "",
+        table(
+            ["processes", "answered", "execute calls/s", "vs 1", "search calls/s", "vs 1"],
+            table_rows,
+        ),
+        "",
+        f"On {cores} CPUs shared by the server processes, the scripts they spawn, Postgres and the SDK clients"
+        " of this bench; the ratios are against 1 process, measured in the same run.",
+        "",
+    ]
+    verdicts = [
+        Verdict(f"  {kind} calls/s, {n} processes / 1 process", f[kind] / base[kind], "x", ">=", 1.0, False)
+        for kind in ("execute", "search")
+        for n, f in sorted(found.items())
+        if n != min(found)
+    ]
+    return lines, verdicts
+
+
+# --------------------------------------------------------------------------------------
 # report
 # --------------------------------------------------------------------------------------
 
@@ -332,6 +423,11 @@ async def run(args: argparse.Namespace) -> int:
                         False,
                     )
                 )
+            if "processes" in args.only:
+                _log(f"[bench] processes: {args.processes}, {args.sessions} sessions, {args.calls} calls a round")
+                block, more = processes_block(args, await measure_processes(args, workdir, rows))
+                lines += block
+                verdicts += more
         finally:
             await conn.close()
         lines += summary(verdicts)
@@ -343,7 +439,12 @@ async def run(args: argparse.Namespace) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="stdio,http", help="stdio, http or both (default %(default)s)")
+    parser.add_argument(
+        "--only", default="stdio,http,processes", help="any of stdio, http, processes (default %(default)s)"
+    )
+    parser.add_argument(
+        "--processes", default="1,2,4", help="processes: the server process counts to compare (default %(default)s)"
+    )
     parser.add_argument("--reps", type=int, default=300, help="stdio: interleaved pairs a round (default %(default)s)")
     parser.add_argument("--sessions", type=int, default=20, help="http: concurrent sessions (default %(default)s)")
     parser.add_argument("--calls", type=int, default=2000, help="http: calls per round and kind (default %(default)s)")
@@ -351,6 +452,7 @@ def main() -> int:
     parser.add_argument("--url", default=os.environ.get("KIWI_DATABASE_URL") or stack_database_url())
     args = parser.parse_args()
     args.only = {p.strip() for p in args.only.split(",") if p.strip()}
+    args.processes = sorted({1, *(int(p) for p in args.processes.split(",") if p.strip())})
     return asyncio.run(run(args))
 
 

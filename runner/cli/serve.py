@@ -17,6 +17,8 @@ Who the calls act as:
   `--insecure-no-auth` (loopback only) serves without tokens as the server's own principal.
   An MCP session left idle for --session-idle-timeout seconds is closed, and one caller holds
   at most --max-sessions-per-user live sessions (runner/mcp_server/http_sessions.py).
+  `--processes N` serves from N processes on the one port, nothing shared but Postgres
+  (runner/cli/serve_processes.py); each holds its own sessions, and any answers any session.
 
 Wire it into the kiwi CLI with `add_serve_command(sub)` on its subparsers; standalone:
 `python -m runner.cli.serve --transport stdio`. Logs go to stderr (stdout is the
@@ -114,6 +116,17 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
         f"(default KIWI_MAX_SESSIONS_PER_USER, else {DEFAULT_MAX_SESSIONS_PER_USER})",
     )
     serve_parser.add_argument(
+        "--processes",
+        type=_positive(int),
+        default=1,
+        metavar="N",
+        help="http: serve from N processes on the one port (Linux), nothing shared but Postgres: a supervisor "
+        "starts them, starts again one that ends, and stops them all on SIGTERM/SIGINT. Each holds its own "
+        "database pool and MCP sessions (--max-sessions-per-user and the idle timeout apply per process); "
+        "a request for another process's session is forwarded to it (default 1: one process)",
+    )
+    serve_parser.add_argument("--process", default=None, help=argparse.SUPPRESS)  # INDEX:DIR, from the supervisor
+    serve_parser.add_argument(
         "--directive",
         default=None,
         metavar="REF",
@@ -128,6 +141,13 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     """The handler `kiwi` calls (async, like its other commands)."""
     if args.transport == "http":
         _with_the_system_allocator()
+    processes = getattr(args, "processes", 1)
+    process = getattr(args, "process", None)
+    if processes > 1 and process is None:
+        if args.transport != "http":
+            raise UsageError("--processes is for --transport http", hint="a stdio server has one client: drop it")
+        await _supervise(args, processes)
+        return 0
     await serve(
         args.transport,
         host=args.host,
@@ -141,8 +161,19 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         directive=getattr(args, "directive", None),
         session_idle_timeout=getattr(args, "session_idle_timeout", None),
         max_sessions_per_user=getattr(args, "max_sessions_per_user", None),
+        processes=processes,
+        process=process,
     )
     return 0
+
+
+async def _supervise(args: argparse.Namespace, processes: int) -> None:
+    """The supervisor of `--processes N`: what every process would refuse is refused once, here."""
+    from .serve_processes import supervise
+
+    _log_to_stderr()
+    _preflight(Settings.load(), host=args.host, insecure_no_auth=args.insecure_no_auth)
+    await supervise(list(sys.orig_argv), host=args.host, port=args.port, processes=processes, say=_say)
 
 
 async def serve(
@@ -158,6 +189,8 @@ async def serve(
     directive: str | None = None,
     session_idle_timeout: float | None = None,
     max_sessions_per_user: int | None = None,
+    processes: int = 1,
+    process: str | None = None,
 ) -> None:
     _log_to_stderr()
     settings = Settings.load()
@@ -189,6 +222,8 @@ async def serve(
             insecure_no_auth=insecure_no_auth,
             allow_command_writes=allow_command_writes,
             directive=directive,
+            processes=processes,
+            process=process,
         )
     else:
         raise UsageError(f"unknown transport {transport!r}", hint="--transport is stdio or http")
@@ -204,12 +239,60 @@ async def _serve_http(
     insecure_no_auth: bool,
     allow_command_writes: bool,
     directive: str | None = None,
+    processes: int = 1,
+    process: str | None = None,
 ) -> None:
     import uvicorn  # the MCP SDK's own server, loaded only when serving
 
-    from ..mcp_server.auth import http_app, http_auth, is_loopback
+    from ..mcp_server.auth import http_app, http_auth
     from ..mcp_server.auth import public_url as public_url_of
+    from ..mcp_server.http_routing import SessionRouter, session_id_prefix
     from ..mcp_server.http_sessions import SessionLimits
+
+    _preflight(settings, host=host, insecure_no_auth=insecure_no_auth)
+    # one of the supervisor's processes (`--process I:DIR`), or the only one
+    sockets, routed = _sockets(host, port, process, processes)
+    sock = sockets[0]
+    quiet = routed is not None and routed[0] != 0  # the first of several says what the server is
+    try:
+        port = sock.getsockname()[1]
+        resource = public_url_of(host, port, public_url)
+        if insecure_no_auth:
+            settings = dataclasses.replace(settings, admin=admin)
+            principal = settings.principal()
+            auth = None
+        else:
+            # the process itself acts as nobody: every call acts as its request's verified caller
+            settings = dataclasses.replace(settings, admin=False)
+            principal = anon()
+            auth = http_auth(settings, resource, allow_admin=admin)
+        async with _served(settings, allow_command_writes, directive) as server, _operated(settings) as operated:
+            limits = SessionLimits(settings.session_idle_s, settings.max_sessions_per_user)
+            prefix = "" if routed is None else session_id_prefix(routed[0])
+            app = http_app(server, host=host, resource_url=resource, auth=auth, limits=limits, session_prefix=prefix)
+            console = _with_console(app, settings, allow_admin=admin)  # a route of the app, before it is wrapped
+            router = None
+            if routed is not None:  # a request for another process's session goes there
+                router = SessionRouter(app, index=routed[0], processes=processes, run_dir=routed[1])
+            app = operated(app if router is None else router, principal=principal.describe() if auth is None else None)
+            config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+            if not quiet:
+                _banner(host, port, resource, public_url, auth, principal, admin, limits)
+            try:
+                with acting_as(principal):
+                    await uvicorn.Server(config).serve(sockets=sockets)
+            finally:
+                await console.aclose()
+                if router is not None:
+                    await router.aclose()
+    finally:
+        for each in sockets:
+            each.close()
+
+
+def _preflight(settings: Settings, *, host: str, insecure_no_auth: bool) -> None:
+    """What refuses to start an HTTP server: the sandbox off or failing, no tokens off loopback."""
+    from ..mcp_server.auth import is_loopback
 
     if not settings.sandbox:
         raise UsageError(
@@ -227,51 +310,50 @@ async def _serve_http(
             f"--insecure-no-auth is refused on {host}: only a loopback address may serve without tokens",
             hint="use --host 127.0.0.1, or drop --insecure-no-auth and give clients tokens (kiwi token)",
         )
-    sock = _bind(host, port)  # before anything is said: a taken port is an error, not "serving"
-    try:
-        port = sock.getsockname()[1]
-        resource = public_url_of(host, port, public_url)
-        if insecure_no_auth:
-            settings = dataclasses.replace(settings, admin=admin)
-            principal = settings.principal()
-            auth = None
+
+
+def _sockets(host: str, port: int, process: str | None, processes: int) -> tuple[list[socket.socket], Any]:
+    """The sockets to serve on, and (index, run dir) when this is one of several processes."""
+    if process is None:
+        # before anything is said: a taken port is an error, not "serving"
+        return [_bind(host, port)], None
+    from ..mcp_server.http_routing import worker_socket
+    from .serve_processes import listening_socket, parse_process, unix_socket
+
+    index, run_dir = parse_process(process)
+    tcp = listening_socket(host, port)
+    return [tcp, unix_socket(worker_socket(run_dir, index))], (index, run_dir)
+
+
+def _banner(
+    host: str,
+    port: int,
+    resource: str,
+    public_url: str | None,
+    auth: Any,
+    principal: Any,
+    admin: bool,
+    limits: Any,
+) -> None:
+    if auth is None:
+        _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
+        _say("WARNING: --insecure-no-auth: NO AUTHENTICATION. Anything that can connect to this port")
+        _say(f"WARNING: acts as {principal.describe()}. Do not use this beyond local experiments.")
+    else:
+        admins = "accepted (--admin)" if admin else "refused (start with --admin to accept them)"
+        _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
+        if auth.issuer is not None:
+            _say(f"requires a bearer token: an access token of {auth.issuer}; service-role tokens {admins}")
         else:
-            # the process itself acts as nobody: every call acts as its request's verified caller
-            settings = dataclasses.replace(settings, admin=False)
-            principal = anon()
-            auth = http_auth(settings, resource, allow_admin=admin)
-        async with _served(settings, allow_command_writes, directive) as server, _operated(settings) as operated:
-            limits = SessionLimits(settings.session_idle_s, settings.max_sessions_per_user)
-            app = http_app(server, host=host, resource_url=resource, auth=auth, limits=limits)
-            console = _with_console(app, settings, allow_admin=admin)  # a route of the app, before it is wrapped
-            app = operated(app, principal=principal.describe() if auth is None else None)
-            config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
-            if auth is None:
-                _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
-                _say("WARNING: --insecure-no-auth: NO AUTHENTICATION. Anything that can connect to this port")
-                _say(f"WARNING: acts as {principal.describe()}. Do not use this beyond local experiments.")
-            else:
-                admins = "accepted (--admin)" if admin else "refused (start with --admin to accept them)"
-                _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
-                if auth.issuer is not None:
-                    _say(f"requires a bearer token: an access token of {auth.issuer}; service-role tokens {admins}")
-                else:
-                    _say(f"requires a bearer token; service-role tokens {admins}")
-                _say(f"sessions: closed after {limits.idle_s:g} s idle; at most {limits.per_user} live per caller")
-                if auth.metadata_url is not None:
-                    _say(f"protected resource metadata: {auth.metadata_url}")
-                    if host in ("0.0.0.0", "::", "") and not (public_url or os.environ.get("KIWI_PUBLIC_URL")):
-                        _say("hint: clients cannot reach 0.0.0.0: give --public-url (the URL they use)")
-                else:
-                    _say("no authorization server is configured (SUPABASE_URL or KIWI_AUTH_ISSUER names one),")
-                    _say("so none is advertised: `kiwi token` prints a token; send `Authorization: Bearer <token>`")
-            try:
-                with acting_as(principal):
-                    await uvicorn.Server(config).serve(sockets=[sock])
-            finally:
-                await console.aclose()
-    finally:
-        sock.close()
+            _say(f"requires a bearer token; service-role tokens {admins}")
+        _say(f"sessions: closed after {limits.idle_s:g} s idle; at most {limits.per_user} live per caller")
+        if auth.metadata_url is not None:
+            _say(f"protected resource metadata: {auth.metadata_url}")
+            if host in ("0.0.0.0", "::", "") and not (public_url or os.environ.get("KIWI_PUBLIC_URL")):
+                _say("hint: clients cannot reach 0.0.0.0: give --public-url (the URL they use)")
+        else:
+            _say("no authorization server is configured (SUPABASE_URL or KIWI_AUTH_ISSUER names one),")
+            _say("so none is advertised: `kiwi token` prints a token; send `Authorization: Bearer <token>`")
 
 
 def _with_console(app: Any, settings: Settings, *, allow_admin: bool) -> Any:
@@ -387,8 +469,9 @@ def _positive(kind: type[float] | type[int]) -> Any:
     return parse
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port, or a UsageError saying why there is none."""
+def _bind(host: str, port: int, *, reuse_port: bool = False, listen: bool = True) -> socket.socket:
+    """A listening socket on host:port, or a UsageError saying why there is none (with
+    `reuse_port`, one of several on the port; without `listen`, bound only)."""
     if not 0 <= port <= 65535:
         raise UsageError(f"--port {port} is not a port", hint="ports are 1 to 65535 (0: any free one)")
     try:
@@ -402,8 +485,11 @@ def _bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
-        sock.listen(2048)
+        if listen:
+            sock.listen(2048)
     except OSError as e:
         sock.close()
         where = _netloc(host, port)

@@ -363,7 +363,13 @@ def _lifespan_of(inner: Starlette) -> Callable[[Starlette], AbstractAsyncContext
 
 
 def http_app(
-    server: MCPServer, *, host: str, resource_url: str, auth: HttpAuth | None, limits: SessionLimits | None = None
+    server: MCPServer,
+    *,
+    host: str,
+    resource_url: str,
+    auth: HttpAuth | None,
+    limits: SessionLimits | None = None,
+    session_prefix: str = "",
 ) -> Starlette:
     """The ASGI app of the streamable HTTP endpoint at /mcp: with `auth`, every request needs a
     token it accepts, and the protected resource metadata is served; without (only
@@ -372,7 +378,9 @@ def http_app(
     http_sessions.py)."""
     limits = limits or SessionLimits(DEFAULT_SESSION_IDLE_S, DEFAULT_MAX_SESSIONS_PER_USER)
     security = _transport_security(host, resource_url)
-    inner = sessions_app(server, path=MCP_PATH, limits=limits, transport_security=security)
+    inner = sessions_app(
+        server, path=MCP_PATH, limits=limits, transport_security=security, session_prefix=session_prefix
+    )
     checked = ProtocolChecks(inner, path=MCP_PATH)  # the protocol errors the SDK answers otherwise
     if auth is None:
         return Starlette(routes=[Mount("/", app=checked)], lifespan=_lifespan_of(inner))

@@ -10,7 +10,9 @@ Wrapped around the whole app (outside authentication), so the probes need no tok
   KIWI_METRICS_TOKEN set, the page asks for it as `Authorization: Bearer <token>`.
 
 Every HTTP request leaves one JSON line on the `kiwi.http` logger (stderr): method, path,
-status, duration and its principal (a user's id, else a role); a refusal (401, 403, 429) one
+status, duration, its principal (a user's id, else a role) and the serving process's pid (with
+`--processes N`, which of them; a request forwarded to its session's process is logged by
+both, the second line with no client); a refusal (401, 403, 429) one
 more, with why. No token, header or body of the request is ever written.
 """
 
@@ -20,6 +22,7 @@ import asyncio
 import hmac
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -178,6 +181,7 @@ class Operated:
             "duration_ms": round(seconds * 1000, 2),
             "principal": self._principal_of(scope),
             "client": (scope.get("client") or (None,))[0],
+            "pid": os.getpid(),
         }
         logger.info("%s", json.dumps(line))
         if status in REFUSALS:

@@ -111,9 +111,10 @@ class SessionCapReached(Exception):
 class CappedSessionManager(StreamableHTTPSessionManager):
     """The SDK's session manager with idle sessions expiring and a cap of live sessions per caller."""
 
-    def __init__(self, app: Any, *, limits: SessionLimits, **options: Any) -> None:
+    def __init__(self, app: Any, *, limits: SessionLimits, session_prefix: str = "", **options: Any) -> None:
         super().__init__(app, session_idle_timeout=limits.idle_s, **options)
         self.limits = limits
+        self.session_prefix = session_prefix  # names this process in its ids, with several (http_routing.py)
         self._held: dict[str, dict[str, StreamableHTTPServerTransport]] = {}  # caller -> session id -> transport
         self._holder: dict[str, str] = {}  # session id -> caller
         self._trim: asyncio.TimerHandle | None = None
@@ -147,10 +148,22 @@ class CappedSessionManager(StreamableHTTPSessionManager):
         if len(held) >= self.limits.per_user:
             self._make_room(caller, held)
         transport = super()._admit_session(requestor)
+        if transport is not None and self.session_prefix:
+            self._rename(transport)
         if transport is not None and transport.mcp_session_id is not None:
             self._held.setdefault(caller, {})[transport.mcp_session_id] = transport
             self._holder[transport.mcp_session_id] = caller
         return transport
+
+    def _rename(self, transport: StreamableHTTPServerTransport) -> None:
+        """Give a session just admitted (nothing sent yet) an id that names this process."""
+        old = transport.mcp_session_id
+        assert old is not None
+        new = self.session_prefix + old
+        transport.mcp_session_id = new
+        self._server_instances[new] = self._server_instances.pop(old)
+        if old in self._session_owners:
+            self._session_owners[new] = self._session_owners.pop(old)
 
     def _make_room(self, caller: str, held: dict[str, StreamableHTTPServerTransport]) -> None:
         """Close the caller's session idle the longest (its idle scope's deadline is the soonest:
@@ -213,13 +226,19 @@ def _idle_until(transport: StreamableHTTPServerTransport) -> float | None:
 
 
 def sessions_app(
-    server: MCPServer, *, path: str, limits: SessionLimits, transport_security: TransportSecuritySettings | None
+    server: MCPServer,
+    *,
+    path: str,
+    limits: SessionLimits,
+    transport_security: TransportSecuritySettings | None,
+    session_prefix: str = "",
 ) -> Starlette:
     """The streamable HTTP app of `server` at `path`, as `server.streamable_http_app()` makes it
     but with Kiwi's session manager (the SDK's app takes no manager of another class)."""
     manager = CappedSessionManager(
         server._lowlevel_server,  # what streamable_http_app() gives the SDK's own manager
         limits=limits,
+        session_prefix=session_prefix,
         security_settings=transport_security,
     )
 

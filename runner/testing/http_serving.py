@@ -66,6 +66,7 @@ class Served:
     base: str  # http://127.0.0.1:PORT
     log: Path  # the server's stderr
     pid: int  # the server process's
+    proc: subprocess.Popen[bytes] | None = None
 
     def stderr(self) -> str:
         return self.log.read_text(errors="replace")
@@ -86,10 +87,12 @@ def kiwi_http_server(database_url: str, workdir: Path, *args: str, **env: str) -
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
-    served = Served(f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{port}", log, proc.pid)
+    served = Served(f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{port}", log, proc.pid, proc)
+    # with --processes N, the supervisor says so once every process serves
+    ready = "serving with" if "--processes" in args and args[args.index("--processes") + 1] != "1" else "serving MCP at"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while "serving MCP at" not in served.stderr():
+        while ready not in served.stderr():
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"kiwi serve --transport http did not start:\n{served.stderr()}")
             time.sleep(0.05)
