@@ -43,11 +43,12 @@ async def cmd_console(args: argparse.Namespace) -> int:
     from starlette.routing import Route
 
     from ..console import mounted_console
-    from .serve import _bind, _log_to_stderr
+    from .listen import bind
+    from .serve import _log_to_stderr
 
     _log_to_stderr()
     settings = Settings.load()
-    sock = _bind("127.0.0.1", args.port)
+    sock = bind("127.0.0.1", args.port)
     try:
         mount, console = mounted_console(settings, allow_admin=False)
 

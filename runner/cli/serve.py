@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import errno
 import logging
 import os
 import socket
@@ -44,6 +43,7 @@ from .. import telemetry
 from ..config import DEFAULT_MAX_SESSIONS_PER_USER, DEFAULT_SESSION_IDLE_S, Settings
 from ..errors import KiwiError, UsageError
 from ..principal import acting_as, anon
+from .listen import bind, netloc
 
 __all__ = ["add_serve_command", "cmd_serve", "main", "serve"]
 
@@ -316,7 +316,7 @@ def _sockets(host: str, port: int, process: str | None, processes: int) -> tuple
     """The sockets to serve on, and (index, run dir) when this is one of several processes."""
     if process is None:
         # before anything is said: a taken port is an error, not "serving"
-        return [_bind(host, port)], None
+        return [bind(host, port)], None
     from ..mcp_server.http_routing import worker_socket
     from .serve_processes import listening_socket, parse_process, unix_socket
 
@@ -336,12 +336,12 @@ def _banner(
     limits: Any,
 ) -> None:
     if auth is None:
-        _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
+        _say(f"serving MCP at {resource} (listening on {netloc(host, port)})")
         _say("WARNING: --insecure-no-auth: NO AUTHENTICATION. Anything that can connect to this port")
         _say(f"WARNING: acts as {principal.describe()}. Do not use this beyond local experiments.")
     else:
         admins = "accepted (--admin)" if admin else "refused (start with --admin to accept them)"
-        _say(f"serving MCP at {resource} (listening on {_netloc(host, port)})")
+        _say(f"serving MCP at {resource} (listening on {netloc(host, port)})")
         if auth.issuer is not None:
             _say(f"requires a bearer token: an access token of {auth.issuer}; service-role tokens {admins}")
         else:
@@ -467,48 +467,6 @@ def _positive(kind: type[float] | type[int]) -> Any:
         return value
 
     return parse
-
-
-def _bind(host: str, port: int, *, reuse_port: bool = False, listen: bool = True) -> socket.socket:
-    """A listening socket on host:port, or a UsageError saying why there is none (with
-    `reuse_port`, one of several on the port; without `listen`, bound only)."""
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port {port} is not a port", hint="ports are 1 to 65535 (0: any free one)")
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except socket.gaierror as e:
-        raise UsageError(
-            f"cannot listen on {host!r}: {e.strerror}", hint="--host is an address of this machine"
-        ) from None
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind(address)
-        if listen:
-            sock.listen(2048)
-    except OSError as e:
-        sock.close()
-        where = _netloc(host, port)
-        if e.errno == errno.EADDRINUSE:
-            raise UsageError(
-                f"cannot serve on {where}: the port is already in use",
-                hint="stop what is listening there, or choose another port with --port",
-            ) from None
-        if e.errno == errno.EACCES:
-            raise UsageError(
-                f"cannot serve on {where}: permission denied", hint="ports below 1024 need privileges; use --port"
-            ) from None
-        raise UsageError(f"cannot serve on {where}: {e.strerror or e}", hint="check --host and --port") from None
-    sock.set_inheritable(False)
-    return sock
-
-
-def _netloc(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _say(line: str) -> None:

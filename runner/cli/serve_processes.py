@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from .listen import bind
 
 __all__ = ["ProcessSlot", "listening_socket", "parse_process", "supervise", "unix_socket"]
 
@@ -86,9 +87,7 @@ def unix_socket(path: Path) -> socket.socket:
 
 
 def _socket(host: str, port: int, *, listen: bool) -> socket.socket:
-    from .serve import _bind  # its errors: a taken port, no permission, an unknown host
-
-    return _bind(host, port, reuse_port=True, listen=listen)
+    return bind(host, port, reuse_port=True, listen=listen)
 
 
 @dataclass
