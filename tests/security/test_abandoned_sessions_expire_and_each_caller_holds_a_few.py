@@ -72,7 +72,8 @@ def quick(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 def test_an_abandoned_session_expires_and_its_id_answers_404(quick: Served) -> None:
     token = user_token(str(uuid.uuid4()))
     sessions = [opened(quick, token) for _ in range(5)]
-    assert all(alive(quick, token, s) for s in sessions[:1])
+    # (the last one opened: on a loaded machine opening five may take longer than the timeout)
+    assert alive(quick, token, sessions[-1])
     # Each look at a session that is still there uses it (and starts its idle time again), so
     # look at each only after it has been left alone for twice its timeout; a few such rounds.
     gone: set[str] = set()

@@ -8,6 +8,7 @@ Real parts: a real `kiwi serve --transport http` process, real HTTP, a real toke
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,8 +72,8 @@ def test_a_body_nested_too_deep_is_an_invalid_request_naming_the_limit(served: S
 
 
 def test_a_call_at_the_limit_is_answered_by_the_tool(served: Served) -> None:
-    """64 levels deep is served: the call reaches `search`, whose answer names the argument it
-    does not take (a tool error, not a protocol error, and no traceback)."""
+    """64 levels deep is served: the call reaches `search` and is answered (a result, not the
+    depth refusal's error, and no traceback)."""
     token = {"Authorization": f"Bearer {user_token()}"}
     opened = httpx.post(served.url, json=INITIALIZE, headers={**HEADERS, **token}, timeout=60)
     assert opened.status_code == 200, opened.text
@@ -82,7 +83,10 @@ def test_a_call_at_the_limit_is_answered_by_the_tool(served: Served) -> None:
     assert httpx.post(served.url, json=initialized, headers=session, timeout=60).status_code == 202
     response = httpx.post(served.url, content=deep_request(MAX_JSON_DEPTH), headers=session, timeout=60)
     assert response.status_code == 200, response.text[:300]
-    assert '"id":7' in response.text and "nest" not in response.text, response.text[:300]
+    # one message, the call's answer: a result (the tool ran), not the depth refusal's error
+    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+    answer = json.loads(data[0] if data else response.text)
+    assert answer["id"] == 7 and "result" in answer and "error" not in answer, response.text[:300]
     assert "Traceback" not in served.stderr()
 
 
