@@ -75,7 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command not in SESSIONLESS:
             use_session()
-        return asyncio.run(args.handler(args))
+        done = args.handler(args)  # a coroutine, but for `kiwi agent`, which forks outside any event loop
+        return asyncio.run(done) if asyncio.iscoroutine(done) else done
     except KiwiError as e:
         return fail(e, args)
     except KeyboardInterrupt:
@@ -275,6 +276,12 @@ def _rollback(sub: Any) -> None:
     add_rollback_command(sub)
 
 
+def _agent(sub: Any) -> None:
+    from .agent import add_agent_command
+
+    add_agent_command(sub)
+
+
 def _embed(sub: Any) -> None:
     from .embed import add_embed_command
 
@@ -295,6 +302,7 @@ COMMANDS: dict[str, Callable[[Any], object]] = {
     **dict.fromkeys(("keys", "sign", "verify", "lock"), _trust),
     "embed": _embed,
     "rollback": _rollback,
+    "agent": _agent,
     **dict.fromkeys(("queue", "run-status", "cancel", "worker", "workers", "schedule"), _fleet),
 }
 
