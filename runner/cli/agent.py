@@ -126,8 +126,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
     if args.where:
         print(path)
         return 0
+    _warm_up()  # before the socket exists: a caller never waits for the imports
     listener = _listen(path)
-    _warm_up()
     print(f"kiwi agent: {stated['identity']} on {stated['database']}, at {path}", file=sys.stderr, flush=True)
     try:
         _serve(listener, stated, args.idle_timeout)

@@ -171,6 +171,7 @@ def _hand_over(path: str, stated: dict[str, str], argv: list[str]) -> int | None
         "umask": _umask(),
         "stdio": [_stream(s) for s in (sys.stdin, sys.stdout, sys.stderr)],
     }
+    conn.settimeout(None)  # once asked, the child answers: it runs the call or refuses it, never both
     data = json.dumps(request).encode() + b"\n"
     fds = struct.pack("3i", 0, 1, 2)
     sent = conn.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
@@ -178,7 +179,6 @@ def _hand_over(path: str, stated: dict[str, str], argv: list[str]) -> int | None
     started = json.loads(reader.readline(GREETING_LIMIT) or b"null")
     if not isinstance(started, dict) or "pid" not in started:
         return None  # refused before anything was written: the cold path runs
-    conn.settimeout(None)
     _forward_signals(int(started["pid"]))
     try:  # from here on the call is the agent's: never run twice, whatever happens
         ended = json.loads(reader.readline(GREETING_LIMIT) or b"null")
