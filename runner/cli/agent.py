@@ -173,8 +173,12 @@ def _warm_up() -> None:
     for name in WARM_MODULES:
         importlib.import_module(name)
     from ..config import Settings
+    from ..sandbox import Sandbox
 
-    if Settings.load().embeddings == "local":  # the bundled model, read once and shared by every child
+    settings = Settings.load()
+    if settings.sandbox:  # whether bubblewrap starts here: asked once, not by every call
+        Sandbox().problem()
+    if settings.embeddings == "local":  # the bundled model, read once and shared by every child
         from ..search import embedders
 
         with contextlib.suppress(Exception):

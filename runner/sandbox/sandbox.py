@@ -55,9 +55,12 @@ class Sandbox:
     # -- can it start here?
 
     def problem(self) -> str | None:
-        """Why the sandbox cannot start on this machine (None: it can). Looked at once."""
+        """Why the sandbox cannot start on this machine (None: it can). Looked at once; once it
+        started, this process (and a child `kiwi agent` forks for a call) does not look again."""
+        global _started_here
         if self._problem is False:
-            self._problem = _probe()
+            self._problem = None if _started_here else _probe()
+            _started_here = self._problem is None
         return self._problem  # type: ignore[return-value]
 
     def check(self) -> None:
@@ -161,6 +164,7 @@ class Sandbox:
             self._state = None
 
 
+_started_here = False  # a probe started the sandbox in this process: the machine can run it
 _PROBE_TRIES = 5  # a probe killed by a signal is tried again; any other failure is the answer
 
 
