@@ -1,6 +1,6 @@
 """The kiwi command line: run, search, show, publish, pull, runs, and (from their own modules)
 yank, deprecate, delete, approve, deny, approvals, whoami, serve, token, login, logout, mcp, keys, sign,
-verify, lock, embed, rollback.
+verify, lock, embed, rollback, agent.
 
 Every command takes --json for machines; without it, output is for people. Exit codes:
 0 success, 1 the tool ran and failed, 2 bad usage or parameters, 3 not found,
@@ -31,6 +31,10 @@ publish a runtime, primitive or MCP server; never a default. Without it, such a 
 may carry an admin's approval of exactly its content: `kiwi publish DIR --request-approval`
 prints an approval id (exit 0, nothing published), an admin runs `kiwi --admin approve ID`,
 then `kiwi publish DIR --approval ID` publishes it, once.
+
+A warm start: while `kiwi agent` runs for the same identity and registry, `kiwi run` and
+`kiwi search` hand their call to it over a socket only you can open, with the same output
+and exit codes, and skip the imports (see `kiwi agent --help`); KIWI_AGENT=off ignores it.
 """
 
 from __future__ import annotations
