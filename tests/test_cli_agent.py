@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from runner import Settings, anon, local_owner
 from runner.cli import agent as agent_module
-from runner.cli import warm
-from runner.config import DEFAULT_DB_PORT, STACK_RUNNER_LOGIN, Settings
-from runner.principal import anon, local_owner
+from runner.cli import warm_target as warm
+from runner.config import DEFAULT_DB_PORT, STACK_RUNNER_LOGIN
 from tests.agent_process import agent, cold, runtime_dir, steady
 from tests.agent_process import warm as warm_kiwi
 from tests.kiwi_cli import kiwi_env
@@ -144,3 +144,26 @@ def test_the_kiwi_command_itself_goes_warm(served: tuple[dict[str, str], Path]) 
         )
         assert done.returncode == 0 and "Hello, Ada!" in done.stdout
         assert bool(re.search(r"\| +psycopg\n", done.stderr)) is imports_driver, agent_setting
+
+
+WARMED = """
+import sys
+from runner.cli import agent
+from runner.cli.main import main
+agent._warm_up()
+before = set(sys.modules)
+codes = [main(["run", "hello_world", "-p", "name=Ada"]), main(["search", "hello"])]
+late = sorted(m for m in set(sys.modules) - before if not m.startswith(("_", "encodings.")))
+print("late:", " ".join(late), codes, file=sys.stderr)
+"""
+
+
+@pytest.mark.slow
+def test_the_agent_has_imported_what_a_call_imports(database_url: str, tmp_path: Path) -> None:
+    """A call forked from the agent imports nothing of its own: the agent warmed it all."""
+    env = kiwi_env(database_url, tmp_path / "cache", HOME=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", WARMED], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert "late:" in done.stderr, done.stderr
+    assert done.stderr.split("late:", 1)[1].strip() == "[0, 0]", done.stderr

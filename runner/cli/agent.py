@@ -2,8 +2,8 @@
 
 The agent imports, once, everything those two commands use (the runner, the registry's driver,
 search and its bundled model) and listens on a unix socket only its user can open
-(runner/cli/warm.py says where, and what the client checks). For each call it forks a child:
-the child takes the caller's stdin, stdout and stderr (passed over the socket), arguments,
+(runner/cli/warm.py says what the client checks, runner/cli/warm_target.py where). For each
+call it forks a child: the child takes the caller's stdin, stdout and stderr (passed over the socket), arguments,
 environment, directory and umask, checks with `Settings` that the caller acts as the same
 identity on the same registry as the agent (else it refuses, and the caller runs cold), and
 runs the same `main()` a cold `kiwi` runs. A call is thus as isolated as a fresh process, and
@@ -26,42 +26,16 @@ import stat
 import struct
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from . import warm
+from . import warm_target
 
 if TYPE_CHECKING:
     from ..config import Settings
 
 REQUEST_LIMIT = 8 << 20  # an environment and argv, however large, fit
-# what `kiwi run` and `kiwi search` import when they run: loaded once, before any fork
-WARM_MODULES = (
-    "runner.cli.main",
-    "runner.cli.search",
-    "runner.cli.session",
-    "runner.config",
-    "runner.core.refs",
-    "runner.core.text",
-    "runner.handlers",
-    "runner.harness.run",
-    "runner.policy",
-    "runner.registry",
-    "runner.registry.postgres",
-    "runner.registry.plan_cache",
-    "runner.registry.spaces",
-    "runner.registry.suggest",
-    "runner.search.combined",
-    "runner.search.query",
-    "runner.trust.states",
-    "runner.primitives.subprocess",
-    "runner.primitives.http_client",
-    "runner.sandbox",
-    "psycopg",
-    "pyseccomp",
-    "asyncio",
-    "concurrent.futures.thread",
-)
 
 AGENT_HELP = """\
 Keep `kiwi run` and `kiwi search` warm: while this runs, they hand their call to it over a unix
@@ -75,8 +49,9 @@ on another registry, runs cold. A stored `kiwi login` session is never served wa
 KIWI_AGENT=off makes a command ignore any agent."""
 
 
-def add_agent_command(sub: Any) -> None:
-    """Define `kiwi agent` on the `kiwi` parser's subparsers."""
+def add_agent_command(sub: Any, run: Callable[[list[str]], int]) -> None:
+    """Define `kiwi agent` on the `kiwi` parser's subparsers; `run` is what a forked call runs
+    (runner/cli/main.py's run_forked: the agent does not import the module that defines it)."""
     agent = sub.add_parser(
         "agent",
         help="keep `kiwi run` and `kiwi search` warm for this identity and registry (runs until stopped)",
@@ -91,24 +66,24 @@ def add_agent_command(sub: Any) -> None:
         help="stop after S seconds without a call (default 0: run until stopped)",
     )
     agent.add_argument("--where", action="store_true", help="print the socket's path and exit")
-    agent.set_defaults(handler=cmd_agent)
+    agent.set_defaults(handler=cmd_agent, run=run)
 
 
 def settings_target(settings: Settings) -> dict[str, str]:
-    """The identity and registry a process with these settings uses, in warm.target()'s form, from
+    """The identity and registry a process with these settings uses, in warm_target.target()'s form, from
     the settings themselves: what the agent serves, and what each call must match."""
     backend, token = settings.backend, settings.supabase_access_token or None
     database = settings.database_url if backend == "postgres" else str(settings.supabase_url)
     if settings.admin:
         identity = "service_role"
     elif token:
-        identity = "token " + warm._digest(token)[:16]
+        identity = "token " + warm_target.digest(token)[:16]
     else:
         identity = "local owner" if backend == "postgres" else "anon"
     return {
         "identity": identity,
-        "database": f"{backend} {warm._without_password(database)}",
-        "fingerprint": warm._digest("\0".join((backend, database, identity, token or ""))),
+        "database": f"{backend} {warm_target.without_password(database)}",
+        "fingerprint": warm_target.digest("\0".join((backend, database, identity, token or ""))),
     }
 
 
@@ -117,12 +92,12 @@ def cmd_agent(args: argparse.Namespace) -> int:
     from ..config import Settings
 
     stated = settings_target(Settings.load())
-    if warm.target(os.environ) != stated:
+    if warm_target.target(os.environ) != stated:
         raise UsageError(
             "this identity is not served by an agent",
             hint="a `kiwi login` session is refreshed by each command; use KIWI_ACCESS_TOKEN, or run without the agent",
         )
-    path = warm.socket_path(os.environ, stated)
+    path = warm_target.socket_path(os.environ, stated)
     if args.where:
         print(path)
         return 0
@@ -130,7 +105,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     listener = _listen(path)
     print(f"kiwi agent: {stated['identity']} on {stated['database']}, at {path}", file=sys.stderr, flush=True)
     try:
-        _serve(listener, stated, args.idle_timeout)
+        _serve(listener, stated, args.idle_timeout, args.run)
     finally:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == os.fstat(listener.fileno()).st_ino:
@@ -168,12 +143,24 @@ def _listen(path: str) -> socket.socket:
 
 
 def _warm_up() -> None:
-    import importlib
+    """What `kiwi run` and `kiwi search` import when they run, loaded once, before any fork
+    (tests/test_cli_agent.py checks that a call imports nothing more)."""
+    import asyncio  # noqa: F401
+    import concurrent.futures.thread  # noqa: F401
 
-    for name in WARM_MODULES:
-        importlib.import_module(name)
+    import psycopg  # noqa: F401
+    import pyseccomp  # noqa: F401
+
+    from .. import handlers, policy, sandbox  # noqa: F401
     from ..config import Settings
+    from ..core import refs, text  # noqa: F401
+    from ..harness import run  # noqa: F401
+    from ..primitives import http_client, subprocess  # noqa: F401
+    from ..registry import plan_cache, postgres, spaces, suggest  # noqa: F401
     from ..sandbox import Sandbox
+    from ..search import combined, query  # noqa: F401
+    from ..trust import states  # noqa: F401
+    from . import search, session  # noqa: F401
 
     settings = Settings.load()
     if settings.sandbox:  # whether bubblewrap starts here: asked once, not by every call
@@ -185,7 +172,9 @@ def _warm_up() -> None:
             embedders._wordllama()
 
 
-def _serve(listener: socket.socket, stated: dict[str, str], idle_timeout: float) -> None:
+def _serve(
+    listener: socket.socket, stated: dict[str, str], idle_timeout: float, run: Callable[[list[str]], int]
+) -> None:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
@@ -211,7 +200,7 @@ def _serve(listener: socket.socket, stated: dict[str, str], idle_timeout: float)
                 listener.close()
                 code = 1
                 try:
-                    code = _call(conn, stated)
+                    code = _call(conn, stated, run)
                 finally:
                     os._exit(code)
 
@@ -222,14 +211,14 @@ def _reap() -> None:
             pass
 
 
-def _call(conn: socket.socket, stated: dict[str, str]) -> int:
+def _call(conn: socket.socket, stated: dict[str, str], run: Callable[[list[str]], int]) -> int:
     """In the forked child: greet, take the caller's request and stdio, check who it acts as, run."""
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt, as in a cold kiwi
     os.setpgid(0, 0)  # the agent's terminal's signals are not the call's
     conn.settimeout(10.0)
-    conn.sendall(json.dumps({"protocol": warm.PROTOCOL, **stated, "pid": os.getpid()}).encode() + b"\n")
+    conn.sendall(json.dumps({"protocol": warm_target.PROTOCOL, **stated, "pid": os.getpid()}).encode() + b"\n")
     request, fds = _receive(conn)
     if request is None or len(fds) != 3:
         return 1
@@ -239,7 +228,7 @@ def _call(conn: socket.socket, stated: dict[str, str]) -> int:
         return 1
     conn.settimeout(None)
     conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
-    code = _run(request["argv"])
+    code = run(request["argv"])
     with contextlib.suppress(OSError):
         conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
     return code
@@ -274,7 +263,7 @@ def _adopt(request: dict[str, Any], fds: list[int], stated: dict[str, str]) -> s
         os.environ.clear()
         os.environ.update(request["env"])
         environ = dict(os.environ)
-        if warm.admin_flag(request["argv"]):
+        if warm_target.admin_flag(request["argv"]):
             environ["KIWI_ADMIN"] = "1"
         if settings_target(Settings.load(environ)) != stated:
             return "another identity or registry"
@@ -290,27 +279,3 @@ def _adopt(request: dict[str, Any], fds: list[int], stated: dict[str, str]) -> s
     sys.stdin, sys.stdout, sys.stderr = streams
     sys.argv = [request.get("prog") or "kiwi", *request["argv"]]
     return None
-
-
-def _run(argv: list[str]) -> int:
-    """main(), and what a cold kiwi does after it: exit handlers, flushing, a gone reader."""
-    import atexit
-
-    from .main import EXIT_BROKEN_PIPE, _flushed, main
-
-    try:
-        code: Any = main(argv)
-    except SystemExit as e:  # argparse: --help, a usage error
-        code = e.code
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = 1
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    if not _flushed():
-        code = code or EXIT_BROKEN_PIPE
-    return int(code) & 0xFF

@@ -132,6 +132,25 @@ def entrypoint() -> NoReturn:
     os._exit(code)
 
 
+def run_forked(argv: list[str]) -> int:
+    """A call `kiwi agent` forked (runner/cli/agent.py): main(), then what a cold `kiwi` does
+    after it (other threads awaited, exit handlers, output flushed, a gone reader), as a code."""
+    try:
+        code: Any = main(argv)
+    except SystemExit as e:  # argparse: --help, a usage error
+        code = e.code
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    if not _flushed():
+        code = code or EXIT_BROKEN_PIPE
+    return int(code or 0) & 0xFF
+
+
 def _flushed() -> bool:
     """Flush stdout and stderr; a stream whose reader is gone is pointed at /dev/null (so that
     no later flush reports it again) and the answer is False."""
@@ -283,7 +302,7 @@ def _rollback(sub: Any) -> None:
 def _agent(sub: Any) -> None:
     from .agent import add_agent_command
 
-    add_agent_command(sub)
+    add_agent_command(sub, run_forked)
 
 
 def _embed(sub: Any) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.cli import warm
+from runner.cli import warm_target as warm
 from tests.agent_process import WARM_ONLY, agent, runtime_dir
 from tests.agent_process import warm as warm_kiwi
 from tests.kiwi_cli import kiwi_env
