@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import io
 import json
 import os
@@ -49,9 +50,12 @@ on another registry, runs cold. A stored `kiwi login` session is never served wa
 KIWI_AGENT=off makes a command ignore any agent."""
 
 
-def add_agent_command(sub: Any, run: Callable[[list[str]], int]) -> None:
-    """Define `kiwi agent` on the `kiwi` parser's subparsers; `run` is what a forked call runs
-    (runner/cli/main.py's run_forked: the agent does not import the module that defines it)."""
+def add_agent_command(
+    sub: Any, run: Callable[[list[str]], int], parser: Callable[[str], argparse.ArgumentParser]
+) -> None:
+    """Define `kiwi agent` on the `kiwi` parser's subparsers; `run` is what a forked call runs and
+    `parser` a command's parser (runner/cli/main.py's run_forked and build_parser: the agent does
+    not import the module that defines them)."""
     agent = sub.add_parser(
         "agent",
         help="keep `kiwi run` and `kiwi search` warm for this identity and registry (runs until stopped)",
@@ -66,7 +70,7 @@ def add_agent_command(sub: Any, run: Callable[[list[str]], int]) -> None:
         help="stop after S seconds without a call (default 0: run until stopped)",
     )
     agent.add_argument("--where", action="store_true", help="print the socket's path and exit")
-    agent.set_defaults(handler=cmd_agent, run=run)
+    agent.set_defaults(handler=cmd_agent, run=run, parser=parser)
 
 
 def settings_target(settings: Settings) -> dict[str, str]:
@@ -102,6 +106,9 @@ def cmd_agent(args: argparse.Namespace) -> int:
         print(path)
         return 0
     _warm_up()  # before the socket exists: a caller never waits for the imports
+    for command in warm_target.WARM_COMMANDS:  # argparse's patterns compiled once, for every child
+        args.parser(command).parse_args([command, "x"])
+    gc.freeze()  # what is loaded stays out of the children's collections: fewer pages copied on write
     listener = _listen(path)
     print(f"kiwi agent: {stated['identity']} on {stated['database']}, at {path}", file=sys.stderr, flush=True)
     try:

@@ -302,7 +302,7 @@ def _rollback(sub: Any) -> None:
 def _agent(sub: Any) -> None:
     from .agent import add_agent_command
 
-    add_agent_command(sub, run_forked)
+    add_agent_command(sub, run_forked, build_parser)
 
 
 def _embed(sub: Any) -> None:
