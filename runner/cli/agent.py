@@ -21,6 +21,7 @@ import gc
 import io
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -28,6 +29,7 @@ import struct
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
@@ -105,23 +107,27 @@ def cmd_agent(args: argparse.Namespace) -> int:
     if args.where:
         print(path)
         return 0
-    _warm_up()  # before the socket exists: a caller never waits for the imports
-    for command in warm_target.WARM_COMMANDS:  # argparse's patterns compiled once, for every child
-        args.parser(command).parse_args([command, "x"])
-    gc.freeze()  # what is loaded stays out of the children's collections: fewer pages copied on write
-    listener = _listen(path)
-    print(f"kiwi agent: {stated['identity']} on {stated['database']}, at {path}", file=sys.stderr, flush=True)
+    shared = _warm_up()  # before the socket exists: a caller never waits for the imports
     try:
-        _serve(listener, stated, args.idle_timeout, args.run)
+        for command in warm_target.WARM_COMMANDS:  # argparse's patterns compiled once, for every child
+            args.parser(command).parse_args([command, "x"])
+        gc.freeze()  # what is loaded stays out of the children's collections: fewer pages copied on write
+        listener, made = _listen(path)
+        print(f"kiwi agent: {stated['identity']} on {stated['database']}, at {path}", file=sys.stderr, flush=True)
+        try:
+            _serve(listener, stated, args.idle_timeout, args.run)
+        finally:
+            with contextlib.suppress(OSError):
+                if os.lstat(path).st_ino == made:  # ours still, not a newer agent's
+                    os.unlink(path)
+            listener.close()
     finally:
-        with contextlib.suppress(OSError):
-            if os.stat(path).st_ino == os.fstat(listener.fileno()).st_ino:
-                os.unlink(path)
-        listener.close()
+        if shared is not None:
+            shutil.rmtree(shared, ignore_errors=True)
     return 0
 
 
-def _listen(path: str) -> socket.socket:
+def _listen(path: str) -> tuple[socket.socket, int]:
     """The agent's socket, mode 0600 in a directory of ours with mode 0700; never another's."""
     folder = os.path.dirname(path)
     with contextlib.suppress(FileExistsError):
@@ -146,10 +152,10 @@ def _listen(path: str) -> socket.socket:
     os.chmod(fresh, 0o600)
     os.replace(fresh, path)  # a stale socket of a dead agent is replaced at once
     listener.listen(128)
-    return listener
+    return listener, os.lstat(path).st_ino
 
 
-def _warm_up() -> None:
+def _warm_up() -> Path | None:
     """What `kiwi run` and `kiwi search` import when they run, loaded once, before any fork
     (tests/test_cli_agent.py checks that a call imports nothing more)."""
     import asyncio  # noqa: F401
@@ -165,18 +171,22 @@ def _warm_up() -> None:
     from ..primitives import http_client, subprocess  # noqa: F401
     from ..registry import plan_cache, postgres, spaces, suggest  # noqa: F401
     from ..sandbox import Sandbox
+    from ..sandbox.sandbox import share_state
     from ..search import combined, query  # noqa: F401
     from ..trust import states  # noqa: F401
     from . import search, session  # noqa: F401
 
     settings = Settings.load()
-    if settings.sandbox:  # whether bubblewrap starts here: asked once, not by every call
+    shared = None
+    if settings.sandbox:  # whether bubblewrap starts here, its /etc and seccomp filter: once, not by every call
         Sandbox().problem()
+        shared = share_state()
     if settings.embeddings == "local":  # the bundled model, read once and shared by every child
         from ..search import embedders
 
         with contextlib.suppress(Exception):
             embedders._wordllama()
+    return shared
 
 
 def _serve(

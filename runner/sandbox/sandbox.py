@@ -51,6 +51,8 @@ class Sandbox:
         self._egress: Any = None
         self._filter: str | bool | None = False  # False: not made yet
         self.seccomp_problem: str | None = None
+        if _shared is not None:  # made by the process this one was forked from (kiwi agent)
+            self._state, self._filter = _shared
 
     # -- can it start here?
 
@@ -159,9 +161,27 @@ class Sandbox:
             self._egress = None
         if self._cgroups is not None:
             self._cgroups.close()
-        if self._state is not None:
+        if self._state is not None and (_shared is None or self._state != _shared[0]):
             shutil.rmtree(self._state, ignore_errors=True)
-            self._state = None
+        self._state = None
+
+
+def share_state() -> Path | None:
+    """Make the files every sandbox binds (its /etc, the seccomp filter) once, for this process and
+    the calls `kiwi agent` forks from it, which use them read-only and never remove them; the
+    caller removes the directory it returns when it stops. None (nothing shared) when the filter
+    cannot be made: each call then says so itself, as a cold `kiwi` does."""
+    global _shared
+    box = Sandbox()
+    state, seccomp = box._state_dir(), box._seccomp()
+    if seccomp is None:
+        shutil.rmtree(state, ignore_errors=True)
+        return None
+    _shared = (state, seccomp)
+    return state
+
+
+_shared: tuple[Path, str] | None = None  # share_state()'s directory and filter
 
 
 _started_here = False  # a probe started the sandbox in this process: the machine can run it
