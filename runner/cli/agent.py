@@ -19,7 +19,6 @@ import argparse
 import contextlib
 import gc
 import io
-import json
 import os
 import shutil
 import signal
@@ -38,7 +37,6 @@ from . import warm_target
 if TYPE_CHECKING:
     from ..config import Settings
 
-REQUEST_LIMIT = 8 << 20  # an environment and argv, however large, fit
 
 AGENT_HELP = """\
 Keep `kiwi run` and `kiwi search` warm: while this runs, they hand their call to it over a unix
@@ -235,19 +233,19 @@ def _call(conn: socket.socket, stated: dict[str, str], run: Callable[[list[str]]
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt, as in a cold kiwi
     os.setpgid(0, 0)  # the agent's terminal's signals are not the call's
     conn.settimeout(10.0)
-    conn.sendall(json.dumps({"protocol": warm_target.PROTOCOL, **stated, "pid": os.getpid()}).encode() + b"\n")
+    conn.sendall(warm_target.frame({"protocol": warm_target.PROTOCOL, **stated, "pid": os.getpid()}))
     request, fds = _receive(conn)
     if request is None or len(fds) != 3:
         return 1
     refusal = _adopt(request, fds, stated)
     if refusal:
-        conn.sendall(json.dumps({"refused": refusal}).encode() + b"\n")
+        conn.sendall(warm_target.frame({"refused": refusal}))
         return 1
     conn.settimeout(None)
-    conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+    conn.sendall(warm_target.frame({"pid": os.getpid()}))
     code = run(request["argv"])
     with contextlib.suppress(OSError):
-        conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
+        conn.sendall(warm_target.frame({"exit": code}))
     return code
 
 
@@ -257,16 +255,8 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.extend(struct.unpack(f"{len(payload) // 4}i", payload[: len(payload) // 4 * 4]))
-    while data and not data.endswith(b"\n") and len(data) < REQUEST_LIMIT:
-        more = conn.recv(1 << 16)
-        if not more:
-            break
-        data += more
-    try:
-        request = json.loads(data)
-    except ValueError:
-        return None, fds
-    return (request if isinstance(request, dict) else None), fds
+    request, _ = warm_target.read_frame(conn.recv, data) if data else (None, b"")
+    return request, fds
 
 
 def _adopt(request: dict[str, Any], fds: list[int], stated: dict[str, str]) -> str | None:

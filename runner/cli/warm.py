@@ -20,7 +20,8 @@ What "exactly ours" means, checked before anything is sent:
   child checks again with `Settings` itself, and refuses a call whose identity or database
   differ from its own.
 
-KIWI_AGENT=off never tries the socket.
+KIWI_AGENT=off never tries the socket. The messages are length-prefixed marshal frames (warm_target.frame),
+read only after SO_PEERCRED said the other end is this user.
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ from __future__ import annotations
 import os
 import sys
 
-from .warm_target import PROTOCOL, admin_flag, socket_path, target, warm_command
+from .warm_target import PROTOCOL, admin_flag, frame, read_frame, socket_path, target, warm_command
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 GREETING_LIMIT = 4096
 
@@ -56,7 +61,7 @@ def try_warm(argv: list[str]) -> int | None:
         return None
     try:
         return _hand_over(path, stated, argv)
-    except (OSError, ValueError, AttributeError, TypeError):  # before the call started: nothing was done
+    except (OSError, ValueError, AttributeError, TypeError, OverflowError):  # before the call started: nothing done
         return None
 
 
@@ -73,23 +78,28 @@ def _ours(path: str, *, directory: bool) -> bool:
 
 
 def _hand_over(path: str, stated: dict[str, str], argv: list[str]) -> int | None:
-    import json
-    import socket
-    import struct
+    import _socket  # the socket module's core: `socket` itself imports enum and selectors (~7 ms)
 
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.settimeout(2.0)  # for the greeting and the start; the call itself takes what it takes
-    conn.connect(path)
-    _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-    if uid != os.getuid():
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        conn.settimeout(2.0)  # for the greeting; the call itself takes what it takes
+        conn.connect(path)
+        peer = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+        if int.from_bytes(peer[4:8], sys.byteorder) != os.getuid():
+            return None  # another user listens there: never read what it says
+        greeting, _ = read_frame(conn.recv, limit=GREETING_LIMIT)
+        if greeting is None or greeting.get("protocol") != PROTOCOL:
+            return None
+        if {k: greeting.get(k) for k in stated} != stated:
+            return None  # another identity or database: not ours to use
+        return _call(conn, argv)
+    finally:
         conn.close()
-        return None
-    reader = conn.makefile("rb")
-    greeting = json.loads(reader.readline(GREETING_LIMIT) or b"null")
-    if not isinstance(greeting, dict) or greeting.get("protocol") != PROTOCOL:
-        return None
-    if {k: greeting.get(k) for k in stated} != stated:
-        return None  # another identity or database: not ours to use
+
+
+def _call(conn: Any, argv: list[str]) -> int | None:
+    import _socket
+
     request = {
         "argv": argv,
         "prog": sys.argv[0],
@@ -99,20 +109,20 @@ def _hand_over(path: str, stated: dict[str, str], argv: list[str]) -> int | None
         "stdio": [_stream(s) for s in (sys.stdin, sys.stdout, sys.stderr)],
     }
     conn.settimeout(None)  # once asked, the child answers: it runs the call or refuses it, never both
-    data = json.dumps(request).encode() + b"\n"
-    fds = struct.pack("3i", 0, 1, 2)
-    sent = conn.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+    data = frame(request)
+    fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
+    sent = conn.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
     conn.sendall(data[sent:])
-    started = json.loads(reader.readline(GREETING_LIMIT) or b"null")
-    if not isinstance(started, dict) or "pid" not in started:
+    started, rest = read_frame(conn.recv, limit=GREETING_LIMIT)
+    if started is None or not isinstance(started.get("pid"), int):
         return None  # refused before anything was written: the cold path runs
-    _forward_signals(int(started["pid"]))
+    _forward_signals(int(started["pid"]))  # type: ignore[call-overload]
     try:  # from here on the call is the agent's: never run twice, whatever happens
-        ended = json.loads(reader.readline(GREETING_LIMIT) or b"null")
-    except (OSError, ValueError):
+        ended, _ = read_frame(conn.recv, rest, limit=GREETING_LIMIT)
+    except OSError:
         ended = None
-    if isinstance(ended, dict) and isinstance(ended.get("exit"), int):
-        return int(ended["exit"])
+    if ended is not None and isinstance(ended.get("exit"), int):
+        return int(ended["exit"])  # type: ignore[call-overload]
     print("kiwi: the agent's call ended without an exit code (kiwi agent stopped?)", file=sys.stderr)
     return 1
 

@@ -7,7 +7,6 @@ refuses a call that would act as another identity."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import struct
@@ -73,7 +72,7 @@ class Fake:
                 continue
             with conn:
                 conn.settimeout(5)
-                conn.sendall(json.dumps(self.greeting).encode() + b"\n")
+                conn.sendall(warm.frame(self.greeting))
                 got = b""
                 try:
                     while chunk := conn.recv(65536):
@@ -103,7 +102,7 @@ def as_nobody(action: str, path: Path) -> str:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(10)
                 s.connect(str(path))
-                answer = "greeted " + s.recv(4096).decode() if action == "greet" else "connected"
+                answer = "greeted " + repr(s.recv(4096)) if action == "greet" else "connected"
         except PermissionError:
             answer = "permission denied"
         except OSError as e:
@@ -126,7 +125,7 @@ def test_another_user_can_neither_reach_nor_be_served_by_an_agent(place: tuple[d
             loosened.chmod(0o711)
         path.chmod(0o666)  # as if someone loosened every mode: SO_PEERCRED still refuses
         try:
-            assert as_nobody("greet", path) == "greeted "  # closed without a word
+            assert as_nobody("greet", path) == "greeted b''"  # closed without a word
         finally:
             path.chmod(0o600)
             for loosened in (folder.parent, folder):
@@ -229,8 +228,8 @@ def test_an_agent_refuses_a_call_acting_as_another_identity(place: tuple[dict[st
     with agent(env, cwd) as path, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(30)
         s.connect(str(path))
-        reader = s.makefile("rb")
-        assert json.loads(reader.readline())["identity"] == "local owner"
+        greeting, _ = warm.read_frame(s.recv)
+        assert greeting is not None and greeting["identity"] == "local owner"
         for_admin = {**env, "KIWI_ADMIN": "1"}
         request = {
             "argv": CALL,
@@ -242,10 +241,10 @@ def test_an_agent_refuses_a_call_acting_as_another_identity(place: tuple[dict[st
         null = os.open(os.devnull, os.O_RDWR)
         try:
             fds = struct.pack("3i", null, null, null)
-            s.sendmsg([json.dumps(request).encode() + b"\n"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            s.sendmsg([warm.frame(request)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
         finally:
             os.close(null)
-        assert json.loads(reader.readline()) == {"refused": "another identity or registry"}
+        assert warm.read_frame(s.recv)[0] == {"refused": "another identity or registry"}
 
 
 def test_the_warm_client_is_the_stdlib_only(place: tuple[dict[str, str], Path], tmp_path: Path) -> None:
