@@ -25,7 +25,9 @@ a and b are interleaved with their baseline, warm-ups excluded; medians and p95.
      (the driver alone), stand in the verdict's line, and the runner's imports are timed
      beside them (all interleaved) to show where the time goes. The runner's .pyc files
      are compiled first, as an installed kiwi has them (PYTHONDONTWRITEBYTECODE would
-     otherwise leave edited modules compiled again on every start).
+     otherwise leave edited modules compiled again on every start). The cold command runs
+     with KIWI_AGENT=off; the same command is also timed warm, handed to a `kiwi agent`
+     started for the run (runner/cli/warm.py): its median <= 8x the bare `python -I -c pass`.
   e. the size of the runner's core (plan, materialise, primitives): non-blank,
      non-comment lines per file (docstrings shown apart). No target.
 
@@ -43,6 +45,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -52,7 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -310,6 +313,7 @@ class ThroughputFigures:
 @dataclass
 class CliFigures:
     kiwi: list[float] = field(default_factory=list)
+    kiwi_warm: list[float] = field(default_factory=list)  # the same command handed to a running `kiwi agent`
     import_kiwi: list[float] = field(default_factory=list)
     import_psycopg: list[float] = field(default_factory=list)
     python_pass: list[float] = field(default_factory=list)
@@ -506,26 +510,51 @@ def measure_cli(runs: int, url: str, cache_dir: Path) -> CliFigures:
     kiwi = [*KIWI, "run", "hello_world", "-p", "name=Ada"]
     figures = CliFigures(command=" ".join(kiwi).replace(str(ROOT) + "/", ""))
 
-    def wall_ms(argv: list[str], check: Callable[[subprocess.CompletedProcess[str]], bool]) -> float:
+    def wall_ms(
+        argv: list[str], check: Callable[[subprocess.CompletedProcess[str]], bool], warm: bool = False
+    ) -> float:
         t0 = time.perf_counter_ns()
-        done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run(argv, env=warm_env if warm else env, cwd=ROOT, capture_output=True, text=True)
         ms = (time.perf_counter_ns() - t0) / 1e6
         if done.returncode != 0 or not check(done):
             raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr or done.stdout}")
         return ms
 
+    runtime = Path(tempfile.mkdtemp(prefix="kiwi-bench-agent-"))  # mode 0700, as a login's runtime directory
+    warm_env = {**env, "XDG_RUNTIME_DIR": str(runtime)}
+    env["KIWI_AGENT"] = "off"  # the cold command never asks an agent, even one the developer runs
     cases = [
-        (figures.kiwi, kiwi, lambda d: "Hello, Ada!" in d.stdout),
-        (figures.import_kiwi, [PYTHON, "-c", KIWI_IMPORTS], lambda d: True),
-        (figures.import_psycopg, [PYTHON, "-I", "-c", "import psycopg"], lambda d: True),
-        (figures.python_pass, [PYTHON, "-I", "-c", "pass"], lambda d: True),
+        (figures.kiwi, kiwi, lambda d: "Hello, Ada!" in d.stdout, False),
+        (figures.kiwi_warm, kiwi, lambda d: "Hello, Ada!" in d.stdout, True),
+        (figures.import_kiwi, [PYTHON, "-c", KIWI_IMPORTS], lambda d: True, False),
+        (figures.import_psycopg, [PYTHON, "-I", "-c", "import psycopg"], lambda d: True, False),
+        (figures.python_pass, [PYTHON, "-I", "-c", "pass"], lambda d: True, False),
     ]
-    for i in range(CLI_WARMUP + runs):
-        for samples, argv, check in cases:
-            ms = wall_ms(argv, check)
-            if i >= CLI_WARMUP:
-                samples.append(ms)
+    with running_agent(warm_env):
+        for i in range(CLI_WARMUP + runs):
+            for samples, argv, check, warm in cases:
+                ms = wall_ms(argv, check, warm)
+                if i >= CLI_WARMUP:
+                    samples.append(ms)
+    shutil.rmtree(runtime, ignore_errors=True)
     return figures
+
+
+@contextlib.contextmanager
+def running_agent(env: dict[str, str]) -> Iterator[None]:
+    """`kiwi agent` for the bench's identity and registry, until the block ends."""
+    where = subprocess.run([*KIWI, "agent", "--where"], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    agent = subprocess.Popen([*KIWI, "agent"], env=env, cwd=ROOT, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not Path(where.stdout.strip()).exists():
+            if agent.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("kiwi agent did not start")
+            time.sleep(0.05)
+        yield
+    finally:
+        agent.terminate()
+        agent.wait(timeout=30)
 
 
 # --------------------------------------------------------------------------------------
@@ -609,6 +638,18 @@ def verdicts(f: Figures) -> list[Verdict]:
                 False,
             )
         )
+        out.append(
+            Verdict(
+                "d, warm: the same `kiwi run` handed to a running `kiwi agent`, ratio to a bare "
+                "`python -I -c pass`, medians",
+                median(d.kiwi_warm) / bare,
+                "x",
+                "<=",
+                8,
+            )
+        )
+        out.append(Verdict("   warm, median", median(d.kiwi_warm), "ms", "<=", round(8 * bare), False))
+        out.append(Verdict("   cold / warm, medians", median(d.kiwi) / median(d.kiwi_warm), "x", ">=", 1, False))
         out.append(Verdict("   its imports alone (runner, psycopg, ...)", median(d.import_kiwi), "ms", "<=", 60, False))
         out.append(  # the target's own ratio: below 1, 60 ms is less than the driver's import alone
             Verdict(
@@ -719,12 +760,18 @@ def report(f: Figures, command: str, env: list[str], runs: int) -> tuple[str, li
                 ["command", "median [p95]", "min"],
                 [
                     [f"`{d.command}`", _mp(d.kiwi, 1), f"{min(d.kiwi):.1f}"],
+                    [f"`{d.command}`, `kiwi agent` running", _mp(d.kiwi_warm, 1), f"{min(d.kiwi_warm):.1f}"],
                     [f'`python -c "{KIWI_IMPORTS}"`', _mp(d.import_kiwi, 1), f"{min(d.import_kiwi):.1f}"],
                     ['`python -I -c "import psycopg"`', _mp(d.import_psycopg, 1), f"{min(d.import_psycopg):.1f}"],
                     ["`python -I -c pass`", _mp(d.python_pass, 1), f"{min(d.python_pass):.1f}"],
                     [
                         "ratio of medians, kiwi run / python -I -c pass",
                         f"{median(d.kiwi) / median(d.python_pass):.2f}",
+                        "",
+                    ],
+                    [
+                        "ratio of medians, warm kiwi run / python -I -c pass",
+                        f"{median(d.kiwi_warm) / median(d.python_pass):.2f}",
                         "",
                     ],
                 ],

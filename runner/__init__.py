@@ -19,8 +19,9 @@ the layers they come from are in the README ("Layout").
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # typing itself is not imported: `kiwi run` handed to an agent imports almost nothing
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 
@@ -158,6 +159,8 @@ def __getattr__(name: str) -> Any:
         module, attribute = _EXPORTS[name]
     except KeyError:
         raise AttributeError(f"module 'runner' has no attribute {name!r}") from None
+    import importlib  # on first use of a name, not at `import runner`
+
     value = getattr(importlib.import_module(f"runner.{module}"), attribute)
     globals()[name] = value  # the next lookup is a plain global
     return value

@@ -1,5 +1,5 @@
 """`python -m runner.cli`."""
 
-from .main import entrypoint
+from .warm import entrypoint
 
 entrypoint()

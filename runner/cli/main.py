@@ -1,6 +1,6 @@
 """The kiwi command line: run, search, show, publish, pull, runs, and (from their own modules)
 yank, deprecate, delete, approve, deny, approvals, whoami, serve, token, login, logout, mcp, keys, sign,
-verify, lock, embed, rollback.
+verify, lock, embed, rollback, agent.
 
 Every command takes --json for machines; without it, output is for people. Exit codes:
 0 success, 1 the tool ran and failed, 2 bad usage or parameters, 3 not found,
@@ -31,6 +31,10 @@ publish a runtime, primitive or MCP server; never a default. Without it, such a 
 may carry an admin's approval of exactly its content: `kiwi publish DIR --request-approval`
 prints an approval id (exit 0, nothing published), an admin runs `kiwi --admin approve ID`,
 then `kiwi publish DIR --approval ID` publishes it, once.
+
+A warm start: while `kiwi agent` runs for the same identity and registry, `kiwi run` and
+`kiwi search` hand their call to it over a socket only you can open, with the same output
+and exit codes, and skip the imports (see `kiwi agent --help`); KIWI_AGENT=off ignores it.
 """
 
 from __future__ import annotations
@@ -75,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command not in SESSIONLESS:
             use_session()
-        return asyncio.run(args.handler(args))
+        done = args.handler(args)  # a coroutine, but for `kiwi agent`, which forks outside any event loop
+        return asyncio.run(done) if asyncio.iscoroutine(done) else done
     except KiwiError as e:
         return fail(e, args)
     except KeyboardInterrupt:
@@ -125,6 +130,25 @@ def entrypoint() -> NoReturn:
     if not alone:
         sys.exit(code)
     os._exit(code)
+
+
+def run_forked(argv: list[str]) -> int:
+    """A call `kiwi agent` forked (runner/cli/agent.py): main(), then what a cold `kiwi` does
+    after it (other threads awaited, exit handlers, output flushed, a gone reader), as a code."""
+    try:
+        code: Any = main(argv)
+    except SystemExit as e:  # argparse: --help, a usage error
+        code = e.code
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    if not _flushed():
+        code = code or EXIT_BROKEN_PIPE
+    return int(code or 0) & 0xFF
 
 
 def _flushed() -> bool:
@@ -275,6 +299,12 @@ def _rollback(sub: Any) -> None:
     add_rollback_command(sub)
 
 
+def _agent(sub: Any) -> None:
+    from .agent import add_agent_command
+
+    add_agent_command(sub, run_forked, build_parser)
+
+
 def _embed(sub: Any) -> None:
     from .embed import add_embed_command
 
@@ -295,6 +325,7 @@ COMMANDS: dict[str, Callable[[Any], object]] = {
     **dict.fromkeys(("keys", "sign", "verify", "lock"), _trust),
     "embed": _embed,
     "rollback": _rollback,
+    "agent": _agent,
     **dict.fromkeys(("queue", "run-status", "cancel", "worker", "workers", "schedule"), _fleet),
 }
 

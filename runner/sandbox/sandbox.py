@@ -51,13 +51,18 @@ class Sandbox:
         self._egress: Any = None
         self._filter: str | bool | None = False  # False: not made yet
         self.seccomp_problem: str | None = None
+        if _shared is not None:  # made by the process this one was forked from (kiwi agent)
+            self._state, self._filter = _shared
 
     # -- can it start here?
 
     def problem(self) -> str | None:
-        """Why the sandbox cannot start on this machine (None: it can). Looked at once."""
+        """Why the sandbox cannot start on this machine (None: it can). Looked at once; once it
+        started, this process (and a child `kiwi agent` forks for a call) does not look again."""
+        global _started_here
         if self._problem is False:
-            self._problem = _probe()
+            self._problem = None if _started_here else _probe()
+            _started_here = self._problem is None
         return self._problem  # type: ignore[return-value]
 
     def check(self) -> None:
@@ -156,11 +161,30 @@ class Sandbox:
             self._egress = None
         if self._cgroups is not None:
             self._cgroups.close()
-        if self._state is not None:
+        if self._state is not None and (_shared is None or self._state != _shared[0]):
             shutil.rmtree(self._state, ignore_errors=True)
-            self._state = None
+        self._state = None
 
 
+def share_state() -> Path | None:
+    """Make the files every sandbox binds (its /etc, the seccomp filter) once, for this process and
+    the calls `kiwi agent` forks from it, which use them read-only and never remove them; the
+    caller removes the directory it returns when it stops. None (nothing shared) when the filter
+    cannot be made: each call then says so itself, as a cold `kiwi` does."""
+    global _shared
+    box = Sandbox()
+    state, seccomp = box._state_dir(), box._seccomp()
+    if seccomp is None:
+        shutil.rmtree(state, ignore_errors=True)
+        return None
+    _shared = (state, seccomp)
+    return state
+
+
+_shared: tuple[Path, str] | None = None  # share_state()'s directory and filter
+
+
+_started_here = False  # a probe started the sandbox in this process: the machine can run it
 _PROBE_TRIES = 5  # a probe killed by a signal is tried again; any other failure is the answer
 
 
