@@ -146,7 +146,7 @@ class Confinement:
 
     def release(self) -> None:
         if self.cgroup is not None:
-            self.cgroup.remove()
+            self.cgroup.release()
 
     # -- the pieces of the command
 
