@@ -165,9 +165,19 @@ def _mac(key: bytes, scope: str, line: dict[str, Any]) -> str:
 
 def encode_line(key: bytes, scope: str, line: dict[str, Any]) -> bytes:
     """A journal line, signed. The line is first put through JSON once, so what is signed is
-    exactly what a reader parses back (a value made a string by `default=str`, an int key)."""
+    exactly what a reader parses back (a value made a string by `default=str`, an int key).
+    Each field is made canonical once: the signed text and the line are put together from
+    them, byte for byte what `_canonical` makes of the line without and with its MAC."""
     plain = json.loads(json.dumps(line, default=str))
-    return _canonical({**plain, "mac": _mac(key, scope, plain)}) + b"\n"
+    fields = {name: _canonical(value) for name, value in plain.items()}
+    signed = _joined(fields)
+    fields["mac"] = _canonical(hmac.new(key, MAC_CONTEXT + scope.encode() + b"\n" + signed, hashlib.sha256).hexdigest())
+    return _joined(fields) + b"\n"
+
+
+def _joined(fields: dict[str, bytes]) -> bytes:
+    """A JSON object from its fields' canonical texts, as `_canonical` writes it (keys sorted)."""
+    return b"{" + b",".join(_canonical(name) + b":" + fields[name] for name in sorted(fields)) + b"}"
 
 
 def verified(key: bytes, scope: str, raw: bytes) -> dict[str, Any] | None:
