@@ -154,7 +154,7 @@ def _make_key(path: Path) -> bytes:
     return key
 
 
-def _canonical(line: dict[str, Any]) -> bytes:
+def _canonical(line: Any) -> bytes:
     return json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
