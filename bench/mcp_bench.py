@@ -131,9 +131,11 @@ async def bench(url: str, calls: int, tool: str, cache: Path) -> list[str]:
                 await proxied_quiet()
                 await handler_only()
             series: dict[str, list[float]] = {"direct": [], "proxied": [], "quiet": [], "handler": []}
+            cpu: dict[str, list[float]] = {name: [] for name in series}  # this process's CPU ms per call, by block
             order = [("direct", direct), ("proxied", proxied), ("quiet", proxied_quiet), ("handler", handler_only)]
             for block in range(max(1, calls // BLOCK)):
                 for name, fn in order if block % 2 == 0 else order[::-1]:
+                    cpu0 = time.process_time()
                     samples = [await timed(fn) for _ in range(BLOCK)]
                     # Run records are written behind the runs on this loop. Those still
                     # queued at the end of a block are written now, so that they are not
@@ -141,21 +143,39 @@ async def bench(url: str, calls: int, tool: str, cache: Path) -> list[str]:
                     # block's runs, spread evenly: every record's write is paid for.
                     flush = await timed(runner.flush_records)
                     series[name].extend(ms + flush / BLOCK for ms in samples)
+                    cpu[name].append((time.process_time() - cpu0) * 1000 / BLOCK)
     await runner.aclose()
     await quiet.aclose()
 
     base = statistics.median(series["direct"])
+    cpu_base = statistics.median(cpu["direct"])
+
+    def cpu_cells(name: str) -> list[str]:
+        per_call = statistics.median(cpu[name])
+        return [f"{per_call:.3f}", f"{per_call / cpu_base:.2f}"]
+
     rows = [
-        ["direct: ClientSession.call_tool", ms(series["direct"]), "1.00"],
+        ["direct: ClientSession.call_tool", ms(series["direct"]), "1.00", *cpu_cells("direct")],
         [
             "proxied: Runner.run (warm pool)",
             ms(series["proxied"]),
             f"{statistics.median(series['proxied']) / base:.2f}",
+            *cpu_cells("proxied"),
         ],
-        ["  Runner.run, run records off", ms(series["quiet"]), f"{statistics.median(series['quiet']) / base:.2f}"],
-        ["  McpToolHandler.run alone", ms(series["handler"]), f"{statistics.median(series['handler']) / base:.2f}"],
-        ["first call, direct (spawn + initialize)", f"{first_direct:.1f}", "(apart)"],
-        ["first call, proxied (plan + connect)", f"{first_proxied:.1f}", "(apart)"],
+        [
+            "  Runner.run, run records off",
+            ms(series["quiet"]),
+            f"{statistics.median(series['quiet']) / base:.2f}",
+            *cpu_cells("quiet"),
+        ],
+        [
+            "  McpToolHandler.run alone",
+            ms(series["handler"]),
+            f"{statistics.median(series['handler']) / base:.2f}",
+            *cpu_cells("handler"),
+        ],
+        ["first call, direct (spawn + initialize)", f"{first_direct:.1f}", "(apart)", "", ""],
+        ["first call, proxied (plan + connect)", f"{first_proxied:.1f}", "(apart)", "", ""],
     ]
     ratio = statistics.median(series["proxied"]) / base
     handler_ratio = statistics.median(series["handler"]) / base
@@ -174,9 +194,9 @@ async def bench(url: str, calls: int, tool: str, cache: Path) -> list[str]:
         "",
         f"- {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; server {' '.join(spec.argv)}",
         "",
-        "## Latency (ms, median [p95])",
+        "## Latency (ms, median [p95]) and this process's CPU per call (ms, median of the blocks)",
         "",
-        table(["call", "ms", "x direct"], rows),
+        table(["call", "ms", "x direct", "CPU ms", "CPU x direct"], rows),
         "",
         "## Verdict",
         "",

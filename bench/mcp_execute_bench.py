@@ -130,6 +130,7 @@ async def measure_stdio(
     )
     out: list[dict[str, list[float]]] = []
     async with Client(params) as client:
+        server_pid = _child_pid("runner.cli.serve")
 
         async def execute() -> float:
             t0 = time.perf_counter_ns()
@@ -146,7 +147,8 @@ async def measure_stdio(
             await bare()
         done = await rows.audits()
         for _ in range(rounds):
-            times: dict[str, list[float]] = {"stdio": [], "bare": []}
+            times: dict[str, list[float]] = {"stdio": [], "bare": [], "server_cpu_ms": []}
+            cpu0 = process_cpu_s(server_pid)
             for block in range(0, reps, 50):  # blocks of 50 pairs; the server's writes settle between blocks
                 for i in range(block, min(block + 50, reps)):
                     first, second = (execute, bare) if i % 2 == 0 else (bare, execute)
@@ -155,6 +157,8 @@ async def measure_stdio(
                     times["bare" if first is execute else "stdio"].append(b)
                 done += min(block + 50, reps) - block
                 await rows.settle(done)
+            # the server's CPU per execute, its writes behind the replies included (the bare spawns are ours)
+            times["server_cpu_ms"].append((process_cpu_s(server_pid) - cpu0) * 1000 / reps)
             out.append(times)
     return out
 
@@ -186,6 +190,21 @@ async def saturate(workers: list[Callable[[], Awaitable[Any]]], total: int) -> t
     t0 = time.perf_counter()
     await asyncio.gather(*(loop(w) for w in workers))
     return total / (time.perf_counter() - t0), latencies
+
+
+def _child_pid(needle: str) -> int:
+    """The pid of this process's child whose command line holds `needle` (the stdio server)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and needle in command:
+            return int(entry.name)
+    raise SystemExit(f"no child process running {needle}")
 
 
 def process_cpu_s(pid: int) -> float:
@@ -367,6 +386,7 @@ async def run(args: argparse.Namespace) -> int:
                 t = {k: [x for r in runs for x in r[k]] for k in ("stdio", "bare")}
                 each = sorted(statistics.median(r["stdio"]) / statistics.median(r["bare"]) for r in runs)
                 ratio = statistics.median(each)
+                server_cpu = sorted(x for r in runs for x in r["server_cpu_ms"])
                 lines += [
                     f"## stdio, one call at a time (ms, median [p95] of {args.rounds} rounds)",
                     "",
@@ -374,6 +394,10 @@ async def run(args: argparse.Namespace) -> int:
                     "",
                     f"execute / bare spawn: {ratio:.2f}x, the median of the rounds' "
                     + ", ".join(f"{x:.2f}x" for x in each),
+                    "",
+                    f"server CPU per execute (its children not counted, its writes behind the replies "
+                    f"included): {statistics.median(server_cpu):.2f} ms, rounds "
+                    + ", ".join(f"{x:.2f}" for x in server_cpu),
                     "",
                 ]
                 verdicts.append(Verdict("MCP execute over stdio / bare spawn, median", ratio, "x", "<=", 1.5))

@@ -154,8 +154,14 @@ def _make_key(path: Path) -> bytes:
     return key
 
 
-def _canonical(line: dict[str, Any]) -> bytes:
-    return json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+# One encoder of each kind for every line: json.dumps with options builds a new one per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+_PLAIN = json.JSONEncoder(default=str)
+_NAMES: dict[str, bytes] = {}  # a line's field names, canonical
+
+
+def _canonical(line: Any) -> bytes:
+    return _CANONICAL.encode(line).encode()
 
 
 def _mac(key: bytes, scope: str, line: dict[str, Any]) -> str:
@@ -165,9 +171,28 @@ def _mac(key: bytes, scope: str, line: dict[str, Any]) -> str:
 
 def encode_line(key: bytes, scope: str, line: dict[str, Any]) -> bytes:
     """A journal line, signed. The line is first put through JSON once, so what is signed is
-    exactly what a reader parses back (a value made a string by `default=str`, an int key)."""
-    plain = json.loads(json.dumps(line, default=str))
-    return _canonical({**plain, "mac": _mac(key, scope, plain)}) + b"\n"
+    exactly what a reader parses back (a value made a string by `default=str`, an int key).
+    Each field is made canonical once: the signed text and the line are put together from
+    them, byte for byte what `_canonical` makes of the line without and with its MAC."""
+    plain = json.loads(_PLAIN.encode(line))
+    fields = {name: _canonical(value) for name, value in plain.items()}
+    signed = _joined(fields)
+    fields["mac"] = _canonical(hmac.new(key, MAC_CONTEXT + scope.encode() + b"\n" + signed, hashlib.sha256).hexdigest())
+    return _joined(fields) + b"\n"
+
+
+def _joined(fields: dict[str, bytes]) -> bytes:
+    """A JSON object from its fields' canonical texts, as `_canonical` writes it (keys sorted)."""
+    return b"{" + b",".join(_name(name) + b":" + fields[name] for name in sorted(fields)) + b"}"
+
+
+def _name(name: str) -> bytes:
+    found = _NAMES.get(name)
+    if found is None:
+        found = _canonical(name)
+        if len(_NAMES) < 64:  # a line's own few fields; any other is made each time
+            _NAMES[name] = found
+    return found
 
 
 def verified(key: bytes, scope: str, raw: bytes) -> dict[str, Any] | None:

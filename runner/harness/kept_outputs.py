@@ -48,6 +48,8 @@ def keep_large_output(result: Result, settings: Settings) -> Result:
     above); any other result, or one outside a project, as it is."""
     if result.output is None or settings.large_output_bytes <= 0:
         return result
+    if isinstance(result.output, str) and 6 * len(result.output) + 2 <= settings.large_output_bytes:
+        return result  # a text whose JSON, every character escaped to six bytes at most, is small
     if not (settings.project_dir / ".ai").is_dir():
         return result
     text = json.dumps(result.output, ensure_ascii=False, indent=2, default=str)

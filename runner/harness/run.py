@@ -126,7 +126,8 @@ class Runner:
         journal = journal_for(settings.cache_dir, registry.backend)  # records survive a crash (journal.py)
         self.recorder = RunRecorder(registry, on_error=self._warn, journal=journal)
         self.gate = Gate(registry, self.recorder.submit_audit)
-        self._secret_names: dict[tuple[str, ...], frozenset[str]] = {}
+        # per chain: the ${VAR} names its config uses, their values when last seen, and those values' forms
+        self._secret_names: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str | None, ...] | None, list[str]]] = {}
         self.lockfile = Lockfile(settings.lockfile)
         self._spaces = local_spaces_of(settings)  # the local spaces' roots, resolved once
         self.local_spaces = True  # False: every plan comes from the registry (`kiwi run --registry`)
@@ -135,14 +136,21 @@ class Runner:
     def _secrets(self, plan: Plan) -> list[str]:
         """Values of the ${VAR}s the plan's config names (every chain element's, merged), to scrub
         from what a run reports and stores; parameters are never expanded, so these are all.
-        The names are found once per chain (its content_hashes pin the merged config)."""
+        The names are found once per chain (its content_hashes pin the merged config), and
+        their forms again only when a value changed."""
         key = (plan.content_hash, *(link.content_hash for link in plan.chain))
-        names = self._secret_names.get(key)
-        if names is None:
+        kept = self._secret_names.get(key)
+        if kept is None:
             if len(self._secret_names) >= 4096:
                 self._secret_names.clear()
-            names = self._secret_names[key] = frozenset(variables_in(plan.config))
-        return secret_values(names, self.environ)
+            names = tuple(sorted(variables_in(plan.config)))
+            kept = (names, None, [])
+        names, seen, forms = kept
+        values = tuple(self.environ.get(name) for name in names)
+        if values != seen:  # their forms are worked out again only when a value changed
+            forms = secret_values(names, self.environ)
+            self._secret_names[key] = (names, values, forms)
+        return list(forms)
 
     def _warn(self, message: str) -> None:
         logger.warning("%s", message)
@@ -469,8 +477,15 @@ class Runner:
     def site(self, plan: Plan, workdir: Path | None, environ: Mapping[str, str]) -> ToolSite:
         """Where the plan's processes run: its sandbox profile (config.sandbox, already narrowed
         up the chain by the registry) and its host directories."""
-        profile = profile_from(plan.config.get("sandbox"), plan.tool_id, environ) if self.sandbox.enabled else Profile()
-        return ToolSite(self.sandbox, profile, tool_dir=workdir, environ=environ)
+        if not self.sandbox.enabled:
+            return ToolSite(self.sandbox, Profile(), tool_dir=workdir, environ=environ)
+        # made when a process is confined or the profile shown (ToolSite.profile), raising then
+        return ToolSite(
+            self.sandbox,
+            partial(profile_from, plan.config.get("sandbox"), plan.tool_id, environ),
+            tool_dir=workdir,
+            environ=environ,
+        )
 
     def sandbox_profile(self, plan: Plan) -> dict[str, Any] | None:
         """The sandbox a plan's processes would run in, as `kiwi show` and MCP `load` print it

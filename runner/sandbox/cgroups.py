@@ -2,8 +2,14 @@
 
 rlimits bound each process; a cgroup bounds the whole sandbox: all its processes together
 may use `memory_mb` of memory (tmpfs writes included) and hold `pids` processes. The
-runner makes one cgroup per run under its own (so the limits it already lives under still
-hold), never touching a cgroup it did not create, and removes it when the run ends.
+runner gives each run a cgroup of its own under its own (so the limits it already lives
+under still hold), never touching a cgroup it did not create. A run's cgroup is taken back
+when the run ends and handed to a later run (its limits rewritten where they differ) only
+when, at that later run's start, it is as a new one would be: no process left in it, its
+pids.events and oom_kill counters at zero and little memory still charged to it; any other
+is removed. The longest released goes first (a run's last process takes a moment to be
+released by the kernel, a second or two on a busy machine); up to 32 wait. Making and
+removing one per run (two of each on v1) cost about 0.2 ms of CPU a run here.
 
     v1: /sys/fs/cgroup/{memory,pids}/<own path>/kiwi-<pid>/<run>/
     v2: /sys/fs/cgroup/<own path>/kiwi-<pid>/<run>/   (only where memory and pids are
@@ -17,6 +23,7 @@ the reason is said once, and `kiwi show` prints which limits apply.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import itertools
 import logging
@@ -30,12 +37,20 @@ ROOT = Path("/sys/fs/cgroup")
 _CONTROLLERS = ("memory", "pids")
 
 
-@dataclass
+_POOL = 32  # released cgroups kept for later runs (a run's last process takes a second or two to be released)
+_NAMES = itertools.count(1)  # run-<n>, one sequence per process: two runners' sandboxes share kiwi-<pid>
+_REUSE_CHARGED = 8 * 1024 * 1024  # memory still charged (page cache) above which a cgroup is not reused
+
+
+@dataclass(eq=False)
 class RunCgroup:
     """One run's cgroup: the directories a process joins (one per v1 controller, one in v2)."""
 
     version: int
     dirs: tuple[Path, ...]
+    memory_mb: int = 0
+    pids: int = 0
+    owner: Cgroups | None = None  # who takes it back when the run ends (release)
 
     def procs_files(self) -> list[str]:
         return [str(d / "cgroup.procs") for d in self.dirs]
@@ -58,6 +73,31 @@ class RunCgroup:
             return _count(self._read("memory.events"), "oom_kill") > 0
         return _count(self._read("memory.oom_control"), "oom_kill") > 0
 
+    def release(self) -> None:
+        """The run has ended: hand the cgroup back for a later run, or remove it."""
+        if self.owner is not None:
+            self.owner.take_back(self)
+        else:
+            self.remove()
+
+    def reusable(self) -> bool | None:
+        """Whether the cgroup is as a new one would be: True when it is (empty, no limit ever
+        hit in it, little memory still charged to it), None while a process of its last run is
+        still on its way out, False when it never will be."""
+        pids_dir, memory_dir = (self.dirs[1], self.dirs[0]) if self.version == 1 else (self.dirs[0], self.dirs[0])
+        try:
+            if _count(_read(pids_dir / "pids.events"), "max"):
+                return False
+            events = _read(memory_dir / ("memory.oom_control" if self.version == 1 else "memory.events"))
+            if _count(events, "oom_kill"):
+                return False
+            if _read(pids_dir / "pids.current").strip() != "0":
+                return None
+            charged = memory_dir / ("memory.usage_in_bytes" if self.version == 1 else "memory.current")
+            return int(_read(charged)) <= _REUSE_CHARGED
+        except (OSError, ValueError):
+            return False
+
     def remove(self) -> None:
         """Remove the run's cgroup; its processes are gone by now (the sandbox died with the run).
         A cgroup still holding a process (it takes the kernel a moment to release a killed
@@ -79,7 +119,7 @@ class Cgroups:
 
     def __init__(self) -> None:
         self.version, self.parents, self.reason = _probe()
-        self._n = itertools.count(1)
+        self._idle: collections.deque[RunCgroup] = collections.deque()  # released, oldest first
         if self.parents:
             atexit.register(self.close)
 
@@ -91,23 +131,30 @@ class Cgroups:
         """A new cgroup limited to `memory_mb` and `pids`, or None where cgroups are unavailable."""
         if not self.parents:
             return None
-        name = f"run-{next(self._n)}"
+        while self._idle:  # the longest released first: a run's last process may take a moment to go
+            reusable = self._idle[0].reusable()
+            if reusable is None:
+                break
+            group = self._idle.popleft()
+            try:
+                if reusable:
+                    self._limit(group, memory_mb, pids)
+                    return group
+            except OSError:
+                pass
+            group.remove()
+        name = f"run-{next(_NAMES)}"
         dirs = []
         try:
             for parent in self.parents:
                 d = parent / name
                 d.mkdir()
                 dirs.append(d)
-            group = RunCgroup(self.version, tuple(dirs))
-            memory = str(memory_mb * 1024 * 1024)
-            if self.version == 1:
-                _write(self.parents[0] / name / "memory.limit_in_bytes", memory)
-                _write(self.parents[1] / name / "pids.max", str(pids))
-            else:
-                _write(dirs[0] / "memory.max", memory)
+            group = RunCgroup(self.version, tuple(dirs), owner=self)
+            if self.version == 2:
                 with contextlib.suppress(OSError):
                     _write(dirs[0] / "memory.swap.max", "0")
-                _write(dirs[0] / "pids.max", str(pids))
+            self._limit(group, memory_mb, pids)
             return group
         except OSError as exc:
             for d in dirs:
@@ -115,6 +162,26 @@ class Cgroups:
                     d.rmdir()
             logger.warning("could not make a cgroup for a sandbox (%s): rlimits only for this run", exc)
             return None
+
+    def _limit(self, group: RunCgroup, memory_mb: int, pids: int) -> None:
+        """Set the group's limits, writing only those that differ from what it has."""
+        if group.memory_mb != memory_mb:
+            group.memory_mb = 0  # unknown until written
+            name = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
+            _write(group.dirs[0] / name, str(memory_mb * 1024 * 1024))
+            group.memory_mb = memory_mb
+        if group.pids != pids:
+            group.pids = 0
+            _write(group.dirs[-1] / "pids.max", str(pids))
+            group.pids = pids
+
+    def take_back(self, group: RunCgroup) -> None:
+        """A run's cgroup once the run ended: kept for a later run while the pool has room, and
+        handed to one only if it is then as a new one would be (create); else removed."""
+        if self.parents and len(self._idle) < _POOL:
+            self._idle.append(group)
+        else:
+            group.remove()
 
     def close(self) -> None:
         """Remove the runner's own cgroup directories (at exit: every run's are gone)."""
@@ -127,6 +194,7 @@ class Cgroups:
                             child.rmdir()
                 parent.rmdir()
         self.parents = ()
+        self._idle.clear()
 
 
 def _probe() -> tuple[int, tuple[Path, ...], str]:
@@ -192,6 +260,14 @@ def _sweep(parent: Path) -> None:
 def _write(path: Path, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)
+
+
+def _read(path: Path) -> str:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 4096).decode()
+    finally:
+        os.close(fd)
 
 
 def _count(text: str, key: str) -> int:

@@ -19,6 +19,7 @@ when the tool exits, or the runner kills bubblewrap, every process in it is kill
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -163,7 +164,7 @@ class Confinement:
 
     def release(self) -> None:
         if self.cgroup is not None:
-            self.cgroup.remove()
+            self.cgroup.release()
 
     # -- the pieces of the command
 
@@ -225,19 +226,13 @@ class Confinement:
         ]
         if not self.as_root:
             args += ["--unshare-user", "--cap-drop", "ALL", "--disable-userns"]
-        args += ["--ro-bind", "/usr", "/usr"]
-        for name in ("bin", "lib", "lib64", "sbin"):
-            if os.path.islink(f"/{name}"):
-                args += ["--symlink", f"usr/{name}", f"/{name}"]
-            elif os.path.isdir(f"/{name}"):
-                args += ["--ro-bind", f"/{name}", f"/{name}"]
+        args += _system_binds()
         # bubblewrap makes missing mount points 0700 as root: the sandbox's user could not
         # traverse them, so every directory above a mount is made first, 0755
         for d in self._parents():
             args += ["--perms", "0755", "--dir", d]
         args += ["--ro-bind", str(self.state_dir / "etc"), "/etc"]  # etc.py: the runner's small /etc
-        for path in etc.bound():
-            args += ["--ro-bind", path, path]
+        args += _etc_binds()
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", str(self.profile.limits.file_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
         args += self._in_tmp()
@@ -313,6 +308,28 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[:n]) for n in range(1, len(parts))]
 
 
+@functools.cache
 def _bwrap() -> str:
+    """bubblewrap's path, looked up once per process (as the sandbox's probe looked once)."""
     found = shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
     return found or "bwrap"
+
+
+@functools.cache
+def _system_binds() -> tuple[str, ...]:
+    """/usr, and /bin, /lib, /lib64, /sbin as this machine lays them out (links into /usr, or
+    directories of their own): looked at once per process, like the runner's own /etc."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib64", "sbin"):
+        if os.path.islink(f"/{name}"):
+            args += ["--symlink", f"usr/{name}", f"/{name}"]
+        elif os.path.isdir(f"/{name}"):
+            args += ["--ro-bind", f"/{name}", f"/{name}"]
+    return tuple(args)
+
+
+@functools.cache
+def _etc_binds() -> tuple[str, ...]:
+    """The host's /etc directories bound over the runner's small /etc (etc.bound), looked at once
+    per process, as the small /etc itself is written once (sandbox.py)."""
+    return tuple(word for path in etc.bound() for word in ("--ro-bind", path, path))

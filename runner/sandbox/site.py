@@ -10,7 +10,7 @@ are called inside (`placeholders`), so the rest of the harness fills `{entrypoin
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,11 +25,19 @@ KERNEL_SOCKET = "/run/kiwi/kernel.sock"  # where a run's kernel socket is, insid
 @dataclass
 class ToolSite:
     sandbox: Sandbox | None  # None or disabled: processes run on the host (the explicit opt-out)
-    profile: Profile
+    # the profile, or what makes it when a process is first confined or it is shown: a run that
+    # starts no process of its own (a call on a pooled MCP session) never checks its paths
+    _profile: Profile | Callable[[], Profile]
     tool_dir: Path | None = None
     env_dir: Path | None = None
     environ: Mapping[str, str] = field(default_factory=dict)
     kernel: str | None = None  # the host path of the run's kernel socket, while it listens
+
+    @property
+    def profile(self) -> Profile:
+        if not isinstance(self._profile, Profile):
+            self._profile = self._profile()
+        return self._profile
 
     @property
     def confined(self) -> bool:

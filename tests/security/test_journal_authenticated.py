@@ -193,3 +193,30 @@ async def test_through_the_recorder_only_the_genuine_record_reaches_the_registry
     finally:
         conn.execute("delete from tool_runs where tool_id = %s", (tool,))
         await registry.aclose()
+
+
+def test_a_signed_line_is_the_canonical_json_of_the_line_and_its_mac() -> None:
+    """encode_line puts a line together field by field: byte for byte what the canonical JSON of
+    the whole line and its MAC (over the canonical line) would be, so readers verify it."""
+    import hashlib
+    import hmac
+
+    from runner.harness.journal import MAC_CONTEXT, verified
+
+    key = os.urandom(32)
+    line = {
+        "id": "r1",
+        "kind": "run",
+        "as": {"role": "authenticated", "claims": {"sub": "ü", 3: [1, 2.5, None]}, "source": "x"},
+        "record": {"params": {"b": "\u2028", "a": {"z": 1, "y": [True, "é"]}}, "at": Path("/tmp")},
+    }
+    plain = json.loads(json.dumps(line, default=str))
+
+    def canonical(value: Any) -> bytes:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+    mac = hmac.new(key, MAC_CONTEXT + b"scope\n" + canonical(plain), hashlib.sha256).hexdigest()
+    encoded = encode_line(key, "scope", line)
+    assert encoded == canonical({**plain, "mac": mac}) + b"\n"
+    assert verified(key, "scope", encoded) == plain
+    assert verified(key, "other", encoded) is None

@@ -196,3 +196,19 @@ async def test_no_new_user_namespace_or_mount_inside(runner: Runner, bash_tool: 
     status, output, error = await run(runner, bash_tool(script))
     assert status == "success", error
     assert output.split() == ["no-userns", "no-rootmap", "no-mount"]
+
+
+async def test_a_granted_path_is_checked_again_on_every_run(
+    runner: Runner, bash_tool: Callable[..., str], tmp_path: Path
+) -> None:
+    """The sandbox profile is made when a run first confines a process, and on every run that
+    does: a granted path gone since the last run refuses the next one, naming it."""
+    granted = tmp_path / "granted"
+    granted.mkdir()
+    (granted / "note").write_text("hi\n")
+    tool = bash_tool(f"cat {granted}/note\n", sandbox={"fs": {"read": [str(granted)]}})
+    assert await run(runner, tool) == ("success", "hi", None)
+    (granted / "note").unlink()
+    granted.rmdir()
+    status, _, error = await run(runner, tool)
+    assert status == "error" and error is not None and "does not exist on this machine" in error, error
