@@ -161,8 +161,8 @@ begin
   return d[la * w + lb + 1];
 end
 $$;
-revoke execute on function kiwi_internal.edit_distance(text, text) from public;
-grant execute on function kiwi_internal.edit_distance(text, text) to anon, authenticated, service_role;
+-- only similar_search_words (security definer) calls it
+revoke execute on function kiwi_internal.edit_distance(text, text) from public, anon, authenticated, service_role;
 
 -- Up to two known words a (misspelt) word may be a typo of: among the ten closest in the
 -- vocabulary by trigrams, those fewest edits away, and at most one (two for a word of

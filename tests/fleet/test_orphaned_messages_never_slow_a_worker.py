@@ -13,10 +13,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner import PostgresRegistry, Runner, local_owner
+from runner import PostgresRegistry, Runner, local_owner, standard_dispatcher
 from runner.fleet import QueuedRuns
 from runner.fleet.worker import Worker, WorkerOptions
-from runner.handlers import standard_dispatcher
 from tests.conftest import runner_url
 
 pytestmark = pytest.mark.slow  # a worker and a bash run
