@@ -3,7 +3,7 @@
 Environment variables:
   KIWI_DATABASE_URL        direct Postgres backend (default: the local stack, the runner's login
                            on 127.0.0.1:KIWI_DB_PORT)
-  KIWI_DB_PORT             the local stack's port (default DEFAULT_DB_PORT below), the same
+  KIWI_DB_PORT             the local stack's port (default DEFAULT_DB_PORT: runner/stack_port.py), the same
                            setting scripts/stack, make and the tests read
   SUPABASE_URL, SUPABASE_KEY (or SUPABASE_SERVICE_ROLE_KEY / SUPABASE_ANON_KEY)
                            the Supabase REST backend, used when KIWI_BACKEND=rest or
@@ -63,10 +63,10 @@ from .principal import (
     local_owner,
 )
 from .principal import admin as principal_admin
+from .stack_port import DEFAULT_DB_PORT
 
 # The local stack (scripts/stack): PostgreSQL on 127.0.0.1 at KIWI_DB_PORT, else this port; the
 # one place Python holds it (scripts/stack holds the shell's).
-DEFAULT_DB_PORT = 5494  # "KIWI" on a phone keypad; clear of the Supabase CLI's 54320-54329
 # Its two logins: the runner's (supabase/local_runner_login.sql), not a superuser, which can only
 # SET ROLE to anon, authenticated and service_role as each request's principal asks; and the
 # superuser's, for resets, psql and the tests' fixtures.

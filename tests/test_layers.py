@@ -20,6 +20,7 @@ RUNNER = Path(__file__).resolve().parent.parent / "runner"
 # lowest first; the root's three modules are layers of their own
 LAYERS = [
     "errors",
+    "stack_port",  # the local stack's default port, which the warm CLI reads without the settings
     "principal",
     "config",
     "telemetry",  # spans and metrics, off unless OTEL_* asks: any layer above may report to it

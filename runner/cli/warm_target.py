@@ -1,7 +1,8 @@
 """Which agent a `kiwi` command may hand its call to: the identity it acts as and the registry it
 uses, as `Settings.load()` and `Settings.principal()` decide them, and where that agent's socket
-is. The standard library only: runner/cli/warm.py (the client) and runner/cli/agent.py (the
-agent) both use it, and tests/test_cli_agent.py holds `target()` equal to what `Settings` says.
+is. The standard library only (and runner/stack_port.py's default port): runner/cli/warm.py
+(the client) and runner/cli/agent.py (the agent) both use it, and tests/test_cli_agent.py holds
+`target()` equal to what `Settings` says.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from ..stack_port import DEFAULT_DB_PORT
+
 PROTOCOL = 2
 FRAME_LIMIT = 8 << 20  # an environment and argv, however large, fit
 WARM_COMMANDS = ("run", "search")
-DEFAULT_DB_PORT = 5494  # runner/config.py's; tests/test_cli_agent.py holds them equal
 STACK_RUNNER_LOGIN = "kiwi_runner:kiwi_runner"
 
 

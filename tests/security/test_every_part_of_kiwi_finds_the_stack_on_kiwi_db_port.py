@@ -88,10 +88,10 @@ def test_scripts_stack_and_the_tests_fixtures_follow_it(monkeypatch: pytest.Monk
 
 
 def test_the_default_port_is_written_once_per_language() -> None:
-    """Everything else derives the port from runner/config.py's DEFAULT_DB_PORT or scripts/stack's
+    """Everything else derives the port from runner/stack_port.py's DEFAULT_DB_PORT or scripts/stack's
     DEFAULT_PORT (and the edge function's own constant), so moving it is a change in one place."""
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    homes = {"runner/config.py", "scripts/stack", "supabase/functions/registry/registry.ts"}
+    homes = {"runner/stack_port.py", "scripts/stack", "supabase/functions/registry/registry.ts"}
     code = (".py", ".sh", ".ts", ".toml", ".yml", ".yaml", "Makefile", "stack")
     found = []
     for name in tracked.splitlines():

@@ -29,6 +29,8 @@ async def test_a_machine_without_bubblewrap_refuses_every_run(
     monkeypatch.setattr(
         sandbox_module.shutil, "which", lambda name, **kw: None if name == "bwrap" else real_which(name, **kw)
     )
+    # and this process looks again (once a sandbox started here, it does not: kiwi agent's calls)
+    monkeypatch.setattr(sandbox_module, "_started_here", False)
     settings = local_settings(database_url, tmp_path)
     runner = Runner(PostgresRegistry(database_url, principal=local_owner()), settings)
     try:
