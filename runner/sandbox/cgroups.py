@@ -5,11 +5,9 @@ may use `memory_mb` of memory (tmpfs writes included) and hold `pids` processes.
 runner gives each run a cgroup of its own under its own (so the limits it already lives
 under still hold), never touching a cgroup it did not create. A run's cgroup is taken back
 when the run ends and handed to a later run (its limits rewritten where they differ) only
-when, at that later run's start, it is as a new one would be: no process left in it, its
-pids.events and oom_kill counters at zero and little memory still charged to it; any other
-is removed. The longest released goes first (a run's last process takes a moment to be
-released by the kernel, a second or two on a busy machine); up to 32 wait. Making and
-removing one per run (two of each on v1) cost about 0.2 ms of CPU a run here.
+when it is as a new one would be: no process left in it, its pids.events and oom_kill
+counters at zero and little memory still charged to it; any other is removed. Making and
+removing a cgroup per run cost more than the rest of the sandbox's bookkeeping.
 
     v1: /sys/fs/cgroup/{memory,pids}/<own path>/kiwi-<pid>/<run>/
     v2: /sys/fs/cgroup/<own path>/kiwi-<pid>/<run>/   (only where memory and pids are
@@ -23,7 +21,6 @@ the reason is said once, and `kiwi show` prints which limits apply.
 from __future__ import annotations
 
 import atexit
-import collections
 import contextlib
 import itertools
 import logging
@@ -37,7 +34,7 @@ ROOT = Path("/sys/fs/cgroup")
 _CONTROLLERS = ("memory", "pids")
 
 
-_POOL = 32  # released cgroups kept for later runs (a run's last process takes a second or two to be released)
+_POOL = 8  # idle cgroups kept for later runs
 _NAMES = itertools.count(1)  # run-<n>, one sequence per process: two runners' sandboxes share kiwi-<pid>
 _REUSE_CHARGED = 8 * 1024 * 1024  # memory still charged (page cache) above which a cgroup is not reused
 
@@ -80,21 +77,18 @@ class RunCgroup:
         else:
             self.remove()
 
-    def reusable(self) -> bool | None:
-        """Whether the cgroup is as a new one would be: True when it is (empty, no limit ever
-        hit in it, little memory still charged to it), None while a process of its last run is
-        still on its way out, False when it never will be."""
+    def reusable(self) -> bool:
+        """Whether the cgroup is as a new one would be: empty, no limit ever hit in it, and
+        little memory still charged to it."""
         pids_dir, memory_dir = (self.dirs[1], self.dirs[0]) if self.version == 1 else (self.dirs[0], self.dirs[0])
         try:
-            if _count(_read(pids_dir / "pids.events"), "max"):
+            if _read(pids_dir / "pids.current").strip() != "0" or _count(_read(pids_dir / "pids.events"), "max"):
                 return False
-            events = _read(memory_dir / ("memory.oom_control" if self.version == 1 else "memory.events"))
-            if _count(events, "oom_kill"):
-                return False
-            if _read(pids_dir / "pids.current").strip() != "0":
-                return None
-            charged = memory_dir / ("memory.usage_in_bytes" if self.version == 1 else "memory.current")
-            return int(_read(charged)) <= _REUSE_CHARGED
+            if self.version == 1:
+                events, charged = _read(memory_dir / "memory.oom_control"), memory_dir / "memory.usage_in_bytes"
+            else:
+                events, charged = _read(memory_dir / "memory.events"), memory_dir / "memory.current"
+            return not _count(events, "oom_kill") and int(_read(charged)) <= _REUSE_CHARGED
         except (OSError, ValueError):
             return False
 
@@ -119,7 +113,7 @@ class Cgroups:
 
     def __init__(self) -> None:
         self.version, self.parents, self.reason = _probe()
-        self._idle: collections.deque[RunCgroup] = collections.deque()  # released, oldest first
+        self._idle: list[RunCgroup] = []  # released cgroups as a new one would be (RunCgroup.reusable)
         if self.parents:
             atexit.register(self.close)
 
@@ -131,18 +125,13 @@ class Cgroups:
         """A new cgroup limited to `memory_mb` and `pids`, or None where cgroups are unavailable."""
         if not self.parents:
             return None
-        while self._idle:  # the longest released first: a run's last process may take a moment to go
-            reusable = self._idle[0].reusable()
-            if reusable is None:
-                break
-            group = self._idle.popleft()
+        while self._idle:
+            group = self._idle.pop()
             try:
-                if reusable:
-                    self._limit(group, memory_mb, pids)
-                    return group
+                self._limit(group, memory_mb, pids)
+                return group
             except OSError:
-                pass
-            group.remove()
+                group.remove()
         name = f"run-{next(_NAMES)}"
         dirs = []
         try:
@@ -176,9 +165,9 @@ class Cgroups:
             group.pids = pids
 
     def take_back(self, group: RunCgroup) -> None:
-        """A run's cgroup once the run ended: kept for a later run while the pool has room, and
-        handed to one only if it is then as a new one would be (create); else removed."""
-        if self.parents and len(self._idle) < _POOL:
+        """A run's cgroup once the run ended: kept for a later run when it is as a new one
+        would be (and the pool has room), else removed."""
+        if self.parents and len(self._idle) < _POOL and group.reusable():
             self._idle.append(group)
         else:
             group.remove()
@@ -194,7 +183,7 @@ class Cgroups:
                             child.rmdir()
                 parent.rmdir()
         self.parents = ()
-        self._idle.clear()
+        self._idle = []
 
 
 def _probe() -> tuple[int, tuple[Path, ...], str]:
