@@ -2,12 +2,8 @@
 
 rlimits bound each process; a cgroup bounds the whole sandbox: all its processes together
 may use `memory_mb` of memory (tmpfs writes included) and hold `pids` processes. The
-runner gives each run a cgroup of its own under its own (so the limits it already lives
-under still hold), never touching a cgroup it did not create. A run's cgroup is taken back
-when the run ends and handed to a later run (its limits rewritten where they differ) only
-when it is as a new one would be: no process left in it, its pids.events and oom_kill
-counters at zero and little memory still charged to it; any other is removed. Making and
-removing a cgroup per run cost more than the rest of the sandbox's bookkeeping.
+runner makes one cgroup per run under its own (so the limits it already lives under still
+hold), never touching a cgroup it did not create, and removes it when the run ends.
 
     v1: /sys/fs/cgroup/{memory,pids}/<own path>/kiwi-<pid>/<run>/
     v2: /sys/fs/cgroup/<own path>/kiwi-<pid>/<run>/   (only where memory and pids are
@@ -30,24 +26,17 @@ from pathlib import Path
 
 logger = logging.getLogger("kiwi.sandbox")
 
+_NAMES = itertools.count(1)  # run-<n>, one sequence per process: two runners' sandboxes share kiwi-<pid>
 ROOT = Path("/sys/fs/cgroup")
 _CONTROLLERS = ("memory", "pids")
 
 
-_POOL = 8  # idle cgroups kept for later runs
-_NAMES = itertools.count(1)  # run-<n>, one sequence per process: two runners' sandboxes share kiwi-<pid>
-_REUSE_CHARGED = 8 * 1024 * 1024  # memory still charged (page cache) above which a cgroup is not reused
-
-
-@dataclass(eq=False)
+@dataclass
 class RunCgroup:
     """One run's cgroup: the directories a process joins (one per v1 controller, one in v2)."""
 
     version: int
     dirs: tuple[Path, ...]
-    memory_mb: int = 0
-    pids: int = 0
-    owner: Cgroups | None = None  # who takes it back when the run ends (release)
 
     def procs_files(self) -> list[str]:
         return [str(d / "cgroup.procs") for d in self.dirs]
@@ -70,28 +59,6 @@ class RunCgroup:
             return _count(self._read("memory.events"), "oom_kill") > 0
         return _count(self._read("memory.oom_control"), "oom_kill") > 0
 
-    def release(self) -> None:
-        """The run has ended: hand the cgroup back for a later run, or remove it."""
-        if self.owner is not None:
-            self.owner.take_back(self)
-        else:
-            self.remove()
-
-    def reusable(self) -> bool:
-        """Whether the cgroup is as a new one would be: empty, no limit ever hit in it, and
-        little memory still charged to it."""
-        pids_dir, memory_dir = (self.dirs[1], self.dirs[0]) if self.version == 1 else (self.dirs[0], self.dirs[0])
-        try:
-            if _read(pids_dir / "pids.current").strip() != "0" or _count(_read(pids_dir / "pids.events"), "max"):
-                return False
-            if self.version == 1:
-                events, charged = _read(memory_dir / "memory.oom_control"), memory_dir / "memory.usage_in_bytes"
-            else:
-                events, charged = _read(memory_dir / "memory.events"), memory_dir / "memory.current"
-            return not _count(events, "oom_kill") and int(_read(charged)) <= _REUSE_CHARGED
-        except (OSError, ValueError):
-            return False
-
     def remove(self) -> None:
         """Remove the run's cgroup; its processes are gone by now (the sandbox died with the run).
         A cgroup still holding a process (it takes the kernel a moment to release a killed
@@ -113,7 +80,6 @@ class Cgroups:
 
     def __init__(self) -> None:
         self.version, self.parents, self.reason = _probe()
-        self._idle: list[RunCgroup] = []  # released cgroups as a new one would be (RunCgroup.reusable)
         if self.parents:
             atexit.register(self.close)
 
@@ -125,13 +91,6 @@ class Cgroups:
         """A new cgroup limited to `memory_mb` and `pids`, or None where cgroups are unavailable."""
         if not self.parents:
             return None
-        while self._idle:
-            group = self._idle.pop()
-            try:
-                self._limit(group, memory_mb, pids)
-                return group
-            except OSError:
-                group.remove()
         name = f"run-{next(_NAMES)}"
         dirs = []
         try:
@@ -139,11 +98,16 @@ class Cgroups:
                 d = parent / name
                 d.mkdir()
                 dirs.append(d)
-            group = RunCgroup(self.version, tuple(dirs), owner=self)
-            if self.version == 2:
+            group = RunCgroup(self.version, tuple(dirs))
+            memory = str(memory_mb * 1024 * 1024)
+            if self.version == 1:
+                _write(self.parents[0] / name / "memory.limit_in_bytes", memory)
+                _write(self.parents[1] / name / "pids.max", str(pids))
+            else:
+                _write(dirs[0] / "memory.max", memory)
                 with contextlib.suppress(OSError):
                     _write(dirs[0] / "memory.swap.max", "0")
-            self._limit(group, memory_mb, pids)
+                _write(dirs[0] / "pids.max", str(pids))
             return group
         except OSError as exc:
             for d in dirs:
@@ -151,26 +115,6 @@ class Cgroups:
                     d.rmdir()
             logger.warning("could not make a cgroup for a sandbox (%s): rlimits only for this run", exc)
             return None
-
-    def _limit(self, group: RunCgroup, memory_mb: int, pids: int) -> None:
-        """Set the group's limits, writing only those that differ from what it has."""
-        if group.memory_mb != memory_mb:
-            group.memory_mb = 0  # unknown until written
-            name = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
-            _write(group.dirs[0] / name, str(memory_mb * 1024 * 1024))
-            group.memory_mb = memory_mb
-        if group.pids != pids:
-            group.pids = 0
-            _write(group.dirs[-1] / "pids.max", str(pids))
-            group.pids = pids
-
-    def take_back(self, group: RunCgroup) -> None:
-        """A run's cgroup once the run ended: kept for a later run when it is as a new one
-        would be (and the pool has room), else removed."""
-        if self.parents and len(self._idle) < _POOL and group.reusable():
-            self._idle.append(group)
-        else:
-            group.remove()
 
     def close(self) -> None:
         """Remove the runner's own cgroup directories (at exit: every run's are gone)."""
@@ -183,7 +127,6 @@ class Cgroups:
                             child.rmdir()
                 parent.rmdir()
         self.parents = ()
-        self._idle = []
 
 
 def _probe() -> tuple[int, tuple[Path, ...], str]:
@@ -249,14 +192,6 @@ def _sweep(parent: Path) -> None:
 def _write(path: Path, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)
-
-
-def _read(path: Path) -> str:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.read(fd, 4096).decode()
-    finally:
-        os.close(fd)
 
 
 def _count(text: str, key: str) -> int:

@@ -164,7 +164,7 @@ class Confinement:
 
     def release(self) -> None:
         if self.cgroup is not None:
-            self.cgroup.release()
+            self.cgroup.remove()
 
     # -- the pieces of the command
 
