@@ -10624,11 +10624,42 @@ grant execute on function kiwi_internal.refuse_unless_admin(text) to authenticat
 -- it ends cancelled, never to run again); a run taken more than max_deliveries times (its
 -- workers died) is dead-lettered. Returns the runs to start, with their inputs.
 --
+-- Fair across callers: pgmq reads the oldest message first, so one caller's backlog (up to
+-- open_runs_per_caller) would make every other caller wait behind it. A queued run whose
+-- caller already runs more than another caller with runs waiting goes to the back of the
+-- queue (its message archived and sent again) instead of being taken, at most 100 times a
+-- call; the other caller's run, behind it, is taken first. (The run sent back is visible
+-- again once the call's transaction ends: the call then ends with {"more": true}.)
+--
 -- Skipped messages do not count against p_count: it reads on until it has p_count runs or the
 -- queue shows no more, so a real run behind thousands of orphaned messages is taken in the
 -- same call (2,805 of them once drained at two a second, one a poll). After 1,000 skipped
 -- messages in one call it stops, to keep its transaction short, and says so with a last row
 -- {"skipped": n, "more": true} (no id): the worker then takes again at once.
+-- Whether the run of p_caller whose message is p_msg_id should let another caller's go first:
+-- p_caller has runs running, and a caller with fewer running has a run queued behind it
+-- (a later message). A message sent to the back is behind all of those, so no run goes back
+-- twice for the same waiting run (nor forever for a run whose message was lost).
+create function kiwi_internal.another_caller_goes_first(p_caller text, p_msg_id bigint) returns boolean
+  language plpgsql stable
+  set search_path = ''
+as $$
+declare
+  v_running bigint;
+begin
+  select count(*) into v_running from public.queued_runs r where r.caller = p_caller and r.status = 'running';
+  if v_running = 0 then
+    return false;
+  end if;
+  return exists (
+    select 1
+      from (select distinct r.caller from public.queued_runs r
+             where r.status = 'queued' and r.caller <> p_caller and r.msg_id > p_msg_id) w
+     where (select count(*) from public.queued_runs x where x.caller = w.caller and x.status = 'running') < v_running);
+end
+$$;
+revoke execute on function kiwi_internal.another_caller_goes_first(text, bigint) from public;
+
 create function kiwi_internal.worker_take(p_worker uuid, p_count int, p_lease_s int) returns setof jsonb
   language plpgsql volatile security definer
   set search_path = ''
@@ -10642,6 +10673,7 @@ declare
   v_skipped int := 0;
   v_read    int;
   v_batch   int;
+  v_turned  int := 0;
 begin
   perform kiwi_internal.refuse_unless_admin('worker_take');
   loop
@@ -10674,6 +10706,15 @@ begin
         v_skipped := v_skipped + 1;
         continue;
       end if;
+      if v_row.status = 'queued' and v_turned < 100 and kiwi_internal.another_caller_goes_first(v_row.caller, v_msg.msg_id) then
+        -- to the back of the queue: the callers running less come first
+        perform pgmq.archive('kiwi_runs', v_msg.msg_id);
+        update public.queued_runs r set msg_id = (select pgmq.send('kiwi_runs', jsonb_build_object('run_id', r.id)))
+         where r.id = v_row.id;
+        v_turned := v_turned + 1;
+        v_skipped := v_skipped + 1;
+        continue;
+      end if;
       update public.queued_runs r
          set status = 'running', attempt = r.attempt + 1, worker_id = p_worker,
              started_at = coalesce(r.started_at, clock_timestamp()), next_attempt_at = null
@@ -10686,12 +10727,12 @@ begin
         'params', coalesce(v_in.params, '{}'::jsonb), 'claims', coalesce(v_in.claims, '{}'::jsonb),
         'session_id', v_row.session_id, 'read_ct', v_msg.read_ct);
     end loop;
-    exit when v_read < v_batch or v_taken >= v_want;  -- fewer than asked for: the queue shows no more
-    if v_skipped >= 1000 then
-      return next jsonb_build_object('skipped', v_skipped, 'more', true);
-      exit;
-    end if;
+    exit when v_read < v_batch or v_taken >= v_want or v_skipped >= 1000;  -- fewer than asked for: no more shown
   end loop;
+  -- runs sent to the back are visible only once this transaction ends: take again at once
+  if v_taken < v_want and (v_skipped >= 1000 or v_turned > 0) then
+    return next jsonb_build_object('skipped', v_skipped, 'more', true);
+  end if;
 end
 $$;
 revoke execute on function kiwi_internal.worker_take(uuid, int, int) from public;

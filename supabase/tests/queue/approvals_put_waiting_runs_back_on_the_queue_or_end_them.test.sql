@@ -25,6 +25,8 @@ select is((select params -> 'approval' ->> 'id' from kiwi_internal.queued_run_in
   'the notifier is told which approval is waiting');
 select tests.act_as_user('service_role');
 select worker_take(gen_random_uuid(), 10, 30);
+-- b waits its turn behind the notifiers (their caller runs less: 560_run_queue.sql); taken next
+select worker_take(gen_random_uuid(), 10, 30);
 select worker_wait_approval((select id from t where name = 'a'), 1, (select id from t where name = 'approval_a'));
 select worker_wait_approval((select id from t where name = 'b'), 1, (select id from t where name = 'approval_b'));
 select is((select status from queued_runs where id = (select id from t where name = 'a')), 'waiting_approval',
