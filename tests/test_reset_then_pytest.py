@@ -7,9 +7,6 @@ would also send to a hosted project."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import tomllib
 import uuid
 from collections.abc import Iterator
@@ -21,6 +18,7 @@ from psycopg import sql
 
 from runner import LOCAL_OWNER_ID
 from tests.conftest import LOCAL_PARTS, ROOT, local_stack_parts
+from tests.inner_suite import run_inner_suite
 
 pytestmark = pytest.mark.slow
 
@@ -82,17 +80,6 @@ def test_the_tests_that_need_the_local_stack_pass_after_a_plain_reset(reset_only
         assert conn.execute("select 1 from namespaces where namespace = 'local'").fetchone() is None, (
             "a plain reset leaves the local owner out"
         )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
-    env.update(KIWI_DATABASE_URL=reset_only, PYTHONPATH=str(ROOT))
-    if "KIWI_DB_PORT" in os.environ:
-        env["KIWI_DB_PORT"] = os.environ["KIWI_DB_PORT"]
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ONCE_FAILING],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_inner_suite(ONCE_FAILING, KIWI_DATABASE_URL=reset_only, PYTHONPATH=str(ROOT))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert local_stack_parts(reset_only) == [], "the suite put the local parts in; a second look adds nothing"

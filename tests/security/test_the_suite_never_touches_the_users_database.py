@@ -10,8 +10,6 @@ and the processes it starts inherit it."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from urllib.parse import urlsplit
 
@@ -19,7 +17,8 @@ import psycopg
 import pytest
 
 from runner.config import STACK_SUPERUSER_LOGIN, stack_database_url
-from tests.conftest import OWN_DATABASE, ROOT
+from tests.conftest import OWN_DATABASE
+from tests.inner_suite import run_inner_suite
 
 # the tests that deleted a user's tools: the quickstart's `local/uppercase`, an import into `local`
 ONCE_DELETING = ["tests/test_docs.py::test_the_quickstart_runs_as_written", "tests/test_cli_mcp_import.py"]
@@ -56,17 +55,7 @@ def writes_to_tools(url: str) -> int:
 @pytest.mark.slow
 def test_the_tests_that_deleted_a_users_tools_write_nothing_into_the_users_database(users_database: str) -> None:
     before = writes_to_tools(users_database)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIWI_", "SUPABASE_"))}
-    if "KIWI_DB_PORT" in os.environ:
-        env["KIWI_DB_PORT"] = os.environ["KIWI_DB_PORT"]
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ONCE_DELETING],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_inner_suite(ONCE_DELETING)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-2000:]
     time.sleep(1.5)  # a backend's table statistics reach the shared ones within a second
