@@ -45,6 +45,7 @@ _SYSTEM = frozenset(("usr", "tmp", "proc", "dev", "bin", "lib", "lib64", "sbin",
 # system"), the machine's table, which is no limit of the sandbox's
 _EMFILE = re.compile(r"\bEMFILE\b|too many open files(?! in system)", re.IGNORECASE)
 _EMFILE_TAIL = 64 * 1024  # where a failing process says why: the end of its stderr
+_PRELUDE_MIN_OPEN_FILES = 64  # bubblewrap's own start opens a few; a lower limit is set inside it
 _DROP = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
@@ -169,18 +170,29 @@ class Confinement:
     # -- the pieces of the command
 
     def _prelude(self) -> list[str]:
-        """A shell that moves itself into the run's cgroup and opens the seccomp filter as fd 9,
-        then becomes bubblewrap: every process of the sandbox is born inside the cgroup, with
-        no window before the limits apply."""
+        """A shell that moves itself into the run's cgroup, sets the rlimits bubblewrap itself
+        lives within, and opens the seccomp filter as fd 9, then becomes bubblewrap: every
+        process of the sandbox is born inside the cgroup and under the limits, with no window
+        before they apply (and no exec of prlimit of its own for them)."""
         procs = self.cgroup.procs_files() if self.cgroup is not None else []
-        if not procs and self.seccomp_file is None:
-            return []
         script = 'for f; do [ "$f" = -- ] && break; echo 0 > "$f" || exit 125; shift; done; shift; '
+        script += " && ".join(f"ulimit {flags}" for flags in self._shell_limits()) + " || exit 125; "
         words = ["--"]
         if self.seccomp_file is not None:
             script += 'exec 9< "$1" || exit 125; shift; '
             words.append(self.seccomp_file)
         return ["/bin/sh", "-c", script + 'exec "$@"', "sh", *procs, *words]
+
+    def _shell_limits(self) -> list[str]:
+        """The prelude's `ulimit` arguments (POSIX shells count -f and -c in 512-byte blocks):
+        the limits that cannot hinder bubblewrap's own start. The CPU limit's hard value, two
+        seconds above its soft one, kills a process that ignores SIGXCPU."""
+        limits = self.profile.limits
+        cpu = max(1, int(limits.cpu_s + 0.999))
+        flags = [f"-t {cpu + 2}", f"-S -t {cpu}", f"-f {limits.file_mb * 2048}", "-c 0"]
+        if limits.open_files >= _PRELUDE_MIN_OPEN_FILES:
+            flags.append(f"-n {limits.open_files}")
+        return flags
 
     def _drop_privileges(self) -> list[str]:
         if not self.as_root:
@@ -197,20 +209,18 @@ class Confinement:
         ]
 
     def _rlimits(self) -> list[str]:
+        """prlimit inside the sandbox, only for the limits the prelude cannot set without
+        hindering bubblewrap: a small open-files limit, and, with no cgroup, the data size and
+        (for a uid that is not root's, counted across its processes) the process count."""
         limits = self.profile.limits
-        cpu = max(1, int(limits.cpu_s + 0.999))
-        args = [
-            "/usr/bin/prlimit",
-            f"--cpu={cpu}:{cpu + 2}",
-            f"--fsize={limits.file_mb * 1024 * 1024}",
-            f"--nofile={limits.open_files}",
-            "--core=0",
-        ]
+        args = []
+        if limits.open_files < _PRELUDE_MIN_OPEN_FILES:
+            args.append(f"--nofile={limits.open_files}")
         if self.cgroup is None:  # no cgroup: bound what rlimits can
             args.append(f"--data={limits.memory_mb * 1024 * 1024}")
             if not self.as_root:
                 args.append(f"--nproc={limits.pids}")
-        return [*args, "--"]
+        return ["/usr/bin/prlimit", *args, "--"] if args else []
 
     def _bwrap_args(self) -> list[str]:
         args = [

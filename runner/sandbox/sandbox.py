@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from .confine import BIN_DIR, EGRESS_SOCKET, Confinement, Egress, Mount
 from .etc import write_etc
 from .profile import Profile
 from .seccomp import write_filter
+from .state import StateDir
 
 logger = logging.getLogger("kiwi.sandbox")
 
@@ -47,6 +47,7 @@ class Sandbox:
         self.bin_dir = bin_dir if bin_dir is not None else Path(sys.executable).parent
         self._problem: str | bool | None = False  # False: not looked yet
         self._state: Path | None = None
+        self._owned: StateDir | None = None  # the state directory this sandbox made (state.py)
         self._cgroups: Cgroups | None = None
         self._egress: Any = None
         self._filter: str | bool | None = False  # False: not made yet
@@ -148,7 +149,8 @@ class Sandbox:
     def _state_dir(self) -> Path:
         """The runner's files every sandbox sees: its /etc (etc.py) and the seccomp filter."""
         if self._state is None:
-            d = Path(tempfile.mkdtemp(prefix=f"kiwi-sandbox-{os.getuid()}-"))
+            self._owned = StateDir()
+            d = self._owned.path
             write_etc(d)
             d.chmod(0o755)
             self._state = d
@@ -161,9 +163,9 @@ class Sandbox:
             self._egress = None
         if self._cgroups is not None:
             self._cgroups.close()
-        if self._state is not None and (_shared is None or self._state != _shared[0]):
-            shutil.rmtree(self._state, ignore_errors=True)
-        self._state = None
+        if self._owned is not None and (_shared is None or self._state != _shared[0]):
+            self._owned.remove()
+        self._state = self._owned = None
 
 
 def share_state() -> Path | None:
@@ -174,9 +176,12 @@ def share_state() -> Path | None:
     global _shared
     box = Sandbox()
     state, seccomp = box._state_dir(), box._seccomp()
+    owned = box._owned
+    assert owned is not None  # made just now, by this box
     if seccomp is None:
-        shutil.rmtree(state, ignore_errors=True)
+        owned.remove()
         return None
+    owned.keep()  # the lock stays held while this process lives; the caller removes the directory
     _shared = (state, seccomp)
     return state
 

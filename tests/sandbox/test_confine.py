@@ -74,6 +74,23 @@ async def test_without_a_cgroup_rlimits_bound_what_they_can(sandbox: Sandbox) ->
     assert ("--nproc=16" in argv) == (os.geteuid() != 0), "a process count binds only a uid that is not root's"
 
 
+async def test_the_limits_hold_inside_whether_the_prelude_or_prlimit_sets_them(sandbox: Sandbox) -> None:
+    """The shell that starts bubblewrap sets the limits bubblewrap can live within (no exec of
+    prlimit for them); an open-files limit too small for bubblewrap's own start is set inside."""
+    script = 'echo "$(ulimit -St) $(ulimit -Ht) $(ulimit -f) $(ulimit -c) $(ulimit -n)"'
+    for open_files, via_prlimit in ((100, False), (16, True)):
+        limits = Limits(cpu_s=5, file_mb=3, open_files=open_files)
+        confine = await sandbox.confine(Profile(limits=limits), [], "/tmp", os.environ)
+        assert confine is not None
+        argv, _ = confine.command(["true"], {})
+        assert ("/usr/bin/prlimit" in argv) == (via_prlimit or confine.cgroup is None)
+        spec = ProcessSpec(argv=["bash", "-c", script], env={"PATH": "/usr/bin"}, confine=confine)
+        result = await spawn(spec)
+        assert result.exit_code == 0, result.stderr
+        # bash counts -f in 1024-byte blocks: 3 MB
+        assert result.stdout.split() == ["5", "7", "3072", "0", str(open_files)]
+
+
 async def test_a_full_tmp_names_the_file_limit(sandbox: Sandbox) -> None:
     # many files, each under the per-file limit, fill the sandbox's /tmp (its size is file_mb)
     confine = await sandbox.confine(Profile(limits=Limits(file_mb=2)), [], "/tmp", os.environ)
