@@ -38,8 +38,14 @@ class RunCgroup:
     version: int
     dirs: tuple[Path, ...]
 
-    def procs_files(self) -> list[str]:
-        return [str(d / "cgroup.procs") for d in self.dirs]
+    def join_files(self) -> list[str]:
+        """The files the sandbox's first process writes "0" to, joining the run's cgroup. In v1
+        that is `tasks`, which moves only the writing thread (the prelude's shell has one): the
+        kernel then skips the write lock on every thread group that `cgroup.procs` takes, and
+        its RCU grace period (about 15 ms here whenever no other move came just before: most
+        runs, once they are not back to back). v2 has only `cgroup.procs`."""
+        name = "tasks" if self.version == 1 else "cgroup.procs"
+        return [str(d / name) for d in self.dirs]
 
     def _read(self, name: str) -> str:
         for d in self.dirs:

@@ -174,7 +174,7 @@ class Confinement:
         lives within, and opens the seccomp filter as fd 9, then becomes bubblewrap: every
         process of the sandbox is born inside the cgroup and under the limits, with no window
         before they apply (and no exec of prlimit of its own for them)."""
-        procs = self.cgroup.procs_files() if self.cgroup is not None else []
+        procs = self.cgroup.join_files() if self.cgroup is not None else []
         script = 'for f; do [ "$f" = -- ] && break; echo 0 > "$f" || exit 125; shift; done; shift; '
         script += " && ".join(f"ulimit {flags}" for flags in self._shell_limits()) + " || exit 125; "
         words = ["--"]

@@ -153,3 +153,14 @@ async def test_a_failure_saying_emfile_is_named_the_open_files_limit(
     assert confine is not None
     assert confine.limit_hit(1, stderr) == named
     assert confine.limit_hit(0, stderr) is None, "a run that succeeded was ended by no limit"
+
+
+def test_a_v1_cgroup_is_joined_by_thread_so_no_grace_period_is_waited(tmp_path: Path) -> None:
+    """Regression: joining through cgroup.procs made the kernel wait an RCU grace period (about
+    15 ms) for every run that did not follow another closely. The prelude's shell has one
+    thread: moving it through `tasks` moves the whole process (the limit tests show it held)."""
+    from runner.sandbox.cgroups import RunCgroup
+
+    v1 = RunCgroup(1, (tmp_path / "memory" / "run-1", tmp_path / "pids" / "run-1"))
+    assert [Path(f).name for f in v1.join_files()] == ["tasks", "tasks"]
+    assert [Path(f).name for f in RunCgroup(2, (tmp_path / "run-1",)).join_files()] == ["cgroup.procs"]
