@@ -3,7 +3,9 @@ worker starts a queued run, beside a direct run of the same tool, in one run.
 
   throughput  a tool that sleeps 100 ms, RUNS x N runs queued at once, N `kiwi worker`
               processes (one run at a time each) already up and warm: runs per second from
-              the first queueing to the last run's end (the database's clock)
+              the first queueing to the last run's end (the database's clock); 1, 2 and 4
+              workers in turn, ROUNDS times, each figure the median of its rounds (one round
+              lasts seconds: a moment's load on the machine would move a single one)
   start       one idle worker; a run queued, waited for, then the next: the median time from
               queueing to the worker starting it (queued_at -> started_at), and the median
               queued run from queueing to its end, beside the median direct run (Runner.run in
@@ -12,7 +14,7 @@ worker starts a queued run, beside a direct run of the same tool, in one run.
 Targets (the issue's): 4 workers at least 3.5x one; the median queueing-to-start with an idle
 worker at most 50 ms.
 
-Run:  .venv/bin/python bench/queue_bench.py [--runs 30] [--starts 30]
+Run:  .venv/bin/python bench/queue_bench.py [--runs 30] [--rounds 3] [--starts 30]
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ def enqueue(conn: psycopg.Connection[Any], tool_id: str, count: int) -> list[str
     return ids
 
 
+POLL_S = 0.05  # how often the bench looks: its own queries are load on the machine it measures
+
+
 def wait_ended(conn: psycopg.Connection[Any], ids: list[str], timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -90,7 +95,7 @@ def wait_ended(conn: psycopg.Connection[Any], ids: list[str], timeout: float = 6
             return
         if time.monotonic() > deadline:
             raise SystemExit(f"only {row[0]} of {len(ids)} queued runs ended in {timeout:.0f} s")
-        time.sleep(0.02)
+        time.sleep(POLL_S)
 
 
 def start_workers(count: int, cache: Path) -> list[subprocess.Popen[bytes]]:
@@ -184,19 +189,28 @@ async def direct(tool_id: str, count: int, cache: Path) -> list[float]:
     return samples
 
 
-def main(runs: int, count: int) -> int:
+def main(runs: int, count: int, rounds: int) -> int:
     with psycopg.connect(superuser_url(), autocommit=True) as conn, tempfile.TemporaryDirectory() as tmp:
         tool_id = publish(conn)
         try:
-            rates = {n: throughput(conn, tool_id, n, runs, Path(tmp) / f"w{n}") for n in (1, 2, 4)}
+            measured: dict[int, list[float]] = {1: [], 2: [], 4: []}
+            for r in range(rounds):
+                for n, seen in measured.items():
+                    seen.append(throughput(conn, tool_id, n, runs, Path(tmp) / f"w{n}-{r}"))
+            rates = {n: statistics.median(seen) for n, seen in measured.items()}
             to_start, to_end = starts(conn, tool_id, count, Path(tmp) / "start")
             direct_ms = asyncio.run(direct(tool_id, count, Path(tmp) / "direct"))
         finally:
             conn.execute("delete from queued_runs where tool_id = %s", (tool_id,))
             conn.execute("delete from tools where ref = %s", (tool_id,))
-    lines = [f"# Run queue ({git_commit()}, a 100 ms tool, {runs} runs per worker, {count} starts)", ""]
+    lines = [
+        f"# Run queue ({git_commit()}, a 100 ms tool, {runs} runs per worker,"
+        f" median of {rounds} rounds, {count} starts)",
+        "",
+    ]
     for n, rate in rates.items():
-        lines.append(f"{n} worker(s): {rate:6.2f} runs/s ({rate / rates[1]:.2f}x one)")
+        each = ", ".join(f"{x:.2f}" for x in measured[n])
+        lines.append(f"{n} worker(s): {rate:6.2f} runs/s ({rate / rates[1]:.2f}x one; rounds: {each})")
     start_ms, end_ms, direct_med = statistics.median(to_start), statistics.median(to_end), statistics.median(direct_ms)
     lines.append(
         f"queued -> started (idle worker): median {start_ms:.1f} ms, p90 "
@@ -219,6 +233,7 @@ def main(runs: int, count: int) -> int:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30, help="runs per worker in each throughput round")
+    parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (each figure is their median)")
     parser.add_argument("--starts", type=int, default=30, help="queued runs timed one at a time")
     args = parser.parse_args()
-    sys.exit(main(args.runs, args.starts))
+    sys.exit(main(args.runs, args.starts, args.rounds))
