@@ -6,12 +6,14 @@ a and b are interleaved with their baseline, warm-ups excluded; medians and p95.
 
   a. `Runner.run("hello_world", {"name": "Ada"})`, warm, against spawning the same
      script directly (`bash <materialised hello.sh>`, the same stdin JSON and
-     environment, asyncio.create_subprocess_exec + communicate, same event loop):
-     median ratio <= 1.5.
+     environment, asyncio.create_subprocess_exec + communicate, same event loop), in the
+     same sandbox as the runner's runs when the sandbox is on (a cgroup made and removed
+     per spawn, as there): median ratio <= 1.5. The same spawn on the host, unsandboxed,
+     is timed beside them (what the sandbox itself costs; the sandbox bench judges that).
   b. `Runner.run("format_bytes", ...)` (Python with a dependency, its environment
      cached) against `<env_dir>/bin/python <materialised format_bytes.py>` with the
-     same stdin and environment: median ratio <= 1.3. The environment is built first,
-     once, in the bench's own temporary cache.
+     same stdin and environment, likewise: median ratio <= 1.3. The environments are
+     built first, once, in the bench's own temporary cache.
   c. `Runner.run("http_echo", ...)` against a local echo server, 50 concurrent tasks
      in this process, the full path (plan lookup, parameters, http_client, run record):
      >= 1,000 calls/s. The server (bench/echo_server.py) runs in its own process;
@@ -76,6 +78,7 @@ from runner.harness.environment import prepare_environment  # noqa: E402
 from runner.primitives import procfs  # noqa: E402
 from runner.primitives.http_client import HttpClientPrimitive  # noqa: E402
 from runner.primitives.subprocess import ProcessSpec, build_spec  # noqa: E402
+from runner.sandbox.site import ToolSite  # noqa: E402
 
 RESULTS_FILE = ROOT / "bench" / "results" / "runner.md"
 DEFAULT_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
@@ -257,7 +260,9 @@ class SpawnFigures:
     tool: str
     argv: list[str] = field(default_factory=list)
     runner: list[float] = field(default_factory=list)
-    direct: list[float] = field(default_factory=list)
+    direct: list[float] = field(default_factory=list)  # in the runner's sandbox, when it is on
+    bare: list[float] = field(default_factory=list)  # on the host, unsandboxed (only when the runner's is on)
+    sandboxed: bool = False
     plan_rpc: list[float] = field(default_factory=list)  # inside the runner's runs
     record_rpc: list[float] = field(default_factory=list)
     setup_s: float | None = None  # b: building the environment
@@ -335,36 +340,65 @@ class Figures:
 # --------------------------------------------------------------------------------------
 
 
-async def direct_spec(runner: Runner, tool: str, params: dict[str, Any]) -> ProcessSpec:
-    """argv, environment, working directory and stdin exactly as the runner gives the tool."""
+@dataclass
+class DirectSpawn:
+    """The tool's process as the runner starts it, without the runner: the same argv,
+    environment, working directory and stdin, in the same sandbox as the runner's runs (a
+    cgroup made and removed per call, as there) when `site` is set, else on the host."""
+
+    spec: ProcessSpec
+    site: ToolSite | None = None
+
+    async def __call__(self) -> bytes:
+        argv, env, cwd = list(self.spec.argv), dict(self.spec.env), self.spec.cwd
+        confine = await self.site.confine(cwd) if self.site is not None else None
+        if confine is not None:
+            argv, env = confine.command(argv, env)
+            cwd = None  # bubblewrap enters the working directory inside
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+            )
+            out, err = await proc.communicate(self.spec.stdin)
+        finally:
+            if confine is not None:
+                confine.release()
+        if proc.returncode != 0:
+            raise SystemExit(f"the direct spawn failed ({proc.returncode}): {err.decode(errors='replace')}")
+        return out
+
+
+async def direct_spawn(runner: Runner, tool: str, params: dict[str, Any], *, sandboxed: bool = True) -> DirectSpawn:
+    """The direct spawn of `tool` (run once through `runner` first: files and environment
+    exist); in the runner's sandbox when it is on and `sandboxed`."""
     plan: Plan = await runner.plan(tool)
     root = runner.settings.cache_dir
     workdir = materialise(plan, root)
-    placeholders = {"workdir": str(workdir)}
+    environ = runner.environ_for(plan)
+    site = runner.site(plan, workdir, environ) if sandboxed and runner.sandbox.enabled else None
+    inside = site.tool_path() if site is not None else None
+    placeholders = {"workdir": inside or str(workdir)}
     if plan.entrypoint:
-        placeholders["entrypoint"] = str(workdir / plan.entrypoint.path)
-    env_dir = await prepare_environment(plan.config, root, runner.environ)
+        placeholders["entrypoint"] = f"{placeholders['workdir']}/{plan.entrypoint.path}"
+    env_dir = await prepare_environment(plan.config, root, environ if site else runner.environ, site=site)
     if env_dir is not None:
-        placeholders["env_dir"] = str(env_dir)
+        placeholders["env_dir"] = site.env_path(env_dir) if site is not None else str(env_dir)
+        if site is not None:
+            site.env_dir = env_dir
     invocation = Invocation(
-        plan=plan, params=params, workdir=workdir, placeholders=placeholders, environ=runner.environ
+        plan=plan,
+        params=params,
+        workdir=workdir,
+        placeholders=placeholders,
+        environ=environ if site else runner.environ,
+        site=site,
     )
-    return build_spec(invocation)
-
-
-async def spawn_direct(spec: ProcessSpec) -> bytes:
-    proc = await asyncio.create_subprocess_exec(
-        *spec.argv,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=dict(spec.env),
-        cwd=spec.cwd,
-    )
-    out, err = await proc.communicate(spec.stdin)
-    if proc.returncode != 0:
-        raise SystemExit(f"the direct spawn failed ({proc.returncode}): {err.decode(errors='replace')}")
-    return out
+    return DirectSpawn(build_spec(invocation), site)
 
 
 async def measure_spawn(runner: Runner, case: tuple[str, dict[str, Any], Any], runs: int) -> SpawnFigures:
@@ -375,10 +409,12 @@ async def measure_spawn(runner: Runner, case: tuple[str, dict[str, Any], Any], r
     if first.status != "success" or first.output != expected:
         raise SystemExit(f"{tool} did not run: {first.status} {first.error} {first.output!r}")
     figures.setup_s = time.perf_counter() - started
-    spec = await direct_spec(runner, tool, params)
-    figures.argv = list(spec.argv)
-    if json.loads(await spawn_direct(spec)) != expected:
-        raise SystemExit(f"the direct spawn of {tool} gave another answer")
+    spawn = await direct_spawn(runner, tool, params)
+    bare = await direct_spawn(runner, tool, params, sandboxed=False) if spawn.site is not None else None
+    figures.argv, figures.sandboxed = list(spawn.spec.argv), spawn.site is not None
+    for each in (spawn, bare):
+        if each is not None and json.loads(await each()) != expected:
+            raise SystemExit(f"the direct spawn of {tool} gave another answer")
 
     timed = runner.registry if isinstance(runner.registry, TimedRegistry) else None
 
@@ -397,21 +433,25 @@ async def measure_spawn(runner: Runner, case: tuple[str, dict[str, Any], Any], r
             raise SystemExit(f"{tool} failed during the bench: {result.error} {result.warnings}")
         return ms
 
-    async def direct() -> float:
+    async def timed_spawn(call: DirectSpawn) -> float:
         t0 = time.perf_counter_ns()
-        await spawn_direct(spec)
+        await call()
         return (time.perf_counter_ns() - t0) / 1e6
 
+    samples: list[tuple[Callable[[], Awaitable[float]], list[float]]] = [
+        (via_runner, figures.runner),
+        (partial(timed_spawn, spawn), figures.direct),
+    ]
+    if bare is not None:
+        samples.append((partial(timed_spawn, bare), figures.bare))
     for _ in range(SPAWN_WARMUP):
         await via_runner(keep=False)
-        await direct()
-    for i in range(runs):  # alternate which goes first, so neither always follows the other
-        if i % 2:
-            figures.direct.append(await direct())
-            figures.runner.append(await via_runner())
-        else:
-            figures.runner.append(await via_runner())
-            figures.direct.append(await direct())
+        for call, _ in samples[1:]:
+            await call()
+    for i in range(runs):  # rotate which goes first, so none always follows another
+        k = i % len(samples)
+        for call, into in samples[k:] + samples[:k]:
+            into.append(await call())
     return figures
 
 
@@ -597,10 +637,25 @@ def measure_lines() -> list[tuple[str, int, int]]:
 
 def verdicts(f: Figures) -> list[Verdict]:
     out: list[Verdict] = []
-    if f.a:
-        out.append(Verdict("a. hello_world: Runner.run / direct bash spawn, median", _ratio(f.a), "x", "<=", 1.5))
-    if f.b:
-        out.append(Verdict("b. format_bytes: Runner.run / direct env python, median", _ratio(f.b), "x", "<=", 1.3))
+    for s, label, target in (
+        (f.a, "a. hello_world: Runner.run / direct bash spawn", 1.5),
+        (f.b, "b. format_bytes: Runner.run / direct env python", 1.3),
+    ):
+        if s is None:
+            continue
+        where = ", both in the sandbox" if s.sandboxed else ""
+        out.append(Verdict(f"{label}{where}, median", _ratio(s), "x", "<=", target))
+        if s.bare:
+            out.append(
+                Verdict(
+                    "   the direct spawn, sandboxed / on the host, median",
+                    median(s.direct) / median(s.bare),
+                    "x",
+                    "<=",
+                    target,
+                    False,
+                )
+            )
     if f.c:
         full, prim = f.c.of("runner"), f.c.of("primitive")
         out.append(
@@ -677,7 +732,12 @@ def _spawn_section(s: SpawnFigures, runs: int) -> list[str]:
             ["", "median [p95] ms", "overhead, median"],
             [
                 [f"Runner.run({s.tool!r}, ...)", _mp(s.runner), f"+{median(s.runner) - median(s.direct):.2f} ms"],
-                ["direct spawn, same argv, env, stdin", _mp(s.direct), ""],
+                [
+                    "direct spawn, same argv, env, stdin" + (", same sandbox" if s.sandboxed else ""),
+                    _mp(s.direct),
+                    "",
+                ],
+                *([["the same on the host, unsandboxed", _mp(s.bare), ""]] if s.bare else []),
                 ["ratio of medians", f"{_ratio(s):.3f}", ""],
                 ["within Runner.run: the plan lookup (in memory once warm)", _mp(s.plan_rpc), ""],
                 ["behind Runner.run: the record_runs RPC", _mp(s.record_rpc), ""],
