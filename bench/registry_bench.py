@@ -70,7 +70,7 @@ RESULTS_FILE = ROOT / "bench" / "results" / "registry.md"
 CHAIN_TOOLS = 20  # distinct depth-3 tools, called in turn
 CHAIN_ROUNDS = 100  # -> 2000 server-side samples per size
 BATCH_IDS = 100
-BATCH_REPS = 30  # each rep: one batch call and 100 single calls, interleaved
+BATCH_REPS = 50  # each rep: one batch call and 100 single calls, interleaved (10 a round)
 PLAN_REPS = 2000  # each rep: one plan and one `select 1`, interleaved
 # b and c are measured in rounds, one after the other (b's reps, then c's, then again), each
 # round judged on its own medians; the verdict is the median round, so a burst of load on a
