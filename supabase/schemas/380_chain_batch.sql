@@ -191,7 +191,8 @@ comment on function kiwi_internal.chains_compact_general(text[]) is
 --   3. if every id was served (and none repeats) and every link passed, the answer is built
 --      from the stored text: tools in request order, elements as the roots plus the tail
 --      links that are not roots.
--- Anything else (a miss, a stale or hidden link, a repeated id, a null, a null array) is answered by kiwi_internal.chains_compact_general, so every answer is still the walker's
+-- Anything else (a miss, a stale or hidden link, a repeated id, a null, a null array) is
+-- answered by kiwi_internal.chains_compact_general, so every answer is still the walker's
 -- (supabase/tests/chains/a_precomputed_compact_batch_answers_as_the_walker_does.test.sql).
 -- The public function is a language sql invoker over it (one plpgsql layer less).
 -- Measured for 100 ids at 100k tools, old and new interleaved in one run: 0.55-0.70 ms in a
@@ -209,7 +210,9 @@ comment on function kiwi_internal.chains_compact_general(text[]) is
 --     chain_keys with the others), and a served request is the ref as written, so "tools"
 --     aggregates stored text;
 --   * the links below the roots are the distinct versions of the roots' chains (uuids, no
---     key parsing), each looked up by its unique version and checked live as before.
+--     key parsing), each looked up by its unique version and checked live as before; its
+--     key is its own row's, the key the roots name (a version is one tool's, and a tool
+--     cannot be renamed: tools_before_write).
 -- The check itself is unchanged: each link still its tool's latest version, that ref, visible
 -- to the caller, on public.tools in the same statement.
 -- Measured for 100 ids at 100k tools on the same loaded machine, CPU time of the server
