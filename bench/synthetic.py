@@ -60,8 +60,9 @@ DEFAULT_ADMIN_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
 # JSON, which the C encoder writes; indented JSON went through Python's.)
 # 6: the synthetic Deno runtime is deno_sandbox_runtime: the seed has its own deno_runtime.
 # 7: a tool that names no visibility is private outside `public`, as publish makes it.
-# 8: executors (runtimes, MCP servers) are public: at least as visible as the tools on them.)
-GENERATOR_VERSION = 8
+# 8: executors (runtimes, MCP servers) are public: at least as visible as the tools on them.
+# 9: the plan cache's entry column (the compact batch's request entry) is loaded too.)
+GENERATOR_VERSION = 9
 EXECUTOR_TYPES = ("runtime", "mcp_server", "primitive")
 DB_PREFIX = "kiwi_bench_"
 
@@ -1295,7 +1296,8 @@ DERIVED_CHECKS = {
     "cached_batch_columns_not_derived": """
         select count(*) from bench_sample s join kiwi_internal.plan_cache pc on pc.tool_uuid = s.id
          where pc.chain_keys is distinct from kiwi_internal.plan_chain_keys(pc.plan)
-            or pc.element::text is distinct from kiwi_internal.plan_element(pc.plan)::text""",
+            or pc.element::text is distinct from kiwi_internal.plan_element(pc.plan)::text
+            or pc.entry::text is distinct from kiwi_internal.plan_entry(pc.tool_ref, pc.chain_keys)::text""",
     "batch_trigger_not_always": """
         select count(*) from pg_trigger where tgname = 'plan_cache_batch_columns' and tgenabled <> 'A'""",
     "functions_not_pinned": """

@@ -428,11 +428,11 @@ select distinct t.executor_id as ref from public.tools t where t.executor_id is 
 # One level: every tool in {scope} without a plan whose executor has one (or that has none).
 # The batch columns are written here from the plan's sources (the trigger that derives them
 # from the plan is off meanwhile, see BATCH_TRIGGER): chain_keys as the executor's with this
-# link first, element with the plan's values; verify compares a sample with plan_chain_keys
-# and plan_element. About 12% of the plans' time at 100k.
+# link first, element with the plan's values, entry from both; verify compares a sample with
+# plan_chain_keys, plan_element and plan_entry. About 12% of the plans' time at 100k.
 INSERT_PLANS = """
 insert into kiwi_internal.plan_cache (tool_uuid, tool_ref, version_uuid, version, visibility, namespace,
-                                      chain_tools, chain_versions, restricted_ns, plan, chain_keys, element)
+                                      chain_tools, chain_versions, restricted_ns, plan, chain_keys, element, entry)
 select t.id, t.ref, v.id, v.version, t.visibility, t.namespace,
        t.id || coalesce(e.chain_tools, '{}'), v.id || coalesce(e.chain_versions, '{}'),
        case when e.visibility = 'private' then array[e.namespace] else '{}'::text[] end
@@ -459,7 +459,8 @@ select t.id, t.ref, v.id, v.version, t.visibility, t.namespace,
          'yanked', v.is_yanked, 'yanked_reason', v.yanked_reason),
        (t.ref || '@' || v.version) || coalesce(e.chain_keys, '{}'),
        json_build_object('tool_id', t.ref, 'tool_type', t.tool_type, 'executor_id', v.executor_id,
-                         'version', v.version, 'content_hash', v.content_hash, 'manifest', v.manifest)
+                         'version', v.version, 'content_hash', v.content_hash, 'manifest', v.manifest),
+       kiwi_internal.plan_entry(t.ref, (t.ref || '@' || v.version) || coalesce(e.chain_keys, '{}'))
   from public.tools t
   join public.tool_versions v on v.tool_uuid = t.id and v.is_latest
   left join kiwi_bench_load.executors e on e.tool_ref = t.executor_id

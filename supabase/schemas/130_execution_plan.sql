@@ -142,7 +142,8 @@ create table kiwi_internal.plan_cache (
   plan           jsonb not null,
   built_at      timestamptz not null default now(),
   chain_keys    text[],           -- set from plan on every write (chain_batch.sql)
-  element       json
+  element       json,
+  entry         json
 );
 comment on table kiwi_internal.plan_cache is
   'Precomputed execution plans of latest versions (admin view). Maintained by triggers on tools; never exposed.';
@@ -155,6 +156,8 @@ comment on column kiwi_internal.plan_cache.chain_keys is
   'The chain as element keys ref@version, root first (from plan.chain), for the compact chain batch; set from plan on every write.';
 comment on column kiwi_internal.plan_cache.element is
   'The version itself as a chain element, JSON text ready to send (from plan), for the compact chain batch; set from plan on every write.';
+comment on column kiwi_internal.plan_cache.entry is
+  'The compact chain batch''s entry for a request of tool_ref as written, {"requested", "chain"}, JSON text ready to send; set from tool_ref and chain_keys on every write.';
 create index plan_cache_chain_tools_idx on kiwi_internal.plan_cache using gin (chain_tools);
 
 -- (Re)build the cached plans of the given tools' latest versions, and of every tool

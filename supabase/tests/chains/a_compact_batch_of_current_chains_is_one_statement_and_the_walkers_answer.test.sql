@@ -5,7 +5,7 @@
 begin;
 \ir ../_setup.sql
 \ir _helpers.sql
-select plan(24);
+select plan(26);
 select tests.make_acme();
 set local track_functions = 'all';
 
@@ -63,6 +63,13 @@ update kiwi_internal.plan_cache set plan = jsonb_set(plan, '{manifest,descriptio
 select is(public.resolve_executor_chains_compact(array['hello_world', 'p_script']) #>> '{elements,hello_world@1.0.0,manifest,description}',
           'planted', 'the one statement sends the cached element');
 update kiwi_internal.plan_cache set plan = (select plan from hello_plan) where tool_ref = 'hello_world';
+-- and so is the stored entry (set from the plan's chain with the element: a planted version
+-- in it shows through)
+update kiwi_internal.plan_cache set plan = jsonb_set(plan, '{chain,0,version}', '"planted"')
+ where tool_ref = 'hello_world';
+select is(public.resolve_executor_chains_compact(array['hello_world', 'p_script']) #>> '{tools,0,chain,0}',
+          'hello_world@planted', 'the one statement sends the cached entry');
+update kiwi_internal.plan_cache set plan = (select plan from hello_plan) where tool_ref = 'hello_world';
 
 -- anything else: the general path, still the walker's answer
 select is(tests.compact_path(null), 'general', 'no array');
@@ -103,6 +110,11 @@ select is(tests.compact_path(array['acme/unlisted_tool', 'acme/public_tool', 'he
 select tests.act_as_user('service_role');
 select is(tests.compact_path((select ids from all_cached)), 'one statement', 'the service role, every cached tool');
 select tests.act_as_admin();
+
+-- the cached entries follow every write above (publish, rebuild, a planted row rewritten)
+select is((select count(*)::int from kiwi_internal.plan_cache pc
+            where pc.entry::text is distinct from kiwi_internal.plan_entry(pc.tool_ref, pc.chain_keys)::text),
+          0, 'every cached entry is its ref and chain');
 
 select * from finish();
 rollback;
