@@ -133,3 +133,14 @@ async def test_only_a_postgres_registry_keeps_a_journal(tmp_path: Path, database
     finally:
         await postgres.aclose()
         await rest.aclose()
+
+
+def test_record_ids_are_distinct_random_version_4_uuids_in_their_canonical_form() -> None:
+    from runner.harness.recorder import RunIds
+
+    new_id = RunIds()
+    ids = [new_id() for _ in range(1000)]  # several 4 KiB blocks of randomness
+    assert len(set(ids)) == len(ids)
+    for made in ids:
+        parsed = uuid.UUID(made)
+        assert str(parsed) == made and parsed.version == 4 and parsed.variant == uuid.RFC_4122

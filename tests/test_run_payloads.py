@@ -100,3 +100,18 @@ def test_each_part_fits_its_budget_whatever_its_characters() -> None:
     for name, budget in BUDGETS.items():
         assert len(json.dumps(payload[name], ensure_ascii=False).encode()) <= budget, name
     assert "\x00" not in payload["stderr"]
+
+
+def test_a_short_string_is_kept_whole_exactly_when_its_json_fits_the_budget() -> None:
+    """A string short enough is known to fit without being written out; around that length,
+    with characters JSON escapes longest (control characters, six bytes each) or not at all,
+    a string is kept whole exactly when its JSON text fits."""
+    from runner.core.payloads import _fit, _size
+
+    budget = 120
+    for char in ("\x01", "é", "a", "😀"):
+        for length in range(10, 130):
+            text = char * length
+            fitted, cut = _fit(text, budget, tail=False)
+            assert (fitted == text and not cut) == (_size(text) <= budget), (char, length)
+            assert _size(fitted) <= budget

@@ -39,17 +39,29 @@ def run_payload(params: Any, output: Any, stderr: str | None, secrets: list[str]
     return kept
 
 
+# One encoder for every measure: json.dumps with options builds a new one per call.
+_TEXT = json.JSONEncoder(ensure_ascii=False)
+_MOST_BYTES_A_CHAR = 6  # of JSON text, a character escaped as \uXXXX (UTF-8 takes at most 4)
+
+
 def _size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    return len(_TEXT.encode(value).encode("utf-8"))
+
+
+def _fits(value: Any, budget: int) -> bool:
+    """Whether the value's JSON text fits the budget; a short string is known to without writing it."""
+    if isinstance(value, str) and len(value) * _MOST_BYTES_A_CHAR + 2 <= budget:
+        return True
+    return _size(value) <= budget
 
 
 def _fit(value: Any, budget: int, *, tail: bool) -> tuple[Any, bool]:
     """The value when its JSON text fits the budget, else its text (a string's own, another
     value's JSON) cut to fit, with CUT where the cut is."""
     try:
-        if _size(value) <= budget:
+        if _fits(value, budget):
             return value, False
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = value if isinstance(value, str) else _TEXT.encode(value)
     except (TypeError, ValueError):  # not JSON (a tool's output is; a caller's parameters may not be)
         text = repr(value)
     keep = min(len(text), budget)

@@ -8,8 +8,8 @@ lose what the kernel had not yet flushed, as no fsync is made). Once the registr
 stored a record, its line is no longer needed: a journal segment whose records are all
 stored is emptied (or deleted, once a newer one is in use).
 
-    <cache_dir>/journal/<registry key>/<pid>-<n>.jsonl     one JSON line per record:
-        {"id", "kind": "run" | "audit", "as": {"role", "claims", "source"} | null, "record", "mac"}
+    <cache_dir>/journal/<registry key>/<pid>-<n>.jsonl     one line per record:
+        <mac> {"id", "kind": "run" | "audit", "as": {"role", "claims", "source"} | null, "record"}
     <cache_dir>/keys/journal.key                           the runner's key (32 random bytes, 0600)
 
 The registry key is a digest of where the records go (the backend's repr: its database URL
@@ -27,16 +27,18 @@ files are created 0600 in the user's own cache directory.
 
 A replayed line is stored as whoever it names, so a line the runner did not write must never
 be replayed: a tool that could append two lines to a segment had them stored as another user
-and as service_role. Every line therefore carries "mac", an HMAC-SHA256 under a key only the
-runner holds, over the journal's registry key and the line's canonical JSON (sorted keys, no
-spaces, without "mac"): changing any field, the principal included, or moving a line to
-another registry's journal breaks it. The key is 32 random bytes made once per cache
-directory (written aside with O_CREAT|O_EXCL, 0600, linked into place, in a 0700 directory
-apart from the journal's, so a sandbox can hide it while exposing nothing else) and read
-once per process. `adopt()` keeps only the lines whose MAC verifies; the others (no MAC, a
-wrong one, one made under another key, a line altered after it was written, and every line
-of a journal written before lines were signed) are dropped and counted, with one warning
-per segment naming it and the count, never a line's content.
+and as service_role. Every line therefore starts with its MAC, an HMAC-SHA256 (in hex) under a
+key only the runner holds, over the journal's registry key and the line's JSON exactly as it
+follows the MAC, so what is verified is byte for byte what is parsed: changing any field, the
+principal included, or moving a line to another registry's journal breaks it. (Lines of the
+earlier form, one canonical JSON object carrying its MAC as "mac", are still read.) The key
+is 32 random bytes made once per cache directory (written aside with O_CREAT|O_EXCL, 0600,
+linked into place, in a 0700 directory apart from the journal's, so a sandbox can hide it
+while exposing nothing else) and read once per process. `adopt()` keeps only the lines whose
+MAC verifies; the others (no MAC, a wrong one, one made under another key, a line altered
+after it was written, and every line of a journal written before lines were signed) are
+dropped and counted, with one warning per segment naming it and the count, never a line's
+content.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ logger = logging.getLogger("kiwi.runner")
 
 ROTATE_LINES = 2000  # a segment still holding unwritten records is replaced after this many lines
 KEY_BYTES = 32
-MAC_CONTEXT = b"kiwi-journal-line-v1\n"  # a MAC made for a journal line is good for nothing else
+MAC_CONTEXT = b"kiwi-journal-line-v2\n"  # a MAC made for a journal line is good for nothing else
+_V1_CONTEXT = b"kiwi-journal-line-v1\n"  # ... nor one made for a line of the earlier form
 
 
 @dataclass(frozen=True)
@@ -154,55 +157,50 @@ def _make_key(path: Path) -> bytes:
     return key
 
 
-# One encoder of each kind for every line: json.dumps with options builds a new one per call.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-_PLAIN = json.JSONEncoder(default=str)
-_NAMES: dict[str, bytes] = {}  # a line's field names, canonical
+# One encoder for every line (json.dumps with options builds a new one per call): compact,
+# ASCII only (a line holds no raw newline or U+2028), and what JSON cannot hold as its str().
+_LINE = json.JSONEncoder(default=str, separators=(",", ":"), ensure_ascii=True)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)  # the earlier form's
+MAC_HEX = 64  # hexdigits of an HMAC-SHA256
 
 
-def _canonical(line: Any) -> bytes:
-    return _CANONICAL.encode(line).encode()
-
-
-def _mac(key: bytes, scope: str, line: dict[str, Any]) -> str:
-    """The line's MAC: over the journal's registry key (`scope`) and its canonical JSON."""
-    return hmac.new(key, MAC_CONTEXT + scope.encode() + b"\n" + _canonical(line), hashlib.sha256).hexdigest()
+def _signed(key: bytes, scope: str, text: bytes, context: bytes = MAC_CONTEXT) -> bytes:
+    """The MAC of a line's JSON text in the journal of registry key `scope`, in hex."""
+    return hmac.digest(key, context + scope.encode() + b"\n" + text, "sha256").hex().encode()
 
 
 def encode_line(key: bytes, scope: str, line: dict[str, Any]) -> bytes:
-    """A journal line, signed. The line is first put through JSON once, so what is signed is
-    exactly what a reader parses back (a value made a string by `default=str`, an int key).
-    Each field is made canonical once: the signed text and the line are put together from
-    them, byte for byte what `_canonical` makes of the line without and with its MAC."""
-    plain = json.loads(_PLAIN.encode(line))
-    fields = {name: _canonical(value) for name, value in plain.items()}
-    signed = _joined(fields)
-    fields["mac"] = _canonical(hmac.new(key, MAC_CONTEXT + scope.encode() + b"\n" + signed, hashlib.sha256).hexdigest())
-    return _joined(fields) + b"\n"
-
-
-def _joined(fields: dict[str, bytes]) -> bytes:
-    """A JSON object from its fields' canonical texts, as `_canonical` writes it (keys sorted)."""
-    return b"{" + b",".join(_name(name) + b":" + fields[name] for name in sorted(fields)) + b"}"
-
-
-def _name(name: str) -> bytes:
-    found = _NAMES.get(name)
-    if found is None:
-        found = _canonical(name)
-        if len(_NAMES) < 64:  # a line's own few fields; any other is made each time
-            _NAMES[name] = found
-    return found
+    """A journal line, signed: its MAC, a space, the line's JSON (one encoding, of which the MAC
+    is taken as it is written), a newline. A reader verifies the very text it then parses."""
+    text = _LINE.encode(line).encode()
+    return _signed(key, scope, text) + b" " + text + b"\n"
 
 
 def verified(key: bytes, scope: str, raw: bytes) -> dict[str, Any] | None:
     """The parsed line if its MAC is this key's for this journal (None: unsigned, forged or
     altered). Raises ValueError for a line that is not a JSON object."""
+    raw = raw.rstrip(b"\n")
+    if raw[:1] == b"{":
+        return _verified_canonical(key, scope, raw)
+    mac, space, text = raw[:MAC_HEX], raw[MAC_HEX : MAC_HEX + 1], raw[MAC_HEX + 1 :]
+    if space != b" " or not hmac.compare_digest(mac, _signed(key, scope, text)):
+        json.loads(text)  # a line cut short by a crash is unreadable (ValueError), not forged
+        return None
+    line = json.loads(text)
+    if not isinstance(line, dict):
+        raise ValueError("not a JSON object")
+    return line
+
+
+def _verified_canonical(key: bytes, scope: str, raw: bytes) -> dict[str, Any] | None:
+    """A line of the earlier form: one JSON object, its MAC under "mac" over the canonical JSON
+    (sorted keys, no spaces) of the rest, under its own context."""
     line = json.loads(raw)
     if not isinstance(line, dict):
         raise ValueError("not a JSON object")
     mac = line.pop("mac", None)
-    if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(key, scope, line)):
+    expected = _signed(key, scope, _CANONICAL.encode(line).encode(), _V1_CONTEXT).decode()
+    if not isinstance(mac, str) or not hmac.compare_digest(mac, expected):
         return None
     return line
 

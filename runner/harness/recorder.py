@@ -39,7 +39,6 @@ import asyncio
 import contextlib
 import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -110,7 +109,11 @@ class RunIds:
         if self._at >= len(self._block):
             self._block, self._at = os.urandom(4096), 0
         at, self._at = self._at, self._at + 16
-        return str(uuid.UUID(bytes=self._block[at : at + 16], version=4))
+        raw = bytearray(self._block[at : at + 16])
+        raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+        raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant: what uuid.UUID(bytes=..., version=4) sets
+        x = raw.hex()
+        return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
 class RunRecorder:
@@ -160,11 +163,11 @@ class RunRecorder:
     def _journaled(self, item: _Queued) -> _Queued | None:
         """The record made and on disk (None: making it failed, and that is reported)."""
         assert self._journal is not None
-        made = self._made(item)
-        if made is None:
+        record = self._record_of(item)
+        if record is None:
             return None
-        segment = self._journal.append(made.record_id, made.kind, made.principal, _dict(made))
-        return replace(made, segment=segment)
+        segment = self._journal.append(item.record_id, item.kind, item.principal, record)
+        return _Queued(item.record_id, record, item.principal, item.kind, item.queued_at, item.failed_at, segment)
 
     def _adopt(self) -> None:
         """Queue the records a process of this registry left in the journal (once)."""
@@ -301,10 +304,18 @@ class RunRecorder:
 
     def _made(self, queued: _Queued) -> _Queued | None:
         """The queued record made (if it was queued as a function), under its id."""
+        if isinstance(queued.record, dict) and queued.record.get("id") == queued.record_id:
+            return queued  # made already (journaled)
+        record = self._record_of(queued)
+        return None if record is None else replace(queued, record=record)
+
+    def _record_of(self, queued: _Queued) -> dict[str, Any] | None:
+        """The record made (if it was queued as a function), under its id; None: making it
+        failed, which is reported."""
         record = queued.record
         try:
             made = record() if callable(record) else record
-            return replace(queued, record={**made, "id": queued.record_id})
+            return {**made, "id": queued.record_id}
         except Exception as e:  # a bug in what makes the record: say so, keep writing the others
             self._report(queued.kind, [{"id": queued.record_id}], f"the record could not be made: {e!r}")
             self._stored([queued])

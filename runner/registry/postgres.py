@@ -177,8 +177,11 @@ class _OneConnection:
 logging.getLogger("psycopg.pool").addFilter(_QuietConnectFailures())
 
 
+_JSON = json.JSONEncoder(default=str)  # one for every argument: json.dumps with options builds one per call
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, default=str)
+    return _JSON.encode(value)
 
 
 def _name(name: str) -> str:

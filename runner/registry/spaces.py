@@ -121,7 +121,7 @@ def find(ref: str, settings: Settings | tuple[tuple[str, Path], ...]) -> LocalTo
     """The local tool `ref` names: the project space's, else the user space's, else None.
     A caller that looks often passes the spaces (`spaces(settings)`) it computed once."""
     listed = spaces(settings) if not isinstance(settings, tuple) else settings
-    libs = tuple(root / LIB_DIR for _, root in listed)
+    libs = _libs(listed)
     for space, root in listed:
         tool = find_in(root, space, ref, libs)
         if tool is not None:
@@ -129,10 +129,16 @@ def find(ref: str, settings: Settings | tuple[tuple[str, Path], ...]) -> LocalTo
     return None
 
 
+@functools.lru_cache(maxsize=64)
+def _libs(listed: tuple[tuple[str, Path], ...]) -> tuple[Path, ...]:
+    """The spaces' shared lib/ folders, made once per list of spaces (a server looks on every run)."""
+    return tuple(root / LIB_DIR for _, root in listed)
+
+
 def find_in(root: Path, space: str, ref: str, libs: tuple[Path, ...] = ()) -> LocalTool | None:
     """The tool of identity `ref` in one space (a tool.yaml's, or a bare script's); two of them
     is an error naming both."""
-    if not root.is_dir():
+    if not os.path.isdir(root):
         return None
     ref = normalize_ref(ref)
     name = tool_name(ref)

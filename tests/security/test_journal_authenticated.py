@@ -79,15 +79,20 @@ def _forgeries(journal: Journal, tool: str) -> dict[str, bytes]:
     def plain(line: dict[str, Any]) -> bytes:
         return (json.dumps(line) + "\n").encode()
 
-    altered = json.loads(encode_line(key, scope, line({**SOMEONE_ELSE, "source": "journal"})))
+    mac, text = encode_line(key, scope, line({**SOMEONE_ELSE, "source": "journal"})).split(b" ", 1)
+    altered = json.loads(text)
     altered["as"] = SERVICE_ROLE  # a genuine line, its principal changed, its MAC kept
+    canonical = {**json.loads(text), "mac": mac.decode()}  # the same MAC moved into the earlier form
     return {
         "no mac": plain(line(SERVICE_ROLE)),
         "another user, no mac": plain(line(SOMEONE_ELSE)),
         "a wrong mac": plain({**line(SERVICE_ROLE), "mac": "0" * 64}),
         "a mac that is not a string": plain({**line(SERVICE_ROLE), "mac": 1}),
+        "a wrong mac before the line": b"0" * 64 + b" " + plain(line(SERVICE_ROLE)),
         "another key": encode_line(os.urandom(32), scope, line(SERVICE_ROLE)),
-        "an altered principal": plain(altered),
+        "an altered principal": mac + b" " + plain(altered),
+        "an altered principal, re-spaced": mac + b" " + (json.dumps(altered, separators=(",", ":")) + "\n").encode(),
+        "a genuine mac in the earlier form": plain(canonical),
         "another registry's journal": encode_line(key, "fedcba9876543210", line(SERVICE_ROLE)),
     }
 
@@ -195,9 +200,10 @@ async def test_through_the_recorder_only_the_genuine_record_reaches_the_registry
         await registry.aclose()
 
 
-def test_a_signed_line_is_the_canonical_json_of_the_line_and_its_mac() -> None:
-    """encode_line puts a line together field by field: byte for byte what the canonical JSON of
-    the whole line and its MAC (over the canonical line) would be, so readers verify it."""
+def test_a_signed_line_is_its_mac_over_the_very_json_that_follows() -> None:
+    """encode_line writes the MAC (over the journal's scope and the line's JSON as written), a
+    space and that JSON, so a reader verifies exactly the text it parses; a line of the earlier
+    form (canonical JSON holding its MAC as "mac") is still read, and only under its own context."""
     import hashlib
     import hmac
 
@@ -211,12 +217,18 @@ def test_a_signed_line_is_the_canonical_json_of_the_line_and_its_mac() -> None:
         "record": {"params": {"b": "\u2028", "a": {"z": 1, "y": [True, "é"]}}, "at": Path("/tmp")},
     }
     plain = json.loads(json.dumps(line, default=str))
+    encoded = encode_line(key, "scope", line)
+    mac, text = encoded.rstrip(b"\n").split(b" ", 1)
+    assert b"\n" not in text and json.loads(text) == plain
+    assert mac == hmac.new(key, MAC_CONTEXT + b"scope\n" + text, hashlib.sha256).hexdigest().encode()
+    assert verified(key, "scope", encoded) == plain
+    assert verified(key, "other", encoded) is None
 
     def canonical(value: Any) -> bytes:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
-    mac = hmac.new(key, MAC_CONTEXT + b"scope\n" + canonical(plain), hashlib.sha256).hexdigest()
-    encoded = encode_line(key, "scope", line)
-    assert encoded == canonical({**plain, "mac": mac}) + b"\n"
-    assert verified(key, "scope", encoded) == plain
-    assert verified(key, "other", encoded) is None
+    earlier = hmac.new(key, b"kiwi-journal-line-v1\nscope\n" + canonical(plain), hashlib.sha256).hexdigest()
+    assert verified(key, "scope", canonical({**plain, "mac": earlier})) == plain, "a line an earlier runner left"
+    assert verified(key, "other", canonical({**plain, "mac": earlier})) is None
+    current = hmac.new(key, MAC_CONTEXT + b"scope\n" + canonical(plain), hashlib.sha256).hexdigest()
+    assert verified(key, "scope", canonical({**plain, "mac": current})) is None, "each form under its own context"

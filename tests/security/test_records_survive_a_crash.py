@@ -121,7 +121,8 @@ def test_a_server_killed_right_after_its_reply_keeps_the_audit_row_and_the_run_r
 
     at_the_kill = _rows(database_url, digest)  # noted, never relied on: the window the journal closes
     journal = list((cache / "journal").glob("*/*.jsonl"))
-    lines = [json.loads(line) for path in journal for line in path.read_text().splitlines()]
+    # each line: its MAC, a space, its JSON (runner/harness/journal.py)
+    lines = [json.loads(line.split(" ", 1)[1]) for path in journal for line in path.read_text().splitlines()]
     audited = [line for line in lines if line["kind"] == "audit" and line["record"].get("params_sha256") == digest]
     recorded = [line for line in lines if line["kind"] == "run" and line["id"] == audited[0]["record"].get("run_id")]
     assert len(audited) == 1 and len(recorded) == 1, (at_the_kill, lines)
