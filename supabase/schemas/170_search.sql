@@ -433,6 +433,7 @@ declare
   v_total      float8;         -- how many tools there are (the planner's count, else the public ones counted)
   v_words_sql  text;           -- the terms' weighted share, 0..1 (see below)
   v_fix        text;
+  v_lexemes    text[];         -- the words any tool has that start with a stem (search_term_counts)
 begin
   if length(p_query) > 2000 then  -- before any work on it
     raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % characters)',
@@ -510,13 +511,20 @@ begin
     v_stem := (select s.lexeme from unnest(to_tsvector('english', v_word)) s limit 1);
     continue when v_stem is null;
     v_df := kiwi_internal.search_term_tools(v_stem, null);
+    -- the stem's prefix as the words that start with it (at most 32 of them, else the
+    -- prefix itself): the GIN index looks whole words up five to eight times faster
+    v_lexemes := array(select c.lexeme from kiwi_internal.search_term_counts c
+                        where c.lexeme >= v_stem collate "C" and c.lexeme < (v_stem || chr(1114111)) collate "C"
+                          and c.any_tools > 0
+                        order by c.lexeme limit 33);
     -- (a word no public tool has may still be in one of the caller's own: only a word no
     -- tool the caller may list has is corrected)
     if length(v_word) >= 4 and v_df = 0
-       and not exists (select 1 from public.tools t
-                        where t.search_document @@ to_tsquery('simple', quote_literal(v_stem) || ':*')
-                          and t.visibility <> 'unlisted' and t.latest_version is not null
-                          and (t.visibility = 'public' or v_admin or t.namespace = any (v_ns))) then
+       and (cardinality(v_lexemes) = 0
+            or not exists (select 1 from public.tools t
+                            where t.search_document @@ to_tsquery('simple', quote_literal(v_stem) || ':*')
+                              and t.visibility <> 'unlisted' and t.latest_version is not null
+                              and (t.visibility = 'public' or v_admin or t.namespace = any (v_ns)))) then
       v_fixes := kiwi_internal.similar_search_words(v_word);
       continue when cardinality(v_fixes) = 0;
       v_fix := (select string_agg(quote_literal(s.lexeme), ' | ')
@@ -527,7 +535,9 @@ begin
       v_name_terms := v_name_terms || (select string_agg(quote_literal(c), ' | ') from unnest(v_fixes) c);
       v_df := kiwi_internal.search_term_tools(null, array(select s.lexeme from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s));
     else
-      v_doc_terms := v_doc_terms || (quote_literal(v_stem) || ':*');
+      v_doc_terms := v_doc_terms || case when cardinality(v_lexemes) between 1 and 32
+                                         then (select string_agg(quote_literal(l), ' | ') from unnest(v_lexemes) l)
+                                         else quote_literal(v_stem) || ':*' end;
       v_exact := v_exact || quote_literal(v_stem);
       v_name_terms := v_name_terms || (quote_literal(v_word) || ':*');
     end if;
