@@ -176,3 +176,15 @@ def test_tools_the_caller_cannot_see_never_decide_where_search_looks(scale_url: 
         assert len(found) == N_TOOLS // 2000, who
         assert all(f.namespace != "acme" and f.use < floor for f in found), who
     assert {f.namespace for f in search(scale_url, "owner", "wombat", limit=50)} == {"acme"}
+
+
+def test_the_few_tools_with_more_words_stay_candidates_when_the_most_used_are_looked_at(
+    scale_url: str, floor: int
+) -> None:
+    """Fewer than a page of rarely used tools have two of the three words (wombat email: thirty,
+    for a page of forty); the rest have one (email), among them the most used. The third tier
+    looks among the most used first, and the thirty, which have more of the words, still lead."""
+    found = search(scale_url, "stranger", "wombat email zephyrine", limit=40)
+    assert len(found) == 40
+    wombats = [f for f in found if f.use < floor and f.namespace == "public"][: N_TOOLS // 2000]
+    assert found[: N_TOOLS // 2000] == wombats and len(wombats) == N_TOOLS // 2000
