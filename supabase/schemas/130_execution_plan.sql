@@ -250,6 +250,7 @@ declare
   v_ns    text[];
   v_ref   text := kiwi_internal.normalize_ref(p_tool_id);
   v_hit   record;
+  v_usable boolean;
   v_root  record;
   v_built kiwi_internal.plan_build;
 begin
@@ -260,21 +261,16 @@ begin
     into v_hit
     from kiwi_internal.plan_cache pc
    where pc.tool_ref = v_ref;
-  if found and v_hit.fresh and (p_version is null or p_version = v_hit.version) then
-    -- a public chain with no private link is everyone's: the caller's identity is not read
-    if v_hit.visibility <> 'private' and cardinality(v_hit.restricted_ns) = 0 then
-      return v_hit.plan;
-    end if;
-    v_admin := kiwi_internal.caller_is_admin();
-    v_ns := case when v_admin then '{}'::text[] else kiwi_internal.my_namespaces() end;
-    if (v_hit.visibility <> 'private' or v_admin or v_hit.namespace = any (v_ns))
-       and (v_admin or v_hit.restricted_ns <@ v_ns) then
-      return v_hit.plan;
-    end if;
+  v_usable := found and v_hit.fresh and (p_version is null or p_version = v_hit.version);
+  -- a public chain with no private link is everyone's: the caller's identity is not read
+  if v_usable and v_hit.visibility <> 'private' and cardinality(v_hit.restricted_ns) = 0 then
+    return v_hit.plan;
   end if;
-  if v_admin is null then
-    v_admin := kiwi_internal.caller_is_admin();
-    v_ns := case when v_admin then '{}'::text[] else kiwi_internal.my_namespaces() end;
+  v_admin := kiwi_internal.caller_is_admin();
+  v_ns := case when v_admin then '{}'::text[] else kiwi_internal.my_namespaces() end;
+  if v_usable and (v_hit.visibility <> 'private' or v_admin or v_hit.namespace = any (v_ns))
+     and (v_admin or v_hit.restricted_ns <@ v_ns) then
+    return v_hit.plan;
   end if;
 
   select t.ref, v.id
