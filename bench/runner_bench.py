@@ -379,24 +379,20 @@ async def direct_spawn(runner: Runner, tool: str, params: dict[str, Any], *, san
     plan: Plan = await runner.plan(tool)
     root = runner.settings.cache_dir
     workdir = materialise(plan, root)
-    environ = runner.environ_for(plan)
-    site = runner.site(plan, workdir, environ) if sandboxed and runner.sandbox.enabled else None
-    inside = site.tool_path() if site is not None else None
+    site = runner.site(plan, workdir, runner.environ_for(plan)) if sandboxed and runner.sandbox.enabled else None
+    environ = site.environ if site is not None else runner.environ
+    inside = site.tool_path() if site is not None else None  # /kiwi/tool in the sandbox
     placeholders = {"workdir": inside or str(workdir)}
     if plan.entrypoint:
         placeholders["entrypoint"] = f"{placeholders['workdir']}/{plan.entrypoint.path}"
-    env_dir = await prepare_environment(plan.config, root, environ if site else runner.environ, site=site)
-    if env_dir is not None:
-        placeholders["env_dir"] = site.env_path(env_dir) if site is not None else str(env_dir)
-        if site is not None:
-            site.env_dir = env_dir
+    env_dir = await prepare_environment(plan.config, root, environ, site=site)
+    if env_dir is not None and site is not None:
+        site.env_dir = env_dir
+        placeholders["env_dir"] = site.env_path(env_dir)
+    elif env_dir is not None:
+        placeholders["env_dir"] = str(env_dir)
     invocation = Invocation(
-        plan=plan,
-        params=params,
-        workdir=workdir,
-        placeholders=placeholders,
-        environ=environ if site else runner.environ,
-        site=site,
+        plan=plan, params=params, workdir=workdir, placeholders=placeholders, environ=environ, site=site
     )
     return DirectSpawn(build_spec(invocation), site)
 
