@@ -163,7 +163,7 @@ class Sandbox:
             self._egress = None
         if self._cgroups is not None:
             self._cgroups.close()
-        if self._owned is not None and (_shared is None or self._state != _shared[0]):
+        if self._owned is not None:  # a shared directory is its sharer's (share_state keeps it)
             self._owned.remove()
         self._state = self._owned = None
 
