@@ -61,7 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from report import Verdict, git_commit, summary, table  # noqa: E402
-from runner_bench import direct_spawn  # noqa: E402
+from runner_bench import DirectSpawn, direct_spawn  # noqa: E402
 
 from runner import PostgresRegistry, Runner, Settings, local_owner  # noqa: E402
 from runner.config import stack_database_url  # noqa: E402
@@ -121,7 +121,7 @@ class RowCount:
 
 
 async def measure_stdio(
-    url: str, cache: Path, spec: Any, reps: int, rows: RowCount, rounds: int = 1
+    url: str, cache: Path, bare_spawn: DirectSpawn, reps: int, rows: RowCount, rounds: int = 1
 ) -> list[dict[str, list[float]]]:
     """`rounds` rounds of `reps` interleaved pairs on one server: each round's latencies (ms)."""
     params = StdioServerParameters(
@@ -141,7 +141,7 @@ async def measure_stdio(
 
         async def bare() -> float:
             t0 = time.perf_counter_ns()
-            await spec()
+            await bare_spawn()
             return (time.perf_counter_ns() - t0) / 1e6
 
         for _ in range(WARMUP):
@@ -216,7 +216,7 @@ def process_cpu_s(pid: int) -> float:
 
 
 async def measure_http(
-    endpoint: str, server_pid: int, spec: Any, n: int, calls: int, rounds: int, rows: RowCount
+    endpoint: str, server_pid: int, bare_spawn: DirectSpawn, n: int, calls: int, rounds: int, rows: RowCount
 ) -> tuple[dict[str, list[tuple[float, list[float]]]], dict[str, list[tuple[float, float]]]]:
     """Each kind's rounds (calls/s, latencies), and CPU ms per call of each round: the server
     process's own (its children, the spawned scripts, not counted; its writes behind the
@@ -234,7 +234,7 @@ async def measure_http(
 
         kinds: dict[str, list[Callable[[], Awaitable[Any]]]] = {
             "execute": [execute(c) for c in clients],
-            "bare": [spec for _ in clients],
+            "bare": [bare_spawn for _ in clients],
             "search": [search(c) for c in clients],
         }
         for c in clients:
@@ -372,7 +372,7 @@ async def _measure(args: argparse.Namespace, runner: Runner, workdir: Path, cach
     first = await runner.run("hello_world", {"name": "Ada"})  # materialises its files in the cache
     if first.output != EXPECTED:
         raise SystemExit(f"hello_world did not run: {first.error}")
-    spec = await direct_spawn(runner, "hello_world", {"name": "Ada"})
+    bare_spawn = await direct_spawn(runner, "hello_world", {"name": "Ada"})
     conn = await psycopg.AsyncConnection.connect(args.url, autocommit=True)
     # the runner's login inherits nothing: counting the audit rows is service_role's to do
     await conn.execute("set role service_role")
@@ -382,7 +382,7 @@ async def _measure(args: argparse.Namespace, runner: Runner, workdir: Path, cach
     rows = RowCount(conn, now[0])
     lines = [
         "# Kiwi MCP execute: hello_world through the server beside a bare spawn"
-        + (" in the same sandbox" if spec.site is not None else ""),
+        + (" in the same sandbox" if bare_spawn.site is not None else ""),
         "",
         f"- commit {git_commit()}; python {platform.python_version()}, {os.cpu_count()} CPUs, "
         f"load {os.getloadavg()[0]:.2f} at start",
@@ -392,7 +392,7 @@ async def _measure(args: argparse.Namespace, runner: Runner, workdir: Path, cach
     try:
         if "stdio" in args.only:
             _log(f"[bench] stdio: {args.rounds} rounds of {args.reps} interleaved pairs")
-            runs = await measure_stdio(args.url, cache, spec, args.reps, rows, args.rounds)
+            runs = await measure_stdio(args.url, cache, bare_spawn, args.reps, rows, args.rounds)
             t = {k: [x for r in runs for x in r[k]] for k in ("stdio", "bare")}
             each = sorted(statistics.median(r["stdio"]) / statistics.median(r["bare"]) for r in runs)
             ratio = statistics.median(each)
@@ -414,7 +414,9 @@ async def _measure(args: argparse.Namespace, runner: Runner, workdir: Path, cach
         if "http" in args.only:
             _log(f"[bench] http: {args.sessions} sessions, {args.calls} calls x {args.rounds} rounds per kind")
             with kiwi_http_server(args.url, workdir) as served:
-                h, cpu = await measure_http(served.url, served.pid, spec, args.sessions, args.calls, args.rounds, rows)
+                h, cpu = await measure_http(
+                    served.url, served.pid, bare_spawn, args.sessions, args.calls, args.rounds, rows
+                )
             table_rows = []
             for name, label in (("bare", "bare spawns"), ("execute", "MCP execute"), ("search", "MCP search")):
                 rate, lat = median_round(h[name])
