@@ -11571,11 +11571,12 @@ create function kiwi_internal.enqueue_due_schedules() returns int
   set search_path = ''
 as $$
 declare
-  v_s public.schedules;
-  v_n int := 0;
+  v_s   public.schedules;
+  v_n   int := 0;
+  v_now timestamptz := clock_timestamp();  -- a value the planner can compare with an index
 begin
   for v_s in select * from public.schedules s
-              where s.enabled and s.next_run_at <= clock_timestamp()
+              where s.enabled and s.next_run_at <= v_now
               order by s.next_run_at
                 for update skip locked loop
     begin
@@ -11610,6 +11611,9 @@ declare
   v_queued  int;
   v_expired int;
   v_purged  int;
+  -- a value, not clock_timestamp() in the conditions: a volatile call there cannot be an index
+  -- condition, and each purge would read its whole table, every second, by every worker
+  v_now     timestamptz := clock_timestamp();
 begin
   perform kiwi_internal.refuse_unless_admin('queue_tick');
   if not pg_try_advisory_xact_lock(hashtext('kiwi.queue_tick')) then
@@ -11618,10 +11622,10 @@ begin
   v_queued := kiwi_internal.enqueue_due_schedules();
   v_expired := kiwi_internal.end_runs_of_expired_approvals();
   delete from public.queued_runs r
-   where r.keep_until < clock_timestamp() and r.status in ('success', 'error', 'timeout', 'cancelled', 'dead');
+   where r.keep_until < v_now and r.status in ('success', 'error', 'timeout', 'cancelled', 'dead');
   get diagnostics v_purged = row_count;
   -- pgmq keeps archived messages forever: a week of them is enough to look back on
-  delete from pgmq.a_kiwi_runs a where a.archived_at < clock_timestamp() - interval '7 days';
+  delete from pgmq.a_kiwi_runs a where a.archived_at < v_now - interval '7 days';
   return jsonb_build_object('skipped', false, 'queued', v_queued, 'expired', v_expired, 'purged', v_purged);
 end
 $$;
