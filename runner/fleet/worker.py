@@ -81,7 +81,11 @@ class Worker:
         self.runner = runner
         self.runner.local_spaces = False  # a queued run is the registry's tool, never this machine's files
         self.options = options
-        self.backend: Any = registry.backend
+        # the worker's own calls (take, extend, finish, ...) go on connections of their own, which
+        # stay the admin's, while the runs' go on the registry's, as their callers
+        shared: Any = registry.backend
+        self.backend: Any = shared.apart(admin(), max_size=options.concurrency + 2) if hasattr(shared, "apart") else shared
+        self._own_backend = self.backend is not shared
         self.held: dict[str, _Held] = {}
         self.done = 0
         self.polls = 0  # how many times the take loop waited for a wake-up or its poll
@@ -106,6 +110,8 @@ class Worker:
             with contextlib.suppress(KiwiError, OSError):
                 await self._admin("worker_beat", self._beat_args(stopping=True))
             await self._notices.stop()
+            if self._own_backend:
+                await self.backend.aclose()
 
     async def _take_loop(self, stop: asyncio.Event) -> None:
         next_tick = 0.0

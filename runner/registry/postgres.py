@@ -271,6 +271,21 @@ class PostgresBackend:
     def __repr__(self) -> str:
         return f"PostgresBackend({redact(self._url)!r})"
 
+    def apart(self, principal: Principal, *, max_size: int) -> PostgresBackend:
+        """A backend of the same database with connections of its own, acting as `principal`,
+        without a plan cache: for calls made always as one principal beside calls made as many
+        (a worker's own calls beside its runs'), whose connections then never switch between
+        them (a switch is one more statement and round trip)."""
+        return PostgresBackend(
+            self._url,
+            principal=principal,
+            min_size=1,
+            max_size=max_size,
+            connect_timeout=self._connect_timeout,
+            timeout=self._timeout,
+            cache_plans=False,
+        )
+
     def caller(self) -> str:
         return current(self.principal).claims_json
 
