@@ -84,7 +84,8 @@ class Worker:
         # the worker's own calls (take, extend, finish, ...) go on connections of their own, which
         # stay the admin's, while the runs' go on the registry's, as their callers
         shared: Any = registry.backend
-        self.backend: Any = shared.apart(admin(), max_size=options.concurrency + 2) if hasattr(shared, "apart") else shared
+        apart = getattr(shared, "apart", None)
+        self.backend: Any = apart(admin(), max_size=options.concurrency + 2) if apart else shared
         self._own_backend = self.backend is not shared
         self.held: dict[str, _Held] = {}
         self.done = 0
