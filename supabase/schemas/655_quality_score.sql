@@ -27,16 +27,30 @@ create table kiwi_internal.tool_run_counts (
 );
 revoke all on table kiwi_internal.tool_run_counts from public, anon, authenticated, service_role;
 
+-- The formula, from the counts: one definition, for the score and for the run trigger's test
+-- of whether a batch of runs can have changed it.
+create function kiwi_internal.quality_formula(p_runs bigint, p_successes bigint, p_signed boolean, p_downloads bigint)
+  returns numeric
+  language sql immutable
+  set search_path = ''
+as $$
+  select round((0.5 * (p_successes + 1)::numeric / (p_runs + 2)
+              + 0.25 * p_signed::int
+              + 0.25 * least(1, ln(1 + p_runs + p_downloads) / ln(1001)))::numeric, 2)
+$$;
+revoke execute on function kiwi_internal.quality_formula(bigint, bigint, boolean, bigint) from public;
+
 create function kiwi_internal.quality_score(p_tool_uuid uuid, p_latest text, p_downloads bigint)
   returns numeric
   language sql stable security definer
   set search_path = ''
 as $$
-  select round((0.5 * (coalesce(c.successes, 0) + 1)::numeric / (coalesce(c.runs, 0) + 2)
-              + 0.25 * (exists (select 1 from public.tool_versions v
-                                  join public.tool_version_signatures s on s.version_id = v.id
-                                 where v.tool_uuid = p_tool_uuid and v.version = p_latest))::int
-              + 0.25 * least(1, ln(1 + coalesce(c.runs, 0) + coalesce(p_downloads, 0)) / ln(1001)))::numeric, 2)
+  select kiwi_internal.quality_formula(
+           coalesce(c.runs, 0), coalesce(c.successes, 0),
+           exists (select 1 from public.tool_versions v
+                     join public.tool_version_signatures s on s.version_id = v.id
+                    where v.tool_uuid = p_tool_uuid and v.version = p_latest),
+           coalesce(p_downloads, 0))
     from (select 1) one
     left join kiwi_internal.tool_run_counts c on c.tool_uuid = p_tool_uuid
 $$;
@@ -86,6 +100,10 @@ create trigger signatures_score_quality
   referencing new table as added
   for each statement execute function kiwi_internal.signatures_score_quality();
 
+-- A batch of runs rescores only the tools whose score it can have moved: whether the latest
+-- version is signed or not, the formula over the counts before and after the batch gives the
+-- same rounded score for most runs of a tool run often (reading the signatures each run was
+-- most of what a run's record cost).
 create function kiwi_internal.runs_score_quality() returns trigger
   language plpgsql security definer
   set search_path = ''
@@ -94,17 +112,22 @@ declare
   v_tools uuid[];
 begin
   with counted as (
-    select t.id, count(*) as runs, count(*) filter (where r.status = 'success') as successes
+    select t.id, t.download_count, count(*) as runs, count(*) filter (where r.status = 'success') as successes
       from added r join public.tools t on t.ref = r.tool_id
      where r.source = 'registry'
-     group by t.id),
+     group by t.id, t.download_count),
   stored as (
     insert into kiwi_internal.tool_run_counts as c (tool_uuid, runs, successes)
     select id, runs, successes from counted
     on conflict (tool_uuid) do update
       set runs = c.runs + excluded.runs, successes = c.successes + excluded.successes
-    returning c.tool_uuid)
-  select array_agg(tool_uuid order by tool_uuid) into v_tools from stored;
+    returning c.tool_uuid, c.runs, c.successes)
+  select array_agg(s.tool_uuid order by s.tool_uuid) into v_tools
+    from stored s join counted k on k.id = s.tool_uuid
+   where exists (select 1 from (values (false), (true)) as v(signed)
+                  where kiwi_internal.quality_formula(s.runs, s.successes, v.signed, k.download_count)
+                        <> kiwi_internal.quality_formula(s.runs - k.runs, s.successes - k.successes, v.signed,
+                                                         k.download_count));
   if v_tools is not null then
     perform kiwi_internal.rescore_tools(v_tools);
   end if;

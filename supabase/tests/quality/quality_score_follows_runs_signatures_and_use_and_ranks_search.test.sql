@@ -3,7 +3,7 @@
 -- runs are recorded and versions signed; search ranks a more reliable tool above an equal one.
 begin;
 \ir ../_setup.sql
-select plan(11);
+select plan(13);
 
 select tests.publish('qs_alpha_reporter', 'script', 'bash_runtime');
 select tests.publish('qs_zulu_reporter', 'script', 'bash_runtime');
@@ -27,6 +27,27 @@ select is((select quality_score from tools where ref = 'qs_alpha_reporter'),
 select pg_temp.runs('qs_alpha_reporter', 'success', 50, 'project');
 select is((select quality_score from tools where ref = 'qs_alpha_reporter'),
   round(0.5 * 3 / 22.0 + 0.25 * ln(21::numeric) / ln(1001::numeric), 2), 'runs of a local space''s copy do not count');
+
+-- one run at a time, as workers record them: the score follows every run that moves it
+select tests.publish('one_by_one_scorer', 'script', 'bash_runtime');
+create temp table qs_steps (n int, score numeric, expected numeric);
+do $$
+begin
+  for i in 1..120 loop
+    perform pg_temp.runs('one_by_one_scorer', case when i % 3 = 0 or i between 50 and 70 then 'error' else 'success' end, 1);
+    insert into qs_steps
+    select i, t.quality_score,
+           round(0.5 * (count(*) filter (where r.status = 'success') + 1) / (count(*) + 2.0)
+                 + 0.25 * ln(1 + count(*)::numeric) / ln(1001::numeric), 2)
+      from tools t join tool_runs r on r.tool_id = t.ref
+     where t.ref = 'one_by_one_scorer'
+     group by t.quality_score;
+  end loop;
+end
+$$;
+select is((select array_agg(n order by n) from qs_steps where score <> expected), null,
+  'recorded one by one, runs keep the score equal to the formula after every run');
+select cmp_ok((select count(distinct score)::int from qs_steps), '>', 10, 'and the score moved along the way');
 
 -- a signature of the latest version adds a quarter
 insert into tool_version_signatures (version_id, content_hash, public_key, signature)
