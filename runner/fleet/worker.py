@@ -217,8 +217,8 @@ class Worker:
         except KiwiError as e:
             await self._finish(held, _failed(row, f"the run's caller cannot be acted as: {e}"), None, None)
             return
-        records: list[dict[str, Any]] = []
-        held.run = run = asyncio.create_task(self._execute(held, row, caller, records.append))
+        kept = _Kept(caller, held.run_id)
+        held.run = run = asyncio.create_task(self._execute(held, row, caller, kept))
         if held.cancel_asked:  # asked before it started
             run.cancel()
         try:
@@ -229,10 +229,11 @@ class Worker:
                 run.cancel()  # the run's processes end; the run comes back to the queue after its lease
                 with contextlib.suppress(asyncio.CancelledError):
                     await run
+                self._audit_behind(kept)  # the attempt's audit row, written behind as for a direct run
                 raise
             # the run was cancelled: its processes are gone once it has returned (primitives/subprocess.py)
             result = _failed(row, "cancelled while it ran (kiwi cancel)")
-            await self._finish(held, result, records[0] if records else None, None, status="cancelled")
+            await self._finish(held, result, kept, None, status="cancelled")
             return
         failure = result.failure
         if isinstance(failure, Denied) and failure.kind == "approval_pending":
@@ -242,10 +243,10 @@ class Worker:
                 {"p_id": held.run_id, "p_attempt": held.attempt, "p_approval_id": approval.get("id")},
             )
             return
-        await self._finish(held, result, records[0] if records else None, retry)
+        await self._finish(held, result, kept, retry)
 
     async def _execute(
-        self, held: _Held, row: dict[str, Any], caller: Principal, record_to: Any
+        self, held: _Held, row: dict[str, Any], caller: Principal, record_to: _Kept
     ) -> tuple[RunResult, dict[str, Any] | None]:
         """Run as the caller; returns the result and the tool's retry rule (config.requeue)."""
         tool_id, version = str(row["tool_id"]), row.get("version")
@@ -280,27 +281,50 @@ class Worker:
         self,
         held: _Held,
         result: RunResult,
-        record: dict[str, Any] | None,
+        kept: _Kept | None,
         retry: dict[str, Any] | None,
         *,
         status: str | None = None,
     ) -> None:
+        """The run's end, its record and audit rows in one transaction (worker_finish); an attempt
+        found stale writes no record, and its audit rows are written behind (it did run)."""
         if held.last_report is not None:  # what the run said is written before it ends: its poller sees all
             await asyncio.wait({held.last_report}, timeout=REPORTS_S)
-        answer = _answer(result)
-        ended = await self._admin(
+        try:
+            ended = await self._finish_call(held, _answer(result), status or result.status, kept, retry)
+        except KiwiError:
+            if kept is not None:  # the run comes back after its lease; this attempt's audit row is kept
+                self._audit_behind(kept)
+            raise
+        if ended == "stale":
+            logger.info("queued run %s moved on without attempt %s: its result is dropped", held.run_id, held.attempt)
+            if kept is not None:
+                self._audit_behind(kept)
+
+    async def _finish_call(
+        self, held: _Held, answer: dict[str, Any], status: str, kept: _Kept | None, retry: dict[str, Any] | None
+    ) -> str:
+        ended: str = await self._admin(
             "worker_finish",
             {
                 "p_id": held.run_id,
                 "p_attempt": held.attempt,
-                "p_status": status or result.status,
+                "p_status": status,
                 "p_result": answer,
-                "p_record": record,
+                "p_record": kept.runs[0] if kept and kept.runs else None,
                 "p_retry": retry,
+                "p_audits": kept.audits if kept and kept.audits else None,
             },
         )
-        if ended == "stale":
-            logger.info("queued run %s moved on without attempt %s: its result is dropped", held.run_id, held.attempt)
+        return ended
+
+    def _audit_behind(self, kept: _Kept) -> None:
+        """The attempt's audit rows through the runner's recorder, as its caller, when no
+        worker_finish of this attempt writes them."""
+        with acting_as(kept.caller):
+            for entry in kept.audits:
+                self.runner.recorder.submit_audit(entry)
+        kept.audits.clear()
 
     async def _keep_lease(self, held: _Held) -> None:
         """Every third of the lease: keep the run hidden, and hear whether it was cancelled or
@@ -351,6 +375,24 @@ class Worker:
                 logger.warning("worker_beat failed: %s", e)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=5.0)
+
+
+@dataclass
+class _Kept:
+    """A queued run's record and audit rows, kept by the worker to write with its result
+    (harness/run.py's RecordSink). Its record is stored under the queued run's id, which its
+    audit rows name."""
+
+    caller: Principal
+    run_id: str
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    audits: list[dict[str, Any]] = field(default_factory=list)
+
+    def run(self, record: dict[str, Any]) -> None:
+        self.runs.append(record)
+
+    def audit(self, entry: dict[str, Any]) -> None:
+        self.audits.append(entry if entry.get("run_id") else {**entry, "run_id": self.run_id})
 
 
 def _reporter(worker: Worker, held: _Held) -> RunListener:

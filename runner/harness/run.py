@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .. import telemetry
 from ..config import Settings
@@ -65,6 +65,15 @@ logger = logging.getLogger("kiwi.runner")
 
 CANCELLED = "cancelled before it finished (by its caller, or a time limit of the server it ran for)"
 RESULT_KEYS = ("tool_id", "version", "status", "output", "error", "exit_code", "duration_ms", "executor_chain")
+
+
+class RecordSink(Protocol):
+    """Who writes a run's record and its audit row instead of the runner's recorder: a queued
+    run's worker, which writes them with the run's result in one transaction."""
+
+    def run(self, record: dict[str, Any]) -> None: ...
+
+    def audit(self, entry: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -197,7 +206,7 @@ class Runner:
         plan: Plan | None = None,
         call: Call | None = None,
         listener: RunListener | None = None,
-        record_to: Callable[[dict[str, Any]], None] | None = None,
+        record_to: RecordSink | None = None,
     ) -> RunResult:
         """Run a tool, once the gate (runner/policy) admits the call: `call` names the session,
         execution context and approval (default: this runner's session, no context). Deliberate
@@ -208,8 +217,8 @@ class Runner:
         plan: the plan already fetched for this tool and version (a caller that looked at it
         first), so the run is the one that was looked at. listener: who follows the run as it
         runs (its stderr lines, its environment being built), its secrets masked. record_to: who
-        writes the run's record instead of the recorder (a queued run's worker writes it with the
-        run's result, in one transaction: runner/fleet/worker.py).
+        writes the run's record and its audit row instead of the recorder (a queued run's worker
+        writes them with the run's result, in one transaction: runner/fleet/worker.py).
 
         Cancelled from outside (its caller cancelled it, or a server's time limit), the run's
         processes end with it (primitives/subprocess.py) and its record says it was cancelled."""
@@ -234,7 +243,7 @@ class Runner:
         plan: Plan | None,
         call: Call | None,
         listener: RunListener | None,
-        record_to: Callable[[dict[str, Any]], None] | None,
+        record_to: RecordSink | None,
     ) -> tuple[RunResult, Plan | None]:
         """run()'s work, inside its span: the result, and the plan it ran (None: none was found)."""
         started = time.perf_counter()
@@ -283,7 +292,13 @@ class Runner:
             with telemetry.span("kiwi.record"):
                 self._record(result, plan, given, started_at, record_to)
         if admission is not None:
-            self.gate.finished(admission, status=result.status, run_id=result.run_id, version=result.version)
+            self.gate.finished(
+                admission,
+                status=result.status,
+                run_id=result.run_id,
+                version=result.version,
+                write=record_to.audit if record_to else None,
+            )
         return result, plan
 
     def _cancelled(
@@ -294,7 +309,7 @@ class Runner:
         dry_run: bool,
         started: float,
         started_at: float,
-        record_to: Callable[[dict[str, Any]], None] | None,
+        record_to: RecordSink | None,
     ) -> None:
         """Record and audit an admitted run that was cancelled before it finished."""
         result = RunResult(
@@ -307,7 +322,13 @@ class Runner:
         )
         if not dry_run and self.settings.record_runs:
             self._record(result, plan, given, started_at, record_to)
-        self.gate.finished(admission, status="error", run_id=result.run_id, version=plan.version)
+        self.gate.finished(
+            admission,
+            status="error",
+            run_id=result.run_id,
+            version=plan.version,
+            write=record_to.audit if record_to else None,
+        )
 
     async def _hold_to_trust(self, plan: Plan, requested: str, version: str | None) -> tuple[Plan, list[str]]:
         """The project's lockfile and the trust policy, before anything runs: a locked tool
@@ -533,7 +554,7 @@ class Runner:
         plan: Plan | None,
         params: Any,
         started_at: float,
-        record_to: Callable[[dict[str, Any]], None] | None = None,
+        record_to: RecordSink | None = None,
     ) -> None:
         """Queue the run's record, made and written behind the run (recorder.py), or hand it to
         record_to. A caller may reuse its parameters once the run returns, so they are copied now
@@ -564,7 +585,7 @@ class Runner:
             payload=self._payload(result, plan, params, snapshot),
         )
         if record_to is not None:
-            record_to(make())
+            record_to.run(make())
             return
         result.run_id = self.recorder.submit(make, run_id=result.run_id)
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -171,10 +172,18 @@ class Gate:
         entry = self.entry(call, plan, tool, params, dry_run)
         self._write({**entry, "decision": "refused", "reason": error.message[:2000]})
 
-    def finished(self, admission: Admission, *, status: str, run_id: str | None, version: str | None) -> None:
-        """Audit how an admitted call ended."""
+    def finished(
+        self,
+        admission: Admission,
+        *,
+        status: str,
+        run_id: str | None,
+        version: str | None,
+        write: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        """Audit how an admitted call ended (`write`: who writes the row, if not the recorder)."""
         ms = round((time.perf_counter() - admission.started) * 1000, 3)
-        self._write(
+        (write or self._write)(
             {
                 **admission.audit,
                 "version": version or admission.audit.get("version"),

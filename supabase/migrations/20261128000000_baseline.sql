@@ -5956,13 +5956,15 @@ grant execute on function public.record_audit(jsonb) to anon, authenticated, ser
 
 -- Many entries in one call, all or nothing, in one INSERT (the runner writes an audit row
 -- for every call, in batches behind the replies: a statement per row cost ~120 µs each).
-create function kiwi_internal.record_audits(p_entries jsonb) returns setof uuid
-  language plpgsql volatile security definer
+-- The entries checked (all or nothing) and written in the name of p_caller, as p_role: for
+-- record_audits (the caller of the session) and for worker_finish (the caller who queued the
+-- run, in the transaction that ends it). Anonymous rows are taken from the minute's budget.
+create function kiwi_internal.write_audits(p_entries jsonb, p_caller text, p_role text) returns setof uuid
+  language plpgsql volatile
   set search_path = ''
 as $$
 declare
-  v_role text := kiwi_internal.caller_role();
-  v_bad  text[];
+  v_bad text[];
 begin
   if jsonb_typeof(p_entries) is distinct from 'array' then
     raise exception 'invalid audit entries: must be a JSON array of audit entries' using errcode = '22023';
@@ -5978,7 +5980,7 @@ begin
       using errcode = '22023', detail = to_jsonb(v_bad)::text,
             hint = 'fix the fields named above; nothing was recorded';
   end if;
-  if v_role = 'anon' then   -- within the anonymous budget (530_anonymous_audit.sql), or PT429
+  if p_role = 'anon' then   -- within the anonymous budget (530_anonymous_audit.sql), or PT429
     perform kiwi_internal.anon_audit_take(jsonb_array_length(p_entries));
   end if;
   return query
@@ -5993,10 +5995,24 @@ begin
          e.entry ->> 'decision', e.entry ->> 'reason', (e.entry ->> 'retry_after_s')::numeric,
          (e.entry ->> 'duration_ms')::double precision, e.entry ->> 'outcome',
          e.entry ->> 'params_sha256', (e.entry ->> 'params_size')::int, (e.entry ->> 'run_id')::uuid,
-         case when v_role = 'anon' then 'role:anon' else kiwi_internal.caller_identity() end, v_role
+         case when p_role = 'anon' then 'role:anon' else p_caller end, p_role
     from jsonb_array_elements(p_entries) with ordinality as e(entry, n)
    order by e.n
   returning id;
+end
+$$;
+-- It trusts p_caller and p_role: only security-definer functions that read them call it.
+revoke execute on function kiwi_internal.write_audits(jsonb, text, text) from public, anon, authenticated, service_role;
+
+create function kiwi_internal.record_audits(p_entries jsonb) returns setof uuid
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_role text := kiwi_internal.caller_role();
+begin
+  return query select kiwi_internal.write_audits(
+    p_entries, case when v_role = 'anon' then 'role:anon' else kiwi_internal.caller_identity() end, v_role);
 end
 $$;
 revoke execute on function kiwi_internal.record_audits(jsonb) from public;
@@ -10887,10 +10903,12 @@ grant execute on function kiwi_internal.worker_event(uuid, text, text, double pr
 -- a failure it names is tried again after backoff * 2^(attempt-1) seconds until the
 -- attempts are spent, then dead-lettered. Otherwise the run ends with its status, and its
 -- record (p_record, as record_run takes it) is written as the caller who queued it, in this
--- same transaction. Returns what became of it: success, error, timeout, cancelled,
--- retrying, dead, or stale (another attempt holds the run: nothing was written).
+-- same transaction. The attempt's audit rows (p_audits, as record_audits takes them) are
+-- written as that caller too, whatever became of the run, unless the attempt is stale.
+-- Returns what became of it: success, error, timeout, cancelled, retrying, dead, or stale
+-- (another attempt holds the run: nothing was written).
 create function kiwi_internal.worker_finish(p_id uuid, p_attempt int, p_status text, p_result jsonb,
-                                            p_record jsonb, p_retry jsonb) returns text
+                                            p_record jsonb, p_retry jsonb, p_audits jsonb) returns text
   language plpgsql volatile security definer
   set search_path = ''
 as $$
@@ -10908,6 +10926,9 @@ begin
   v_row := kiwi_internal.held_run(p_id, p_attempt);
   if v_row.id is null then
     return 'stale';
+  end if;
+  if p_audits is not null and jsonb_array_length(p_audits) > 0 then
+    perform kiwi_internal.write_audits(p_audits, v_row.caller, v_row.caller_role);
   end if;
   if p_status in ('error', 'timeout') and v_row.cancel_requested_at is null
      and coalesce(p_retry -> 'on', '["error", "timeout"]'::jsonb) ? p_status and v_limit > 1 then
@@ -10932,8 +10953,8 @@ begin
   return v_final;
 end
 $$;
-revoke execute on function kiwi_internal.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) from public;
-grant execute on function kiwi_internal.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) to service_role;
+revoke execute on function kiwi_internal.worker_finish(uuid, int, text, jsonb, jsonb, jsonb, jsonb) from public;
+grant execute on function kiwi_internal.worker_finish(uuid, int, text, jsonb, jsonb, jsonb, jsonb) to service_role;
 
 -- The gate asked for approval: the run waits, off the queue, until a person decides
 -- (580_approval_resume.sql puts it back, or ends it).
@@ -10988,13 +11009,13 @@ revoke execute on function public.worker_event(uuid, text, text, double precisio
 grant execute on function public.worker_event(uuid, text, text, double precision, double precision) to service_role;
 
 create function public.worker_finish(p_id uuid, p_attempt int, p_status text, p_result jsonb, p_record jsonb,
-                                     p_retry jsonb default null)
+                                     p_retry jsonb default null, p_audits jsonb default null)
   returns text language sql volatile set search_path = ''
-as $$ select kiwi_internal.worker_finish(p_id, p_attempt, p_status, p_result, p_record, p_retry) $$;
-comment on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) is
-  'For kiwi worker (admins only): end the attempt p_attempt of a run: its result and run record in one transaction, or a retry after backoff, or dead-lettered; stale when another attempt holds the run.';
-revoke execute on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) from public;
-grant execute on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) to service_role;
+as $$ select kiwi_internal.worker_finish(p_id, p_attempt, p_status, p_result, p_record, p_retry, p_audits) $$;
+comment on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb, jsonb) is
+  'For kiwi worker (admins only): end the attempt p_attempt of a run: its result, run record and audit rows (p_audits, a JSON array) in one transaction, or a retry after backoff, or dead-lettered; stale when another attempt holds the run (nothing written).';
+revoke execute on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb, jsonb) from public;
+grant execute on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb, jsonb) to service_role;
 
 create function public.worker_wait_approval(p_id uuid, p_attempt int, p_approval_id uuid)
   returns text language sql volatile set search_path = ''

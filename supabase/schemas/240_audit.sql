@@ -260,13 +260,15 @@ grant execute on function public.record_audit(jsonb) to anon, authenticated, ser
 
 -- Many entries in one call, all or nothing, in one INSERT (the runner writes an audit row
 -- for every call, in batches behind the replies: a statement per row cost ~120 µs each).
-create function kiwi_internal.record_audits(p_entries jsonb) returns setof uuid
-  language plpgsql volatile security definer
+-- The entries checked (all or nothing) and written in the name of p_caller, as p_role: for
+-- record_audits (the caller of the session) and for worker_finish (the caller who queued the
+-- run, in the transaction that ends it). Anonymous rows are taken from the minute's budget.
+create function kiwi_internal.write_audits(p_entries jsonb, p_caller text, p_role text) returns setof uuid
+  language plpgsql volatile
   set search_path = ''
 as $$
 declare
-  v_role text := kiwi_internal.caller_role();
-  v_bad  text[];
+  v_bad text[];
 begin
   if jsonb_typeof(p_entries) is distinct from 'array' then
     raise exception 'invalid audit entries: must be a JSON array of audit entries' using errcode = '22023';
@@ -282,7 +284,7 @@ begin
       using errcode = '22023', detail = to_jsonb(v_bad)::text,
             hint = 'fix the fields named above; nothing was recorded';
   end if;
-  if v_role = 'anon' then   -- within the anonymous budget (530_anonymous_audit.sql), or PT429
+  if p_role = 'anon' then   -- within the anonymous budget (530_anonymous_audit.sql), or PT429
     perform kiwi_internal.anon_audit_take(jsonb_array_length(p_entries));
   end if;
   return query
@@ -297,10 +299,24 @@ begin
          e.entry ->> 'decision', e.entry ->> 'reason', (e.entry ->> 'retry_after_s')::numeric,
          (e.entry ->> 'duration_ms')::double precision, e.entry ->> 'outcome',
          e.entry ->> 'params_sha256', (e.entry ->> 'params_size')::int, (e.entry ->> 'run_id')::uuid,
-         case when v_role = 'anon' then 'role:anon' else kiwi_internal.caller_identity() end, v_role
+         case when p_role = 'anon' then 'role:anon' else p_caller end, p_role
     from jsonb_array_elements(p_entries) with ordinality as e(entry, n)
    order by e.n
   returning id;
+end
+$$;
+-- It trusts p_caller and p_role: only security-definer functions that read them call it.
+revoke execute on function kiwi_internal.write_audits(jsonb, text, text) from public, anon, authenticated, service_role;
+
+create function kiwi_internal.record_audits(p_entries jsonb) returns setof uuid
+  language plpgsql volatile security definer
+  set search_path = ''
+as $$
+declare
+  v_role text := kiwi_internal.caller_role();
+begin
+  return query select kiwi_internal.write_audits(
+    p_entries, case when v_role = 'anon' then 'role:anon' else kiwi_internal.caller_identity() end, v_role);
 end
 $$;
 revoke execute on function kiwi_internal.record_audits(jsonb) from public;

@@ -589,10 +589,12 @@ grant execute on function kiwi_internal.worker_event(uuid, text, text, double pr
 -- a failure it names is tried again after backoff * 2^(attempt-1) seconds until the
 -- attempts are spent, then dead-lettered. Otherwise the run ends with its status, and its
 -- record (p_record, as record_run takes it) is written as the caller who queued it, in this
--- same transaction. Returns what became of it: success, error, timeout, cancelled,
--- retrying, dead, or stale (another attempt holds the run: nothing was written).
+-- same transaction. The attempt's audit rows (p_audits, as record_audits takes them) are
+-- written as that caller too, whatever became of the run, unless the attempt is stale.
+-- Returns what became of it: success, error, timeout, cancelled, retrying, dead, or stale
+-- (another attempt holds the run: nothing was written).
 create function kiwi_internal.worker_finish(p_id uuid, p_attempt int, p_status text, p_result jsonb,
-                                            p_record jsonb, p_retry jsonb) returns text
+                                            p_record jsonb, p_retry jsonb, p_audits jsonb) returns text
   language plpgsql volatile security definer
   set search_path = ''
 as $$
@@ -610,6 +612,9 @@ begin
   v_row := kiwi_internal.held_run(p_id, p_attempt);
   if v_row.id is null then
     return 'stale';
+  end if;
+  if p_audits is not null and jsonb_array_length(p_audits) > 0 then
+    perform kiwi_internal.write_audits(p_audits, v_row.caller, v_row.caller_role);
   end if;
   if p_status in ('error', 'timeout') and v_row.cancel_requested_at is null
      and coalesce(p_retry -> 'on', '["error", "timeout"]'::jsonb) ? p_status and v_limit > 1 then
@@ -634,8 +639,8 @@ begin
   return v_final;
 end
 $$;
-revoke execute on function kiwi_internal.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) from public;
-grant execute on function kiwi_internal.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) to service_role;
+revoke execute on function kiwi_internal.worker_finish(uuid, int, text, jsonb, jsonb, jsonb, jsonb) from public;
+grant execute on function kiwi_internal.worker_finish(uuid, int, text, jsonb, jsonb, jsonb, jsonb) to service_role;
 
 -- The gate asked for approval: the run waits, off the queue, until a person decides
 -- (580_approval_resume.sql puts it back, or ends it).
@@ -690,13 +695,13 @@ revoke execute on function public.worker_event(uuid, text, text, double precisio
 grant execute on function public.worker_event(uuid, text, text, double precision, double precision) to service_role;
 
 create function public.worker_finish(p_id uuid, p_attempt int, p_status text, p_result jsonb, p_record jsonb,
-                                     p_retry jsonb default null)
+                                     p_retry jsonb default null, p_audits jsonb default null)
   returns text language sql volatile set search_path = ''
-as $$ select kiwi_internal.worker_finish(p_id, p_attempt, p_status, p_result, p_record, p_retry) $$;
-comment on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) is
-  'For kiwi worker (admins only): end the attempt p_attempt of a run: its result and run record in one transaction, or a retry after backoff, or dead-lettered; stale when another attempt holds the run.';
-revoke execute on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) from public;
-grant execute on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb) to service_role;
+as $$ select kiwi_internal.worker_finish(p_id, p_attempt, p_status, p_result, p_record, p_retry, p_audits) $$;
+comment on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb, jsonb) is
+  'For kiwi worker (admins only): end the attempt p_attempt of a run: its result, run record and audit rows (p_audits, a JSON array) in one transaction, or a retry after backoff, or dead-lettered; stale when another attempt holds the run (nothing written).';
+revoke execute on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb, jsonb) from public;
+grant execute on function public.worker_finish(uuid, int, text, jsonb, jsonb, jsonb, jsonb) to service_role;
 
 create function public.worker_wait_approval(p_id uuid, p_attempt int, p_approval_id uuid)
   returns text language sql volatile set search_path = ''

@@ -4,7 +4,7 @@
 -- dead-lettered.
 begin;
 \ir ../_setup.sql
-select plan(14);
+select plan(17);
 select tests.make_acme();
 
 create temporary table t (name text primary key, id uuid, attempt int);
@@ -32,14 +32,24 @@ select pgmq.set_vt('kiwi_runs', (select msg_id from queued_runs where id = (sele
 select tests.act_as_user('service_role');
 select is((select (worker_take(gen_random_uuid(), 5, 30) ->> 'attempt')::int), 2, 'a lapsed lease lets another worker take it');
 select is(worker_finish((select id from t), 1, 'success', '{"output": "late"}',
-                        '{"tool_id": "acme/public_tool", "status": "success"}'), 'stale',
+                        '{"tool_id": "acme/public_tool", "status": "success"}', null,
+                        jsonb_build_array(jsonb_build_object('session_id', 'queue-late', 'tool_id', 'acme/public_tool',
+                          'decision', 'allowed', 'outcome', 'success', 'run_id', (select id from t)))), 'stale',
   'the first attempt, finishing late, is stale');
 select is((select count(*)::int from tool_runs where id = (select id from t)), 0, 'a stale attempt records nothing');
+select is((select count(*)::int from audit_log where run_id = (select id from t)), 0, 'not even its audit row');
+select throws_ok($$select worker_finish((select id from t), 2, 'success', '{}', null, null, '[{"decision": "maybe"}]')$$,
+  '22023', null, 'a bad audit row is refused by name, as record_audits refuses it, and ends nothing');
 select is(worker_finish((select id from t), 2, 'success', '{"output": "ok"}',
-                        '{"tool_id": "acme/public_tool", "status": "success"}'), 'success',
+                        '{"tool_id": "acme/public_tool", "status": "success"}', null,
+                        jsonb_build_array(jsonb_build_object('session_id', 'queue-ok', 'tool_id', 'acme/public_tool',
+                          'decision', 'allowed', 'outcome', 'success', 'run_id', (select id from t)))), 'success',
   'the holding attempt finishes it');
 select is((select (caller, status) from tool_runs where id = (select id from t)),
           row(tests.owner_id()::text, 'success'::text), 'its run record is written once, as the caller who queued it');
+select is((select array_agg((caller, caller_role, session_id)::text) from audit_log where run_id = (select id from t)),
+          array[row(tests.owner_id()::text, 'authenticated', 'queue-ok')::text],
+  'and its audit row, in the same transaction, as that caller');
 select tests.act_as_admin();
 select is((select count(*)::int from pgmq.q_kiwi_runs), 0, 'its message left the queue');
 
