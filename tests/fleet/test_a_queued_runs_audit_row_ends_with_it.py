@@ -37,9 +37,12 @@ async def test_a_queued_run_is_audited_once_with_its_end_as_its_caller(
     conn: psycopg.Connection, database_url: str, make_settings: Callable[..., Any], publish_tool, queue: QueuedRuns
 ) -> None:
     tool = publish_tool(
-        "audited_in_queue", {"tool_type": "script", "executor": "bash_runtime"}, {"a.sh": "echo '{}'\n"}, entrypoint="a.sh"
+        "audited_in_queue",
+        {"tool_type": "script", "executor": "bash_runtime"},
+        {"a.sh": "echo '{}'\n"},
+        entrypoint="a.sh",
     )
-    conn.execute("delete from pgmq.q_kiwi_runs")  # what earlier tests left: the worker takes this test's run
+    conn.execute("delete from pgmq.q_kiwi_runs")  # what earlier tests left: the worker takes this one
     run_id = str((await queue.enqueue(tool))["id"])
     worker, runner = _worker(database_url, make_settings, "audit-once")
     writes: list[Any] = []
@@ -70,7 +73,7 @@ async def test_an_attempt_found_stale_still_leaves_its_audit_row(
         {"a.sh": "sleep 1\necho '{}'\n"},
         entrypoint="a.sh",
     )
-    conn.execute("delete from pgmq.q_kiwi_runs")  # what earlier tests left: the worker takes this test's run
+    conn.execute("delete from pgmq.q_kiwi_runs")  # what earlier tests left: the worker takes this one
     run_id = str((await queue.enqueue(tool))["id"])
     worker, runner = _worker(database_url, make_settings, "audit-stale")
     try:
