@@ -1,12 +1,13 @@
 """`kiwi worker`: takes queued runs off the pgmq queue and runs them, as the callers who
 queued them, through the same gate and sandbox as a direct run.
 
-    take      worker_take: up to `concurrency` runs, hidden from other workers for a lease
+    take      worker_take: up to `concurrency` runs, hidden from other workers for a lease and
+              the tool's own time limit (extended at the start when the take could not tell it)
     run       Runner.run as the run's caller (the claims it was queued with); the lease is
-              extended while it runs (to the tool's own timeout and more), and a cancel asked
-              from anywhere (pg_notify, or the answer of the extension) kills its processes
-    finish    worker_finish: result, run record and the message's archive in one transaction,
-              for this attempt only; or a retry after backoff; or dead-lettered. A run the gate
+              renewed while it runs, and a cancel asked from anywhere (pg_notify, or the
+              answer of a renewal) kills its processes
+    finish    worker_finish: result, run record, audit rows and the message's archive in one
+              transaction, for this attempt only; or a retry after backoff; or dead-lettered. A run the gate
               holds for approval waits off the queue (worker_wait_approval)
     tick      queue_tick, under an advisory lock: due schedules, expired approvals, old runs
 
@@ -261,8 +262,12 @@ class Worker:
                 plan = await self.runner.plan(tool_id, version)
             except KiwiError as e:
                 return _failed(row, str(e), failure=e), None
-            # hidden for longer than the run's own time limit; asked beside the run, not before it
-            extending = asyncio.create_task(self._extend(held, _lease_for(plan.config, self.options.lease_s)))
+            # hidden for longer than the run's own time limit: as taken (worker_take adds the limit of
+            # the tool's cached plan), or extended now, beside the run rather than before it
+            needed = _lease_for(plan.config, self.options.lease_s)
+            granted = row.get("lease_s")
+            covered = isinstance(granted, int | float) and granted >= needed
+            extending = None if covered else asyncio.create_task(self._extend(held, needed))
             listener = _reporter(self, held)
             result = await self.runner.run(
                 tool_id,
@@ -273,7 +278,8 @@ class Worker:
                 listener=listener,
                 record_to=record_to,
             )
-            await extending
+            if extending is not None:
+                await extending
         retry = plan.config.get("requeue") if isinstance(plan.config, dict) else None
         return result, retry if isinstance(retry, dict) else None
 

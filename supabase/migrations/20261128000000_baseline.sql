@@ -10744,6 +10744,20 @@ end
 $$;
 revoke execute on function kiwi_internal.another_caller_goes_first(text, bigint) from public;
 
+-- The time limit (config.timeout, whole seconds up) of the tool's cached plan, for the version
+-- asked (null: the latest); null when no cached plan is that version or it names none.
+create function kiwi_internal.cached_timeout_s(p_tool_id text, p_version text) returns int
+  language sql stable
+  set search_path = ''
+as $$
+  select ceil(least((p.plan -> 'config' ->> 'timeout')::numeric, kiwi_internal.max_timeout_s()))::int
+    from kiwi_internal.plan_cache p
+   where p.tool_ref = kiwi_internal.normalize_ref(p_tool_id)
+     and (p_version is null or p.version = p_version)
+     and jsonb_typeof(p.plan -> 'config' -> 'timeout') = 'number'
+$$;
+revoke execute on function kiwi_internal.cached_timeout_s(text, text) from public;
+
 create function kiwi_internal.worker_take(p_worker uuid, p_count int, p_lease_s int) returns setof jsonb
   language plpgsql volatile security definer
   set search_path = ''
@@ -10758,6 +10772,7 @@ declare
   v_read    int;
   v_batch   int;
   v_turned  int := 0;
+  v_lease   int;
 begin
   perform kiwi_internal.refuse_unless_admin('worker_take');
   loop
@@ -10806,10 +10821,16 @@ begin
       insert into public.queued_run_events (run_id, kind, message)
       values (v_row.id, 'status', format('running (attempt %s)', v_row.attempt));
       select * into v_in from kiwi_internal.queued_run_inputs i where i.run_id = v_row.id;
+      -- hidden for the tool's own time limit too, when its cached plan names one: the worker
+      -- then need not extend the lease before the run starts (lease_s says what was granted)
+      v_lease := p_lease_s + coalesce(kiwi_internal.cached_timeout_s(v_row.tool_id, v_row.version), 0);
+      if v_lease > p_lease_s then
+        perform pgmq.set_vt('kiwi_runs', v_msg.msg_id, v_lease);
+      end if;
       v_taken := v_taken + 1;
       return next kiwi_internal.queued_run_json(v_row) || jsonb_build_object(
         'params', coalesce(v_in.params, '{}'::jsonb), 'claims', coalesce(v_in.claims, '{}'::jsonb),
-        'session_id', v_row.session_id, 'read_ct', v_msg.read_ct);
+        'session_id', v_row.session_id, 'read_ct', v_msg.read_ct, 'lease_s', v_lease);
     end loop;
     exit when v_read < v_batch or v_taken >= v_want or v_skipped >= 1000;  -- fewer than asked for: no more shown
   end loop;
@@ -10987,7 +11008,7 @@ create function public.worker_take(p_worker uuid, p_count int default 1, p_lease
   returns setof jsonb language sql volatile set search_path = ''
 as $$ select kiwi_internal.worker_take(p_worker, p_count, p_lease_s) $$;
 comment on function public.worker_take(uuid, int, int) is
-  'For kiwi worker (admins only): take up to p_count queued runs, hidden from other workers for p_lease_s seconds; each with its parameters and the claims to act with. Messages of ended or missing runs are archived on the way, not counted; after 1,000 of them a last row {skipped, more: true} says to take again at once.';
+  'For kiwi worker (admins only): take up to p_count queued runs, hidden from other workers for p_lease_s seconds, and for the tool''s time limit more when its cached plan names one; each with its parameters, the claims to act with and lease_s, the seconds it is hidden for. Messages of ended or missing runs are archived on the way, not counted; after 1,000 of them a last row {skipped, more: true} says to take again at once.';
 revoke execute on function public.worker_take(uuid, int, int) from public;
 grant execute on function public.worker_take(uuid, int, int) to service_role;
 
