@@ -652,11 +652,13 @@ begin
     v_final := 'dead';
     v_error := format('dead-lettered after %s attempts: %s', v_row.attempt, v_error);
   end if;
+  perform kiwi_internal.end_queued_run(p_id, v_final, v_error, p_result);
+  -- the record last: counting it locks its tool's row of run counts (655_quality_score.sql),
+  -- which every run of that tool ending now waits for; held from here to the commit only
   if p_record is not null and jsonb_typeof(p_record) = 'object' then
     perform kiwi_internal.write_run_records(
       jsonb_build_array(p_record || jsonb_build_object('id', p_id)), v_row.caller, v_row.caller_role);
   end if;
-  perform kiwi_internal.end_queued_run(p_id, v_final, v_error, p_result);
   return v_final;
 end
 $$;
