@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from ..errors import KiwiError, RegistryUnavailable, UsageError
 from ..principal import Principal, acting_as, requested
@@ -95,6 +95,15 @@ def _waiting(item: _Queued, *, now: float) -> _Queued:
     if item.kind == "audit" and "at" not in _dict(item):
         item = replace(item, record={**_dict(item), "at": datetime.fromtimestamp(item.queued_at, UTC).isoformat()})
     return item
+
+
+class RecordSink(Protocol):
+    """Who writes a run's record and its audit row instead of the runner's recorder: a queued
+    run's worker, which writes them with the run's result in one transaction."""
+
+    def run(self, record: dict[str, Any]) -> None: ...
+
+    def audit(self, entry: dict[str, Any]) -> None: ...
 
 
 class RunIds:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from .. import telemetry
 from ..config import Settings
@@ -58,22 +58,13 @@ from .journal import journal_for
 from .kept_outputs import keep_large_output
 from .listening import masked, reporting
 from .plan_notes import knowledge_source, knowledge_text, lifecycle_warnings, shadowing
-from .recorder import RunRecorder
+from .recorder import RecordSink, RunRecorder
 from .validation import validate
 
 logger = logging.getLogger("kiwi.runner")
 
 CANCELLED = "cancelled before it finished (by its caller, or a time limit of the server it ran for)"
 RESULT_KEYS = ("tool_id", "version", "status", "output", "error", "exit_code", "duration_ms", "executor_chain")
-
-
-class RecordSink(Protocol):
-    """Who writes a run's record and its audit row instead of the runner's recorder: a queued
-    run's worker, which writes them with the run's result in one transaction."""
-
-    def run(self, record: dict[str, Any]) -> None: ...
-
-    def audit(self, entry: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -292,13 +283,8 @@ class Runner:
             with telemetry.span("kiwi.record"):
                 self._record(result, plan, given, started_at, record_to)
         if admission is not None:
-            self.gate.finished(
-                admission,
-                status=result.status,
-                run_id=result.run_id,
-                version=result.version,
-                write=record_to.audit if record_to else None,
-            )
+            audit, status = (record_to.audit if record_to else None), result.status
+            self.gate.finished(admission, status=status, run_id=result.run_id, version=result.version, write=audit)
         return result, plan
 
     def _cancelled(
@@ -322,13 +308,8 @@ class Runner:
         )
         if not dry_run and self.settings.record_runs:
             self._record(result, plan, given, started_at, record_to)
-        self.gate.finished(
-            admission,
-            status="error",
-            run_id=result.run_id,
-            version=plan.version,
-            write=record_to.audit if record_to else None,
-        )
+        audit = record_to.audit if record_to else None
+        self.gate.finished(admission, status="error", run_id=result.run_id, version=plan.version, write=audit)
 
     async def _hold_to_trust(self, plan: Plan, requested: str, version: str | None) -> tuple[Plan, list[str]]:
         """The project's lockfile and the trust policy, before anything runs: a locked tool
