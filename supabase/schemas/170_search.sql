@@ -690,16 +690,17 @@ begin
   -- for `type:python csv` (most of its time). So when a modifier is given and the words fill
   -- the lexical list (greatest(page, 50) tools that match the words and the modifier), the
   -- meaning side is those tools' own similarity, read by key; else the index is walked.
-  v_sem := format('select n.id, n.similarity as score from (%s) n', kiwi_internal.nearest_sql('$11', '$12', '$10', '$13', v_filter));
+  v_sem := format('select n.id, n.similarity as score from (%s) n',
+                  kiwi_internal.nearest_sql('$11', '$12', '$10', '$13', v_filter));
   if coalesce(v_type, v_category, v_mcp, v_namespace) is not null then
     v_sem := format($f$
       select l.id, (1 - (e.embedding operator(extensions.<=>) $12))::real as score
         from lex l
         join public.tools t on t.id = l.id
         join kiwi_internal.search_embeddings e on e.model = $11 and e.text_hash = t.search_text_hash
-       where (select count(*) from lex) >= $10 and 1 - (e.embedding operator(extensions.<=>) $12) >= $13
+       where (select count(*) from lex) >= $10 and 1 - (e.embedding operator(extensions.<=>) $12) >= $13 %s
       union all
-      select s.id, s.score from (%s) s where (select count(*) from lex) < $10$f$, v_sem);
+      select s.id, s.score from (%s) s where (select count(*) from lex) < $10$f$, v_filter, v_sem);
   end if;
   perform kiwi_internal.search_hnsw();
   return query execute format(kiwi_internal.search_signed_sql(), format($f$
