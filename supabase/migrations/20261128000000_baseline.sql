@@ -3887,8 +3887,9 @@ grant execute on function kiwi_internal.search_popular_floor() to anon, authenti
 -- answer. The rows it returns are tools the caller may see, so their latest versions and
 -- signatures (tool_versions and tool_version_signatures are readable with their tool) are
 -- read as the owner without changing what is shown. The helpers it calls check the caller
--- themselves (similar_search_words, nearest_tools) or say nothing about any tool
--- (has_embeddings, search_popular_floor). public.search_tools stays the contract (same
+-- themselves (similar_search_words) or say nothing about any tool
+-- (has_embeddings, search_popular_floor); the nearest vectors are read in the answer's
+-- own statement under the same condition (nearest_sql). public.search_tools stays the contract (same
 -- arguments, columns and ranking, security invoker), a call to this function.
 
 -- The weights of search's signals, defined here and nowhere else: a hybrid rank is
@@ -3984,6 +3985,7 @@ declare
   v_words_sql  text;           -- the terms' weighted share, 0..1 (see below)
   v_fix        text;
   v_lexemes    text[];         -- the words any tool has that start with a stem (search_term_counts)
+  v_sem        text;           -- the meaning side of a hybrid answer: (id, score)
 begin
   if length(p_query) > 2000 then  -- before any work on it
     raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % characters)',
@@ -4231,6 +4233,25 @@ begin
   -- relevance set (bench/search_bench.py) it finds more in the first five than reciprocal
   -- rank fusion did (0.87 against 0.80), and tools at least 0.1 similar to the query count,
   -- so a misspelt sentence still finds by meaning what its words miss.
+  -- The meaning side: the tools nearest the query's vector (pgvector's HNSW index), in the
+  -- same statement. A modifier (type:python) keeps a share of the tools, and the index is
+  -- walked until enough of that share are found: at 100k tools, 600 vectors and their tools
+  -- for `type:python csv` (most of its time). So when a modifier is given and the words fill
+  -- the lexical list (greatest(page, 50) tools that match the words and the modifier), the
+  -- meaning side is those tools' own similarity, read by key; else the index is walked.
+  v_sem := format('select n.id, n.similarity as score from (%s) n',
+                  kiwi_internal.nearest_sql('$11', '$12', '$10', '$13', v_filter));
+  if coalesce(v_type, v_category, v_mcp, v_namespace) is not null then
+    v_sem := format($f$
+      select l.id, (1 - (e.embedding operator(extensions.<=>) $12))::real as score
+        from lex l
+        join public.tools t on t.id = l.id
+        join kiwi_internal.search_embeddings e on e.model = $11 and e.text_hash = t.search_text_hash
+       where (select count(*) from lex) >= $10 and 1 - (e.embedding operator(extensions.<=>) $12) >= $13 %s
+      union all
+      select s.id, s.score from (%s) s where (select count(*) from lex) < $10$f$, v_filter, v_sem);
+  end if;
+  perform kiwi_internal.search_hnsw();
   return query execute format(kiwi_internal.search_signed_sql(), format($f$
     with lex as (
       select l.id, (l.ref = $1 or l.tool_id = $1) as exact,
@@ -4238,9 +4259,7 @@ begin
         from (%s) l
        order by l.rank desc, l.ref
        limit $10),
-    sem as (
-      select n.id, n.similarity as score
-        from kiwi_internal.nearest_tools($11, $12, $10, $13, $2, $3, $4, $5) n),
+    sem as (%s),
     fused as (
       select coalesce(l.id, s.id) as id, coalesce(l.exact, false) as exact,
              (l.score - lm.lo) / nullif(lm.hi - lm.lo, 0) as lw,
@@ -4261,7 +4280,8 @@ begin
                            from public.tools t where t.id = f.id offset 0) t
      where true %s
      order by 10 desc, t.ref
-     limit $7$f$, v_lex, v_weights.lexical_floor, v_weights.meaning_floor, v_filter))
+     limit $7$f$, v_lex, v_sem,
+    v_weights.lexical_floor, v_weights.meaning_floor, v_filter))
     using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q,
           greatest(v_limit, 50), p_model, v_vector, 0.1::real, v_weights.words, v_weights.meaning, v_weights.quality;
 end
@@ -4587,6 +4607,46 @@ $$;
 revoke execute on function kiwi_internal.has_embeddings(text) from public;
 grant execute on function kiwi_internal.has_embeddings(text) to anon, authenticated, service_role;
 
+-- Semantic search's HNSW scan, for the rest of the transaction: it keeps walking the graph
+-- until enough tools pass the filters (pgvector >= 0.8; an older one scans as it does).
+create function kiwi_internal.search_hnsw() returns void
+  language plpgsql volatile
+  set search_path = ''
+as $$
+begin
+  perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+  perform set_config('hnsw.ef_search', '100', true);
+exception when others then
+  null;  -- an older pgvector: the default scan
+end
+$$;
+revoke execute on function kiwi_internal.search_hnsw() from public;
+grant execute on function kiwi_internal.search_hnsw() to anon, authenticated, service_role;
+
+-- The nearest tools' query, shared by nearest_tools and search_tools' hybrid answer (which
+-- runs it inline, in the statement that fuses: no second function call, no second plan):
+-- (id, similarity) of the p_limit tools nearest the vector, at least p_min similar, among
+-- the tools that pass p_filter (a WHERE fragment over tools t: the modifiers and the
+-- caller's visibility). The arguments are the placeholders ($n) of the model, the vector,
+-- the limit and the least similarity. The caller sets hnsw.iterative_scan (search_hnsw).
+create function kiwi_internal.nearest_sql(p_model text, p_vector text, p_limit text, p_min text, p_filter text)
+  returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select format($f$
+    select n.id, n.similarity::real as similarity from (
+      select t.id, 1 - (e.embedding operator(extensions.<=>) %2$s) as similarity
+        from kiwi_internal.search_embeddings e
+        join public.tools t on t.search_text_hash = e.text_hash
+       where e.model = %1$s %5$s
+       order by e.embedding operator(extensions.<=>) %2$s
+       limit %3$s) n
+     where n.similarity >= %4$s$f$, p_model, p_vector, p_limit, p_min, p_filter)
+$$;
+revoke execute on function kiwi_internal.nearest_sql(text, text, text, text, text) from public;
+grant execute on function kiwi_internal.nearest_sql(text, text, text, text, text) to anon, authenticated, service_role;
+
 -- The tools nearest the query's vector, most similar first, among those the caller may
 -- find (public; a private one of the caller's namespaces; any for admins; never an
 -- unlisted one) and that pass search_tools' filter (the same text: search_filter_sql).
@@ -4602,29 +4662,14 @@ declare
   v_admin boolean := kiwi_internal.caller_is_admin();
   v_ns    text[] := case when v_admin then '{}'::text[] else kiwi_internal.my_namespaces() end;
 begin
-  -- keep walking the graph until enough tools pass the filters (pgvector >= 0.8)
-  begin
-    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
-    perform set_config('hnsw.ef_search', '100', true);
-  exception when others then
-    null;  -- an older pgvector: the default scan
-  end;
-  return query execute
-    'select n.id, n.similarity::real from (
-       select t.id, 1 - (e.embedding operator(extensions.<=>) $7) as similarity
-         from kiwi_internal.search_embeddings e
-         join public.tools t on t.search_text_hash = e.text_hash
-        where e.model = $6
-          and (t.visibility = ''public'' or (t.visibility = ''private'' and ($9 or t.namespace = any ($10))))'
-          || kiwi_internal.search_filter_sql() || '
-        order by e.embedding operator(extensions.<=>) $7
-        limit $8) n
-      where n.similarity >= $11'
+  perform kiwi_internal.search_hnsw();
+  return query execute kiwi_internal.nearest_sql('$6', '$7', '$8', '$11',
+      ' and (t.visibility = ''public'' or (t.visibility = ''private'' and ($9 or t.namespace = any ($10))))'
+      || kiwi_internal.search_filter_sql())
     using null::text, p_type, p_category, p_mcp, p_namespace, p_model, p_embedding,
           least(greatest(coalesce(p_limit, 50), 1), 500), v_admin, v_ns, coalesce(p_min_similarity, 0);
 end
-$$;
-revoke execute on function kiwi_internal.nearest_tools(text, extensions.vector, int, real, text, text, text, text)
+$$;revoke execute on function kiwi_internal.nearest_tools(text, extensions.vector, int, real, text, text, text, text)
   from public;
 -- search_tools (security invoker) calls it for every caller; it checks the caller itself.
 grant execute on function kiwi_internal.nearest_tools(text, extensions.vector, int, real, text, text, text, text)

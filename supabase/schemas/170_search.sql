@@ -338,8 +338,9 @@ grant execute on function kiwi_internal.search_popular_floor() to anon, authenti
 -- answer. The rows it returns are tools the caller may see, so their latest versions and
 -- signatures (tool_versions and tool_version_signatures are readable with their tool) are
 -- read as the owner without changing what is shown. The helpers it calls check the caller
--- themselves (similar_search_words, nearest_tools) or say nothing about any tool
--- (has_embeddings, search_popular_floor). public.search_tools stays the contract (same
+-- themselves (similar_search_words) or say nothing about any tool
+-- (has_embeddings, search_popular_floor); the nearest vectors are read in the answer's
+-- own statement under the same condition (nearest_sql). public.search_tools stays the contract (same
 -- arguments, columns and ranking, security invoker), a call to this function.
 
 -- The weights of search's signals, defined here and nowhere else: a hybrid rank is
@@ -435,6 +436,7 @@ declare
   v_words_sql  text;           -- the terms' weighted share, 0..1 (see below)
   v_fix        text;
   v_lexemes    text[];         -- the words any tool has that start with a stem (search_term_counts)
+  v_sem        text;           -- the meaning side of a hybrid answer: (id, score)
 begin
   if length(p_query) > 2000 then  -- before any work on it
     raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % characters)',
@@ -682,6 +684,25 @@ begin
   -- relevance set (bench/search_bench.py) it finds more in the first five than reciprocal
   -- rank fusion did (0.87 against 0.80), and tools at least 0.1 similar to the query count,
   -- so a misspelt sentence still finds by meaning what its words miss.
+  -- The meaning side: the tools nearest the query's vector (pgvector's HNSW index), in the
+  -- same statement. A modifier (type:python) keeps a share of the tools, and the index is
+  -- walked until enough of that share are found: at 100k tools, 600 vectors and their tools
+  -- for `type:python csv` (most of its time). So when a modifier is given and the words fill
+  -- the lexical list (greatest(page, 50) tools that match the words and the modifier), the
+  -- meaning side is those tools' own similarity, read by key; else the index is walked.
+  v_sem := format('select n.id, n.similarity as score from (%s) n',
+                  kiwi_internal.nearest_sql('$11', '$12', '$10', '$13', v_filter));
+  if coalesce(v_type, v_category, v_mcp, v_namespace) is not null then
+    v_sem := format($f$
+      select l.id, (1 - (e.embedding operator(extensions.<=>) $12))::real as score
+        from lex l
+        join public.tools t on t.id = l.id
+        join kiwi_internal.search_embeddings e on e.model = $11 and e.text_hash = t.search_text_hash
+       where (select count(*) from lex) >= $10 and 1 - (e.embedding operator(extensions.<=>) $12) >= $13 %s
+      union all
+      select s.id, s.score from (%s) s where (select count(*) from lex) < $10$f$, v_filter, v_sem);
+  end if;
+  perform kiwi_internal.search_hnsw();
   return query execute format(kiwi_internal.search_signed_sql(), format($f$
     with lex as (
       select l.id, (l.ref = $1 or l.tool_id = $1) as exact,
@@ -689,9 +710,7 @@ begin
         from (%s) l
        order by l.rank desc, l.ref
        limit $10),
-    sem as (
-      select n.id, n.similarity as score
-        from kiwi_internal.nearest_tools($11, $12, $10, $13, $2, $3, $4, $5) n),
+    sem as (%s),
     fused as (
       select coalesce(l.id, s.id) as id, coalesce(l.exact, false) as exact,
              (l.score - lm.lo) / nullif(lm.hi - lm.lo, 0) as lw,
@@ -712,7 +731,8 @@ begin
                            from public.tools t where t.id = f.id offset 0) t
      where true %s
      order by 10 desc, t.ref
-     limit $7$f$, v_lex, v_weights.lexical_floor, v_weights.meaning_floor, v_filter))
+     limit $7$f$, v_lex, v_sem,
+    v_weights.lexical_floor, v_weights.meaning_floor, v_filter))
     using v_text, v_type, v_category, v_mcp, v_namespace, v_match, v_limit, v_doc_q, v_name_q,
           greatest(v_limit, 50), p_model, v_vector, 0.1::real, v_weights.words, v_weights.meaning, v_weights.quality;
 end

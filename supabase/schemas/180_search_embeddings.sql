@@ -174,6 +174,46 @@ $$;
 revoke execute on function kiwi_internal.has_embeddings(text) from public;
 grant execute on function kiwi_internal.has_embeddings(text) to anon, authenticated, service_role;
 
+-- Semantic search's HNSW scan, for the rest of the transaction: it keeps walking the graph
+-- until enough tools pass the filters (pgvector >= 0.8; an older one scans as it does).
+create function kiwi_internal.search_hnsw() returns void
+  language plpgsql volatile
+  set search_path = ''
+as $$
+begin
+  perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+  perform set_config('hnsw.ef_search', '100', true);
+exception when others then
+  null;  -- an older pgvector: the default scan
+end
+$$;
+revoke execute on function kiwi_internal.search_hnsw() from public;
+grant execute on function kiwi_internal.search_hnsw() to anon, authenticated, service_role;
+
+-- The nearest tools' query, shared by nearest_tools and search_tools' hybrid answer (which
+-- runs it inline, in the statement that fuses: no second function call, no second plan):
+-- (id, similarity) of the p_limit tools nearest the vector, at least p_min similar, among
+-- the tools that pass p_filter (a WHERE fragment over tools t: the modifiers and the
+-- caller's visibility). The arguments are the placeholders ($n) of the model, the vector,
+-- the limit and the least similarity. The caller sets hnsw.iterative_scan (search_hnsw).
+create function kiwi_internal.nearest_sql(p_model text, p_vector text, p_limit text, p_min text, p_filter text)
+  returns text
+  language sql immutable parallel safe
+  set search_path = ''
+as $$
+  select format($f$
+    select n.id, n.similarity::real as similarity from (
+      select t.id, 1 - (e.embedding operator(extensions.<=>) %2$s) as similarity
+        from kiwi_internal.search_embeddings e
+        join public.tools t on t.search_text_hash = e.text_hash
+       where e.model = %1$s %5$s
+       order by e.embedding operator(extensions.<=>) %2$s
+       limit %3$s) n
+     where n.similarity >= %4$s$f$, p_model, p_vector, p_limit, p_min, p_filter)
+$$;
+revoke execute on function kiwi_internal.nearest_sql(text, text, text, text, text) from public;
+grant execute on function kiwi_internal.nearest_sql(text, text, text, text, text) to anon, authenticated, service_role;
+
 -- The tools nearest the query's vector, most similar first, among those the caller may
 -- find (public; a private one of the caller's namespaces; any for admins; never an
 -- unlisted one) and that pass search_tools' filter (the same text: search_filter_sql).
@@ -189,29 +229,14 @@ declare
   v_admin boolean := kiwi_internal.caller_is_admin();
   v_ns    text[] := case when v_admin then '{}'::text[] else kiwi_internal.my_namespaces() end;
 begin
-  -- keep walking the graph until enough tools pass the filters (pgvector >= 0.8)
-  begin
-    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
-    perform set_config('hnsw.ef_search', '100', true);
-  exception when others then
-    null;  -- an older pgvector: the default scan
-  end;
-  return query execute
-    'select n.id, n.similarity::real from (
-       select t.id, 1 - (e.embedding operator(extensions.<=>) $7) as similarity
-         from kiwi_internal.search_embeddings e
-         join public.tools t on t.search_text_hash = e.text_hash
-        where e.model = $6
-          and (t.visibility = ''public'' or (t.visibility = ''private'' and ($9 or t.namespace = any ($10))))'
-          || kiwi_internal.search_filter_sql() || '
-        order by e.embedding operator(extensions.<=>) $7
-        limit $8) n
-      where n.similarity >= $11'
+  perform kiwi_internal.search_hnsw();
+  return query execute kiwi_internal.nearest_sql('$6', '$7', '$8', '$11',
+      ' and (t.visibility = ''public'' or (t.visibility = ''private'' and ($9 or t.namespace = any ($10))))'
+      || kiwi_internal.search_filter_sql())
     using null::text, p_type, p_category, p_mcp, p_namespace, p_model, p_embedding,
           least(greatest(coalesce(p_limit, 50), 1), 500), v_admin, v_ns, coalesce(p_min_similarity, 0);
 end
-$$;
-revoke execute on function kiwi_internal.nearest_tools(text, extensions.vector, int, real, text, text, text, text)
+$$;revoke execute on function kiwi_internal.nearest_tools(text, extensions.vector, int, real, text, text, text, text)
   from public;
 -- search_tools (security invoker) calls it for every caller; it checks the caller itself.
 grant execute on function kiwi_internal.nearest_tools(text, extensions.vector, int, real, text, text, text, text)

@@ -61,6 +61,12 @@ end $$;
 -- the reference runs as each caller: let them read the words' counts as search_tools does
 grant execute on function kiwi_internal.search_term_tools(text, text[]) to anon, authenticated, service_role;
 grant select on kiwi_internal.search_term_counts to anon, authenticated, service_role;
+-- and the vectors, which the hybrid answer reads in its own statement (RLS on the tools they
+-- join decides which tools the reference finds by meaning)
+grant select on kiwi_internal.search_embeddings to anon, authenticated;
+grant select (search_text_hash) on public.tools to anon;
+create policy "the reference reads the vectors" on kiwi_internal.search_embeddings for select
+  to anon, authenticated using (true);
 
 -- the queries (number, query, page, vector): searched by every caller
 create table tests.queries (n int primary key, q text, lim int, vec real[]);

@@ -6,7 +6,7 @@
 begin;
 \ir ../_setup.sql
 \ir ../rls/_helpers.sql
-select plan(29);
+select plan(33);
 select tests.make_acme();
 
 -- a 256-number vector pointing mostly along axis i (and a little along j)
@@ -121,6 +121,30 @@ select is((select count(*)::int from pending_search_texts('m1', 1000, tests.hash
 select tests.act_as_user('member');
 select throws_ok($$select * from pending_search_texts('m1', 10, null, true)$$, '42501', null,
   'a member may not list every text: its first stored vector stays');
+
+-- a modifier: when the words fill the lexical list (50 tools with the words and the
+-- modifier), meaning scores those tools by their own vectors instead of walking the index
+-- for 50 of that kind; when they do not, the index is walked and meaning finds what words miss
+select tests.act_as_user('service_role');
+select public.publish_tool_version(
+  jsonb_build_object('tool_id', 'gauge_' || i, 'tool_type', 'script', 'executor', 'bash_runtime', 'version', '1.0.0',
+                     'description', 'Reads rain gauge number ' || i),
+  '[{"path": "a.sh", "content_text": "echo"}]')
+  from generate_series(1, 55) i;
+select is(store_search_embeddings('m1', (select jsonb_agg(jsonb_build_object('text_hash', t.search_text_hash,
+                                                                             'embedding', to_jsonb(tests.vec(1, 5, (i % 7 + 1)::real))))
+                                           from public.tools t, generate_series(1, 55) i where t.ref = 'gauge_' || i)),
+  55, 'the gauges'' vectors are stored (each a little further from axis 1 than the one before, by sevens)');
+select tests.act_as_user('anon');
+select is((select array_agg(matched_by order by rank desc, tool_id) from search_tools('type:script gauge', null, null, 20, tests.vec(1), 'm1')),
+          array_fill('words+meaning'::text, array[20]),
+  'with a modifier and words that fill the list, each tool the words found is ranked by its own vector too');
+select is((select tool_id from search_tools('type:script gauge', null, null, 1, tests.vec(1), 'm1')),
+          (select tool_id from search_tools('type:script gauge', null, null, 20, tests.vec(1), 'm1') where tool_id in ('gauge_7', 'gauge_14', 'gauge_21', 'gauge_28', 'gauge_35', 'gauge_42', 'gauge_49') order by rank desc, tool_id limit 1),
+  'and the nearest of them in meaning comes first');
+select is((select array[tool_id, matched_by] from search_tools('type:script will it be wet', null, null, 5, tests.vec(1), 'm1') limit 1),
+  array['gauge_14', 'meaning'],
+  'with a modifier and words that find nothing, meaning still finds the nearest tools (the gauges nearest axis 1, by id)');
 
 select * from finish();
 rollback;
