@@ -75,7 +75,7 @@ ACT_AS_SQL = "select set_config('role', %s, false), set_config('request.jwt.clai
 # Sent as jsonb: every dict, and the lists these arguments hold (files, run records, audit
 # entries, embeddings to store); a list of floats is a real[] (a query's embedding), any other
 # list a text[] (tests/registry/test_signatures.py holds this to pg_proc).
-JSON_LISTS = frozenset({"p_files", "p_runs", "p_entries", "p_items"})
+JSON_LISTS = frozenset({"p_files", "p_runs", "p_entries", "p_audits", "p_items"})
 _NAME = re.compile(r"[a-z_][a-z0-9_]*")
 
 POOL_NAME = "kiwi-registry"
