@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -144,3 +145,82 @@ def test_record_ids_are_distinct_random_version_4_uuids_in_their_canonical_form(
     for made in ids:
         parsed = uuid.UUID(made)
         assert str(parsed) == made and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+def counted(registry: PostgresRegistry) -> list[str]:
+    """The registry functions the backend is asked for, in order (the real calls still go through)."""
+    sent: list[str] = []
+    carry = registry.backend.call
+
+    async def call(function: str, args: Any, **kw: Any) -> Any:
+        sent.append(function)
+        return await carry(function, args, **kw)
+
+    registry.backend.call = call  # type: ignore[method-assign]
+    return sent
+
+
+def audit(tool: str, run_id: str | None = None, decision: str = "allowed") -> dict[str, Any]:
+    return {"session_id": "recorder-test", "tool_id": tool, "decision": decision, "run_id": run_id}
+
+
+async def test_runs_and_their_audit_rows_are_written_in_one_round_trip(
+    registry: PostgresRegistry, conn: psycopg.Connection
+) -> None:
+    recorder = RunRecorder(registry)
+    sent = counted(registry)
+    tool = f"recorder_test_{uuid.uuid4().hex[:8]}"
+    ids = [recorder.submit({"tool_id": tool, "status": "success"}) for _ in range(5)]
+    for run_id in ids:
+        recorder.submit_audit(audit(tool, run_id))
+    await recorder.flush()
+    try:
+        assert sent == ["record_calls"], "one round trip for both kinds"
+        assert stored(conn, ids) == 5 and recorder.written == 10 and recorder.lost == 0
+        rows = conn.execute("select run_id::text from audit_log where tool_id = %s", (tool,)).fetchall()
+        assert sorted(r[0] for r in rows) == sorted(ids)
+    finally:
+        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
+        conn.execute("delete from audit_log where tool_id = %s", (tool,))
+
+
+async def test_a_bad_audit_row_beside_runs_loses_only_itself(
+    registry: PostgresRegistry, conn: psycopg.Connection
+) -> None:
+    reported: list[str] = []
+    recorder = RunRecorder(registry, on_error=reported.append)
+    tool = f"recorder_test_{uuid.uuid4().hex[:8]}"
+    ids = [recorder.submit({"tool_id": tool, "status": "success"}) for _ in range(3)]
+    recorder.submit_audit(audit(tool, ids[0]))
+    recorder.submit_audit(audit(tool, ids[1], decision="perhaps"))
+    await recorder.flush()
+    try:
+        assert stored(conn, ids) == 3, "the runs are written although the combined batch was refused"
+        count = conn.execute("select count(*) from audit_log where tool_id = %s", (tool,)).fetchone()[0]
+        assert count == 1 and recorder.lost == 1 and len(reported) == 1 and "decision" in reported[0]
+    finally:
+        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
+        conn.execute("delete from audit_log where tool_id = %s", (tool,))
+
+
+async def test_a_registry_without_record_calls_is_written_kind_by_kind(
+    registry: PostgresRegistry, conn: psycopg.Connection
+) -> None:
+    """A database from before record_calls (the function is missing: 42883) still gets every record."""
+    conn.execute("alter function public.record_calls(jsonb, jsonb) rename to record_calls_hidden")
+    try:
+        recorder = RunRecorder(registry)
+        sent = counted(registry)
+        tool = f"recorder_test_{uuid.uuid4().hex[:8]}"
+        ids = [recorder.submit({"tool_id": tool, "status": "success"}) for _ in range(2)]
+        recorder.submit_audit(audit(tool, ids[0]))
+        await recorder.flush()
+        ids.append(recorder.submit({"tool_id": tool, "status": "success"}))
+        recorder.submit_audit(audit(tool, ids[2]))
+        await recorder.flush()
+        assert stored(conn, ids) == 3 and recorder.lost == 0
+        assert sent == ["record_calls", "record_runs", "record_audits", "record_runs", "record_audits"]
+    finally:
+        conn.execute("alter function public.record_calls_hidden(jsonb, jsonb) rename to record_calls")
+        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
+        conn.execute("delete from audit_log where tool_id = %s", (tool,))

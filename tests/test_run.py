@@ -369,6 +369,20 @@ async def test_a_record_hashes_the_parameters_as_they_were_run(runner: Runner, c
     assert (record["params_sha256"], record["params_size"]) == params_digest({"name": ["Ada"]})
 
 
+async def test_a_record_hashes_the_parameters_given_and_its_audit_row_those_checked(
+    runner: Runner, conn: psycopg.Connection
+) -> None:
+    """The gate hashes the parameters it checked (defaults filled in), the record those given:
+    the record takes the gate's digest only when the two are the same parameters."""
+    for given, checked in (({"bytes": 1024}, {"bytes": 1024, "binary": False}), ({"bytes": 1, "binary": True},) * 2):
+        result = await runner.run("format_bytes", dict(given))
+        assert result.ok, result.error
+        record = await record_of(runner, conn, result)
+        assert (record["params_sha256"], record["params_size"]) == params_digest(given)
+        row = conn.execute("select params_sha256, params_size from audit_log where run_id = %s", (result.run_id,))
+        assert row.fetchone() == params_digest(checked)
+
+
 async def test_an_unknown_tool_is_not_found_and_recorded(runner: Runner, conn: psycopg.Connection) -> None:
     result = await runner.run("no_such_tool_anywhere")
     assert isinstance(result.failure, NotFound)

@@ -2,7 +2,10 @@
 
 A run's result should not wait for its record: the record gets its id here (a random
 uuid the database keeps), goes into a queue, and a background task writes whatever
-has queued (after letting records gather for GATHER_S) in one `record_runs` call.
+has queued (after letting records gather for GATHER_S) in one round trip per caller:
+`record_calls`, its run records and audit rows together (`record_runs` or `record_audits`
+when it has only one kind; each on its own again when a batch is refused, to find the record
+that was refused).
 A record may be queued as the function that makes it, so that even building it (and
 its JSON) happens in the writer, while the runs wait on their own I/O.
 Each record is written as the principal its run acted as (runner/principal.py), so a
@@ -68,6 +71,8 @@ DUPLICATE_ID = "23505"
 # beyond it is refused whole (OVER_BUDGET), so anonymous batches stay small.
 ANON_BATCH = 50
 OVER_BUDGET = "PT429"
+# A function the registry does not have (a database from before it): 42883, or PostgREST's PGRST202.
+MISSING_FUNCTION = ("42883", "PGRST202")
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,7 @@ class RunRecorder:
         self._retry_s = RETRY_S
         self._retry_at = 0.0  # loop time before which nothing is written (the registry was unreachable)
         self._unreachable = ""  # why, the last time
+        self._together = True  # runs and audit rows in one call (record_calls), while the registry has it
         with contextlib.suppress(RuntimeError):  # made inside a running loop: replay the journal now
             asyncio.get_running_loop()
             self._adopt()
@@ -217,16 +223,14 @@ class RunRecorder:
             while self._pending:
                 await self._gather()
                 queued, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-                groups: dict[tuple[Principal | None, str], list[_Queued]] = {}
+                groups: dict[Principal | None, tuple[list[_Queued], list[_Queued]]] = {}
                 for item in queued:
-                    groups.setdefault((item.principal, item.kind), []).append(item)
+                    runs, audits = groups.setdefault(item.principal, ([], []))
+                    (runs if item.kind == "run" else audits).append(item)
                 unreachable: list[_Queued] = []
-                for (principal, kind), theirs in groups.items():
-                    size = ANON_BATCH if principal is not None and principal.role == "anon" else MAX_BATCH
+                for principal, (runs, audits) in groups.items():
                     with acting_as(principal):
-                        made = [q for q in map(self._made, theirs) if q is not None]
-                        for at in range(0, len(made), size):
-                            unreachable += await self._write_batch(kind, made[at : at + size])
+                        unreachable += await self._write_theirs(principal, runs, audits)
                 self._keep(unreachable)
         finally:
             self._hurry.clear()
@@ -242,6 +246,45 @@ class RunRecorder:
         if wait > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._hurry.wait(), wait)
+
+    async def _write_theirs(
+        self, principal: Principal | None, runs: list[_Queued], audits: list[_Queued]
+    ) -> list[_Queued]:
+        """One caller's records (at most MAX_BATCH in all), made now: runs and audit rows in one
+        round trip (record_calls) when there are both, else each kind in its own batches (an
+        anonymous caller's audit rows in batches of ANON_BATCH). Returns what to write again."""
+        made_runs = [q for q in map(self._made, runs) if q is not None]
+        made_audits = [q for q in map(self._made, audits) if q is not None]
+        anonymous = principal is not None and principal.role == "anon"
+        if made_runs and made_audits and not anonymous and self._together:
+            return await self._write_calls(made_runs, made_audits)
+        again: list[_Queued] = []
+        size = ANON_BATCH if anonymous else MAX_BATCH
+        for kind, made in (("run", made_runs), ("audit", made_audits)):
+            for at in range(0, len(made), size):
+                again += await self._write_batch(kind, made[at : at + size])
+        return again
+
+    async def _write_calls(self, runs: list[_Queued], audits: list[_Queued]) -> list[_Queued]:
+        """Runs and audit rows in one call (record_calls), all or nothing; refused, each kind is
+        written on its own (one bad record, or one an unanswered write did store, is then found
+        as before). A registry without record_calls is written to kind by kind from then on."""
+        try:
+            await self._registry.record_calls([_dict(q) for q in runs], [_dict(q) for q in audits])
+        except RegistryUnavailable as e:
+            if e.sqlstate in MISSING_FUNCTION:  # a registry from before record_calls
+                self._together = False
+                return await self._write_batch("run", runs) + await self._write_batch("audit", audits)
+            self._unreachable = e.message
+            return runs + audits
+        except KiwiError as e:
+            if e.sqlstate == OVER_BUDGET:
+                self._unreachable = e.message
+                return runs + audits
+            return await self._write_batch("run", runs) + await self._write_batch("audit", audits)
+        self.written += len(runs) + len(audits)
+        self._stored(runs + audits)
+        return []
 
     async def _write_batch(self, kind: str, batch: list[_Queued]) -> list[_Queued]:
         """Write `batch` in one call; return what to write again later (the registry was unreachable)."""

@@ -281,7 +281,8 @@ class Runner:
         result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
         if not dry_run and self.settings.record_runs and not isinstance(result.failure, Denied):
             with telemetry.span("kiwi.record"):
-                self._record(result, plan, given, started_at, record_to)
+                digest = admission.digest_for(given) if admission is not None else None  # the gate's, when equal
+                self._record(result, plan, given, started_at, record_to, digest)
         if admission is not None:
             audit, status = (record_to.audit if record_to else None), result.status
             self.gate.finished(admission, status=status, run_id=result.run_id, version=result.version, write=audit)
@@ -412,7 +413,8 @@ class Runner:
             placeholders["workdir"] = site.tool_path() or str(workdir)
             if entry is not None:
                 placeholders["entrypoint"] = f"{placeholders['workdir']}/{entry.path}"
-        listener = masked(listener, self._secrets(plan))
+        secrets = self._secrets(plan)  # once a run: each use below masks with the same forms
+        listener = masked(listener, secrets)
         progress = reporting(self._progress(plan), listener)
         with telemetry.span("kiwi.environment"):
             env_dir = await prepare_environment(plan.config, root, environ, progress, site=site)
@@ -450,13 +452,13 @@ class Runner:
             )
             with telemetry.span(telemetry.HANDLER_SPANS.get(handler.name, f"kiwi.{handler.name}")):
                 outcome = await handler.run(invocation)
-            result = self._result(plan, outcome)
+            result = self._result(plan, outcome, secrets)
             if plan.primitive == "subprocess" and handler.name in ("subprocess", "kernel"):
                 result.detail["sandbox"] = self.sandbox_shown(site)
             if contract is not None and outcome.status == "success":  # held to its outputs; the output is kept
                 result.output_schema = contract.schema
                 if (mismatch := contract.mismatch(outcome.output)) is not None:
-                    scrub_error(mismatch, self._secrets(plan))
+                    scrub_error(mismatch, secrets)
                     result.status, result.error, result.failure = "error", str(mismatch), mismatch
         said = result.detail.get("warnings") if isinstance(result.detail, dict) else None
         # what the primitive warned of (a parameter not in the environment, a cut output) is the run's too
@@ -515,9 +517,9 @@ class Runner:
             return report
         return lambda line: report(scrub(line, secrets) or "")
 
-    def _result(self, plan: Plan, outcome: Outcome) -> RunResult:
+    def _result(self, plan: Plan, outcome: Outcome, secrets: list[str] | None = None) -> RunResult:
         """The outcome as the caller sees it: every resolved secret masked, whatever the tool printed."""
-        secrets = self._secrets(plan)
+        secrets = self._secrets(plan) if secrets is None else secrets
         return RunResult(
             tool_id=plan.tool_id,
             version=plan.version,
@@ -536,10 +538,12 @@ class Runner:
         params: Any,
         started_at: float,
         record_to: RecordSink | None = None,
+        digest: tuple[str, int] | None = None,
     ) -> None:
         """Queue the run's record, made and written behind the run (recorder.py), or hand it to
         record_to. A caller may reuse its parameters once the run returns, so they are copied now
-        when a shallow copy is a whole one, else their digest is taken now. An anonymous call has
+        when a shallow copy is a whole one, else their digest is taken now (unless `digest`, the
+        gate's, is theirs already). An anonymous call has
         no run record (the database keeps none for callers who are nobody): its audit row says
         how it ended."""
         if _anonymous(self.registry):
@@ -559,7 +563,7 @@ class Runner:
             source=plan.source if plan else "registry",
             warnings=list(result.warnings),
             sandbox=result.detail.get("sandbox") if isinstance(result.detail, dict) else None,
-            digest=params_digest(params) if snapshot is None else None,
+            digest=digest or (params_digest(params) if snapshot is None else None),
             params=snapshot,
             started_at=started_at,
             trace_id=telemetry.trace_id(),  # now, while the run's span is current: the record is made later

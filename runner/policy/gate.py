@@ -105,6 +105,14 @@ class Admission:
     audit: dict[str, Any]
     started: float = field(default_factory=time.perf_counter)
     child_context: dict[str, Any] | None = None
+    names: int = -1  # how many parameters the digest in `audit` was taken of
+
+    def digest_for(self, given: Any) -> tuple[str, int] | None:
+        """The audit's parameter digest, when `given` are the parameters it was taken of: the
+        validated ones are the given ones with defaults filled in, so equal when as many."""
+        if isinstance(given, dict) and len(given) == self.names:
+            return self.audit["params_sha256"], self.audit["params_size"]
+        return None
 
 
 class Gate:
@@ -160,7 +168,7 @@ class Gate:
             if verdict.get("kind") == "approval_pending":
                 await self._show_parameters(verdict, params)
             self._refused_by_database(audit, plan.tool_id, verdict, call)
-        admission = Admission(audit)
+        admission = Admission(audit, names=len(params))
         child = verdict.get("opened")
         if child:
             admission.child_context = self._hold(str(child["id"]), child)

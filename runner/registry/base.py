@@ -358,6 +358,12 @@ class Registry:
         """public.record_audits(p_entries jsonb) -> their ids, in order (all or nothing)."""
         return [str(i) for i in await self._call("record_audits", {"p_entries": list(entries)}, returns="column") or []]
 
+    async def record_calls(self, runs: list[dict[str, Any]], audits: list[dict[str, Any]]) -> list[str]:
+        """public.record_calls(p_runs jsonb, p_audits jsonb): record_runs and record_audits in one
+        round trip, all or nothing -> the runs' ids, then the audit rows', in order."""
+        args = {"p_runs": list(runs), "p_audits": list(audits)}
+        return [str(i) for i in await self._call("record_calls", args, returns="column") or []]
+
     async def check_call(self, call: dict[str, Any]) -> dict[str, Any]:
         """public.check_call(p jsonb): the gate's one round trip for a call {tool_id, server,
         session_id, version, content_hash, params_sha256, params_size, approval_id, dry_run}:

@@ -275,6 +275,14 @@ class MemoryBackend:
     def _record_audits(self, p_entries: list[Mapping[str, Any]]) -> list[str]:
         return self._keep(self.audits, p_entries, "audit_log", "at")
 
+    def _record_calls(self, p_runs: list[Mapping[str, Any]], p_audits: list[Mapping[str, Any]]) -> list[str]:
+        kept = (list(self.runs), list(self.audits))
+        try:
+            return self._record_runs(p_runs) + self._record_audits(p_audits)
+        except KiwiError:  # all or nothing
+            self.runs[:], self.audits[:] = kept
+            raise
+
     def _check_call(self, p: dict[str, Any]) -> dict[str, Any]:
         return dict(self.verdict(p) if callable(self.verdict) else self.verdict)
 
