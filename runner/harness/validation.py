@@ -36,6 +36,7 @@ naming it (`config.validation.rules[1].type`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shlex
@@ -210,7 +211,7 @@ def _check_argv(
     command = rule.get("command")
     if isinstance(command, str):
         try:
-            words: list[Any] = shlex.split(command)
+            words: list[Any] = list(_split(command))
         except ValueError as e:
             raise ConfigError(f"{plan.tool_id}: {where}.command cannot be split into words: {e}") from None
     elif isinstance(command, list) and all(isinstance(w, str) for w in command):
@@ -223,6 +224,12 @@ def _check_argv(
     if not isinstance(args, list):
         raise ConfigError(f"{plan.tool_id}: {where}.args must be a list of arguments, not {args!r}")
     return render_argv([*words, *args], values, environ)
+
+
+@functools.lru_cache(maxsize=256)
+def _split(command: str) -> tuple[str, ...]:
+    """A check's command line split into words (shlex), once per command line."""
+    return tuple(shlex.split(command))
 
 
 def _timeout(plan: Plan, where: str, rule: Mapping[str, Any]) -> float:
@@ -248,8 +255,10 @@ async def _syntax_check(
     # One pass: the check's own ${VAR}s resolve; a parameter or file path filled in stays as it is.
     argv = _check_argv(plan, where, rule, values, environ)
     key = hashlib.sha256(json.dumps([plan.content_hash, argv], sort_keys=True).encode()).hexdigest()
+    if key in _checked:
+        return
     marker = cache_root / "validated" / key
-    if key in _checked or marker.exists():
+    if marker.exists():
         _checked.add(key)
         return
     env = passthrough(list(plan.config.get("env_passthrough") or ["PATH"]), environ)

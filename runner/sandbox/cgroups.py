@@ -72,7 +72,7 @@ class RunCgroup:
         for d in self.dirs:
             for _ in range(50):
                 try:
-                    d.rmdir()
+                    os.rmdir(d)
                     break
                 except FileNotFoundError:
                     break
@@ -86,6 +86,8 @@ class Cgroups:
 
     def __init__(self) -> None:
         self.version, self.parents, self.reason = _probe()
+        self._parents = tuple(str(p) for p in self.parents)
+        self._swap = True  # memory.swap.max can be written (v2); False once it could not
         if self.parents:
             atexit.register(self.close)
 
@@ -98,27 +100,29 @@ class Cgroups:
         if not self.parents:
             return None
         name = f"run-{next(_NAMES)}"
-        dirs = []
+        dirs: list[str] = []  # plain strings and os calls: this runs once per run
         try:
-            for parent in self.parents:
-                d = parent / name
-                d.mkdir()
+            for parent in self._parents:
+                d = f"{parent}/{name}"
+                os.mkdir(d)
                 dirs.append(d)
-            group = RunCgroup(self.version, tuple(dirs))
             memory = str(memory_mb * 1024 * 1024)
             if self.version == 1:
-                _write(self.parents[0] / name / "memory.limit_in_bytes", memory)
-                _write(self.parents[1] / name / "pids.max", str(pids))
+                _write(f"{dirs[0]}/memory.limit_in_bytes", memory)
+                _write(f"{dirs[1]}/pids.max", str(pids))
             else:
-                _write(dirs[0] / "memory.max", memory)
-                with contextlib.suppress(OSError):
-                    _write(dirs[0] / "memory.swap.max", "0")
-                _write(dirs[0] / "pids.max", str(pids))
-            return group
+                _write(f"{dirs[0]}/memory.max", memory)
+                if self._swap:
+                    try:
+                        _write(f"{dirs[0]}/memory.swap.max", "0")
+                    except OSError:
+                        self._swap = False  # no swap accounting here: not tried again
+                _write(f"{dirs[0]}/pids.max", str(pids))
+            return RunCgroup(self.version, tuple(Path(d) for d in dirs))
         except OSError as exc:
             for d in dirs:
                 with contextlib.suppress(OSError):
-                    d.rmdir()
+                    os.rmdir(d)
             logger.warning("could not make a cgroup for a sandbox (%s): rlimits only for this run", exc)
             return None
 
@@ -132,7 +136,7 @@ class Cgroups:
                         with contextlib.suppress(OSError):
                             child.rmdir()
                 parent.rmdir()
-        self.parents = ()
+        self.parents, self._parents = (), ()
 
 
 def _probe() -> tuple[int, tuple[Path, ...], str]:
@@ -195,9 +199,12 @@ def _sweep(parent: Path) -> None:
                     child.rmdir()
 
 
-def _write(path: Path, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
+def _write(path: str | Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
 
 
 def _count(text: str, key: str) -> int:

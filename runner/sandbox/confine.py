@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from ..errors import PrimitiveError
 from . import etc
 from .cgroups import RunCgroup
-from .profile import LIMIT_WORDS, Profile
+from .profile import LIMIT_WORDS, Limits, Profile
 
 TOOL_DIR = "/kiwi/tool"
 ENV_DIR = "/kiwi/env"
@@ -46,6 +46,8 @@ _SYSTEM = frozenset(("usr", "tmp", "proc", "dev", "bin", "lib", "lib64", "sbin",
 _EMFILE = re.compile(r"\bEMFILE\b|too many open files(?! in system)", re.IGNORECASE)
 _EMFILE_TAIL = 64 * 1024  # where a failing process says why: the end of its stderr
 _PRELUDE_MIN_OPEN_FILES = 64  # bubblewrap's own start opens a few; a lower limit is set inside it
+_SYSTEM_PREFIXES = ("/usr/", "/bin/", "/lib/", "/sbin/", "/lib64/")  # the host's own, bound read-only
+_FOUND: set[tuple[str, str]] = set()  # (command, PATH) found under _SYSTEM_PREFIXES: resolve() looked once
 _DROP = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
@@ -103,9 +105,14 @@ class Confinement:
             candidates = [command if command.startswith("/") else str(PurePosixPath(self.cwd) / command)]
         else:
             candidates = [str(PurePosixPath(d) / command) for d in path.split(":") if d.startswith("/")]
+        key = (command, path)
+        if "/" not in command and key in _FOUND:
+            return command
         for inside in candidates:
             host = self.to_host(inside)
             if host is not None and os.path.isfile(host) and os.access(host, os.X_OK):
+                if "/" not in command and host.startswith(_SYSTEM_PREFIXES) and len(_FOUND) < 1024:
+                    _FOUND.add(key)  # the host's own, read-only: looked at once per process
                 return command
         seen = ", ".join(sorted({m.inside for m in self.mounts} | {"/usr"}))
         raise PrimitiveError(
@@ -118,7 +125,7 @@ class Confinement:
     def to_host(self, inside: str) -> str | None:
         """The host path behind a path inside the sandbox (None: nothing is mounted there)."""
         p = PurePosixPath(inside)
-        if str(p).startswith(("/usr/", "/bin/", "/lib/", "/sbin/", "/lib64/")):  # the host's own, read-only
+        if str(p).startswith(_SYSTEM_PREFIXES):  # the host's own, read-only
             return str(p)
         best: Mount | None = None
         for m in self.mounts:
@@ -175,24 +182,11 @@ class Confinement:
         process of the sandbox is born inside the cgroup and under the limits, with no window
         before they apply (and no exec of prlimit of its own for them)."""
         procs = self.cgroup.join_files() if self.cgroup is not None else []
-        script = 'for f; do [ "$f" = -- ] && break; echo 0 > "$f" || exit 125; shift; done; shift; '
-        script += " && ".join(f"ulimit {flags}" for flags in self._shell_limits()) + " || exit 125; "
         words = ["--"]
         if self.seccomp_file is not None:
-            script += 'exec 9< "$1" || exit 125; shift; '
             words.append(self.seccomp_file)
-        return ["/bin/sh", "-c", script + 'exec "$@"', "sh", *procs, *words]
-
-    def _shell_limits(self) -> list[str]:
-        """The prelude's `ulimit` arguments (POSIX shells count -f and -c in 512-byte blocks):
-        the limits that cannot hinder bubblewrap's own start. The CPU limit's hard value, two
-        seconds above its soft one, kills a process that ignores SIGXCPU."""
-        limits = self.profile.limits
-        cpu = max(1, int(limits.cpu_s + 0.999))
-        flags = [f"-t {cpu + 2}", f"-S -t {cpu}", f"-f {limits.file_mb * 2048}", "-c 0"]
-        if limits.open_files >= _PRELUDE_MIN_OPEN_FILES:
-            flags.append(f"-n {limits.open_files}")
-        return flags
+        script = _prelude_script(self.profile.limits, self.seccomp_file is not None)
+        return ["/bin/sh", "-c", script, "sh", *procs, *words]
 
     def _drop_privileges(self) -> list[str]:
         if not self.as_root:
@@ -238,14 +232,16 @@ class Confinement:
             args += ["--unshare-user", "--cap-drop", "ALL", "--disable-userns"]
         args += _system_binds()
         # bubblewrap makes missing mount points 0700 as root: the sandbox's user could not
-        # traverse them, so every directory above a mount is made first, 0755
-        for d in self._parents():
-            args += ["--perms", "0755", "--dir", d]
-        args += ["--ro-bind", str(self.state_dir / "etc"), "/etc"]  # etc.py: the runner's small /etc
+        # traverse them, so every directory above a mount is made first, 0755 (the same
+        # directories for every run with the same mount points: worked out once)
+        insides = tuple(m.inside for m in self.mounts)
+        parents, in_tmp = _layout(insides, self.cwd, self.egress is not None)
+        args += parents
+        args += ["--ro-bind", f"{self.state_dir}/etc", "/etc"]  # etc.py: the runner's small /etc
         args += _etc_binds()
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", str(self.profile.limits.file_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
-        args += self._in_tmp()
+        args += in_tmp
         for m in self.mounts:
             args += ["--bind" if m.writable else "--ro-bind", m.host, m.inside]
         if self.egress is not None:
@@ -254,38 +250,6 @@ class Confinement:
             args += ["--seccomp", "9"]
         args += ["--chdir", self.cwd]
         return args
-
-    def _parents(self) -> list[str]:
-        insides = [*(m.inside for m in self.mounts), self.cwd]
-        if self.egress is not None:
-            insides.append(EGRESS_SOCKET)
-        parents = set()
-        for path in insides:
-            cut = path.rfind("/")
-            while cut > 0:
-                path = path[:cut]
-                parents.add(path)
-                cut = path.rfind("/")
-        mounted = {m.inside for m in self.mounts}
-        if not any(self.cwd == m or self.cwd.startswith(m + "/") for m in mounted):
-            parents.add(self.cwd)  # entered, even where nothing is mounted (an MCP server's relative paths)
-        keep = [d for d in parents if d.split("/", 2)[1] not in _SYSTEM and d not in mounted]
-        return sorted(keep, key=lambda d: (d.count("/"), d))
-
-    def _in_tmp(self) -> list[str]:
-        """Directories to make inside the sandbox's own /tmp once it is mounted, 0755: those
-        above a mount under /tmp (a granted path), and the working directory when it is there
-        and nothing is mounted at it."""
-        mounted = {m.inside for m in self.mounts}
-        wanted: set[str] = set()
-        for path in [m.inside for m in self.mounts if m.inside.startswith("/tmp/")]:
-            wanted.update(p for p in _ancestors(path) if p.startswith("/tmp/"))
-        if self.cwd.startswith("/tmp/") and not any(self.cwd == m or self.cwd.startswith(m + "/") for m in mounted):
-            wanted.update(p for p in [*_ancestors(self.cwd), self.cwd] if p.startswith("/tmp/"))
-        made: list[str] = []
-        for d in sorted(wanted - mounted, key=lambda d: (d.count("/"), d)):
-            made += ["--perms", "0755", "--dir", d]
-        return made
 
     def _environment(self, env: Mapping[str, str]) -> dict[str, str]:
         out = {k: v for k, v in env.items() if k not in _DROP}
@@ -310,6 +274,68 @@ def network_hint(confine: Confinement | None) -> str:
         f"; it runs in the sandbox, reaching only the network its profile allows ({network}): a server "
         "that fetches its package (npx, uvx) or calls an API needs each host:port in config.sandbox.network"
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(insides: tuple[str, ...], cwd: str, egress: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """bubblewrap's words making the directories a sandbox with these mount points (`insides`)
+    and working directory needs: (those above a mount, outside the system's own; those in its
+    /tmp, made once the tmpfs is there), each 0755."""
+    dirs = [*_parents(insides, cwd, egress)]
+    parents = tuple(w for d in dirs for w in ("--perms", "0755", "--dir", d))
+    in_tmp = tuple(w for d in _in_tmp(insides, cwd) for w in ("--perms", "0755", "--dir", d))
+    return parents, in_tmp
+
+
+def _parents(insides: tuple[str, ...], cwd: str, egress: bool) -> list[str]:
+    paths = [*insides, cwd, *((EGRESS_SOCKET,) if egress else ())]
+    parents = set()
+    for path in paths:
+        cut = path.rfind("/")
+        while cut > 0:
+            path = path[:cut]
+            parents.add(path)
+            cut = path.rfind("/")
+    mounted = set(insides)
+    if not any(cwd == m or cwd.startswith(m + "/") for m in mounted):
+        parents.add(cwd)  # entered, even where nothing is mounted (an MCP server's relative paths)
+    keep = [d for d in parents if d.split("/", 2)[1] not in _SYSTEM and d not in mounted]
+    return sorted(keep, key=lambda d: (d.count("/"), d))
+
+
+def _in_tmp(insides: tuple[str, ...], cwd: str) -> list[str]:
+    """Directories to make inside the sandbox's own /tmp once it is mounted: those above a
+    mount under /tmp (a granted path), and the working directory when it is there and nothing
+    is mounted at it."""
+    mounted = set(insides)
+    wanted: set[str] = set()
+    for path in [m for m in insides if m.startswith("/tmp/")]:
+        wanted.update(p for p in _ancestors(path) if p.startswith("/tmp/"))
+    if cwd.startswith("/tmp/") and not any(cwd == m or cwd.startswith(m + "/") for m in mounted):
+        wanted.update(p for p in [*_ancestors(cwd), cwd] if p.startswith("/tmp/"))
+    return sorted(wanted - mounted, key=lambda d: (d.count("/"), d))
+
+
+@functools.lru_cache(maxsize=64)
+def _prelude_script(limits: Limits, seccomp: bool) -> str:
+    """The prelude's shell program (Confinement._prelude) for these limits: the same for every
+    run with the same limits, so written once."""
+    script = 'for f; do [ "$f" = -- ] && break; echo 0 > "$f" || exit 125; shift; done; shift; '
+    script += " && ".join(f"ulimit {flags}" for flags in _shell_limits(limits)) + " || exit 125; "
+    if seccomp:
+        script += 'exec 9< "$1" || exit 125; shift; '
+    return script + 'exec "$@"'
+
+
+def _shell_limits(limits: Limits) -> list[str]:
+    """The prelude's `ulimit` arguments (POSIX shells count -f and -c in 512-byte blocks):
+    the limits that cannot hinder bubblewrap's own start. The CPU limit's hard value, two
+    seconds above its soft one, kills a process that ignores SIGXCPU."""
+    cpu = max(1, int(limits.cpu_s + 0.999))
+    flags = [f"-t {cpu + 2}", f"-S -t {cpu}", f"-f {limits.file_mb * 2048}", "-c 0"]
+    if limits.open_files >= _PRELUDE_MIN_OPEN_FILES:
+        flags.append(f"-n {limits.open_files}")
+    return flags
 
 
 def _ancestors(path: str) -> list[str]:

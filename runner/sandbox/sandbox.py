@@ -11,6 +11,7 @@ nothing runs unsandboxed by accident.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -52,6 +53,7 @@ class Sandbox:
         self._egress: Any = None
         self._filter: str | bool | None = False  # False: not made yet
         self.seccomp_problem: str | None = None
+        self._bin_mount: tuple[Mount, ...] | None = None  # None: not looked yet
         if _shared is not None:  # made by the process this one was forked from (kiwi agent)
             self._state, self._filter = _shared
 
@@ -111,17 +113,18 @@ class Sandbox:
         group = self.cgroups.create(profile.limits.memory_mb, profile.limits.pids) if cgroup else None
         egress = await self._egress_for(profile.network) if profile.network else None
         binds = list(mounts)
-        if self.bin_dir.is_dir() and not any(m.inside == BIN_DIR for m in binds):
-            binds.append(Mount(str(self.bin_dir), BIN_DIR))
-        binds += [Mount(p, p) for p in profile.read]
-        binds += [Mount(p, p, writable=True) for p in profile.write]
+        if self._bin_mount is None:  # looked at once: the runner's own bin directory
+            self._bin_mount = (Mount(str(self.bin_dir), BIN_DIR),) if self.bin_dir.is_dir() else ()
+        if self._bin_mount and not any(m.inside == BIN_DIR for m in binds):
+            binds += self._bin_mount
+        binds += _granted(profile.read, profile.write)
         return Confinement(
             profile=profile,
             mounts=tuple(binds),
             cwd=cwd,
-            state_dir=self._state_dir(),
+            state_dir=self._state or self._state_dir(),
             host_environ=host_environ,
-            as_root=os.geteuid() == 0,
+            as_root=_AS_ROOT,
             cgroup=group,
             egress=egress,
             seccomp_file=self._seccomp(),
@@ -166,6 +169,15 @@ class Sandbox:
         if self._owned is not None:  # a shared directory is its sharer's (share_state keeps it)
             self._owned.remove()
         self._state = self._owned = None
+
+
+@functools.lru_cache(maxsize=256)
+def _granted(read: tuple[str, ...], write: tuple[str, ...]) -> tuple[Mount, ...]:
+    """The mounts of the host paths a profile grants (the same for every run of its tool)."""
+    return (*(Mount(p, p) for p in read), *(Mount(p, p, writable=True) for p in write))
+
+
+_AS_ROOT = os.geteuid() == 0  # the runner's uid does not change while it runs
 
 
 def share_state() -> Path | None:

@@ -164,3 +164,30 @@ def test_a_v1_cgroup_is_joined_by_thread_so_no_grace_period_is_waited(tmp_path: 
     v1 = RunCgroup(1, (tmp_path / "memory" / "run-1", tmp_path / "pids" / "run-1"))
     assert [Path(f).name for f in v1.join_files()] == ["tasks", "tasks"]
     assert [Path(f).name for f in RunCgroup(2, (tmp_path / "run-1",)).join_files()] == ["cgroup.procs"]
+
+
+async def test_what_is_worked_out_once_still_follows_each_confinements_own_inputs(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The layout, prelude and command lookups are cached per process: two confinements with other
+    mount points, working directory and limits each get their own, and a command found once does
+    not make a missing one found."""
+    tool = tmp_path / "tool"
+    tool.mkdir()
+    a = await sandbox.confine(Profile(), [Mount(str(tool), "/kiwi/tool")], "/kiwi/tool", os.environ)
+    b = await sandbox.confine(
+        Profile(limits=Limits(cpu_s=7)), [Mount(str(tool), "/opt/x/tool")], "/tmp/work/here", os.environ
+    )
+    assert a is not None and b is not None
+    argv_a, _ = a.command(["bash"], {})
+    argv_b, _ = b.command(["bash"], {})
+    a_again, _ = a.command(["bash"], {})
+    for c in (a, b):
+        c.release()
+    assert argv_a[3:] == a_again[3:], "the same inputs, the same command line (the cgroup aside)"
+    assert "/kiwi" in argv_a and "/opt/x" not in argv_a
+    assert "/opt" in argv_b and "/opt/x" in argv_b and "/tmp/work/here" in argv_b
+    assert "-S -t 7" in argv_b[2] and "-S -t 7" not in argv_a[2], "each confinement's own limits in its prelude"
+    assert a.resolve("bash", SANDBOX_PATH) == "bash" and a.resolve("bash", SANDBOX_PATH) == "bash"
+    with pytest.raises(PrimitiveError, match="command not found: kiwi-no-such-command"):
+        a.resolve("kiwi-no-such-command", SANDBOX_PATH)
