@@ -45,6 +45,10 @@ ANON_INVOKER_HELPERS = {
         "the weights of search's signals, constants (search_tools)"
     ),
     "kiwi_internal.weighted_tsquery(p_term text, p_weight text)": "a query term's text for one field (search_tools)",
+    "kiwi_internal.nearest_sql(p_model text, p_vector text, p_limit text, p_min text, p_filter text)": (
+        "the text of the nearest tools' query, from placeholders (search_tools, nearest_tools)"
+    ),
+    "kiwi_internal.search_hnsw()": "pgvector's scan settings for the caller's own transaction (search_tools)",
     "kiwi_internal.plan_or_error(p_tool_id text)": (
         "a tool's plan as execution_plan computes it for the caller, or its error (tool_merged_config)"
     ),
