@@ -71,6 +71,7 @@ class Cache(Protocol):
         key: Hashable,
         fetch: Callable[[], Awaitable[dict[str, Any]]],
         keep: Callable[[dict[str, Any]], bool] | None = None,
+        alias: Callable[[dict[str, Any]], Hashable | None] | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -95,6 +96,17 @@ class Backend(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+ANY_SESSION = object()
+"""In a verdict's key, instead of the session: the verdict holds in every session."""
+
+
+def _any_session(key: tuple[Any, ...], verdict: dict[str, Any]) -> Hashable | None:
+    """The key under which an untouched verdict is also kept for every session of the caller:
+    when check_call says no limit is scoped to sessions (a queued run, an MCP session, each
+    has a session of its own, and its first call then needs no round trip)."""
+    return (*key[:4], ANY_SESSION) if verdict.get("per_session") is False else None
 
 
 def _untouched(verdict: dict[str, Any]) -> bool:
@@ -378,16 +390,22 @@ class Registry:
         cache, key = self.backend.cache, self._verdict_key(call)
         if cache is None or key is None:
             return await fetch()  # a dry run is let through even where a policy would hold the run
-        known = cache.peek(key)  # no await when remembered
-        return known if known is not None else await cache.get(key, fetch, keep=_untouched)
+        known = self.remembered_verdict(call)  # no await when remembered
+        if known is not None:
+            return known
+        return await cache.get(key, fetch, keep=_untouched, alias=partial(_any_session, key))
 
     def remembered_verdict(self, call: dict[str, Any]) -> dict[str, Any] | None:
         """check_call's untouched verdict for `call` while the backend's cache holds it (no I/O),
-        else None: what check_call would answer without a round trip."""
+        else None: what check_call would answer without a round trip. A verdict that holds in
+        any session (no limit is scoped to sessions) is found from another session's call."""
         cache, key = self.backend.cache, self._verdict_key(call)
-        return None if cache is None or key is None else cache.peek(key)
+        if cache is None or key is None:
+            return None
+        known = cache.peek(key)
+        return known if known is not None else cache.peek((*key[:4], ANY_SESSION))
 
-    def _verdict_key(self, call: dict[str, Any]) -> Hashable | None:
+    def _verdict_key(self, call: dict[str, Any]) -> tuple[Any, ...] | None:
         """Where an untouched verdict of `call` is remembered; None for a call never answered from
         memory (a dry run, or one that brings an approval)."""
         if call.get("approval_id") is not None or call.get("dry_run"):

@@ -63,10 +63,12 @@ class PlanCache:
         key: Hashable,
         fetch: Callable[[], Awaitable[dict[str, Any]]],
         keep: Callable[[dict[str, Any]], bool] | None = None,
+        alias: Callable[[dict[str, Any]], Hashable | None] | None = None,
     ) -> dict[str, Any]:
         """The answer `key` names (for a plan: the caller, the tool and its version: plans are
         cached per caller, since what one may read another may not), from memory when it is
-        known to be current, else fetched, and kept unless `keep` says otherwise."""
+        known to be current, else fetched, and kept unless `keep` says otherwise; when kept,
+        also under the key `alias` gives for it, if any."""
         if self._listening and key in self._plans:
             return self._plans[key]
         self._asked += 1
@@ -80,6 +82,8 @@ class PlanCache:
             if len(self._plans) >= MAX_PLANS:
                 self._plans.clear()
             self._plans[key] = plan
+            if alias is not None and (other := alias(plan)) is not None:
+                self._plans[other] = plan
         return plan
 
     def _drop_all(self) -> None:

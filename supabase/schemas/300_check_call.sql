@@ -49,7 +49,10 @@
 --   (c) otherwise the call goes on, and only now is one call taken from every limit
 --       (their counters are still locked, so they still have room), unless it is a dry
 --       run, which runs nothing and so takes nothing:
---         {allowed: true, limits, approval: <the approval used, or null>}
+--         {allowed: true, limits, approval: <the approval used, or null>, per_session}
+--       per_session: whether any enabled limit is scoped to sessions, so that the same call
+--       in another session may be decided otherwise; when false, a verdict that counted
+--       nothing holds for the caller's call in any session (the runner remembers it so)
 -- So a call refused by a rate limit records no approval, and a call held for approval
 -- (or refused one) takes nothing from the limits: it has not run. Limits count only calls
 -- that run: a dry run is answered as the run would be (refused when a limit has no room
@@ -225,7 +228,9 @@ begin
   if not coalesce((p ->> 'dry_run')::boolean, false) then
     v_limits := kiwi_internal.rate_limit_take(v_limits);
   end if;
-  return jsonb_build_object('allowed', true, 'limits', v_limits -> 'limits', 'approval', v_used -> 'approval');
+  return jsonb_build_object('allowed', true, 'limits', v_limits -> 'limits', 'approval', v_used -> 'approval',
+                            'per_session', exists (select 1 from public.rate_limits l
+                                                    where l.enabled and l.scope = 'session'));
 end
 $$;
 revoke execute on function kiwi_internal.check_call(jsonb) from public;
@@ -242,6 +247,6 @@ begin
 end
 $$;
 comment on function public.check_call(jsonb) is
-  'The gate of a call, in one round trip: {tool_id, params_sha256 (required), server, session_id, version, content_hash, params_size, approval_id, dry_run}. Rate limits first (all or none; anonymous callers in buckets of their own), then, unless dry_run, the approval (one used, or a pending one recorded when a policy covers the tool). Returns {allowed: true, limits, approval} or {allowed: false, kind: rate_limited | approval_refused | approval_pending, reason, ...}; limits are taken only when the call is allowed and is not a dry run (a dry run runs nothing, so it takes nothing).';
+  'The gate of a call, in one round trip: {tool_id, params_sha256 (required), server, session_id, version, content_hash, params_size, approval_id, dry_run}. Rate limits first (all or none; anonymous callers in buckets of their own), then, unless dry_run, the approval (one used, or a pending one recorded when a policy covers the tool). Returns {allowed: true, limits, approval, per_session (whether any limit is scoped to sessions)} or {allowed: false, kind: rate_limited | approval_refused | approval_pending, reason, ...}; limits are taken only when the call is allowed and is not a dry run (a dry run runs nothing, so it takes nothing).';
 revoke execute on function public.check_call(jsonb) from public;
 grant execute on function public.check_call(jsonb) to anon, authenticated, service_role;

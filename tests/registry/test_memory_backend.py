@@ -182,12 +182,15 @@ class Remembering:
         key: Hashable,
         fetch: Callable[[], Awaitable[dict[str, Any]]],
         keep: Callable[[dict[str, Any]], bool] | None = None,
+        alias: Callable[[dict[str, Any]], Hashable | None] | None = None,
     ) -> dict[str, Any]:
         if key in self.kept:
             return self.kept[key]
         answer = await fetch()
         if keep is None or keep(answer):
             self.kept[key] = answer
+            if alias is not None and (other := alias(answer)) is not None:
+                self.kept[other] = answer
         return answer
 
 
@@ -214,6 +217,25 @@ async def test_plans_and_untouched_verdicts_are_remembered_per_caller() -> None:
     await registry.check_call({**call, "dry_run": True})
     await registry.check_call({**call, "approval_id": str(uuid.uuid4())})
     assert len(backend.calls) == before + 2, "a dry run and a call bringing an approval always ask"
+
+
+async def test_a_verdict_that_holds_in_any_session_is_remembered_for_every_session_of_its_caller() -> None:
+    cache = Remembering()
+    anywhere = {**ALLOWED, "per_session": False}
+    backend = MemoryBackend([plan("hello_world")], verdict=anywhere, cache=cache)
+    registry = Registry(backend)
+    call = {"tool_id": "hello_world", "server": None, "session_id": "queue-1"}
+    assert await registry.check_call(call) == anywhere
+    assert await registry.check_call({**call, "session_id": "queue-2"}) == anywhere
+    assert registry.remembered_verdict({**call, "session_id": "queue-3"}) == anywhere
+    assert [c.function for c in backend.calls].count("check_call") == 1, "no limit is per session: one asks"
+
+    backend.verdict = {**ALLOWED, "per_session": True}  # a limit is scoped to sessions: each session asks
+    other = {**call, "tool_id": "t"}
+    await registry.check_call(other)
+    await registry.check_call({**other, "session_id": "queue-2"})
+    assert [c.function for c in backend.calls].count("check_call") == 3
+    assert registry.remembered_verdict({**other, "session_id": "queue-3"}) is None
 
 
 async def test_the_registry_closes_its_backend_and_says_what_carries_it(backend: MemoryBackend) -> None:

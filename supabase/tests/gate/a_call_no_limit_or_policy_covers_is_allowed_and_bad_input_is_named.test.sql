@@ -7,7 +7,7 @@ begin;
 -- counted from empty: other tests share the database (this transaction is rolled back)
 delete from public.approvals;
 delete from kiwi_internal.rate_limit_counters;
-select plan(12);
+select plan(13);
 select tests.make_acme();
 
 create function tests.call(p jsonb) returns jsonb language sql as $$
@@ -15,10 +15,17 @@ create function tests.call(p jsonb) returns jsonb language sql as $$
 $$;
 grant execute on function tests.call(jsonb) to anon, authenticated, service_role;
 
+delete from rate_limits where scope = 'session';  -- (in this transaction only)
 select tests.act_as_user('member');
 select is(tests.call('{"tool_id": "hello_world", "session_id": "gate-1"}'),
-  '{"allowed": true, "limits": [], "approval": null}'::jsonb,
-  'a signed-in caller''s call that nothing covers is allowed, with no limits and no approval');
+  '{"allowed": true, "limits": [], "approval": null, "per_session": false}'::jsonb,
+  'a signed-in caller''s call that nothing covers is allowed, with no limits and no approval, in any session');
+select tests.act_as_admin();
+insert into rate_limits (scope, key, max_calls, per_seconds) values ('session', 'gate-2', 5, 60);
+select tests.act_as_user('member');
+select is(tests.call('{"tool_id": "hello_world", "session_id": "gate-1"}'),
+  '{"allowed": true, "limits": [], "approval": null, "per_session": true}'::jsonb,
+  'while a limit is scoped to a session, the verdict says it may differ in another session');
 select is(tests.call('{"tool_id": "acme/private_tool", "version": "1.0.0", "params_size": 2, "dry_run": false}') ->> 'allowed',
   'true', 'a member''s call of a private tool of the namespace is allowed');
 select tests.act_as_user('anon');
