@@ -3985,6 +3985,7 @@ declare
   v_weights    constant record := kiwi_internal.search_weights();
   v_idf        float8[] := '{}'; -- per term: its inverse document frequency (BM25's)
   v_df         bigint;
+  v_df_sum     bigint := 0;    -- the terms' public tools summed: at least as many as match any term
   v_total      float8;         -- how many tools there are (the planner's count, else the public ones counted)
   v_words_sql  text;           -- the terms' weighted share, 0..1 (see below)
   v_fix        text;
@@ -4099,6 +4100,7 @@ begin
       v_exact := v_exact || quote_literal(v_stem);
       v_name_terms := v_name_terms || (quote_literal(v_word) || ':*');
     end if;
+    v_df_sum := v_df_sum + v_df;
     -- BM25's idf over the public tools' counts (172_search_term_counts.sql): a word in most tools weighs little
     v_idf := v_idf || ln(1 + (greatest(v_total, v_df) - v_df + 0.5) / (v_df + 0.5));
   end loop;
@@ -4168,7 +4170,11 @@ begin
   -- window of a part of the registry is rarely among its most used), nor for the tiers
   -- with every word or all but one, which match far fewer tools. Only words, name
   -- coverage, popularity and full text order the window, so this can only pass over
-  -- rarely used tools among thousands as good.
+  -- rarely used tools among thousands as good. The look is not made either when the public
+  -- tools' counts say the words are in fewer than twenty windows' worth of tools (a twentieth
+  -- of them, the most used share when use is unrelated to the words, would not fill a window:
+  -- `markdown` at 100k tools, in 1,260): every match is ranked at once (the counts are the same for every caller; empty counts, after a load that
+  -- bypassed triggers, say nothing, and the look is made).
   v_match := null;
   if v_n > 0 then
     v_floor := kiwi_internal.search_popular_floor();
@@ -4182,7 +4188,8 @@ begin
         v_any] loop
       continue when v_try is null;
       if v_try = v_any then   -- the last tier: the most used first, else the lexical rank reads every match
-        if v_floor is not null and coalesce(v_type, v_category, v_mcp, v_namespace) is null then
+        if v_floor is not null and coalesce(v_type, v_category, v_mcp, v_namespace) is null
+           and not v_df_sum between 1 and 20 * v_window - 1 then
           execute format(v_best, '(t.run_count + t.download_count) >= ' || v_floor) into v_ids
             using v_text, v_type, v_category, v_mcp, v_namespace, v_try, v_limit, v_doc_q, v_name_q;
           if cardinality(v_ids) >= v_window then  -- with the tier before's few, which have more words
