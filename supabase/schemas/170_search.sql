@@ -436,7 +436,10 @@ declare
   v_weights    constant record := kiwi_internal.search_weights();
   v_idf        float8[] := '{}'; -- per term: its inverse document frequency (BM25's)
   v_df         bigint;
+  v_df_any     bigint;         -- the same among tools of any visibility (which words exist)
   v_df_sum     bigint := 0;    -- the terms' public tools summed: at least as many as match any term
+  v_df_all     bigint := 0;    -- the same among tools of any visibility
+  v_few        boolean;        -- the words are in too few tools the caller may list to fill a window of the most used
   v_total      float8;         -- how many tools there are (the planner's count, else the public ones counted)
   v_words_sql  text;           -- the terms' weighted share, 0..1 (see below)
   v_fix        text;
@@ -518,14 +521,17 @@ begin
   foreach v_word in array v_words loop
     v_stem := (select s.lexeme from unnest(to_tsvector('english', v_word)) s limit 1);
     continue when v_stem is null;
-    v_df := kiwi_internal.search_term_tools(v_stem, null);
-    -- the stem's prefix as the words that start with it (at most 32 of them; else, or when
-    -- the counts know none, as after a load that bypassed triggers, the prefix itself): the
-    -- GIN index looks whole words up five to eight times faster than a prefix
-    v_lexemes := array(select c.lexeme from kiwi_internal.search_term_counts c
-                        where c.lexeme >= v_stem collate "C" and c.lexeme < (v_stem || chr(1114111)) collate "C"
-                          and c.any_tools > 0
-                        order by c.lexeme limit 33);
+    -- BM25's document frequency of the stem as a prefix: its lexemes' public tools summed (a
+    -- tool with two of them counts twice: an upper bound, which only makes a prefix weigh a
+    -- little less); and the prefix as the words that start with it (at most 32 of them; else,
+    -- or when the counts know none, as after a load that bypassed triggers, the prefix itself):
+    -- the GIN index looks whole words up five to eight times faster than a prefix. One range
+    -- of the counts' index answers both.
+    select coalesce(sum(greatest(c.tools, 0)), 0), coalesce(sum(greatest(c.any_tools, 0)), 0),
+           (array_agg(c.lexeme order by c.lexeme) filter (where c.any_tools > 0))[1:33]
+      into v_df, v_df_any, v_lexemes
+      from kiwi_internal.search_term_counts c
+     where c.lexeme >= v_stem collate "C" and c.lexeme < (v_stem || chr(1114111)) collate "C";
     -- (a word no public tool has may still be in one of the caller's own: only a word no
     -- tool the caller may list has is corrected)
     -- (counted, not `exists`: for a first match the planner would scan the whole table,
@@ -543,7 +549,10 @@ begin
       v_doc_terms := v_doc_terms || v_fix;
       v_exact := v_exact || v_fix;
       v_name_terms := v_name_terms || (select string_agg(quote_literal(c), ' | ') from unnest(v_fixes) c);
-      v_df := kiwi_internal.search_term_tools(null, array(select s.lexeme from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s));
+      select coalesce(sum(greatest(c.tools, 0)), 0), coalesce(sum(greatest(c.any_tools, 0)), 0)
+        into v_df, v_df_any
+        from kiwi_internal.search_term_counts c
+       where c.lexeme = any (array(select s.lexeme from unnest(v_fixes) f, unnest(to_tsvector('english', f)) s));
     else
       v_doc_terms := v_doc_terms || case when cardinality(v_lexemes) between 1 and 32
                                          then (select string_agg(quote_literal(l), ' | ') from unnest(v_lexemes) l)
@@ -552,6 +561,7 @@ begin
       v_name_terms := v_name_terms || (quote_literal(v_word) || ':*');
     end if;
     v_df_sum := v_df_sum + v_df;
+    v_df_all := v_df_all + v_df_any;
     -- BM25's idf over the public tools' counts (172_search_term_counts.sql): a word in most tools weighs little
     v_idf := v_idf || ln(1 + (greatest(v_total, v_df) - v_df + 0.5) / (v_df + 0.5));
   end loop;
@@ -621,11 +631,13 @@ begin
   -- window of a part of the registry is rarely among its most used), nor for the tiers
   -- with every word or all but one, which match far fewer tools. Only words, name
   -- coverage, popularity and full text order the window, so this can only pass over
-  -- rarely used tools among thousands as good. The look is not made either when the public
-  -- tools' counts say the words are in fewer than twenty windows' worth of tools (a twentieth
+  -- rarely used tools among thousands as good. The look is not made either when the
+  -- counts say the words are in fewer than twenty windows' worth of tools (a twentieth
   -- of them, the most used share when use is unrelated to the words, would not fill a window:
-  -- `markdown` at 100k tools, in 1,260): every match is ranked at once (the counts are the same for every caller; empty counts, after a load that
-  -- bypassed triggers, say nothing, and the look is made).
+  -- `markdown` at 100k tools, in 1,260): every match is ranked at once. The counts read
+  -- are of tools the caller may list (public ones; for a member, with every tool of its
+  -- namespaces; for an admin, all), so the choice says nothing of another namespace's
+  -- tools; empty counts, after a load that bypassed triggers, say nothing, and the look is made.
   v_match := null;
   if v_n > 0 then
     v_floor := kiwi_internal.search_popular_floor();
@@ -639,8 +651,13 @@ begin
         v_any] loop
       continue when v_try is null;
       if v_try = v_any then   -- the last tier: the most used first, else the lexical rank reads every match
-        if v_floor is not null and coalesce(v_type, v_category, v_mcp, v_namespace) is null
-           and not v_df_sum between 1 and 20 * v_window - 1 then
+        -- (see above: the counts of tools the caller may list)
+        v_few := case when v_admin then v_df_all between 1 and 20 * v_window - 1
+                      else v_df_sum between 1 and 20 * v_window - 1
+                           and (cardinality(v_ns) = 0
+                                or v_df_sum + (select count(*) from (select from public.tools t where t.namespace = any (v_ns)
+                                                                      limit 20 * v_window) o) < 20 * v_window) end;
+        if v_floor is not null and coalesce(v_type, v_category, v_mcp, v_namespace) is null and not v_few then
           execute format(v_best, '(t.run_count + t.download_count) >= ' || v_floor) into v_ids
             using v_text, v_type, v_category, v_mcp, v_namespace, v_try, v_limit, v_doc_q, v_name_q;
           if cardinality(v_ids) >= v_window then  -- with the tier before's few, which have more words
