@@ -3725,6 +3725,7 @@ create function kiwi_internal.similar_search_words(p_word text) returns text[]
   language plpgsql stable security definer
   set search_path = ''
   set pg_trgm.similarity_threshold = 0.2
+  set plan_cache_mode = force_custom_plan  -- its word decides the trigram index's plan
 as $$
 declare
   v_admin boolean := kiwi_internal.caller_is_admin();
@@ -3927,6 +3928,10 @@ $$;
 revoke execute on function kiwi_internal.weighted_tsquery(text, text) from public;
 grant execute on function kiwi_internal.weighted_tsquery(text, text) to anon, authenticated, service_role;
 
+-- Its statements that read tables for the answer are dynamic (EXECUTE), planned for their
+-- words on every call; its static ones (a word's counts, the words a prefix starts) keep
+-- their plans for the session, as plpgsql does: planning them anew on every call
+-- (plan_cache_mode force_custom_plan) cost about a millisecond a search at 100k tools.
 create function kiwi_internal.search_tools(p_query text, p_tool_type text, p_category text, p_limit int,
                                            p_embedding real[], p_model text)
   returns table (tool_id text, namespace text, name text, tool_type text, category text,
@@ -3934,7 +3939,6 @@ create function kiwi_internal.search_tools(p_query text, p_tool_type text, p_cat
                  matched_by text, search_mode text, content_hash text, signatures jsonb)
   language plpgsql stable security definer
   set search_path = ''
-  set plan_cache_mode = force_custom_plan
 as $$
 declare
   v_text       text := '';
@@ -3981,6 +3985,10 @@ declare
   v_weights    constant record := kiwi_internal.search_weights();
   v_idf        float8[] := '{}'; -- per term: its inverse document frequency (BM25's)
   v_df         bigint;
+  v_df_any     bigint;         -- the same among tools of any visibility (which words exist)
+  v_df_sum     bigint := 0;    -- the terms' public tools summed: at least as many as match any term
+  v_df_all     bigint := 0;    -- the same among tools of any visibility
+  v_few        boolean;        -- the words are in too few tools the caller may list to fill a window of the most used
   v_total      float8;         -- how many tools there are (the planner's count, else the public ones counted)
   v_words_sql  text;           -- the terms' weighted share, 0..1 (see below)
   v_fix        text;
@@ -4062,14 +4070,17 @@ begin
   foreach v_word in array v_words loop
     v_stem := (select s.lexeme from unnest(to_tsvector('english', v_word)) s limit 1);
     continue when v_stem is null;
-    v_df := kiwi_internal.search_term_tools(v_stem, null);
-    -- the stem's prefix as the words that start with it (at most 32 of them; else, or when
-    -- the counts know none, as after a load that bypassed triggers, the prefix itself): the
-    -- GIN index looks whole words up five to eight times faster than a prefix
-    v_lexemes := array(select c.lexeme from kiwi_internal.search_term_counts c
-                        where c.lexeme >= v_stem collate "C" and c.lexeme < (v_stem || chr(1114111)) collate "C"
-                          and c.any_tools > 0
-                        order by c.lexeme limit 33);
+    -- BM25's document frequency of the stem as a prefix: its lexemes' public tools summed (a
+    -- tool with two of them counts twice: an upper bound, which only makes a prefix weigh a
+    -- little less); and the prefix as the words that start with it (at most 32 of them; else,
+    -- or when the counts know none, as after a load that bypassed triggers, the prefix itself):
+    -- the GIN index looks whole words up five to eight times faster than a prefix. One range
+    -- of the counts' index answers both.
+    select coalesce(sum(greatest(c.tools, 0)), 0), coalesce(sum(greatest(c.any_tools, 0)), 0),
+           (array_agg(c.lexeme order by c.lexeme) filter (where c.any_tools > 0))[1:33]
+      into v_df, v_df_any, v_lexemes
+      from kiwi_internal.search_term_counts c
+     where c.lexeme >= v_stem collate "C" and c.lexeme < (v_stem || chr(1114111)) collate "C";
     -- (a word no public tool has may still be in one of the caller's own: only a word no
     -- tool the caller may list has is corrected)
     -- (counted, not `exists`: for a first match the planner would scan the whole table,
@@ -4087,7 +4098,10 @@ begin
       v_doc_terms := v_doc_terms || v_fix;
       v_exact := v_exact || v_fix;
       v_name_terms := v_name_terms || (select string_agg(quote_literal(c), ' | ') from unnest(v_fixes) c);
-      v_df := kiwi_internal.search_term_tools(null, array(select s.lexeme from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s));
+      select coalesce(sum(greatest(c.tools, 0)), 0), coalesce(sum(greatest(c.any_tools, 0)), 0)
+        into v_df, v_df_any
+        from kiwi_internal.search_term_counts c
+       where c.lexeme = any (array(select s.lexeme from unnest(v_fixes) f, unnest(to_tsvector('english', f)) s));
     else
       v_doc_terms := v_doc_terms || case when cardinality(v_lexemes) between 1 and 32
                                          then (select string_agg(quote_literal(l), ' | ') from unnest(v_lexemes) l)
@@ -4095,6 +4109,8 @@ begin
       v_exact := v_exact || quote_literal(v_stem);
       v_name_terms := v_name_terms || (quote_literal(v_word) || ':*');
     end if;
+    v_df_sum := v_df_sum + v_df;
+    v_df_all := v_df_all + v_df_any;
     -- BM25's idf over the public tools' counts (172_search_term_counts.sql): a word in most tools weighs little
     v_idf := v_idf || ln(1 + (greatest(v_total, v_df) - v_df + 0.5) / (v_df + 0.5));
   end loop;
@@ -4104,8 +4120,9 @@ begin
   -- The terms a tool has, each by its idf and the best field it is in (search_field_weight),
   -- over the idf of all the query's terms: 0..1, so a rare word outweighs common ones.
   v_words_sql := coalesce((select string_agg(format(
-      '%s * (case when t.search_document @@ %L::tsquery then %s when t.search_document @@ %L::tsquery then %s'
-      ' when t.search_document @@ %L::tsquery then %s when t.search_document @@ $8[%s] then %s else 0 end)',
+      '%s::float8 * (case when t.search_document @@ %L::tsquery then %s::float8 when t.search_document @@ %L::tsquery'
+      ' then %s::float8 when t.search_document @@ %L::tsquery then %s::float8 when t.search_document @@ $8[%s]'
+      ' then %s::float8 else 0 end)',
       round((v_idf[i] / s.total)::numeric, 6),
       kiwi_internal.weighted_tsquery(v_doc_terms[i], 'A'), f.a, kiwi_internal.weighted_tsquery(v_doc_terms[i], 'B'), f.b,
       kiwi_internal.weighted_tsquery(v_doc_terms[i], 'C'), f.c, i, f.d), ' + ')
@@ -4115,16 +4132,18 @@ begin
                  v_weights.parameters_field as d) f), '0');
   -- the rank without full text (see lexical rank below); the light rank leaves out the
   -- words' fields too (%%s: the field part, or 0), so that a tier's window is chosen by
-  -- one probe of each word per tool and only the window pays for the fields
+  -- one probe of each word per tool and only the window pays for the fields. In float8
+  -- throughout (its constants typed, quality_score cast): numeric arithmetic on every
+  -- matching tool cost a third of the rank's time (1,400 tools for `markdown` at 100k)
   v_cheap := format($f$
                    ((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
-                    + 3 * (%s) + %s * (%%s)
+                    + 3 * (%s) + %s::float8 * (%%s)
                     + (%s)::real / greatest(length(t.name_vector), 1)
-                    + least(ln(1 + t.run_count + t.download_count) / 1000, 0.01)
-                    + %s * t.quality_score)::real$f$,
+                    + least(ln((1 + t.run_count + t.download_count)::float8) / 1000, 0.01::float8)
+                    + %s::float8 * t.quality_score::float8)::real$f$,
     -- (a word counts whole when the tool has it as typed, half when only a longer word
     -- starts with it: `cat` is not `category`)
-    coalesce((select string_agg(format('%s * ((t.search_document @@ $8[%s])::int + (t.search_document @@ %L::tsquery)::int)',
+    coalesce((select string_agg(format('%s::float8 * ((t.search_document @@ $8[%s])::int + (t.search_document @@ %L::tsquery)::int)',
                                        round((v_idf[i] * v_n / s.total / 2)::numeric, 6), i, v_exact[i]), ' + ')
                 from generate_series(1, v_n) i, (select sum(x) as total from unnest(v_idf) x) s), '0'),
     v_weights.terms,
@@ -4161,7 +4180,13 @@ begin
   -- window of a part of the registry is rarely among its most used), nor for the tiers
   -- with every word or all but one, which match far fewer tools. Only words, name
   -- coverage, popularity and full text order the window, so this can only pass over
-  -- rarely used tools among thousands as good.
+  -- rarely used tools among thousands as good. The look is not made either when the
+  -- counts say the words are in fewer than twenty windows' worth of tools (a twentieth
+  -- of them, the most used share when use is unrelated to the words, would not fill a window:
+  -- `markdown` at 100k tools, in 1,260): every match is ranked at once. The counts read
+  -- are of tools the caller may list (public ones; for a member, with every tool of its
+  -- namespaces; for an admin, all), so the choice says nothing of another namespace's
+  -- tools; empty counts, after a load that bypassed triggers, say nothing, and the look is made.
   v_match := null;
   if v_n > 0 then
     v_floor := kiwi_internal.search_popular_floor();
@@ -4175,7 +4200,13 @@ begin
         v_any] loop
       continue when v_try is null;
       if v_try = v_any then   -- the last tier: the most used first, else the lexical rank reads every match
-        if v_floor is not null and coalesce(v_type, v_category, v_mcp, v_namespace) is null then
+        -- (see above: the counts of tools the caller may list)
+        v_few := case when v_admin then v_df_all between 1 and 20 * v_window - 1
+                      else v_df_sum between 1 and 20 * v_window - 1
+                           and (cardinality(v_ns) = 0
+                                or v_df_sum + (select count(*) from (select from public.tools t where t.namespace = any (v_ns)
+                                                                      limit 20 * v_window) o) < 20 * v_window) end;
+        if v_floor is not null and coalesce(v_type, v_category, v_mcp, v_namespace) is null and not v_few then
           execute format(v_best, '(t.run_count + t.download_count) >= ' || v_floor) into v_ids
             using v_text, v_type, v_category, v_mcp, v_namespace, v_try, v_limit, v_doc_q, v_name_q;
           if cardinality(v_ids) >= v_window then  -- with the tier before's few, which have more words
@@ -4321,7 +4352,8 @@ grant execute on function public.search_tools(text, text, text, int, real[], tex
 -- learns a private word's frequency. A word only private tools hold counts 0, the
 -- rarest, which is what it is among what the caller can compare it with.
 --
--- Beside it, how many tools of any kind hold the word (any_tools): never a statistic, only
+-- Beside it, how many tools of any kind hold the word (any_tools): never a statistic for a
+-- caller who cannot list every tool (only an admin's search reads it as one), else only
 -- the list of the words that exist, so that search_tools turns a word's prefix into the
 -- words that start with it (`creat` into creat, creation, creator) with one btree range
 -- instead of a prefix scan of the GIN index, which costs five to eight times as much as
@@ -4411,23 +4443,6 @@ as $$
 $$;
 revoke execute on function kiwi_internal.recount_search_terms() from public, anon, authenticated;
 grant execute on function kiwi_internal.recount_search_terms() to service_role;
-
--- BM25's document frequency of a term as search_tools writes it: a stem as a prefix
--- (every lexeme that starts with it), or its corrections (each lexeme exactly). A prefix
--- sums its lexemes' counts, so a tool with two of them counts twice: an upper bound,
--- which only makes a prefix weigh a little less.
-create function kiwi_internal.search_term_tools(p_prefix text, p_exact text[]) returns bigint
-  language sql stable
-  set search_path = ''
-as $$
-  select coalesce(sum(greatest(c.tools, 0)), 0)::bigint
-    from kiwi_internal.search_term_counts c
-   where (p_prefix is not null and c.lexeme >= p_prefix collate "C"
-          and c.lexeme < (p_prefix || chr(1114111)) collate "C")
-      or c.lexeme = any (p_exact)
-$$;
--- Only search_tools (security definer, as the table's owner) calls it.
-revoke execute on function kiwi_internal.search_term_tools(text, text[]) from public, anon, authenticated, service_role;
 
 -- ==== supabase/schemas/180_search_embeddings.sql ====
 

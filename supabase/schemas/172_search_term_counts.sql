@@ -8,7 +8,8 @@
 -- learns a private word's frequency. A word only private tools hold counts 0, the
 -- rarest, which is what it is among what the caller can compare it with.
 --
--- Beside it, how many tools of any kind hold the word (any_tools): never a statistic, only
+-- Beside it, how many tools of any kind hold the word (any_tools): never a statistic for a
+-- caller who cannot list every tool (only an admin's search reads it as one), else only
 -- the list of the words that exist, so that search_tools turns a word's prefix into the
 -- words that start with it (`creat` into creat, creation, creator) with one btree range
 -- instead of a prefix scan of the GIN index, which costs five to eight times as much as
@@ -98,20 +99,3 @@ as $$
 $$;
 revoke execute on function kiwi_internal.recount_search_terms() from public, anon, authenticated;
 grant execute on function kiwi_internal.recount_search_terms() to service_role;
-
--- BM25's document frequency of a term as search_tools writes it: a stem as a prefix
--- (every lexeme that starts with it), or its corrections (each lexeme exactly). A prefix
--- sums its lexemes' counts, so a tool with two of them counts twice: an upper bound,
--- which only makes a prefix weigh a little less.
-create function kiwi_internal.search_term_tools(p_prefix text, p_exact text[]) returns bigint
-  language sql stable
-  set search_path = ''
-as $$
-  select coalesce(sum(greatest(c.tools, 0)), 0)::bigint
-    from kiwi_internal.search_term_counts c
-   where (p_prefix is not null and c.lexeme >= p_prefix collate "C"
-          and c.lexeme < (p_prefix || chr(1114111)) collate "C")
-      or c.lexeme = any (p_exact)
-$$;
--- Only search_tools (security definer, as the table's owner) calls it.
-revoke execute on function kiwi_internal.search_term_tools(text, text[]) from public, anon, authenticated, service_role;

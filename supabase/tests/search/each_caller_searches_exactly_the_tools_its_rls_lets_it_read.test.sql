@@ -59,7 +59,6 @@ begin
   execute v_def;
 end $$;
 -- the reference runs as each caller: let them read the words' counts as search_tools does
-grant execute on function kiwi_internal.search_term_tools(text, text[]) to anon, authenticated, service_role;
 grant select on kiwi_internal.search_term_counts to anon, authenticated, service_role;
 -- and the vectors, which the hybrid answer reads in its own statement (RLS on the tools they
 -- join decides which tools the reference finds by meaning)
