@@ -40,7 +40,7 @@ from runner import (
     local_owner,
 )
 from runner.cli.main import main, run_json
-from runner.harness.run import RESULT_KEYS
+from runner.harness.result import RESULT_KEYS
 from tests.conftest import local_settings
 
 FUZZ = f"fuzz_{uuid.uuid4().hex[:8]}"

@@ -386,7 +386,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
 def run_json(result: RunResult) -> dict[str, Any]:
     """The contract's object, read field by field: `failure` holds an exception, which
     dataclasses.asdict would try (and, for some, fail) to deep-copy."""
-    from ..harness.run import RESULT_KEYS
+    from ..harness.result import RESULT_KEYS
 
     return {key: getattr(result, key) for key in RESULT_KEYS}
 

@@ -22,7 +22,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -59,38 +58,12 @@ from .kept_outputs import keep_large_output
 from .listening import masked, reporting
 from .plan_notes import knowledge_source, knowledge_text, lifecycle_warnings, shadowing
 from .recorder import RecordSink, RunRecorder
+from .result import RunResult
 from .validation import validate
 
 logger = logging.getLogger("kiwi.runner")
 
 CANCELLED = "cancelled before it finished (by its caller, or a time limit of the server it ran for)"
-RESULT_KEYS = ("tool_id", "version", "status", "output", "error", "exit_code", "duration_ms", "executor_chain")
-
-
-@dataclass
-class RunResult:
-    tool_id: str
-    version: str | None
-    status: str  # success | error | timeout
-    output: Any = None
-    error: str | None = None
-    exit_code: int | None = None
-    duration_ms: float = 0.0
-    executor_chain: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    detail: dict[str, Any] = field(default_factory=dict)
-    failure: KiwiError | None = None  # the deliberate error that stopped the run, if any
-    run_id: str | None = None
-    context: dict[str, Any] | None = None  # the execution context a directive's run opened
-    output_schema: dict[str, Any] | None = None  # the declared outputs the output was checked against
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "success"
-
-    def as_json(self) -> dict[str, Any]:
-        """The `kiwi run --json` object (DESIGN.md, Runner contract)."""
-        return {k: getattr(self, k) for k in RESULT_KEYS}
 
 
 def runner_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
