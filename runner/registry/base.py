@@ -431,7 +431,7 @@ class Registry:
             return {k: v for k, v in answer.items() if k not in ("context", "opened", "permission")}
 
         if cache.peek(key) is None:  # else get would answer from memory without reading the context
-            await cache.get(key, fetch, keep=_untouched)
+            await cache.get(key, fetch, keep=_untouched, alias=partial(_any_session, key))
         return answer or await self._call("admit_call", {"p": call})
 
     async def take_rate_limit(self, tool_id: str, server: str | None, session: str | None) -> dict[str, Any]:
