@@ -111,6 +111,13 @@ as $$
 declare
   v_tools uuid[];
 begin
+  -- the tools' rows first, in one order: deleting a tool takes its row, then its count row,
+  -- and a record that took the count row first, then the tool's (to rescore it, or for the
+  -- count row's foreign key), deadlocked with it
+  perform 1 from public.tools t
+   where t.ref in (select r.tool_id from added r where r.source = 'registry')
+   order by t.id
+     for no key update of t;
   with counted as (
     select t.id, t.download_count, count(*) as runs, count(*) filter (where r.status = 'success') as successes
       from added r join public.tools t on t.ref = r.tool_id
