@@ -102,11 +102,22 @@ ANY_SESSION = object()
 """In a verdict's key, instead of the session: the verdict holds in every session."""
 
 
+def _shared(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A verdict's key with every session in place of its own."""
+    return (*key[:4], ANY_SESSION)
+
+
 def _any_session(key: tuple[Any, ...], verdict: dict[str, Any]) -> Hashable | None:
     """The key under which an untouched verdict is also kept for every session of the caller:
     when check_call says no limit is scoped to sessions (a queued run, an MCP session, each
     has a session of its own, and its first call then needs no round trip)."""
-    return (*key[:4], ANY_SESSION) if verdict.get("per_session") is False else None
+    return _shared(key) if verdict.get("per_session") is False else None
+
+
+def _remembered(cache: Cache, key: tuple[Any, ...]) -> dict[str, Any] | None:
+    """The verdict kept under `key`, else the one kept for every session of its caller."""
+    known = cache.peek(key)
+    return known if known is not None else cache.peek(_shared(key))
 
 
 def _untouched(verdict: dict[str, Any]) -> bool:
@@ -390,7 +401,7 @@ class Registry:
         cache, key = self.backend.cache, self._verdict_key(call)
         if cache is None or key is None:
             return await fetch()  # a dry run is let through even where a policy would hold the run
-        known = self.remembered_verdict(call)  # no await when remembered
+        known = _remembered(cache, key)  # no await when remembered
         if known is not None:
             return known
         return await cache.get(key, fetch, keep=_untouched, alias=partial(_any_session, key))
@@ -400,10 +411,7 @@ class Registry:
         else None: what check_call would answer without a round trip. A verdict that holds in
         any session (no limit is scoped to sessions) is found from another session's call."""
         cache, key = self.backend.cache, self._verdict_key(call)
-        if cache is None or key is None:
-            return None
-        known = cache.peek(key)
-        return known if known is not None else cache.peek((*key[:4], ANY_SESSION))
+        return None if cache is None or key is None else _remembered(cache, key)
 
     def _verdict_key(self, call: dict[str, Any]) -> tuple[Any, ...] | None:
         """Where an untouched verdict of `call` is remembered; None for a call never answered from
