@@ -27,6 +27,15 @@ def _worker(database_url: str, make_settings: Callable[..., Any], session: str) 
     return Worker(registry, settings, runner, WorkerOptions(max_runs=1, poll_s=0.2, tick_s=60.0)), runner
 
 
+async def _queued(
+    conn: psycopg.Connection, publish_tool: Callable[..., str], queue: QueuedRuns, stem: str, script: str
+) -> str:
+    """A bash tool running `script`, published, and a run of it queued alone: its id."""
+    tool = publish_tool(stem, {"tool_type": "script", "executor": "bash_runtime"}, {"a.sh": script}, entrypoint="a.sh")
+    conn.execute("delete from pgmq.q_kiwi_runs")  # what earlier tests left: the worker takes this one
+    return str((await queue.enqueue(tool))["id"])
+
+
 def _audits(conn: psycopg.Connection, run_id: str) -> list[tuple[Any, ...]]:
     return conn.execute(
         "select caller, decision, outcome, session_id from audit_log where run_id = %s", (run_id,)
@@ -36,14 +45,7 @@ def _audits(conn: psycopg.Connection, run_id: str) -> list[tuple[Any, ...]]:
 async def test_a_queued_run_is_audited_once_with_its_end_as_its_caller(
     conn: psycopg.Connection, database_url: str, make_settings: Callable[..., Any], publish_tool, queue: QueuedRuns
 ) -> None:
-    tool = publish_tool(
-        "audited_in_queue",
-        {"tool_type": "script", "executor": "bash_runtime"},
-        {"a.sh": "echo '{}'\n"},
-        entrypoint="a.sh",
-    )
-    conn.execute("delete from pgmq.q_kiwi_runs")  # what earlier tests left: the worker takes this one
-    run_id = str((await queue.enqueue(tool))["id"])
+    run_id = await _queued(conn, publish_tool, queue, "audited_in_queue", "echo '{}'\n")
     worker, runner = _worker(database_url, make_settings, "audit-once")
     writes: list[Any] = []
     original = runner.registry.record_audits
@@ -67,14 +69,7 @@ async def test_a_queued_run_is_audited_once_with_its_end_as_its_caller(
 async def test_an_attempt_found_stale_still_leaves_its_audit_row(
     conn: psycopg.Connection, database_url: str, make_settings: Callable[..., Any], publish_tool, queue: QueuedRuns
 ) -> None:
-    tool = publish_tool(
-        "audited_when_stale",
-        {"tool_type": "script", "executor": "bash_runtime"},
-        {"a.sh": "sleep 1\necho '{}'\n"},
-        entrypoint="a.sh",
-    )
-    conn.execute("delete from pgmq.q_kiwi_runs")  # what earlier tests left: the worker takes this one
-    run_id = str((await queue.enqueue(tool))["id"])
+    run_id = await _queued(conn, publish_tool, queue, "audited_when_stale", "sleep 1\necho '{}'\n")
     worker, runner = _worker(database_url, make_settings, "audit-stale")
     try:
         task = asyncio.create_task(worker.run(asyncio.Event()))
