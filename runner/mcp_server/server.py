@@ -42,6 +42,7 @@ from .meta.run import guarded_run
 from .meta.search import search
 from .meta.state import Deleter, ServerState, default_deleter
 from .meta.task_calls import ExecuteTasks
+from .sdk_trims import trim_per_call_work
 from .tasks import install_tasks
 
 __all__ = [
@@ -138,6 +139,7 @@ def build_server(
     register_catalog(server, state)  # directives as prompts, knowledge as resources
     attach_notifications(server, state.registry)  # list_changed and subscriptions, from the registry's NOTIFY
     install_tasks(server, runner, state.registry, ExecuteTasks(state))  # execute run as a queued task (tasks.py)
+    trim_per_call_work(server)  # the SDK's per-call work Kiwi has no use for (sdk_trims.py)
     return server
 
 
