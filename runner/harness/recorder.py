@@ -28,7 +28,8 @@ made it returns, until the registry has it: a process killed right after its rep
 one that stopped while the registry was unreachable, leaves its records there, and the
 next recorder of the same registry writes them (at its start, when it is made inside a
 running event loop, else at its first record). A record is then made when it is
-submitted, not in the writer.
+submitted, not in the writer, and encoded once: the JSON text its journal line holds is the
+text the writer sends (registry.base.Rows), unless the record changed since.
 
 Anonymous callers' audit rows are written in batches of at most ANON_BATCH, within the
 budget the registry gives all anonymous callers a minute (530_anonymous_audit.sql):
