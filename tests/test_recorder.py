@@ -224,3 +224,46 @@ async def test_a_registry_without_record_calls_is_written_kind_by_kind(
         conn.execute("alter function public.record_calls_hidden(jsonb, jsonb) rename to record_calls")
         conn.execute("delete from tool_runs where tool_id = %s", (tool,))
         conn.execute("delete from audit_log where tool_id = %s", (tool,))
+
+
+async def test_journaled_records_are_sent_as_the_text_the_journal_holds(
+    registry: PostgresRegistry, conn: psycopg.Connection, tmp_path: Path
+) -> None:
+    """With a journal, each record is encoded once: the batch sent is the journal's JSON of the
+    very records queued (text beyond ASCII and what JSON only holds as its str() included), and
+    the rows stored are those records."""
+    import json
+
+    from runner.harness.journal import journal_for
+    from runner.registry.base import Rows
+
+    reported: list[str] = []
+    recorder = RunRecorder(registry, on_error=reported.append, journal=journal_for(tmp_path, registry.backend))
+    sent: list[Any] = []
+    carry = registry.backend.call
+
+    async def call(function: str, args: Any, **kw: Any) -> Any:
+        if function == "record_calls":
+            sent.append(args)
+        return await carry(function, args, **kw)
+
+    registry.backend.call = call  # type: ignore[method-assign]
+    tool = f"recorder_test_{uuid.uuid4().hex[:8]}"
+    error = "naïve \u2028 ✓ " + str(tmp_path)
+    ids = [recorder.submit({"tool_id": tool, "status": "error", "error_summary": error, "warnings": [tmp_path]})]
+    recorder.submit_audit(audit(tool, ids[0]))
+    await recorder.flush()
+    try:
+        (args,) = sent
+        for rows in (args["p_runs"], args["p_audits"]):
+            assert isinstance(rows, Rows) and rows.json is not None
+            assert json.loads(rows.json) == json.loads(json.dumps(list(rows), default=str))
+        assert json.loads(args["p_runs"].json)[0]["id"] == ids[0]
+        assert reported == []
+        row = conn.execute("select error_summary, warnings from tool_runs where id = %s", (ids[0],)).fetchone()
+        assert row == (error, [str(tmp_path)])
+        assert recorder.written == 2 and recorder.lost == 0
+    finally:
+        recorder.close()
+        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
+        conn.execute("delete from audit_log where tool_id = %s", (tool,))

@@ -13,12 +13,14 @@ parameters only ever become the tool call's arguments.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
+from ..core.identity import ByIdentity
 from ..core.plan import Plan
 from ..errors import ConfigError
 from ..mcp_client.oauth.provider import OAuthSessions
@@ -78,23 +80,20 @@ class McpToolHandler:
         spec = self.oauth.apply(own, config, invocation.environ, invocation.registry, invocation.runner_environ)
         if plan.tool_type == "mcp_server":  # running a server re-reads its tools (a schedule of it)
             return await reread_server(self.pool, spec, invocation)
-        name = upstream_name(plan)
+        how = _call_of(plan)  # the plan's own: worked out once per (cached) plan
+        name = how.name
         session = self.pool.session_for(spec.key)
         fresh = session is None or not session.usable  # this call connects: the tool list is re-read first
         reread = await reread_on_connect(self.pool, spec, invocation, name) if fresh else []
-        timeout_s = seconds(config, "timeout", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
-        retries = config.get("retries", DEFAULT_RETRIES)
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ConfigError(f"{plan.tool_id}: config.retries must be a whole number >= 0, not {retries!r}")
         detail: dict[str, Any] = {"server": spec.ref, "tool": name, "transport": spec.transport}
         try:
             result, facts = await self.pool.call_tool(
                 spec,
                 name,
                 dict(invocation.params),
-                timeout_s=timeout_s,
-                retries=retries,
-                repeatable=repeatable(plan),
+                timeout_s=how.timeout_s,
+                retries=how.retries,
+                repeatable=how.repeatable,
                 on_progress=_forwarded(invocation.listener),
             )
         except CallTimedOut as exc:
@@ -109,6 +108,30 @@ class McpToolHandler:
 
     async def aclose(self) -> None:
         await self.pool.aclose()
+
+
+@dataclass(frozen=True)
+class _CallOf:
+    """How a plan's tool is called: its upstream name, time limit, retries, and whether a call
+    cut off mid-flight may be sent again. A plan's config never changes, so a cached plan's is
+    worked out once (a config that is wrong raises every time, as nothing is kept for it)."""
+
+    name: str
+    timeout_s: float
+    retries: int
+    repeatable: bool
+
+
+def _checked_call(plan: Plan) -> _CallOf:
+    name = upstream_name(plan)
+    timeout_s = seconds(plan.config, "timeout", DEFAULT_CALL_TIMEOUT_S, plan.tool_id)
+    retries = plan.config.get("retries", DEFAULT_RETRIES)
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ConfigError(f"{plan.tool_id}: config.retries must be a whole number >= 0, not {retries!r}")
+    return _CallOf(name, timeout_s, retries, repeatable(plan))
+
+
+_call_of = ByIdentity(_checked_call)
 
 
 def _forwarded(listener: RunListener | None) -> ProgressFnT | None:

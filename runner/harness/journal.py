@@ -172,7 +172,12 @@ def _signed(key: bytes, scope: str, text: bytes, context: bytes = MAC_CONTEXT) -
 def encode_line(key: bytes, scope: str, line: dict[str, Any]) -> bytes:
     """A journal line, signed: its MAC, a space, the line's JSON (one encoding, of which the MAC
     is taken as it is written), a newline. A reader verifies the very text it then parses."""
-    text = _LINE.encode(line).encode()
+    return signed_line(key, scope, _LINE.encode(line))
+
+
+def signed_line(key: bytes, scope: str, json_text: str) -> bytes:
+    """encode_line() of a line whose JSON text is made already (ASCII, as _LINE makes it)."""
+    text = json_text.encode()
     return _signed(key, scope, text) + b" " + text + b"\n"
 
 
@@ -250,20 +255,28 @@ class Journal:
     def append(self, record_id: str, kind: str, principal: Principal | None, record: dict[str, Any]) -> int | None:
         """Put the record on disk before the call returns; the segment it is in (None: not journaled,
         the disk refused; the record is then only in memory, as before, and that is logged once)."""
+        return self.append_text(record_id, kind, principal, record)[0]
+
+    def append_text(
+        self, record_id: str, kind: str, principal: Principal | None, record: dict[str, Any]
+    ) -> tuple[int | None, str | None]:
+        """append(), and the record's JSON text as the line holds it (None when not journaled):
+        the record is encoded once, for the journal and for the registry's write."""
         if self._broken:
-            return None
-        line = {"id": record_id, "kind": kind, "as": _principal_json(principal), "record": record}
+            return None, None
+        head = {"id": record_id, "kind": kind, "as": _principal_json(principal)}
         try:
-            data = encode_line(self._signing_key(), self.directory.name, line)
+            text = _LINE.encode(record)
+            data = signed_line(self._signing_key(), self.directory.name, f'{_LINE.encode(head)[:-1]},"record":{text}}}')
             segment = self._writable()
             os.write(segment.fd, data)
         except OSError as e:
             self._broken = True
             logger.warning("the run journal in %s cannot be written (%s): records only in memory", self.directory, e)
-            return None
+            return None, None
         segment.lines += 1
         segment.outstanding += 1
-        return self._current
+        return self._current, text
 
     def stored(self, segment: int | None) -> None:
         """One record of `segment` is in the registry (or will never be: refused for good)."""

@@ -28,7 +28,8 @@ made it returns, until the registry has it: a process killed right after its rep
 one that stopped while the registry was unreachable, leaves its records there, and the
 next recorder of the same registry writes them (at its start, when it is made inside a
 running event loop, else at its first record). A record is then made when it is
-submitted, not in the writer.
+submitted, not in the writer, and encoded once: the JSON text its journal line holds is the
+text the writer sends (registry.base.Rows), unless the record changed since.
 
 Anonymous callers' audit rows are written in batches of at most ANON_BATCH, within the
 budget the registry gives all anonymous callers a minute (530_anonymous_audit.sql):
@@ -50,7 +51,7 @@ from typing import Any, Protocol, TypeAlias
 
 from ..errors import KiwiError, RegistryUnavailable, UsageError
 from ..principal import Principal, acting_as, requested
-from ..registry.base import Registry
+from ..registry.base import Registry, Rows
 from .journal import Journal
 
 # A record, or the function that makes it (called by the writer, off the run's path).
@@ -84,6 +85,7 @@ class _Queued:
     queued_at: float = field(default_factory=time.time)
     failed_at: float | None = None  # when a write first failed for want of the registry (it may have landed)
     segment: int | None = None  # the journal segment holding it (journal.py), if journaled
+    text: str | None = None  # the record's JSON as journaled (sent as it is), while the record is that
 
 
 def _dict(queued: _Queued) -> dict[str, Any]:
@@ -92,13 +94,23 @@ def _dict(queued: _Queued) -> dict[str, Any]:
     return queued.record
 
 
+def _rows(batch: list[_Queued]) -> Rows:
+    """A batch's records to write, with their JSON array text when every one was journaled."""
+    rows = Rows(_dict(q) for q in batch)
+    texts = [q.text for q in batch if q.text is not None]
+    if len(texts) == len(batch):
+        rows.json = f"[{','.join(texts)}]"
+    return rows
+
+
 def _waiting(item: _Queued, *, now: float) -> _Queued:
     """`item` marked as having failed for want of the registry (since `now`, if not before);
     an audit row is given the time it was queued, or the database would give it the time it
     is at last written."""
     item = replace(item, failed_at=now if item.failed_at is None else item.failed_at)
     if item.kind == "audit" and "at" not in _dict(item):
-        item = replace(item, record={**_dict(item), "at": datetime.fromtimestamp(item.queued_at, UTC).isoformat()})
+        at = datetime.fromtimestamp(item.queued_at, UTC).isoformat()
+        item = replace(item, record={**_dict(item), "at": at}, text=None)  # no longer the journaled text
     return item
 
 
@@ -181,8 +193,8 @@ class RunRecorder:
         record = self._record_of(item)
         if record is None:
             return None
-        segment = self._journal.append(item.record_id, item.kind, item.principal, record)
-        return _Queued(item.record_id, record, item.principal, item.kind, item.queued_at, item.failed_at, segment)
+        segment, text = self._journal.append_text(item.record_id, item.kind, item.principal, record)
+        return _Queued(item.record_id, record, item.principal, item.kind, item.queued_at, item.failed_at, segment, text)
 
     def _adopt(self) -> None:
         """Queue the records a process of this registry left in the journal (once)."""
@@ -270,7 +282,7 @@ class RunRecorder:
         written on its own (one bad record, or one an unanswered write did store, is then found
         as before). A registry without record_calls is written to kind by kind from then on."""
         try:
-            await self._registry.record_calls([_dict(q) for q in runs], [_dict(q) for q in audits])
+            await self._registry.record_calls(_rows(runs), _rows(audits))
         except RegistryUnavailable as e:
             if e.sqlstate in MISSING_FUNCTION:  # a registry from before record_calls
                 self._together = False
@@ -292,7 +304,7 @@ class RunRecorder:
             return []
         write = self._registry.record_runs if kind == "run" else self._registry.record_audits
         try:
-            await write([_dict(q) for q in batch])
+            await write(_rows(batch))
         except RegistryUnavailable as e:  # kept, in memory and in the journal
             self._unreachable = e.message
             return batch

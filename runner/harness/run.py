@@ -29,6 +29,7 @@ from typing import Any
 from .. import telemetry
 from ..config import Settings
 from ..core.expand import variables_in
+from ..core.identity import ByIdentity
 from ..core.limits import Allowance
 from ..core.materialize import entrypoint_file, materialise
 from ..core.outputs import output_contract
@@ -99,8 +100,10 @@ class Runner:
         journal = journal_for(settings.cache_dir, registry.backend)  # records survive a crash (journal.py)
         self.recorder = RunRecorder(registry, on_error=self._warn, journal=journal)
         self.gate = Gate(registry, self.recorder.submit_audit)
-        # per chain: the ${VAR} names its config uses, their values when last seen, and those values' forms
-        self._secret_names: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str | None, ...] | None, list[str]]] = {}
+        # per plan (a cached plan is the same object each run): the ${VAR} names its config uses;
+        # per list of names: their values when last seen, and those values' forms
+        self._secret_names: ByIdentity[tuple[str, ...]] = ByIdentity(_variables_of, 4096)
+        self._secret_forms: dict[tuple[str, ...], tuple[tuple[str | None, ...], list[str]]] = {}
         self.lockfile = Lockfile(settings.lockfile)
         self._spaces = local_spaces_of(settings)  # the local spaces' roots, resolved once
         self.local_spaces = True  # False: every plan comes from the registry (`kiwi run --registry`)
@@ -109,21 +112,17 @@ class Runner:
     def _secrets(self, plan: Plan) -> list[str]:
         """Values of the ${VAR}s the plan's config names (every chain element's, merged), to scrub
         from what a run reports and stores; parameters are never expanded, so these are all.
-        The names are found once per chain (its content_hashes pin the merged config), and
-        their forms again only when a value changed."""
-        key = (plan.content_hash, *(link.content_hash for link in plan.chain))
-        kept = self._secret_names.get(key)
-        if kept is None:
-            if len(self._secret_names) >= 4096:
-                self._secret_names.clear()
-            names = tuple(sorted(variables_in(plan.config)))
-            kept = (names, None, [])
-        names, seen, forms = kept
+        The names are found once per plan, and their forms again only when a value changed."""
+        names = self._secret_names(plan)
+        if not names:
+            return []
         values = tuple(self.environ.get(name) for name in names)
-        if values != seen:  # their forms are worked out again only when a value changed
-            forms = secret_values(names, self.environ)
-            self._secret_names[key] = (names, values, forms)
-        return list(forms)
+        kept = self._secret_forms.get(names)
+        if kept is None or kept[0] != values:  # their forms are worked out again only when a value changed
+            if len(self._secret_forms) >= 4096:
+                self._secret_forms.clear()
+            kept = self._secret_forms[names] = (values, secret_values(names, self.environ))
+        return list(kept[1])
 
     def _warn(self, message: str) -> None:
         logger.warning("%s", message)
@@ -558,6 +557,11 @@ class Runner:
         stderr = result.detail.get("stderr") if isinstance(result.detail, dict) else None
         secrets = self._secrets(plan) if plan is not None else []
         return partial(run_payload, kept, result.output, stderr if isinstance(stderr, str) else None, secrets)
+
+
+def _variables_of(plan: Plan) -> tuple[str, ...]:
+    """The ${VAR} names a plan's merged config uses, sorted."""
+    return tuple(sorted(variables_in(plan.config)))
 
 
 def _copied(params: Any) -> Any:

@@ -36,7 +36,15 @@ from ..core.plan import Plan
 from ..core.text import unstorable_text
 from ..errors import UsageError
 
-__all__ = ["Backend", "Cache", "Registry", "Returns", "Select"]
+__all__ = ["Backend", "Cache", "Registry", "Returns", "Rows", "Select"]
+
+
+class Rows(list[dict[str, Any]]):
+    """Records to write, with their JSON array text when it was made already (the run journal
+    encodes each record once, journal.py): a backend that sends JSON may send `json` as it is,
+    since it encodes exactly these dicts; any other reads them as the list they are."""
+
+    json: str | None = None
 
 
 @dataclass(frozen=True)
@@ -355,7 +363,7 @@ class Registry:
 
     async def record_runs(self, records: list[dict[str, Any]]) -> list[str]:
         """public.record_runs(p_runs jsonb) -> their ids, in order (all or nothing)."""
-        return [str(i) for i in await self._call("record_runs", {"p_runs": list(records)}, returns="column") or []]
+        return [str(i) for i in await self._call("record_runs", {"p_runs": _rows(records)}, returns="column") or []]
 
     async def runs(self, *, tool_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
         """Recent runs the caller may read (public.tool_runs, newest first), without their payloads."""
@@ -379,12 +387,13 @@ class Registry:
 
     async def record_audits(self, entries: list[dict[str, Any]]) -> list[str]:
         """public.record_audits(p_entries jsonb) -> their ids, in order (all or nothing)."""
-        return [str(i) for i in await self._call("record_audits", {"p_entries": list(entries)}, returns="column") or []]
+        ids = await self._call("record_audits", {"p_entries": _rows(entries)}, returns="column")
+        return [str(i) for i in ids or []]
 
     async def record_calls(self, runs: list[dict[str, Any]], audits: list[dict[str, Any]]) -> list[str]:
         """public.record_calls(p_runs jsonb, p_audits jsonb): record_runs and record_audits in one
         round trip, all or nothing -> the runs' ids, then the audit rows', in order."""
-        args = {"p_runs": list(runs), "p_audits": list(audits)}
+        args = {"p_runs": _rows(runs), "p_audits": _rows(audits)}
         return [str(i) for i in await self._call("record_calls", args, returns="column") or []]
 
     async def check_call(self, call: dict[str, Any]) -> dict[str, Any]:
@@ -539,3 +548,8 @@ class Registry:
         if optional:
             args = {**args, **{name: value for name, value in optional.items() if value is not None}}
         return await self.backend.call(function, args, returns=returns, read=read)
+
+
+def _rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of the records to send, or the Rows themselves (their JSON text goes with them)."""
+    return records if isinstance(records, Rows) else list(records)

@@ -62,7 +62,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import KiwiError, Refused, RegistryUnavailable, UsageError
 from ..principal import Principal, current
-from .base import Registry, Returns, Select
+from .base import Registry, Returns, Rows, Select
 from .errors import from_sqlstate, redact, scrub
 from .plan_cache import PlanCache
 
@@ -181,6 +181,8 @@ _JSON = json.JSONEncoder(default=str)  # one for every argument: json.dumps with
 
 
 def _dumps(value: Any) -> str:
+    if isinstance(value, Rows) and value.json is not None:  # encoded already (the run journal's)
+        return value.json
     return _JSON.encode(value)
 
 
