@@ -1,8 +1,8 @@
 """Could a fusion learned on the relevance set beat search_tools' fixed one? Measured, not assumed.
 
 For each query of the relevance set (bench/relevance, the database bench/relevance/load.py
-builds) it reads search_tools' lexical list (its ranks, top 50) and nearest_tools' semantic
-list (similarities, top 50), as search_tools fuses them, and then:
+builds) it reads search_tools' lexical list as a hybrid search ranks it (its ranks, top 50)
+and nearest_tools' semantic list (similarities, top 50), as search_tools fuses them, and then:
 
 * the ceiling: the share of queries with an expected tool in either list's first 20 (and 50):
   no fusion of these two lists can find more;
@@ -25,13 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
+from embedding_text_fit import fused_lexical_lists
 from relevance.load import DEFAULT_DB, Query, database_url, ensure_relevance_db, load_queries
 from synthetic import DEFAULT_ADMIN_URL
 
 from runner import LocalWordLlama
 from runner.search.query import parse
 
-LEXICAL_Q = "select tool_id, rank from public.search_tools(%s, null, null, 50)"
 SEMANTIC_Q = """
 select t.ref, n.similarity from kiwi_internal.nearest_tools(%s, %s::real[]::extensions.vector, 50, 0.1::real,
                                                             null, null, null, null) n
@@ -82,8 +82,8 @@ def fetch(url: str, queries: Sequence[Query]) -> list[Lists]:
     vectors = embedder.embed([parse(q.text).text for q in queries])
     out = []
     with psycopg.connect(url, autocommit=True) as conn:
-        for query, vector in zip(queries, vectors, strict=True):
-            words = [(str(r[0]), float(r[1])) for r in conn.execute(LEXICAL_Q, (query.text,)).fetchall()]
+        lexical = fused_lexical_lists(conn, queries)  # as a hybrid search ranks words (per_word_fused)
+        for query, vector, words in zip(queries, vectors, lexical, strict=True):
             meaning = [
                 (str(r[0]), float(r[1])) for r in conn.execute(SEMANTIC_Q, (embedder.model, list(vector))).fetchall()
             ]

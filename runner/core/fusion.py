@@ -3,6 +3,8 @@ in-memory registry): the weights of kiwi_internal.search_weights() (170_search.s
 defines them for search_tools, and the same scaling. tests/search/test_fusion.py holds the
 two equal.
 
+It also holds the lexical rank's weights, which the local spaces' ranking uses.
+
 Each list's scores are scaled between its best (1) and FLOOR x its worst (0), a tool missing
 from a list scoring 0 there; the rank is WORDS x words + MEANING x meaning.
 """
@@ -14,6 +16,11 @@ from typing import TypeVar
 
 WORDS, MEANING, QUALITY = 0.4, 0.6, 0.1
 WORDS_FLOOR, MEANING_FLOOR = 0.5, 0.0  # search_weights' lexical_floor, meaning_floor
+# The lexical rank's: per word a tool has (words only; fused with meaning), the terms'
+# field share (0..1) times TERMS, and the fields (id and name, tags, description and
+# category, parameters): search_weights' per_word, per_word_fused, terms, *_field.
+PER_WORD, PER_WORD_FUSED, TERMS = 0.75, 3.0, 3.0
+FIELDS = (1.0, 0.7, 0.7, 0.3)
 
 K = TypeVar("K", bound=Hashable)
 

@@ -4,13 +4,15 @@ A local space holds a handful of tools, so every tool.yaml is read (and remember
 is unchanged) and ranked here, in Python, with the same idea as public.search_tools: a tool
 is found when it has ANY of the query's words (English stop words dropped, words stemmed,
 each stem a prefix; a word no local tool has is replaced by its close spellings, trigram
-similarity >= 0.3), ranked by the exact id (100), 3 per word it has, how much of its id and
-name the words cover (0..1), and weighted fields (id and name 1, tags 0.4, description and
-category 0.2, parameters 0.1; 0..1). With the query's embedding, the tools' texts are
-embedded too (by the same embedder, remembered by text) and a tool whose cosine similarity
-reaches MIN_SIMILARITY is found by meaning; the two lists are then fused as the registry
-fuses its own (runner/core/fusion.py: search_weights' weights and scaling), so local rows can be listed
-among the registry's.
+similarity >= 0.3), ranked with search_tools' weights (runner/core/fusion.py) by the exact id
+(100), PER_WORD per word it has (PER_WORD_FUSED when fused with meaning), how much of its id
+and name the words cover (0..1), and TERMS x the best field each word is in (FIELDS: id and
+name, tags, description and category, parameters; over the query's words, 0..1). The words
+weigh alike here (a space's few tools say nothing of how rare a word is). With the query's
+embedding, the tools' texts are embedded too (by the same embedder, remembered by text) and a
+tool whose cosine similarity reaches MIN_SIMILARITY is found by meaning; the two lists are
+then fused as the registry fuses its own (runner/core/fusion.py: search_weights' weights and
+scaling), so local rows can be listed among the registry's.
 
 The project space shadows the user space (as `kiwi run` resolves). A tool.yaml that cannot
 be read is skipped with a warning, never an exception.
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.fusion import fuse
+from ..core.fusion import FIELDS, PER_WORD, PER_WORD_FUSED, TERMS, fuse
 from ..core.refs import ToolRef, normalize_ref, tool_name
 from ..registry.spaces import MANIFEST_NAME, bare_scripts, tool_dirs
 from .query import Query
@@ -40,7 +42,6 @@ if TYPE_CHECKING:
 # lists, so a weak match would otherwise sit among the registry's best.
 MIN_SIMILARITY = 0.25
 EXACT_ID = 100.0
-WEIGHTS = (1.0, 0.4, 0.2, 0.1)  # id and name, tags, description and category, parameters
 TYPO_SIMILARITY = 0.3
 LEXICAL = "lexical: no query embedding given"  # search_tools' words
 LISTING = "listing: the local spaces' tools"
@@ -332,15 +333,16 @@ def _terms(text: str, fields: Sequence[_Fields]) -> list[_Term]:
     return terms
 
 
-def _lexical(entry: LocalEntry, fields: _Fields, terms: Sequence[_Term], text: str) -> float | None:
+def _lexical(entry: LocalEntry, fields: _Fields, terms: Sequence[_Term], text: str, per_word: float) -> float | None:
     """The registry's lexical rank of one tool, None when it has none of the words (nor the id)."""
     exact = text.strip() in (entry.ref, tool_name(entry.ref)) and bool(text.strip())
     had = [t for t in terms if any(t.in_stems(s) for s in fields.stems)]
     if not had and not exact:
         return None
     named = sum(t.in_names(fields.names) for t in had)
-    weighted = sum(max(w for w, s in zip(WEIGHTS, fields.stems, strict=True) if t.in_stems(s)) for t in had)
-    return EXACT_ID * exact + 3 * len(had) + named / max(len(fields.names), 1) + weighted / max(len(terms), 1)
+    weighted = sum(max(w for w, s in zip(FIELDS, fields.stems, strict=True) if t.in_stems(s)) for t in had)
+    share = weighted / max(len(terms), 1)
+    return EXACT_ID * exact + per_word * len(had) + named / max(len(fields.names), 1) + TERMS * share
 
 
 # -- ranking -----------------------------------------------------------------------------------
@@ -377,7 +379,7 @@ def rank(
     search_mode) marked local. With `query_vector` and the entries' `vectors`, meaning counts
     too. `fused` (default: whether there are vectors) puts rank on the registry's hybrid
     scale (score fusion); else on its lexical scale, where a tool found by meaning
-    alone counts as 3 x its similarity (less than one word)."""
+    alone counts as PER_WORD x its similarity (less than one word)."""
     semantic = query_vector is not None and vectors is not None
     fused = semantic if fused is None else fused
     candidates = []
@@ -389,7 +391,8 @@ def rank(
         return [{**row, "rank": 0.0, "matched_by": None, "search_mode": LISTING} for _, _, row in candidates][:limit]
     fields = [_Fields.of(e) for _, e, _ in candidates]
     terms = _terms(query.text, fields)
-    lexical = [_lexical(e, f, terms, query.text) for (_, e, _), f in zip(candidates, fields, strict=True)]
+    per_word = PER_WORD_FUSED if fused else PER_WORD
+    lexical = [_lexical(e, f, terms, query.text, per_word) for (_, e, _), f in zip(candidates, fields, strict=True)]
     similar: list[float | None] = [None] * len(candidates)
     if query_vector is not None and vectors is not None:
         similar = [_cosine(query_vector, vectors[i]) for i, _, _ in candidates]
@@ -409,11 +412,11 @@ def rank(
 
 def _score(found: list[dict[str, Any]], fused: bool) -> None:
     """Set each row's rank: fused as search_tools fuses (runner/core/fusion.py, the exact id
-    first), or the lexical rank plus 3 x similarity for a
+    first), or the lexical rank plus PER_WORD x similarity for a
     match by meaning."""
     if not fused:
         for r in found:
-            r["rank"] = (r["_lex"] or 0.0) + 3 * (r["_sim"] or 0.0)
+            r["rank"] = (r["_lex"] or 0.0) + PER_WORD * (r["_sim"] or 0.0)
         return
     words = {i: r["_lex"] - EXACT_ID * r["_exact"] for i, r in enumerate(found) if r["_lex"] is not None}
     ranks = fuse(words, {i: r["_sim"] for i, r in enumerate(found) if r["_sim"] is not None})

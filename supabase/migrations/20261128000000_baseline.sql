@@ -3898,22 +3898,33 @@ grant execute on function kiwi_internal.search_popular_floor() to anon, authenti
 -- quality x tools.quality_score (655_quality_score.sql), the exact id above all; a lexical
 -- rank adds quality x quality_score to its words, coverage and full text (where it weighs
 -- more than use and less than one more word matched), and a listing breaks ties of use by it.
--- The lexical side: 3 per word the tool has, each by its idf over the mean idf (the idf from
+-- The lexical side: per_word per word the tool has (per_word_fused when the rank is fused
+-- with meaning: its spread by words matched is what the fusion scales), each by its idf over the mean idf (the idf from
 -- the public tools' counts, 172_search_term_counts.sql) + terms x (each word's idf x the weight
 -- of the best field it is in, over the query's idf: 0..1, so a rare word outweighs common ones)
 -- + name coverage (0..1) + quality; the fields: id and name, tags, description and
 -- category, parameters. The fusion scales each list between its best and floor x its
 -- worst (lexical_floor, meaning_floor: 0 scales to the best alone). Tuned on the relevance
 -- set (bench/search_bench.py, which prints a reference BM25 beside words, meaning and hybrid).
+-- Words only, 3 per word let a long description sharing many common words of a sentence
+-- outrank a short tool named by its rare one: per_word 0.75 (and terms 3, from 4) took words
+-- only from recall@5 0.731, MRR 0.606 to 0.761, 0.618 (BM25 0.739, 0.619); 0.3 failed
+-- test_lexical_ranking's long request; BM25's length normalisation, of the whole document or
+-- of ts_rank_cd, made it worse (0.71). The fused rank keeps 3 (per_word_fused): at 0.3 hybrid
+-- fell from 0.896, 0.730 to 0.866, 0.682. The description field 0.7 (from 0.5; both ranks):
+-- words only MRR 0.618 -> 0.622 (BM25 0.619; recall@5 0.761 unchanged), hybrid 0.896, 0.729
+-- -> 0.896, 0.730; 0.6 and 0.8 did less. Tuned on every query: on the even-numbered half
+-- words only went 0.614 -> 0.623, on the odd one 0.623 -> 0.622.
 create function kiwi_internal.search_weights(out words float8, out meaning float8, out quality float8,
                                              out terms float8, out name_field float8, out tags_field float8,
                                              out text_field float8, out parameters_field float8,
-                                             out lexical_floor float8, out meaning_floor float8)
+                                             out lexical_floor float8, out meaning_floor float8, out per_word float8,
+                                             out per_word_fused float8)
   language sql immutable parallel safe
   set search_path = ''
 as $$
-  select 0.4::float8, 0.6::float8, 0.1::float8, 4::float8, 1::float8, 0.7::float8, 0.5::float8, 0.3::float8,
-         0.5::float8, 0::float8
+  select 0.4::float8, 0.6::float8, 0.1::float8, 3::float8, 1::float8, 0.7::float8, 0.7::float8, 0.3::float8,
+         0.5::float8, 0::float8, 0.75::float8, 3::float8
 $$;
 revoke execute on function kiwi_internal.search_weights() from public;
 grant execute on function kiwi_internal.search_weights() to anon, authenticated, service_role;
@@ -4140,10 +4151,11 @@ begin
   -- matching tool cost a third of the rank's time (1,400 tools for `markdown` at 100k)
   v_cheap := format($f$
                    ((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
-                    + 3 * (%s) + %s::float8 * (%%s)
+                    + %s::float8 * (%s) + %s::float8 * (%%s)
                     + (%s)::real / greatest(length(t.name_vector), 1)
                     + least(ln((1 + t.run_count + t.download_count)::float8) / 1000, 0.01::float8)
                     + %s::float8 * t.quality_score::float8)::real$f$,
+    case when v_vector is null then v_weights.per_word else v_weights.per_word_fused end,
     -- (a word counts whole when the tool has it as typed, half when only a longer word
     -- starts with it: `cat` is not `category`)
     coalesce((select string_agg(format('%s::float8 * ((t.search_document @@ $8[%s])::int + (t.search_document @@ %L::tsquery)::int)',
@@ -4164,7 +4176,7 @@ begin
          order by %s desc, t.ref
          limit %s) c$f$, v_filter, v_light, v_window);
 
-  -- Tools with more of the words always outrank those with fewer (see rank): when a
+  -- Tools with more of the words are preferred (see rank): when a
   -- page of tools has every word, only they are ranked; else, for three to eight words,
   -- when a page has all but one, only they are; else any word counts. A sentence of
   -- common words then ranks hundreds of tools, not a third of the registry.
@@ -4250,7 +4262,7 @@ begin
     end loop;
   end if;
 
-  -- lexical rank: the exact id (100), then 3 for each word the tool has, then how much of
+  -- lexical rank: the exact id (100), then per_word for each word the tool has, then how much of
   -- its id and name the words cover (0..1), popularity (0..0.01), quality (0..0.1:
   -- search_weights), and weighted full text (0..1). The words' fields and ts_rank_cd cost
   -- tens of microseconds a tool (a sentence of common words matches a third of a large

@@ -18,6 +18,14 @@ def test_the_in_process_fusion_has_the_registrys_weights(conn: psycopg.Connectio
     )
 
 
+def test_the_in_process_lexical_rank_has_the_registrys_weights(conn: psycopg.Connection) -> None:
+    row = conn.execute(
+        "select per_word, per_word_fused, terms, name_field, tags_field, text_field, parameters_field"
+        " from kiwi_internal.search_weights()"
+    ).fetchone()
+    assert row == pytest.approx((fusion.PER_WORD, fusion.PER_WORD_FUSED, fusion.TERMS, *fusion.FIELDS))
+
+
 def test_each_list_is_scaled_between_its_best_and_its_floor() -> None:
     ranks = fusion.fuse({"a": 4.0, "b": 2.0}, {"b": 0.5, "c": 0.25})
     # words: a 1, b (2 - 1) / (4 - 1); meaning (floor 0): b 1, c 0.5

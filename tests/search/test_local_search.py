@@ -286,3 +286,28 @@ def test_a_local_tool_is_embedded_from_the_text_the_registry_embeds(
         ),
     ).fetchone()
     assert entry.search_text() == registry_text
+
+
+async def test_a_local_copy_of_a_registry_tool_ranks_on_the_registrys_scale(
+    registry: PostgresRegistry, tmp_path: Path
+) -> None:
+    """Words only, a local tool with the seeded hello_world's fields ranks as the registry ranks
+    hello_world, less the full text and quality the registry adds (0..1.1): it once counted 3 a
+    word where the registry counts 0.75, and outranked every registry tool with the same words."""
+    project = tmp_path / ".ai" / "tools"
+    tool(
+        project,
+        "copy",
+        tool_id="hello_world_copy",
+        name="Hello world",
+        tool_type="script",
+        executor="bash_runtime",
+        description="Greets someone by name; the smallest complete Bash tool.",
+        category="examples",
+        tags=["example", "bash", "greeting"],
+        parameters=[{"name": "name", "type": "string", "description": "Who to greet."}],
+    )
+    found = await search(registry, parse("greets someone"), spaces=[("project", project)])
+    assert found.search_mode.startswith("lexical")
+    ranks = {r["tool_id"]: r["rank"] for r in found.rows}
+    assert 0 <= ranks["hello_world"] - ranks["hello_world_copy"] < 1.2, ranks

@@ -41,9 +41,8 @@ ANON_INVOKER_HELPERS = {
     "kiwi_internal.search_weights(OUT words double precision, OUT meaning double precision, "
     "OUT quality double precision, OUT terms double precision, OUT name_field double precision, "
     "OUT tags_field double precision, OUT text_field double precision, OUT parameters_field double precision, "
-    "OUT lexical_floor double precision, OUT meaning_floor double precision)": (
-        "the weights of search's signals, constants (search_tools)"
-    ),
+    "OUT lexical_floor double precision, OUT meaning_floor double precision, OUT per_word double precision, "
+    "OUT per_word_fused double precision)": ("the weights of search's signals, constants (search_tools)"),
     "kiwi_internal.weighted_tsquery(p_term text, p_weight text)": "a query term's text for one field (search_tools)",
     "kiwi_internal.nearest_sql(p_model text, p_vector text, p_limit text, p_min text, p_filter text)": (
         "the text of the nearest tools' query, from placeholders (search_tools, nearest_tools)"
