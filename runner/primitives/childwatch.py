@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TypeVarTuple
 
-__all__ = ["install"]
+__all__ = ["install", "reap"]
 
 logger = logging.getLogger("kiwi.runner")
 
@@ -52,6 +52,17 @@ def _replace_default_watcher() -> bool:
             return False  # someone chose a watcher: theirs it stays
         policy.set_child_watcher(PidfdWatcher())
     return True
+
+
+def reap(pid: int) -> int:
+    """Wait for the exited child `pid` (by its pid alone) and return its exit code (negative: the
+    signal that ended it); 255 when something else reaped it first, as asyncio says then too."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        logger.warning("child process %d was reaped elsewhere; its exit status is lost", pid)
+        return 255
+    return os.waitstatus_to_exitcode(status)
 
 
 def _pidfds_work() -> bool:
@@ -98,12 +109,7 @@ if sys.version_info < (3, 12):  # later Pythons do this themselves, and deprecat
         ) -> None:
             loop._remove_reader(pidfd)  # type: ignore[attr-defined]
             try:
-                _, status = os.waitpid(pid, 0)
-            except ChildProcessError:  # reaped elsewhere: asyncio's own fallback says 255 too
-                returncode = 255
-                logger.warning("child process %d was reaped elsewhere; its exit status is lost", pid)
-            else:
-                returncode = os.waitstatus_to_exitcode(status)
+                returncode = reap(pid)
             finally:
                 with contextlib.suppress(OSError):
                     os.close(pidfd)

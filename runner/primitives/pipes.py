@@ -60,9 +60,10 @@ class LineSplitter:
             logger.debug("a run's line listener failed", exc_info=True)
 
 
-class Collector(asyncio.SubprocessProtocol):
+class Collector:
     """Keeps the first `limit` bytes of stdout (fd 1) and stderr (fd 2) and discards the rest
-    as it arrives, so the child never blocks on a full pipe and memory stays bounded."""
+    as it arrives, so the child never blocks on a full pipe and memory stays bounded. Fed by
+    launch.py: each piece read, each pipe's end, the process's exit."""
 
     def __init__(
         self, limit: int, loop: asyncio.AbstractEventLoop, on_stderr_line: Callable[[str], None] | None = None
@@ -72,14 +73,8 @@ class Collector(asyncio.SubprocessProtocol):
         self.truncated = {1: False, 2: False}
         self.exited: asyncio.Future[None] = loop.create_future()
         self.pipes_done: asyncio.Future[None] = loop.create_future()
-        self._transport: asyncio.SubprocessTransport | None = None
-        self._open: set[int] = set()
+        self._open: set[int] = {1, 2}
         self._lines = LineSplitter(on_stderr_line) if on_stderr_line else None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.SubprocessTransport)
-        self._transport = transport
-        self._open = {fd for fd in (1, 2) if transport.get_pipe_transport(fd) is not None}
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         buf = self.data[fd]
@@ -101,17 +96,3 @@ class Collector(asyncio.SubprocessProtocol):
     def process_exited(self) -> None:
         if not self.exited.done():
             self.exited.set_result(None)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        # The process has exited and every pipe is closed: release the transport.
-        if self._transport is not None:
-            self._transport.close()
-
-    def close_pipes(self) -> None:
-        """Stop reading (and writing): pipes an escaped process keeps open must not leak."""
-        if self._transport is None:
-            return
-        for fd in (0, 1, 2):
-            pipe = self._transport.get_pipe_transport(fd)
-            if pipe is not None:
-                pipe.close()

@@ -12,13 +12,11 @@ validation, the MCP pool's servers' confinement) build on it too.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import os
 import shutil
 import signal
 import time
-from asyncio.subprocess import DEVNULL, PIPE
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +24,7 @@ from pathlib import Path
 from ..errors import PrimitiveError
 from ..sandbox.confine import SANDBOX_PATH, Confinement
 from . import childwatch, procfs, reaper
+from .launch import launch
 from .pipes import Collector
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -100,30 +99,14 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
 async def _spawn(
     spec: ProcessSpec, program: str, argv: list[str], env: dict[str, str], cwd: Path | None
 ) -> ProcessResult:
-    childwatch.install()  # the child's exit seen through a pidfd, not a thread of its own
+    childwatch.install()  # other children of the runner (MCP servers) are seen exit through a pidfd too
     loop = asyncio.get_running_loop()
     started = time.perf_counter()
     born = reaper.ticks_now()  # no process of this run can have started before this
-    start = asyncio.ensure_future(
-        loop.subprocess_exec(
-            lambda: Collector(spec.max_output_bytes, loop, spec.on_stderr_line),
-            program,
-            *argv[1:],
-            stdin=DEVNULL if spec.stdin is None else PIPE,
-            stdout=PIPE,
-            stderr=PIPE,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,  # the child leads its own process group: one killpg reaches all
-        )
-    )
+    proto = Collector(spec.max_output_bytes, loop, spec.on_stderr_line)
     try:
-        # Shielded: cancelled mid-start, asyncio would kill only the direct child and then
-        # wait for pipes a grandchild may hold; instead let the start finish, then end the group.
-        transport, proto = await asyncio.shield(start)
-    except asyncio.CancelledError:
-        start.add_done_callback(_kill_if_started)
-        raise
+        # started at once (no await): a cancellation cannot come between its start and its watch
+        child = launch([program, *argv[1:]], env=env, cwd=cwd, stdin=spec.stdin, collector=proto)
     except OSError as exc:
         raise _start_error(spec.argv[0], exc) from exc
     except ValueError as exc:  # an embedded NUL byte in argv or env
@@ -131,23 +114,15 @@ async def _spawn(
             f"cannot start {spec.argv[0]}: {exc}", hint="arguments and environment values cannot contain NUL"
         ) from exc
 
-    pgid = transport.get_pid()
-    # a sandbox's PID namespace ends with it, and bubblewrap dies with its parent: nothing of a
-    # confined run can escape the group, so only an unconfined one needs its tree watched
-    watch: reaper.Watch | _Unwatched = (
-        reaper.Watch(pgid, _pipe_inodes(transport), started=born) if spec.confine is None else _Unwatched()
-    )
-    if spec.stdin is not None:
-        # The transport writes in the background as the child reads, so a child that never
-        # reads cannot deadlock us; a broken pipe just closes the write end quietly.
-        stdin = transport.get_pipe_transport(0)
-        assert isinstance(stdin, asyncio.WriteTransport)
-        stdin.write(spec.stdin)
-        stdin.close()
-
+    pgid = child.pid
     group_ended = False
     confine = spec.confine
+    watch: reaper.Watch | _Unwatched = _Unwatched()
     try:
+        # a sandbox's PID namespace ends with it, and bubblewrap dies with its parent: nothing of a
+        # confined run can escape the group, so only an unconfined one needs its tree watched
+        if confine is None:
+            watch = reaper.Watch(pgid, child.pipe_inodes(), started=born)
         timed_out = not await _wait_exit(proto, spec.timeout_s, confine)
         # After a timeout this stops the running tree; after a normal exit it stops what
         # the tool left behind (background jobs, daemons, even those that left the group
@@ -165,9 +140,9 @@ async def _spawn(
             _signal_group(pgid, signal.SIGKILL)
             watch.kill_now()
         watch.close()
-        proto.close_pipes()
+        child.close()
 
-    code = transport.get_returncode()
+    code = child.returncode
     stderr = proto.data[2].decode("utf-8", errors="replace")
     limit = confine.limit_hit(code, stderr) if confine is not None else None
     if limit is not None:
@@ -218,29 +193,6 @@ async def _wait_exit(proto: Collector, timeout_s: float, confine: Confinement | 
             return True
         if confine.over_pids():
             return True
-
-
-def _pipe_inodes(transport: asyncio.SubprocessTransport) -> set[int]:
-    """The inodes of the child's stdout and stderr pipes: a descendant still holding one is the run's."""
-    inodes = set()
-    for fd in (1, 2):
-        pipe = transport.get_pipe_transport(fd)
-        file = pipe.get_extra_info("pipe") if pipe is not None else None
-        if file is not None:
-            with contextlib.suppress(OSError, ValueError):
-                inodes.add(os.fstat(file.fileno()).st_ino)
-    return inodes
-
-
-def _kill_if_started(start: asyncio.Future[tuple[asyncio.SubprocessTransport, Collector]]) -> None:
-    if start.cancelled() or start.exception() is not None:
-        return
-    transport, proto = start.result()
-    _signal_group(transport.get_pid(), signal.SIGKILL)
-    watch = reaper.Watch(transport.get_pid(), _pipe_inodes(transport))
-    watch.kill_now()
-    watch.close()
-    proto.close_pipes()
 
 
 async def _end_group(pgid: int) -> None:

@@ -528,3 +528,26 @@ def test_passthrough_names_and_prefixes() -> None:
         "UV_INDEX_URL": "u",
         "UV_CACHE_DIR": "c",
     }
+
+
+@pytest.mark.slow
+async def test_runs_leave_no_descriptor_open_and_no_child_unreaped() -> None:
+    """Each run's pipes and its exit's pidfd are closed, and its child reaped, however it ended:
+    normally, after writing more stdin than a pipe holds to a child that never read it, or by
+    its timeout (the run's descriptors are the runner's own, not asyncio's transports')."""
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    def zombies() -> list[int]:
+        return [p.pid for p in procfs.processes() if p.ppid == os.getpid() and p.state == "Z"]
+
+    await spawn(ProcessSpec(["true"], ENVIRON))  # whatever the first run sets up once
+    before = open_fds()
+    for _ in range(5):
+        assert (await spawn(ProcessSpec(["echo", "hi"], ENVIRON, stdin=b"{}"))).exit_code == 0
+        assert (await spawn(ProcessSpec(["true"], ENVIRON, stdin=b"z" * (1 << 20)))).exit_code == 0
+        assert (await spawn(ProcessSpec(["sleep", "30"], ENVIRON, stdin=b"z" * (1 << 20), timeout_s=0.2))).timed_out
+    await asyncio.sleep(0.2)  # a killed child's exit is seen on a later turn of the loop
+    assert open_fds() == before
+    assert zombies() == []
