@@ -3,7 +3,7 @@
 -- runs are recorded and versions signed; search ranks a more reliable tool above an equal one.
 begin;
 \ir ../_setup.sql
-select plan(13);
+select plan(14);
 
 select tests.publish('qs_alpha_reporter', 'script', 'bash_runtime');
 select tests.publish('qs_zulu_reporter', 'script', 'bash_runtime');
@@ -82,6 +82,10 @@ select is((select array_agg(s.tool_id order by s.n)
                        rank, matched_by, search_mode, content_hash, signatures, n)
             where s.tool_id like 'qs\_%'),
           array['qs_zulu_reporter', 'qs_alpha_reporter'], 'a listing breaks ties of use by quality');
+
+select is((select c.quality_score from tool_catalog c where c.tool_id = 'qs_alpha_reporter'),
+  (select t.quality_score from tools t where t.ref = 'qs_alpha_reporter'),
+  'the dashboard''s catalog shows each tool''s quality score');
 
 select * from finish();
 rollback;
