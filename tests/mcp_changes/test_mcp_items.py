@@ -123,6 +123,7 @@ async def test_a_directives_alias_names_the_server_and_proxy_false_hands_over_th
     proxied = await imported(runner, handler, conn, listing, made)
     direct = await imported(runner, handler, conn, listing, made, proxy=False)
     directive = f"local/{unique('uses')}"
+    made.append(directive)  # deleted with the servers (the fixture's pattern never matched it)
     manifest = {
         "tool_id": directive,
         "tool_type": "directive",

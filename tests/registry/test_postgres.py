@@ -122,7 +122,10 @@ async def test_a_query_vector_travels_as_an_array_literal_that_keeps_every_numbe
         got = await (await conn.execute("select %s::real[]", (params[1],))).fetchone()
     assert got and [float(f"{x:.8g}") for x in got[0][:5]] == [1e-08, 0.0, 2.5e-05, 0.1, -0.33333334]
     rows = await reg.search("hello world", embedding=vector, model="wordllama/l2_supercat_256")
-    assert rows and rows[0]["tool_id"] == "hello_world" and rows[0]["search_mode"] == "hybrid"
+    # the vector is no real query's: which stored vectors lie nearest it depends on what else the
+    # database holds, so the answer is judged by its mode and by the words' tool being in it
+    assert rows and {r["search_mode"] for r in rows} == {"hybrid"}
+    assert "hello_world" in [r["tool_id"] for r in rows[:5]]
 
 
 async def test_unknown_tool_is_not_found_and_names_the_tool(reg: PostgresRegistry) -> None:
