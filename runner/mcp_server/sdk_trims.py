@@ -7,10 +7,11 @@
   never names the annotation cannot hold one, so the SDK is told that tool has no schema to
   check, worked out once per schema instead of on every call; a tool that names it keeps the
   SDK's check exactly as it was.
-* **The SDK's OpenTelemetry span per message when Kiwi's telemetry is off.** With no tracer
-  provider installed the span records nothing, yet it is built (attributes, context
-  extraction) on every message. With telemetry on (runner/telemetry), it stays: the MCP span
-  is the parent of Kiwi's own.
+* **The SDK's OpenTelemetry span per message when nothing records it.** With no tracer
+  provider installed (neither Kiwi's telemetry, runner/telemetry, nor a host application's)
+  the span records nothing, yet it is built (attributes, context extraction) on every message.
+  With a provider, it stays: the MCP span is the parent of Kiwi's own. Decided when the server
+  is built (`kiwi serve` starts telemetry first).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.inbound import X_MCP_HEADER_KEY
+from opentelemetry import trace
 
 from .. import telemetry
 
@@ -31,12 +33,11 @@ SchemaLookup = Callable[[str], Mapping[str, Any] | None]
 
 
 def trim_per_call_work(server: MCPServer) -> None:
-    """Both trims above, on a built server (telemetry's state is read now: `kiwi serve` starts
-    it before it builds its server)."""
+    """Both trims above, on a built server."""
     low = server._lowlevel_server  # the SDK's MCPServer has no public seam for either
     if low.get_tool_input_schema is not None:
         low.get_tool_input_schema = only_annotated(low.get_tool_input_schema)
-    if not telemetry.started():
+    if not telemetry.started() and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         low.middleware[:] = [m for m in low.middleware if not isinstance(m, OpenTelemetryMiddleware)]
 
 

@@ -5,8 +5,13 @@ annotation is still checked, Kiwi's tools still answer."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.mcpserver import MCPServer
@@ -15,6 +20,7 @@ from mcp.shared.inbound import validate_mcp_param_headers
 from runner.mcp_server.sdk_trims import names_header_annotation, only_annotated
 
 PLAIN: dict[str, Any] = {"type": "object", "properties": {"region": {"type": "string"}}}
+ROOT = Path(__file__).resolve().parents[2]
 ANNOTATED: dict[str, Any] = {
     "type": "object",
     "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
@@ -64,3 +70,31 @@ async def test_kiwis_tools_skip_the_walk_and_still_answer(server: MCPServer) -> 
 def test_without_telemetry_the_sdk_builds_no_span_per_message(server: MCPServer) -> None:
     assert not any(isinstance(m, OpenTelemetryMiddleware) for m in server._lowlevel_server.middleware)
     assert server._lowlevel_server.middleware  # Kiwi's own middleware is still there
+
+
+HOST_APP = """
+import sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server.mcpserver import MCPServer
+from runner.mcp_server.sdk_trims import trim_per_call_work
+
+if sys.argv[1] == "with":
+    trace.set_tracer_provider(TracerProvider())  # a host application's own tracing
+server = MCPServer("host")
+trim_per_call_work(server)
+print(any(isinstance(m, OpenTelemetryMiddleware) for m in server._lowlevel_server.middleware))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("provider", "kept"), [("with", "True"), ("without", "False")])
+def test_a_host_applications_tracer_provider_keeps_the_sdks_span(provider: str, kept: str) -> None:
+    """Tracing is per process (its provider is global), so each case runs in a process of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", HOST_APP, provider], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == kept
