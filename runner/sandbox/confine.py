@@ -101,13 +101,13 @@ class Confinement:
     def resolve(self, command: str, path: str) -> str:
         """Where the sandbox will find `command` (on its PATH), checked on the host through the
         mounts, so a missing command is a clear error before anything starts."""
+        key = (command, path)
         if "/" in command:
             candidates = [command if command.startswith("/") else str(PurePosixPath(self.cwd) / command)]
+        elif key in _FOUND:
+            return command
         else:
             candidates = [str(PurePosixPath(d) / command) for d in path.split(":") if d.startswith("/")]
-        key = (command, path)
-        if "/" not in command and key in _FOUND:
-            return command
         for inside in candidates:
             host = self.to_host(inside)
             if host is not None and os.path.isfile(host) and os.access(host, os.X_OK):
