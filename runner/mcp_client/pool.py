@@ -46,14 +46,13 @@ import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from ..errors import PrimitiveError
-from ..primitives import procfs
 from ..sandbox.confine import Confinement, network_hint
+from .stdio import stdio_connection
 from .websocket import websocket_client
 
 logger = logging.getLogger("kiwi.mcp")
@@ -117,7 +116,6 @@ class _Session:
         self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._errlog: IO[str] | None = None
         self._confine: Confinement | None = None
-        self._spawned: tuple[str, ...] = ()
         self._task = asyncio.create_task(self._own(), name=f"kiwi-mcp:{spec.ref}")
         self._deadline = asyncio.get_running_loop().call_later(spec.startup_timeout_s, self._startup_expired)
 
@@ -202,17 +200,11 @@ class _Session:
     # The owner task: enters the transport and the session, waits, leaves them.
     async def _own(self) -> None:
         started = time.perf_counter()
-        # children already here are not this server (the runner adopts orphans as subreaper)
-        before = _group_leading_children() if self.spec.transport == "stdio" else set()
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
-                if self.spec.transport == "stdio":  # the command as spawned (its sandbox's, when confined)
-                    self.pid = _find_child(self._spawned or self.spec.argv, before)
-                    if self.pid is not None:
-                        _track(self.pid)
                 self.session = session
                 self.connect_ms = round((time.perf_counter() - started) * 1000, 3)
                 # idle from now, not from the spawn: a server slower to start than its
@@ -264,10 +256,10 @@ class _Session:
             if self._confine is not None:  # the server runs in its sandbox, its profile the plan's
                 argv, env = self._confine.command(argv, env)
                 cwd = None
-            self._spawned = tuple(argv)
-            params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
-            async with stdio_client(params, errlog=self._errlog) as (read, write):
-                yield _WatchedReceive(read, self._ended), write
+            async with stdio_connection(argv, env, cwd, self._errlog) as server:
+                self.pid = server.pid  # the command as spawned (its sandbox's, when confined)
+                _track(server.pid)
+                yield _WatchedReceive(server.read, self._ended), server.write
         elif spec.transport == "streamable_http":
             assert spec.url is not None
             client = httpx2.AsyncClient(
@@ -571,30 +563,3 @@ def _on_signal(signum: int, frame: Any) -> None:
     kill_servers()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
-
-
-def _group_leading_children() -> set[int]:
-    """Children of this process leading their own process group, as they are now."""
-    me = os.getpid()
-    try:
-        return {p.pid for p in procfs.processes() if p.ppid == me and p.pgrp == p.pid}
-    except OSError:
-        return set()
-
-
-def _find_child(argv: tuple[str, ...], before: set[int] | None = None) -> int | None:
-    """The pid of the server just spawned: a child of this process leading its own process
-    group, running argv, not already tracked and not there before the spawn (`before`: the
-    runner is the subreaper of tools' daemons, which may lead groups of their own). (The SDK
-    does not expose it.)"""
-    want = list(argv)
-    loose: list[int] = []
-    mine = [pid for pid in _group_leading_children() - (before or set()) if pid not in _LIVE]
-    for pid in mine:
-        cmdline = procfs.cmdline(pid)
-        if cmdline is None:
-            continue
-        if cmdline == want:
-            return pid
-        loose.append(pid)
-    return loose[0] if len(loose) == 1 else None

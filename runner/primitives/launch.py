@@ -17,14 +17,14 @@ import contextlib
 import os
 import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
 from .childwatch import reap
 from .pipes import Collector
 
-__all__ = ["Launched", "launch"]
+__all__ = ["Launched", "launch", "watch_exit"]
 
 READ_BYTES = 256 * 1024  # at most per read, as asyncio's pipe transports read
 
@@ -48,7 +48,7 @@ class Launched:
             self._stdin = proc.stdin
             os.set_blocking(proc.stdin.fileno(), False)
             self._write()
-        self._watch_exit()
+        watch_exit(proc, collector.process_exited)
 
     @property
     def pid(self) -> int:
@@ -120,26 +120,36 @@ class Launched:
             self._stdin.close()
             self._stdin = None
 
-    def _watch_exit(self) -> None:
-        try:
-            pidfd = os.pidfd_open(self._proc.pid)
-        except (AttributeError, OSError):  # no pidfds here: a thread waits instead
-            threading.Thread(target=self._wait_in_thread, daemon=True, name="kiwi-child-wait").start()
-            return
-        self._loop.add_reader(pidfd, self._exited, pidfd)
 
-    def _exited(self, pidfd: int) -> None:
-        self._loop.remove_reader(pidfd)
+def watch_exit(proc: subprocess.Popen[bytes], on_exit: Callable[[], object]) -> None:
+    """Call `on_exit` on the running loop once `proc` has exited and is reaped (its returncode
+    set), learning of it from a pidfd on the loop; where there is none, a thread waits."""
+    loop = asyncio.get_running_loop()
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        threading.Thread(
+            target=_wait_in_thread, args=(loop, proc, on_exit), daemon=True, name="kiwi-child-wait"
+        ).start()
+        return
+
+    def exited() -> None:
+        loop.remove_reader(pidfd)
         try:
-            self._proc.returncode = reap(self._proc.pid)
+            proc.returncode = reap(proc.pid)
         finally:
             os.close(pidfd)
-        self._collector.process_exited()
+        on_exit()
 
-    def _wait_in_thread(self) -> None:
-        self._proc.wait()
-        with contextlib.suppress(RuntimeError):  # the loop closed first: nobody waits any more
-            self._loop.call_soon_threadsafe(self._collector.process_exited)
+    loop.add_reader(pidfd, exited)
+
+
+def _wait_in_thread(
+    loop: asyncio.AbstractEventLoop, proc: subprocess.Popen[bytes], on_exit: Callable[[], object]
+) -> None:
+    proc.wait()
+    with contextlib.suppress(RuntimeError):  # the loop closed first: nobody waits any more
+        loop.call_soon_threadsafe(on_exit)
 
 
 def launch(

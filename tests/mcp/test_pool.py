@@ -275,19 +275,20 @@ async def test_only_a_400_for_no_request_counts_as_a_session_turned_away(body: b
     assert await response.aread() == body
 
 
-def test_a_group_leading_child_that_was_there_before_the_spawn_is_never_taken_for_the_server() -> None:
+@pytest.mark.slow
+async def test_the_tracked_pid_is_the_spawned_server_not_a_look_alike_that_was_there_before(pool: McpPool) -> None:
     """Regression: the runner adopts tools' orphaned daemons (it is their subreaper), and one
-    that leads its own group looked like the server the pool had just spawned, so the pool
-    could track (and later kill) the wrong process."""
-    import subprocess as sp
-
-    from runner.mcp_client.pool import _find_child, _group_leading_children
-
-    orphan = sp.Popen(["sleep", "30"], start_new_session=True)
+    that led its own group looked like the server the pool had just spawned, so the pool could
+    track (and later kill) the wrong process. The pool now spawns the server itself."""
+    spec = everything()
+    look_alike = subprocess.Popen(list(spec.argv), stdin=subprocess.PIPE, start_new_session=True)
     try:
-        before = _group_leading_children()
-        assert orphan.pid in before, "it looks like a freshly spawned server: a child leading its own group"
-        assert _find_child(("sleep", "30"), before) is None, "even with the very argv, it was there before"
+        await pool.call_tool(spec, "echo", {"message": "hi"})
+        pid = pid_of(pool, spec)
+        assert pid != look_alike.pid and look_alike.pid not in live_server_pids()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            assert f.read().split(b"\0")[:-1] == [a.encode() for a in spec.argv]
+        assert os.getpgid(pid) == pid, "it leads its own process group: one killpg reaches all of it"
     finally:
-        orphan.kill()
-        orphan.wait()
+        look_alike.kill()
+        look_alike.wait()
