@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import hmac
 import json
@@ -166,7 +167,17 @@ MAC_HEX = 64  # hexdigits of an HMAC-SHA256
 
 def _signed(key: bytes, scope: str, text: bytes, context: bytes = MAC_CONTEXT) -> bytes:
     """The MAC of a line's JSON text in the journal of registry key `scope`, in hex."""
-    return hmac.digest(key, context + scope.encode() + b"\n" + text, "sha256").hex().encode()
+    mac = _keyed(key, context + scope.encode() + b"\n").copy()
+    mac.update(text)
+    return mac.hexdigest().encode()
+
+
+@functools.lru_cache(maxsize=16)
+def _keyed(key: bytes, prefix: bytes) -> hmac.HMAC:
+    """HMAC-SHA256 under `key`, fed a journal's prefix once: each line's MAC goes on from a copy
+    (the same MAC as hmac.digest of prefix and text, without keying and fetching SHA-256 again:
+    half the cost of a line's signature, and every call writes two lines)."""
+    return hmac.new(key, prefix, hashlib.sha256)
 
 
 def encode_line(key: bytes, scope: str, line: dict[str, Any]) -> bytes:
