@@ -47,6 +47,12 @@ insert into cases (entry) values
   (jsonb_build_object('session_id', repeat('s', 201), 'tool_id', 't', 'decision', 'allowed')),
   (jsonb_build_object('session_id', 's', 'tool_id', 't', 'decision', 'allowed', 'version', repeat('v', 129))),
   (jsonb_build_object('session_id', 's', 'tool_id', 't', 'decision', 'refused', 'reason', repeat('r', 2001)));
+-- the hashes: 64 lower-case hex digits exactly (the screen checks them as a length and a class)
+insert into cases (entry)
+select jsonb_build_object('session_id', 's', 'tool_id', 't', 'decision', 'allowed', f, v)
+  from unnest(array['content_hash', 'params_sha256']) as f,
+       unnest(array[repeat('a', 63), repeat('a', 65), repeat('A', 64), repeat('a', 63) || 'g',
+                    repeat('a', 63) || E'\n', repeat('0123456789abcdef', 4)]) as v;
 
 alter table cases add column expected text;
 update cases set expected = (select case when cardinality(p) = 0 then null
