@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TypeVarTuple
 
-__all__ = ["install", "reap"]
+__all__ = ["install", "is_started", "reap", "started"]
 
 logger = logging.getLogger("kiwi.runner")
 
@@ -54,9 +54,24 @@ def _replace_default_watcher() -> bool:
     return True
 
 
+_started: set[int] = set()  # children started in a session of their own and watched, until reaped
+
+
+def started(pid: int) -> None:
+    """Note a child this process started in a session of its own, whose exit someone awaits
+    (a run's root, an MCP server): the reaper never takes it for an adopted orphan."""
+    _started.add(pid)
+
+
+def is_started(pid: int) -> bool:
+    """Whether `pid` is a child noted by started() and not reaped yet."""
+    return pid in _started
+
+
 def reap(pid: int) -> int:
     """Wait for the exited child `pid` (by its pid alone) and return its exit code (negative: the
     signal that ended it); 255 when something else reaped it first, as asyncio says then too."""
+    _started.discard(pid)
     try:
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
-from .childwatch import reap
+from .childwatch import reap, started
 from .pipes import Collector
 
 __all__ = ["Launched", "launch", "watch_exit"]
@@ -123,8 +123,10 @@ class Launched:
 
 def watch_exit(proc: subprocess.Popen[bytes], on_exit: Callable[[], object]) -> None:
     """Call `on_exit` on the running loop once `proc` has exited and is reaped (its returncode
-    set), learning of it from a pidfd on the loop; where there is none, a thread waits."""
+    set), learning of it from a pidfd on the loop; where there is none, a thread waits. Until
+    then the reaper knows it as a child whose exit is awaited (childwatch.started)."""
     loop = asyncio.get_running_loop()
+    started(proc.pid)
     try:
         pidfd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
@@ -147,7 +149,7 @@ def watch_exit(proc: subprocess.Popen[bytes], on_exit: Callable[[], object]) -> 
 def _wait_in_thread(
     loop: asyncio.AbstractEventLoop, proc: subprocess.Popen[bytes], on_exit: Callable[[], object]
 ) -> None:
-    proc.wait()
+    proc.returncode = reap(proc.pid)
     with contextlib.suppress(RuntimeError):  # the loop closed first: nobody waits any more
         loop.call_soon_threadsafe(on_exit)
 

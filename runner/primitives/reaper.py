@@ -30,7 +30,7 @@ import sys
 import time
 from collections.abc import Iterable
 
-from . import procfs
+from . import childwatch, procfs
 
 PR_SET_CHILD_SUBREAPER = 36
 POLL_S = 0.05  # how often a running tree is looked at (what it forks and leaves behind)
@@ -187,6 +187,7 @@ class Watch:
         deadline = time.monotonic() + _REAP_S
         while self._reap_members() and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
+        _reap_dead_leaders()
         return sorted(killed.items())
 
     def kill_now(self) -> list[Killed]:
@@ -199,6 +200,7 @@ class Watch:
             killed.update((e.pid, e.name) for e in hit)
             time.sleep(0.002)
         self._reap_members()
+        _reap_dead_leaders()
         return sorted(killed.items())
 
     def _reap_members(self) -> bool:
@@ -219,6 +221,17 @@ def _adopted() -> list[procfs.ProcStat]:
     """The runner's children (spawned or adopted alike)."""
     entries = (procfs.stat(pid) for pid in procfs.children(os.getpid()))
     return [e for e in entries if e is not None and e.ppid == os.getpid()]
+
+
+def _reap_dead_leaders() -> None:
+    """Reap the adopted session leaders that have exited. A daemon's double fork leaves one (the
+    `setsid` child that started the daemon and exited), usually before any look at the run's
+    tree saw it: no run claims it, and unreaped, every such run left a zombie for the life of
+    the server. A child the runner started in a session of its own and awaits on the loop (a
+    run's root, an MCP server: childwatch.started) is never taken: whoever awaits it reaps it."""
+    for entry in _adopted():
+        if not entry.alive and entry.session == entry.pid and not childwatch.is_started(entry.pid):
+            _reap(entry)
 
 
 def _reap(entry: procfs.ProcStat) -> bool:

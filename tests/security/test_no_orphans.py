@@ -181,6 +181,44 @@ async def test_a_run_that_ends_at_once_leaves_nothing(
         assert result.error is not None and "the tool left running: " in result.error
 
 
+def adopted_zombies() -> set[int]:
+    """This process's children that have exited and wait to be reaped."""
+    me = os.getpid()
+    found = set()
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except (OSError, ValueError):
+            continue
+        state, ppid = stat[stat.rfind(b")") + 2 :].split()[:2]
+        if state == b"Z" and int(ppid) == me:
+            found.add(int(name))
+    return found
+
+
+async def test_a_daemonising_run_leaves_no_zombie_behind(
+    database_url: str, tmp_path_factory: pytest.TempPathFactory, orphan_tool: Callable[..., str], marker: str
+) -> None:
+    """Regression: a daemon's double fork leaves the `setsid` child that started it, exited
+    before any look at the run's tree, adopted by the runner and never reaped: every such run
+    left a zombie for the life of the server, and a tenant repeating it could fill the process
+    table. The runner reaps adopted session leaders once they have exited."""
+    before = adopted_zombies()
+    tool = orphan_tool(DAEMON + SETSID, EXITS)
+    runner = sandbox_runner(database_url, tmp_path_factory.getbasetemp() / "zombies", sandbox=False)
+    try:
+        for _ in range(3):
+            result = await runner.run(tool, {"marker": marker})
+            assert result.status == "success", result.error
+            assert await none_left(marker) == {}
+        await asyncio.sleep(0.3)
+        left = adopted_zombies() - before
+        assert left == set(), {pid: Path(f"/proc/{pid}/stat").read_text() for pid in left}
+    finally:
+        await runner.aclose()
+
+
 async def test_concurrent_runs_each_kill_only_their_own(
     runner: Runner, orphan_tool: Callable[..., str], marker: str
 ) -> None:
