@@ -99,7 +99,7 @@ async def spawn(spec: ProcessSpec) -> ProcessResult:
 async def _spawn(
     spec: ProcessSpec, program: str, argv: list[str], env: dict[str, str], cwd: Path | None
 ) -> ProcessResult:
-    childwatch.install()  # other children of the runner (MCP servers) are seen exit through a pidfd too
+    childwatch.install()  # asyncio's children in this process (an embedder's, a bench's) exit through pidfds too
     loop = asyncio.get_running_loop()
     started = time.perf_counter()
     born = reaper.ticks_now()  # no process of this run can have started before this
