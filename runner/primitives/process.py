@@ -141,6 +141,7 @@ async def _spawn(
             watch.kill_now()
         watch.close()
         child.close()
+        reaper.reap_exited_orphans()
 
     code = child.returncode
     stderr = proto.data[2].decode("utf-8", errors="replace")

@@ -187,7 +187,6 @@ class Watch:
         deadline = time.monotonic() + _REAP_S
         while self._reap_members() and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        _reap_dead_leaders()
         return sorted(killed.items())
 
     def kill_now(self) -> list[Killed]:
@@ -200,7 +199,6 @@ class Watch:
             killed.update((e.pid, e.name) for e in hit)
             time.sleep(0.002)
         self._reap_members()
-        _reap_dead_leaders()
         return sorted(killed.items())
 
     def _reap_members(self) -> bool:
@@ -223,15 +221,33 @@ def _adopted() -> list[procfs.ProcStat]:
     return [e for e in entries if e is not None and e.ppid == os.getpid()]
 
 
-def _reap_dead_leaders() -> None:
-    """Reap the adopted session leaders that have exited. A daemon's double fork leaves one (the
-    `setsid` child that started the daemon and exited), usually before any look at the run's
-    tree saw it: no run claims it, and unreaped, every such run left a zombie for the life of
-    the server. A child the runner started in a session of its own and awaits on the loop (a
-    run's root, an MCP server: childwatch.started) is never taken: whoever awaits it reaps it."""
+def reap_exited_orphans() -> None:
+    """Reap the adopted orphans of other sessions that have exited, whichever run left them.
+
+    A daemon's double fork leaves the `setsid` child that started it, exited before any look at
+    the run's tree saw it; a sandboxed run that left a process behind leaves bubblewrap's inner
+    processes, which outlive its outer one (it exits with the command) and are adopted after
+    the run has ended. No run claims them, and unreaped, each such run left a zombie for the
+    life of the server: a tenant repeating it could fill the process table. Called at the end
+    of every spawn, so what one run leaves the next reaps at the latest.
+
+    Never taken: a child in this process's own session (one it started without a session of
+    its own, whose waiter reaps it) and one it started in a session of its own and awaits on
+    the loop (a run's root, an MCP server: childwatch.started)."""
+    if not _any_exited_child():  # the common case: one system call
+        return
+    mine = os.getsid(0)
     for entry in _adopted():
-        if not entry.alive and entry.session == entry.pid and not childwatch.is_started(entry.pid):
+        if not entry.alive and entry.session != mine and not childwatch.is_started(entry.pid):
             _reap(entry)
+
+
+def _any_exited_child() -> bool:
+    """Whether a child of this process has exited and waits to be reaped (reaps nothing)."""
+    try:
+        return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return False
 
 
 def _reap(entry: procfs.ProcStat) -> bool:
