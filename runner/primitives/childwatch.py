@@ -7,8 +7,10 @@ pid file descriptor that becomes readable when it exits; the loop watches it lik
 Python 3.12 does exactly this by default. `install()` does it on 3.11, once, and only where
 the default watcher would otherwise be used (never replacing one an embedder chose).
 
-The child is still waited for by its pid alone (waitpid(pid)), so the runner's reaper, which
-reaps only the orphans it adopted (reaper.py), and this never reap each other's processes.
+The child is still waited for by its pid alone (waitpid(pid)), and noted as awaited
+(started()) until then, so the runner's reaper, which reaps only the orphans it adopted
+(reaper.py), and this never reap each other's processes. Children awaited elsewhere on the
+loop (launch.watch_exit: a run's root, an MCP server) are noted the same way.
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ if sys.version_info < (3, 12):  # later Pythons do this themselves, and deprecat
         def add_child_handler(self, pid: int, callback: Callable[[int, int, *_Ts], object], *args: *_Ts) -> None:
             loop = asyncio.get_running_loop()
             pidfd = os.pidfd_open(pid)
+            started(pid)  # its waiter reaps it, never the reaper
             loop._add_reader(pidfd, self._exited, loop, pid, pidfd, callback, args)  # type: ignore[attr-defined]
 
         def remove_child_handler(self, pid: int) -> bool:
