@@ -6,8 +6,10 @@ itself the *child subreaper* (Linux prctl PR_SET_CHILD_SUBREAPER): orphaned desc
 are reparented to it instead. Each spawned process gets a Watch that keeps track of every
 process seen in its tree while it runs and claims the runner's adopted children that are
 its own, so that at the end of the run (exit, timeout, cancellation) and at interpreter
-exit it SIGKILLs each of them and reaps the zombies it adopted. It never touches a
-concurrent run's processes, nor children the runner spawned itself (asyncio's, MCP servers).
+exit it SIGKILLs each of them and reaps the zombies it adopted; after every run it reaps
+what has exited of the orphans no run claimed (reap_exited_orphans). It never touches a
+concurrent run's processes, nor children the runner spawned itself and awaits (a run's root,
+asyncio's, MCP servers: childwatch.started).
 
 An adopted orphan is a run's when, most certain first: it (pid and start time) was seen in
 the run's tree; its process group or session was started by a process seen there; it still
