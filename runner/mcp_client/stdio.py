@@ -32,11 +32,10 @@ from mcp.client.stdio import FORCE_KILL_TIMEOUT, PROCESS_TERMINATION_TIMEOUT, ge
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
-from ..primitives.launch import watch_exit
+from ..primitives.launch import READ_BYTES, watch_exit
 
 __all__ = ["StdioConnection", "stdio_connection"]
 
-READ_BYTES = 256 * 1024
 HELD_MESSAGES = 64  # read and not yet taken by the session: beyond this, stdout is not read
 HELD_WRITES = 1024 * 1024  # bytes the server has not taken yet: beyond this, a send waits
 FLUSH_S = 0.5  # at shutdown, for what was sent but not yet taken
