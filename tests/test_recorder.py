@@ -267,3 +267,69 @@ async def test_journaled_records_are_sent_as_the_text_the_journal_holds(
         recorder.close()
         conn.execute("delete from tool_runs where tool_id = %s", (tool,))
         conn.execute("delete from audit_log where tool_id = %s", (tool,))
+
+
+async def test_a_run_and_its_audit_row_share_one_journal_line_and_are_replayed_from_it(
+    registry: PostgresRegistry, conn: psycopg.Connection, tmp_path: Path
+) -> None:
+    """One call, one journal line: the audit row rides with its run's record (one write, one
+    MAC). A process that ended before writing them leaves that line, and the next recorder of
+    the registry stores both records from it, under their ids, and empties the journal."""
+    from runner.harness.journal import journal_for
+
+    tool = f"recorder_test_{uuid.uuid4().hex[:8]}"
+    journal = journal_for(tmp_path, registry.backend)
+    assert journal is not None
+    run_id, audit_id = str(uuid.uuid4()), str(uuid.uuid4())
+    run = {"id": run_id, "tool_id": tool, "status": "success"}
+    segment, texts = journal.append_texts(
+        local_owner(), [(run_id, "run", run), (audit_id, "audit", {**audit(tool, run_id), "id": audit_id})]
+    )
+    assert segment is not None and all(texts)
+    (path,) = journal.directory.glob("*.jsonl")
+    assert len(path.read_bytes().splitlines()) == 1
+    journal.close()  # its process ended before the writer ran: the segment stays, unlocked
+    assert path.exists()
+
+    reported: list[str] = []
+    recorder = RunRecorder(registry, on_error=reported.append, journal=journal_for(tmp_path, registry.backend))
+    try:
+        await recorder.flush()
+        assert (stored(conn, [run_id]), recorder.written, reported) == (1, 2, [])
+        row = conn.execute("select run_id from audit_log where id = %s", (audit_id,)).fetchone()
+        assert row is not None and str(row[0]) == run_id
+        left = [p for p in journal.directory.glob("*.jsonl") if p.stat().st_size]
+        assert not left, "the journal still holds what Postgres has"
+    finally:
+        recorder.close()
+        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
+        conn.execute("delete from audit_log where tool_id = %s", (tool,))
+
+
+async def test_a_record_submitted_with_its_audit_row_is_journaled_once(
+    registry: PostgresRegistry, conn: psycopg.Connection, tmp_path: Path
+) -> None:
+    """submit(..., audit=...) puts both on disk in one line before it returns, under the ids
+    the registry then stores them with."""
+    import json
+
+    from runner.harness.journal import journal_for
+
+    tool = f"recorder_test_{uuid.uuid4().hex[:8]}"
+    journal = journal_for(tmp_path, registry.backend)
+    assert journal is not None
+    recorder = RunRecorder(registry, journal=journal)
+    try:
+        run_id = recorder.submit({"tool_id": tool, "status": "success"}, audit=audit(tool))
+        (path,) = journal.directory.glob("*.jsonl")
+        (line,) = path.read_bytes().splitlines()
+        head = json.loads(line.split(b" ", 1)[1])
+        assert (head["id"], head["kind"], [t["kind"] for t in head["then"]]) == (run_id, "run", ["audit"])
+        await recorder.flush()
+        assert stored(conn, [run_id]) == 1
+        found = conn.execute("select id from audit_log where tool_id = %s", (tool,)).fetchall()
+        assert [str(r[0]) for r in found] == [head["then"][0]["id"]]
+    finally:
+        recorder.close()
+        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
+        conn.execute("delete from audit_log where tool_id = %s", (tool,))

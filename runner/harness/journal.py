@@ -8,8 +8,9 @@ lose what the kernel had not yet flushed, as no fsync is made). Once the registr
 stored a record, its line is no longer needed: a journal segment whose records are all
 stored is emptied (or deleted, once a newer one is in use).
 
-    <cache_dir>/journal/<registry key>/<pid>-<n>.jsonl     one line per record:
-        <mac> {"id", "kind": "run" | "audit", "as": {"role", "claims", "source"} | null, "record"}
+    <cache_dir>/journal/<registry key>/<pid>-<n>.jsonl     one line per call:
+        <mac> {"id", "kind": "run" | "audit", "as": {"role", "claims", "source"} | null, "record",
+               "then": [{"id", "kind", "record"}]}      (a run's audit row rides with its record)
     <cache_dir>/keys/journal.key                           the runner's key (32 random bytes, 0600)
 
 The registry key is a digest of where the records go (the backend's repr: its database URL
@@ -266,28 +267,38 @@ class Journal:
     def append(self, record_id: str, kind: str, principal: Principal | None, record: dict[str, Any]) -> int | None:
         """Put the record on disk before the call returns; the segment it is in (None: not journaled,
         the disk refused; the record is then only in memory, as before, and that is logged once)."""
-        return self.append_text(record_id, kind, principal, record)[0]
+        return self.append_texts(principal, [(record_id, kind, record)])[0]
 
-    def append_text(
-        self, record_id: str, kind: str, principal: Principal | None, record: dict[str, Any]
-    ) -> tuple[int | None, str | None]:
-        """append(), and the record's JSON text as the line holds it (None when not journaled):
-        the record is encoded once, for the journal and for the registry's write."""
-        if self._broken:
-            return None, None
+    def append_texts(
+        self, principal: Principal | None, records: list[tuple[str, str, dict[str, Any]]]
+    ) -> tuple[int | None, list[str | None]]:
+        """append() of records made by one call (a run's record and its audit row), in one line and
+        one write: the segment (None: not journaled), and each record's JSON text as the line holds
+        it (None when not journaled), the record being encoded once, for the journal and for the
+        registry's write. The first record heads the line; the others follow under "then"."""
+        if self._broken or not records:
+            return None, [None] * len(records)
+        (record_id, kind, _), rest = records[0], records[1:]
         head = {"id": record_id, "kind": kind, "as": _principal_json(principal)}
         try:
-            text = _LINE.encode(record)
-            data = signed_line(self._signing_key(), self.directory.name, f'{_LINE.encode(head)[:-1]},"record":{text}}}')
+            texts = [_LINE.encode(record) for _, _, record in records]
+            line = f'{_LINE.encode(head)[:-1]},"record":{texts[0]}'
+            if rest:
+                then = ",".join(
+                    f'{_LINE.encode({"id": rid, "kind": k})[:-1]},"record":{text}}}'
+                    for (rid, k, _), text in zip(rest, texts[1:], strict=True)
+                )
+                line += f',"then":[{then}]'
+            data = signed_line(self._signing_key(), self.directory.name, line + "}")
             segment = self._writable()
             os.write(segment.fd, data)
         except OSError as e:
             self._broken = True
             logger.warning("the run journal in %s cannot be written (%s): records only in memory", self.directory, e)
-            return None, None
+            return None, [None] * len(records)
         segment.lines += 1
-        segment.outstanding += 1
-        return self._current, text
+        segment.outstanding += len(records)
+        return self._current, list(texts)
 
     def stored(self, segment: int | None) -> None:
         """One record of `segment` is in the registry (or will never be: refused for good)."""
@@ -383,7 +394,9 @@ def _read(path: Path, key: bytes, scope: str) -> list[Journaled]:
             if line is None:
                 dropped += 1
                 continue
-            found.append(Journaled(str(line["id"]), str(line["kind"]), _principal_of(line.get("as")), line["record"]))
+            principal = _principal_of(line.get("as"))
+            for item in [line, *line.get("then", ())]:  # a run's record, and the audit row written with it
+                found.append(Journaled(str(item["id"]), str(item["kind"]), principal, item["record"]))
         except (ValueError, KeyError, TypeError):
             unreadable += 1
     if dropped:

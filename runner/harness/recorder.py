@@ -169,32 +169,51 @@ class RunRecorder:
         """How many records are kept because the registry was unreachable."""
         return sum(q.failed_at is not None for q in self._pending)
 
-    def submit(self, record: Record, run_id: str | None = None) -> str:
+    def submit(self, record: Record, run_id: str | None = None, *, audit: dict[str, Any] | None = None) -> str:
         """Queue a record (or the function that makes it); return the id it will be stored under
-        (`run_id` when the run chose it already: a checkpoint names it, harness/checkpoint.py)."""
+        (`run_id` when the run chose it already: a checkpoint names it, harness/checkpoint.py).
+        audit: the call's audit row, queued with it (journaled in the same line)."""
         run_id = run_id or (None if callable(record) else record.get("id")) or self._new_id()
-        self._queue(_Queued(run_id, record, requested(), "run"))
+        principal = requested()
+        run = _Queued(run_id, record, principal, "run")
+        if audit is None:
+            self._queue(run)
+        else:
+            self._queue(run, self._audit_item(audit, principal))
         return run_id
+
+    def new_id(self) -> str:
+        """An id for a run record chosen before it is submitted (its audit row names it)."""
+        return self._new_id()
 
     def submit_audit(self, entry: dict[str, Any]) -> None:
         """Queue an audit row (public.audit_log), written like the run records, as its caller."""
+        self._queue(self._audit_item(entry, requested()))
+
+    def _audit_item(self, entry: dict[str, Any], principal: Principal | None) -> _Queued:
         if self._journal is not None and "at" not in entry:  # journaled: it may be written much later
             entry = {**entry, "at": datetime.now(UTC).isoformat()}
-        self._queue(_Queued(entry.get("id") or self._new_id(), entry, requested(), "audit"))
+        return _Queued(entry.get("id") or self._new_id(), entry, principal, "audit")
 
     def close(self) -> None:
         """Close the journal (after a flush): what the registry has not stored stays on disk."""
         if self._journal is not None:
             self._journal.close()
 
-    def _journaled(self, item: _Queued) -> _Queued | None:
-        """The record made and on disk (None: making it failed, and that is reported)."""
+    def _journaled(self, items: tuple[_Queued, ...]) -> list[_Queued]:
+        """The records made and on disk, in one journal line (those whose making failed are
+        reported, and left out)."""
         assert self._journal is not None
-        record = self._record_of(item)
-        if record is None:
-            return None
-        segment, text = self._journal.append_text(item.record_id, item.kind, item.principal, record)
-        return _Queued(item.record_id, record, item.principal, item.kind, item.queued_at, item.failed_at, segment, text)
+        made = [(item, record) for item in items if (record := self._record_of(item)) is not None]
+        if not made:
+            return []
+        segment, texts = self._journal.append_texts(
+            items[0].principal, [(item.record_id, item.kind, record) for item, record in made]
+        )
+        return [
+            _Queued(item.record_id, record, item.principal, item.kind, item.queued_at, item.failed_at, segment, text)
+            for (item, record), text in zip(made, texts, strict=True)
+        ]
 
     def _adopt(self) -> None:
         """Queue the records a process of this registry left in the journal (once)."""
@@ -209,15 +228,15 @@ class RunRecorder:
         if self._pending and (self._writer is None or self._writer.done()):
             self._writer = asyncio.get_running_loop().create_task(self._write())
 
-    def _queue(self, item: _Queued) -> None:
+    def _queue(self, *items: _Queued) -> None:
+        """Queue one call's records (one principal's), journaled first when there is a journal."""
         if self._journal is not None:
             self._adopt()
             if self._journal.enabled:
-                made = self._journaled(item)
-                if made is None:
-                    return
-                item = made
-        self._pending.append(item)
+                items = tuple(self._journaled(items))
+        if not items:
+            return
+        self._pending.extend(items)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write())
 

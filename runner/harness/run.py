@@ -251,14 +251,43 @@ class Runner:
                 failure=e,
             )
         result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        make = None
         if not dry_run and self.settings.record_runs and not isinstance(result.failure, Denied):
             with telemetry.span("kiwi.record"):
                 digest = admission.digest_for(given) if admission is not None else None  # the gate's, when equal
-                self._record(result, plan, given, started_at, record_to, digest)
-        if admission is not None:
-            audit, status = (record_to.audit if record_to else None), result.status
-            self.gate.finished(admission, status=status, run_id=result.run_id, version=result.version, write=audit)
+                make = self._record(result, plan, given, started_at, digest)
+        self._submit(result, make, admission, record_to)
         return result, plan
+
+    def _submit(
+        self,
+        result: RunResult,
+        make: Callable[[], dict[str, Any]] | None,
+        admission: Admission | None,
+        record_to: RecordSink | None,
+    ) -> None:
+        """The run's record (`make`, None: none is kept) and its audit row (an admitted call's):
+        handed to record_to, else queued together, in one journal line; result.run_id is the
+        id the record is stored under."""
+        if record_to is not None:
+            if make is not None:
+                record_to.run(make())
+            if admission is not None:
+                self.gate.finished(
+                    admission, status=result.status, run_id=result.run_id, version=result.version, write=record_to.audit
+                )
+            return
+        if admission is None:
+            if make is not None:
+                result.run_id = self.recorder.submit(make, run_id=result.run_id)
+            return
+        if make is not None:
+            result.run_id = result.run_id or self.recorder.new_id()
+        audit = self.gate.ended(admission, status=result.status, run_id=result.run_id, version=result.version)
+        if make is None:
+            self.recorder.submit_audit(audit)
+        else:
+            self.recorder.submit(make, run_id=result.run_id, audit=audit)
 
     def _cancelled(
         self,
@@ -279,10 +308,8 @@ class Runner:
             executor_chain=plan.chain_ids,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
-        if not dry_run and self.settings.record_runs:
-            self._record(result, plan, given, started_at, record_to)
-        audit = record_to.audit if record_to else None
-        self.gate.finished(admission, status="error", run_id=result.run_id, version=plan.version, write=audit)
+        make = self._record(result, plan, given, started_at) if not dry_run and self.settings.record_runs else None
+        self._submit(result, make, admission, record_to)
 
     async def _hold_to_trust(self, plan: Plan, requested: str, version: str | None) -> tuple[Plan, list[str]]:
         """The project's lockfile and the trust policy, before anything runs: a locked tool
@@ -509,19 +536,17 @@ class Runner:
         plan: Plan | None,
         params: Any,
         started_at: float,
-        record_to: RecordSink | None = None,
         digest: tuple[str, int] | None = None,
-    ) -> None:
-        """Queue the run's record, made and written behind the run (recorder.py), or hand it to
-        record_to. A caller may reuse its parameters once the run returns, so they are copied now
-        when a shallow copy is a whole one, else their digest is taken now (unless `digest`, the
-        gate's, is theirs already). An anonymous call has
-        no run record (the database keeps none for callers who are nobody): its audit row says
-        how it ended."""
+    ) -> Callable[[], dict[str, Any]] | None:
+        """What makes the run's record, made behind the run (recorder.py) or by a record_to. A
+        caller may reuse its parameters once the run returns, so they are copied now when a
+        shallow copy is a whole one, else their digest is taken now (unless `digest`, the
+        gate's, is theirs already). None for an anonymous call: the database keeps no run
+        record for callers who are nobody (its audit row says how it ended)."""
         if _anonymous(self.registry):
-            return
+            return None
         snapshot = params_snapshot(params)
-        make = partial(
+        return partial(
             run_record,
             tool_id=result.tool_id,
             version=result.version,
@@ -541,10 +566,6 @@ class Runner:
             trace_id=telemetry.trace_id(),  # now, while the run's span is current: the record is made later
             payload=self._payload(result, plan, params, snapshot),
         )
-        if record_to is not None:
-            record_to.run(make())
-            return
-        result.run_id = self.recorder.submit(make, run_id=result.run_id)
 
     def _payload(
         self, result: RunResult, plan: Plan | None, params: Any, snapshot: dict[str, Any] | None

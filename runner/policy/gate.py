@@ -190,17 +190,19 @@ class Gate:
         write: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         """Audit how an admitted call ended (`write`: who writes the row, if not the recorder)."""
-        ms = round((time.perf_counter() - admission.started) * 1000, 3)
-        (write or self._write)(
-            {
-                **admission.audit,
-                "version": version or admission.audit.get("version"),
-                "decision": "allowed",
-                "outcome": status,
-                "duration_ms": ms,
-                "run_id": run_id,
-            }
-        )
+        (write or self._write)(self.ended(admission, status=status, run_id=run_id, version=version))
+
+    @staticmethod
+    def ended(admission: Admission, *, status: str, run_id: str | None, version: str | None) -> dict[str, Any]:
+        """The audit row of an admitted call that ended, for whoever writes it with its run's record."""
+        return {
+            **admission.audit,
+            "version": version or admission.audit.get("version"),
+            "decision": "allowed",
+            "outcome": status,
+            "duration_ms": round((time.perf_counter() - admission.started) * 1000, 3),
+            "run_id": run_id,
+        }
 
     # -- the parts ------------------------------------------------------------------------
 

@@ -121,11 +121,18 @@ def test_a_server_killed_right_after_its_reply_keeps_the_audit_row_and_the_run_r
 
     at_the_kill = _rows(database_url, digest)  # noted, never relied on: the window the journal closes
     journal = list((cache / "journal").glob("*/*.jsonl"))
-    # each line: its MAC, a space, its JSON (runner/harness/journal.py)
+    # each line: its MAC, a space, its JSON; a run's audit row rides under "then" (runner/harness/journal.py)
     lines = [json.loads(line.split(" ", 1)[1]) for path in journal for line in path.read_text().splitlines()]
-    audited = [line for line in lines if line["kind"] == "audit" and line["record"].get("params_sha256") == digest]
-    recorded = [line for line in lines if line["kind"] == "run" and line["id"] == audited[0]["record"].get("run_id")]
-    assert len(audited) == 1 and len(recorded) == 1, (at_the_kill, lines)
+    calls = [line for line in lines if line["kind"] == "run"]
+    audited = [
+        (call, then)
+        for call in calls
+        for then in call.get("then", [])
+        if then["kind"] == "audit" and then["record"].get("params_sha256") == digest
+    ]
+    assert len(audited) == 1, (at_the_kill, lines)
+    ((call, audit),) = audited
+    assert call["id"] == audit["record"]["run_id"], "the audit row is journaled with the record of its run"
 
     second = StdioServer(database_url, cache, tmp_path / "second.log")  # asked nothing: it replays at start
     try:
