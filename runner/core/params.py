@@ -51,9 +51,10 @@ def validate_params(tool_id: str, schema: Mapping[str, Any] | None, params: Any)
     """Return the parameters with schema defaults filled in, or raise InvalidParameters."""
     if not isinstance(params, dict):
         raise InvalidParameters(tool_id, [f"parameters must be a JSON object, not {type(params).__name__}"])
-    unrepresentable = sorted(set(_not_json(params)))
-    if unrepresentable:
-        raise InvalidParameters(tool_id, unrepresentable)
+    if not _flat_json(params):
+        unrepresentable = sorted(set(_not_json(params)))
+        if unrepresentable:
+            raise InvalidParameters(tool_id, unrepresentable)
     if not schema:
         return dict(params)
     filled = dict(params)
@@ -89,6 +90,34 @@ def json_depth_exceeds(text: str, limit: int = MAX_PARAM_DEPTH) -> bool:
         elif c in "]}":
             depth -= 1
     return False
+
+
+_SCALARS = frozenset({int, bool, type(None)})
+
+
+def _flat_json(params: dict[Any, Any]) -> bool:
+    """Whether `params` is what most calls send, an object of text, numbers, booleans and
+    nulls that JSON carries as they are: then _not_json would find nothing, and the walk is
+    skipped. (The same size as _not_json counts it; anything else goes to _not_json.)"""
+    size = 8
+    for key, value in params.items():
+        if type(key) is not str or (not key.isascii() and not is_utf8(key)):
+            return False
+        kind = type(value)
+        if kind is str:
+            if not value.isascii() and not is_utf8(value):
+                return False
+            size += len(value)
+        elif kind is float:
+            if not math.isfinite(value):
+                return False
+            size += 8
+        elif kind in _SCALARS:
+            size += 8
+        else:
+            return False
+        size += len(key)
+    return size <= MAX_PARAMS_SIZE
 
 
 def _not_json(value: Any) -> Iterator[str]:

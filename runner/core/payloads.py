@@ -24,14 +24,18 @@ CUT = "…"
 _REPLACEMENT = "\ufffd"
 
 
-def run_payload(params: Any, output: Any, stderr: str | None, secrets: list[str]) -> dict[str, Any]:
-    """{params, output, stderr, truncated}: each part masked, made jsonb-safe and fitted to its budget."""
+def run_payload(
+    params: Any, output: Any, stderr: str | None, secrets: list[str], *, masked: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """{params, output, stderr, truncated}: each part masked (unless named in `masked`: a run's
+    result is masked already), made jsonb-safe and fitted to its budget."""
     kept: dict[str, Any] = {}
     truncated: list[str] = []
     for name, value in (("params", params), ("output", output), ("stderr", stderr)):
         if value is None:
             continue
-        fitted, was_cut = _fit(_jsonb_safe(scrub_deep(value, secrets)), BUDGETS[name], tail=name == "stderr")
+        value = value if name in masked else scrub_deep(value, secrets)
+        fitted, was_cut = _fit(_jsonb_safe(value), BUDGETS[name], tail=name == "stderr")
         kept[name] = fitted
         if was_cut:
             truncated.append(name)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, quote_plus
 
@@ -113,12 +112,12 @@ def run_record(
     sandbox: dict[str, Any] | None = None,
     digest: tuple[str, int] | None = None,
     params: Any = None,
-    started_at: float | None = None,
+    started_at: str | None = None,
     trace_id: str | None = None,
     payload: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The record record_run takes. digest: params_digest() of the parameters as they were
-    run, else params: the parameters themselves (a params_snapshot); started_at: a Unix time;
+    run, else params: the parameters themselves (a params_snapshot); started_at: ISO 8601;
     source: registry, or the local space (project, user) whose tool.yaml ran, which is
     stored only then (the column's default is registry); sandbox: the sandbox profile the run
     had (a JSON object of at most 4096 bytes as text, tool_runs.sandbox), stored when given;
@@ -152,5 +151,5 @@ def run_record(
     if payload is not None:
         record["payload"] = payload()
     if started_at is not None:
-        record["started_at"] = datetime.fromtimestamp(started_at, UTC).isoformat()
+        record["started_at"] = started_at
     return record

@@ -22,6 +22,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -210,31 +211,35 @@ class Runner:
     ) -> tuple[RunResult, Plan | None]:
         """run()'s work, inside its span: the result, and the plan it ran (None: none was found)."""
         started = time.perf_counter()
-        started_at = time.time()
+        started_at = datetime.now(UTC).isoformat()  # the run record's start and the audit row's time
         given: Any = {} if params is None else params
         call = call or Call(self.session)
         admission = None
+        secrets: list[str] | None = None  # the plan's, found once a run
         try:
             with telemetry.span("kiwi.plan"):
                 plan = plan or await self.plan(tool_id, version)
                 plan, trust_warnings = await self._hold_to_trust(plan, tool_id, version)
             if raw_params and isinstance(given, dict):
                 given = {**given, **coerce_strings(plan.parameters, raw_params, plan.tool_id)}
+            secrets = self._secrets(plan)
             values = validate_params(plan.tool_id, plan.parameters, given)
             with telemetry.span("kiwi.gate"):
-                admission = await self.gate.admit(plan, values, call, dry_run)
+                admission = await self.gate.admit(plan, values, call, dry_run, started_at)
             checkpoint = await checkpoint_before(self, plan, call, admission.audit, dry_run)  # mutates_state
-            result = await self._execute(plan, values, dry_run, listener, call)
+            result = await self._execute(plan, values, dry_run, listener, call, secrets)
             if checkpoint is not None:  # recorded against the id the run's record is written under
                 result.detail["checkpoint"], result.run_id = checkpoint, checkpoint["run_id"]
             result.warnings[:0] = [*shadowing(plan), *lifecycle_warnings(plan), *trust_warnings]
             result.context = admission.child_context
         except asyncio.CancelledError:  # stopped from outside: its caller, or an MCP server's time limit
             if admission is not None and plan is not None:
-                self._cancelled(admission, plan, given, dry_run, started, started_at, record_to)
+                self._cancelled(admission, plan, given, dry_run, started, started_at, record_to, secrets or [])
             raise
         except KiwiError as e:
-            scrub_error(e, self._secrets(plan) if plan else [])  # before it is audited, stored or shown
+            if secrets is None:
+                secrets = self._secrets(plan) if plan else []
+            scrub_error(e, secrets)  # before it is audited, stored or shown
             if admission is None and not isinstance(e, Denied):
                 # refused before the gate: an unknown tool, bad parameters, or no registry to ask (its
                 # row is journaled and written once the registry answers again, recorder.py)
@@ -255,7 +260,7 @@ class Runner:
         if not dry_run and self.settings.record_runs and not isinstance(result.failure, Denied):
             with telemetry.span("kiwi.record"):
                 digest = admission.digest_for(given) if admission is not None else None  # the gate's, when equal
-                make = self._record(result, plan, given, started_at, digest)
+                make = self._record(result, plan, given, started_at, secrets or [], digest)
         self._submit(result, make, admission, record_to)
         return result, plan
 
@@ -296,8 +301,9 @@ class Runner:
         given: Any,
         dry_run: bool,
         started: float,
-        started_at: float,
+        started_at: str,
         record_to: RecordSink | None,
+        secrets: list[str],
     ) -> None:
         """Record and audit an admitted run that was cancelled before it finished."""
         result = RunResult(
@@ -308,7 +314,8 @@ class Runner:
             executor_chain=plan.chain_ids,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
-        make = self._record(result, plan, given, started_at) if not dry_run and self.settings.record_runs else None
+        recording = not dry_run and self.settings.record_runs
+        make = self._record(result, plan, given, started_at, secrets) if recording else None
         self._submit(result, make, admission, record_to)
 
     async def _hold_to_trust(self, plan: Plan, requested: str, version: str | None) -> tuple[Plan, list[str]]:
@@ -392,8 +399,16 @@ class Runner:
         return await self.registry.attestations(plan.executor_id) if plan.executor_id else []
 
     async def _execute(
-        self, plan: Plan, params: dict[str, Any], dry_run: bool, listener: RunListener | None, call: Call
+        self,
+        plan: Plan,
+        params: dict[str, Any],
+        dry_run: bool,
+        listener: RunListener | None,
+        call: Call,
+        secrets: list[str],
     ) -> RunResult:
+        """The validated, admitted call run by its handler; `secrets`: the plan's (_secrets),
+        masked in everything it reports."""
         root = self.settings.cache_dir
         with telemetry.span("kiwi.materialise"):
             if any(f.storage_key for f in plan.files):  # fetched and checked before anything runs
@@ -404,7 +419,7 @@ class Runner:
         if handler is None:  # knowledge: its content is the result, and where it came from its detail
             source = knowledge_source(plan)
             detail = {"source": source} if source else {}
-            return self._result(plan, Outcome(status="success", output=knowledge_text(plan), detail=detail))
+            return self._result(plan, Outcome(status="success", output=knowledge_text(plan), detail=detail), secrets)
         environ = self.environ_for(plan)
         site = self.site(plan, workdir, environ)
         placeholders: dict[str, str] = {}
@@ -412,9 +427,8 @@ class Runner:
             placeholders["workdir"] = site.tool_path() or str(workdir)
             if entry is not None:
                 placeholders["entrypoint"] = f"{placeholders['workdir']}/{entry.path}"
-        secrets = self._secrets(plan)  # once a run: each use below masks with the same forms
         listener = masked(listener, secrets)
-        progress = reporting(self._progress(plan), listener)
+        progress = reporting(self._progress(secrets), listener)
         with telemetry.span("kiwi.environment"):
             env_dir = await prepare_environment(plan.config, root, environ, progress, site=site)
             if env_dir is not None:
@@ -431,7 +445,7 @@ class Runner:
                 "files": [f.path for f in plan.files],
                 "validation": {"passed": True, "warnings": warnings},
             }
-            result = self._result(plan, Outcome(status="success", output=output))
+            result = self._result(plan, Outcome(status="success", output=output), secrets)
         else:
             invocation = Invocation(
                 plan=plan,
@@ -509,16 +523,15 @@ class Runner:
             return {"enabled": False, "why": "the runner's sandbox is off (KIWI_SANDBOX=off)"}
         return {"enabled": True, **site.profile.describe()}
 
-    def _progress(self, plan: Plan) -> Callable[[str], None] | None:
+    def _progress(self, secrets: list[str]) -> Callable[[str], None] | None:
         """on_progress with the plan's secrets masked (an environment step's argv, a retry's URL)."""
-        report, secrets = self.on_progress, self._secrets(plan)
+        report = self.on_progress
         if report is None or not secrets:
             return report
         return lambda line: report(scrub(line, secrets) or "")
 
-    def _result(self, plan: Plan, outcome: Outcome, secrets: list[str] | None = None) -> RunResult:
+    def _result(self, plan: Plan, outcome: Outcome, secrets: list[str]) -> RunResult:
         """The outcome as the caller sees it: every resolved secret masked, whatever the tool printed."""
-        secrets = self._secrets(plan) if secrets is None else secrets
         return RunResult(
             tool_id=plan.tool_id,
             version=plan.version,
@@ -535,7 +548,8 @@ class Runner:
         result: RunResult,
         plan: Plan | None,
         params: Any,
-        started_at: float,
+        started_at: str,
+        secrets: list[str],
         digest: tuple[str, int] | None = None,
     ) -> Callable[[], dict[str, Any]] | None:
         """What makes the run's record, made behind the run (recorder.py) or by a record_to. A
@@ -564,20 +578,20 @@ class Runner:
             params=snapshot,
             started_at=started_at,
             trace_id=telemetry.trace_id(),  # now, while the run's span is current: the record is made later
-            payload=self._payload(result, plan, params, snapshot),
+            payload=self._payload(result, params, snapshot, secrets),
         )
 
     def _payload(
-        self, result: RunResult, plan: Plan | None, params: Any, snapshot: dict[str, Any] | None
+        self, result: RunResult, params: Any, snapshot: dict[str, Any] | None, secrets: list[str]
     ) -> Callable[[], dict[str, Any]] | None:
         """What makes the record's payload behind the run (None when the runner keeps none). The
-        output and stderr are the result's, already masked; the parameters are masked there."""
+        output and stderr are the result's, masked already (_result); the parameters are masked there."""
         if not self.settings.run_payloads:
             return None
         kept = snapshot if snapshot is not None else _copied(params)
         stderr = result.detail.get("stderr") if isinstance(result.detail, dict) else None
-        secrets = self._secrets(plan) if plan is not None else []
-        return partial(run_payload, kept, result.output, stderr if isinstance(stderr, str) else None, secrets)
+        stderr = stderr if isinstance(stderr, str) else None
+        return partial(run_payload, kept, result.output, stderr, secrets, masked=("output", "stderr"))
 
 
 def _variables_of(plan: Plan) -> tuple[str, ...]:

@@ -122,11 +122,14 @@ class Gate:
         self._write = audit
         self._contexts: dict[tuple[Any, str], dict[str, Any]] = {}
 
-    def entry(self, call: Call, plan: Plan | None, tool: str, params: Any, dry_run: bool) -> dict[str, Any]:
-        """The audit entry of a call, before its decision."""
+    def entry(
+        self, call: Call, plan: Plan | None, tool: str, params: Any, dry_run: bool, at: str | None = None
+    ) -> dict[str, Any]:
+        """The audit entry of a call, before its decision (`at`: when it was called, ISO 8601; now
+        when not given)."""
         digest, size = params_digest(params)
         return {
-            "at": datetime.now(UTC).isoformat(),  # when it was called: the row is written later, in a batch
+            "at": at or datetime.now(UTC).isoformat(),  # the row is written later, in a batch
             "session_id": call.session,
             "action": "dry_run" if dry_run else "run",
             "tool_id": plan.tool_id if plan else tool,
@@ -137,9 +140,12 @@ class Gate:
             "params_size": size,
         }
 
-    async def admit(self, plan: Plan, params: dict[str, Any], call: Call, dry_run: bool) -> Admission:
-        """Let the call go on (an Admission), or raise Denied after auditing the refusal."""
-        audit = self.entry(call, plan, plan.tool_id, params, dry_run)
+    async def admit(
+        self, plan: Plan, params: dict[str, Any], call: Call, dry_run: bool, at: str | None = None
+    ) -> Admission:
+        """Let the call go on (an Admission), or raise Denied after auditing the refusal (`at`:
+        when it was called, as entry() takes it)."""
+        audit = self.entry(call, plan, plan.tool_id, params, dry_run, at)
         asked = {**audit, "approval_id": call.approval_id, "dry_run": dry_run}
         ask = _Ask(
             plan,
