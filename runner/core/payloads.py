@@ -35,6 +35,9 @@ def run_payload(
         if value is None:
             continue
         value = value if name in masked else scrub_deep(value, secrets)
+        if _plain(value, BUDGETS[name]):  # most parameters: nothing to clean, nothing to cut
+            kept[name] = value
+            continue
         fitted, was_cut = _fit(_jsonb_safe(value), BUDGETS[name], tail=name == "stderr")
         kept[name] = fitted
         if was_cut:
@@ -46,6 +49,41 @@ def run_payload(
 # One encoder for every measure: json.dumps with options builds a new one per call.
 _TEXT = json.JSONEncoder(ensure_ascii=False)
 _MOST_BYTES_A_CHAR = 6  # of JSON text, a character escaped as \uXXXX (UTF-8 takes at most 4)
+
+
+_LONGEST_NUMBER = 24  # characters of a finite float's or a 64-bit integer's JSON text, at most
+_INT64 = 2**63
+
+
+def _plain(value: Any, budget: int) -> bool:
+    """Whether `value` is an object of ASCII text without NUL, finite numbers, booleans and
+    nulls whose JSON text surely fits `budget` (each character counted as the six of an escape):
+    _jsonb_safe would change nothing and _fit would keep it, so neither walks it."""
+    if type(value) is not dict:
+        return False
+    size = 2
+    for key, item in value.items():
+        if type(key) is not str or not key.isascii() or "\x00" in key:
+            return False
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() or "\x00" in item:
+                return False
+            size += _MOST_BYTES_A_CHAR * len(item) + 2
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+            size += _LONGEST_NUMBER
+        elif kind is int:
+            if not -_INT64 <= item < _INT64:
+                return False
+            size += _LONGEST_NUMBER
+        elif kind is not bool and item is not None:
+            return False
+        else:
+            size += _LONGEST_NUMBER
+        size += _MOST_BYTES_A_CHAR * len(key) + 4
+    return size <= budget
 
 
 def _size(value: Any) -> int:

@@ -76,7 +76,7 @@ OVER_BUDGET = "PT429"
 MISSING_FUNCTION = ("42883", "PGRST202")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Queued:
     record_id: str  # the id it is stored under (chosen here, so a repeated write is known)
     record: Record
@@ -204,16 +204,20 @@ class RunRecorder:
         """The records made and on disk, in one journal line (those whose making failed are
         reported, and left out)."""
         assert self._journal is not None
-        made = [(item, record) for item in items if (record := self._record_of(item)) is not None]
+        made: list[tuple[_Queued, dict[str, Any]]] = []
+        for item in items:  # each made now, in place: the items are the recorder's own
+            record = self._record_of(item)
+            if record is not None:
+                item.record = record
+                made.append((item, record))
         if not made:
             return []
         segment, texts = self._journal.append_texts(
             items[0].principal, [(item.record_id, item.kind, record) for item, record in made]
         )
-        return [
-            _Queued(item.record_id, record, item.principal, item.kind, item.queued_at, item.failed_at, segment, text)
-            for (item, record), text in zip(made, texts, strict=True)
-        ]
+        for (item, _), text in zip(made, texts, strict=True):
+            item.segment, item.text = segment, text
+        return [item for item, _ in made]
 
     def _adopt(self) -> None:
         """Queue the records a process of this registry left in the journal (once)."""
@@ -397,8 +401,11 @@ class RunRecorder:
         failed, which is reported."""
         record = queued.record
         try:
-            made = record() if callable(record) else record
-            return {**made, "id": queued.record_id}
+            if callable(record):  # a record made here is this recorder's: its id is set in place
+                made = record()
+                made["id"] = queued.record_id
+                return made
+            return {**record, "id": queued.record_id}
         except Exception as e:  # a bug in what makes the record: say so, keep writing the others
             self._report(queued.kind, [{"id": queued.record_id}], f"the record could not be made: {e!r}")
             self._stored([queued])
