@@ -74,15 +74,23 @@ def scrub(text: str | None, secrets: Iterable[str]) -> str | None:
 
 def scrub_deep(value: Any, secrets: list[str]) -> Any:
     """scrub over every string inside dicts and lists, keys included (a tool's structured output
-    may print a secret as a key; detail: stderr, bodies, headers)."""
+    may print a secret as a key; detail: stderr, bodies, headers). A string shorter than every
+    secret cannot hold one, and is not searched."""
     if not secrets:
         return value
+    return _scrubbed(value, secrets, min(map(len, secrets)))
+
+
+def _scrubbed(value: Any, secrets: list[str], shortest: int) -> Any:
     if isinstance(value, str):
-        return scrub(value, secrets)
+        return value if len(value) < shortest else scrub(value, secrets)
     if isinstance(value, list):
-        return [scrub_deep(v, secrets) for v in value]
+        return [_scrubbed(v, secrets, shortest) for v in value]
     if isinstance(value, dict):
-        return {scrub(k, secrets) if isinstance(k, str) else k: scrub_deep(v, secrets) for k, v in value.items()}
+        return {
+            (scrub(k, secrets) if isinstance(k, str) and len(k) >= shortest else k): _scrubbed(v, secrets, shortest)
+            for k, v in value.items()
+        }
     return value
 
 

@@ -164,7 +164,9 @@ class Gate:
         if context is not None:
             self._check(ask, context)
         held = ask.context_id is None or context is not None
-        if held and not ask.opens:
+        if held and not ask.opens and remembered is not None and ask.context_id is None:
+            verdict = remembered  # what check_call answers from memory: nothing was awaited since
+        elif held and not ask.opens:
             verdict = await self._registry.check_call(ask.checked)  # from memory while nothing covers the call
         elif held and remembered is not None:
             verdict = {**remembered, "opened": await self._open(ask, context)}

@@ -18,6 +18,8 @@ from urllib.parse import quote, quote_plus
 
 import psycopg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner import Runner, RunResult
 from runner.core.records import MASK, scrub, scrub_deep, secret_values
@@ -218,3 +220,31 @@ def test_short_values_are_settings_and_stay_visible() -> None:
     assert scrub_deep({"dev": ["1", "long-enough"]}, secret_values(["B", "C"], {"B": "dev", "C": "long-enough"})) == {
         "dev": ["1", MASK]
     }
+
+
+@given(
+    st.recursive(
+        st.text(alphabet="ab-/", max_size=12),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet="ab-/", max_size=8), inner, max_size=3)
+        ),
+        max_leaves=12,
+    ),
+    st.lists(st.text(alphabet="ab-/", min_size=4, max_size=6), min_size=1, max_size=3),
+)
+@settings(max_examples=300, deadline=None)
+def test_every_string_and_key_is_masked_however_short_the_others(value: object, values: list[str]) -> None:
+    """scrub_deep skips the strings shorter than every secret (they cannot hold one); it masks
+    exactly what masking every string and key would."""
+    secrets = secret_values([f"V{i}" for i in range(len(values))], {f"V{i}": v for i, v in enumerate(values)})
+
+    def every(item: object) -> object:
+        if isinstance(item, str):
+            return scrub(item, secrets)
+        if isinstance(item, list):
+            return [every(v) for v in item]
+        if isinstance(item, dict):
+            return {scrub(k, secrets): every(v) for k, v in item.items()}
+        return item
+
+    assert scrub_deep(value, secrets) == every(value)
