@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+import orjson
+
 from ..errors import KiwiError
 
 MAX_ERROR_CHARS = 2000
@@ -33,11 +35,40 @@ def params_digest(params: Any) -> tuple[str, int]:
     """sha256 and size of the parameters' canonical JSON; whatever a caller sent (even what JSON
     cannot hold, which the schema check then refuses) still gets a digest, never an exception."""
     try:
-        text = _CANONICAL.encode(params)
+        text = _orjson_canonical(params) if _ascii_flat(params) else _CANONICAL.encode(params)
     except (TypeError, ValueError):
         text = repr(params)
     data = text.encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest(), len(data)
+
+
+def _orjson_canonical(params: dict[str, Any]) -> str:
+    """_CANONICAL's text of an _ascii_flat object, by orjson: byte for byte the same there (keys
+    in the same order, the same escapes, no floats), in a fraction of the time."""
+    return orjson.dumps(params, option=orjson.OPT_SORT_KEYS).decode()
+
+
+_INT64 = 2**63
+
+
+def _ascii_flat(params: Any) -> bool:
+    """Whether params is an object of ASCII keys and ASCII text, 64-bit integers, booleans and
+    nulls: the parameters of most calls, which orjson writes as _CANONICAL does."""
+    if type(params) is not dict:
+        return False
+    for key, value in params.items():
+        if type(key) is not str or not key.isascii():
+            return False
+        kind = type(value)
+        if kind is str:
+            if not value.isascii():
+                return False
+        elif kind is int:
+            if not -_INT64 <= value < _INT64:
+                return False
+        elif kind is not bool and value is not None:
+            return False
+    return True
 
 
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})

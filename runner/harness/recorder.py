@@ -49,6 +49,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Protocol, TypeAlias
 
+from ..core.clock import utc_now_iso
 from ..errors import KiwiError, RegistryUnavailable, UsageError
 from ..principal import Principal, acting_as, requested
 from ..registry.base import Registry, Rows
@@ -192,7 +193,7 @@ class RunRecorder:
 
     def _audit_item(self, entry: dict[str, Any], principal: Principal | None) -> _Queued:
         if self._journal is not None and "at" not in entry:  # journaled: it may be written much later
-            entry = {**entry, "at": datetime.now(UTC).isoformat()}
+            entry = {**entry, "at": utc_now_iso()}
         return _Queued(entry.get("id") or self._new_id(), entry, principal, "audit")
 
     def close(self) -> None:

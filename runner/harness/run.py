@@ -22,13 +22,13 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .. import telemetry
 from ..config import Settings
+from ..core.clock import utc_now_iso
 from ..core.expand import variables_in
 from ..core.identity import ByIdentity
 from ..core.limits import Allowance
@@ -211,7 +211,7 @@ class Runner:
     ) -> tuple[RunResult, Plan | None]:
         """run()'s work, inside its span: the result, and the plan it ran (None: none was found)."""
         started = time.perf_counter()
-        started_at = datetime.now(UTC).isoformat()  # the run record's start and the audit row's time
+        started_at = utc_now_iso()  # the run record's start and the audit row's time
         given: Any = {} if params is None else params
         call = call or Call(self.session)
         admission = None

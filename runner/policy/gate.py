@@ -33,9 +33,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, NoReturn
 
+from ..core.clock import utc_now_iso
 from ..core.limits import Allowance
 from ..core.plan import Plan
 from ..core.records import params_digest
@@ -129,7 +129,7 @@ class Gate:
         when not given)."""
         digest, size = params_digest(params)
         return {
-            "at": at or datetime.now(UTC).isoformat(),  # the row is written later, in a batch
+            "at": at or utc_now_iso(),  # the row is written later, in a batch
             "session_id": call.session,
             "action": "dry_run" if dry_run else "run",
             "tool_id": plan.tool_id if plan else tool,

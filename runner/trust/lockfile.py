@@ -78,12 +78,18 @@ class Lockfile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._where = os.fspath(path)
         self._stamp: tuple[int, int] | None = None
         self._tools: dict[str, LockedTool] = {}
 
     def tools(self) -> dict[str, LockedTool]:
+        # most projects have no lockfile: asking whether it exists raises nothing (a server asks
+        # on every run), where a stat of a missing file raises FileNotFoundError
+        if not os.access(self._where, os.F_OK):
+            self._stamp, self._tools = None, {}
+            return self._tools
         try:
-            st = self.path.stat()
+            st = os.stat(self._where)
         except FileNotFoundError:
             self._stamp, self._tools = None, {}
             return self._tools
