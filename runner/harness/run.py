@@ -15,7 +15,6 @@ or API.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import sys
@@ -35,13 +34,11 @@ from ..core.limits import Allowance
 from ..core.materialize import entrypoint_file, materialise
 from ..core.outputs import output_contract
 from ..core.params import coerce_strings, validate_params
-from ..core.payloads import run_payload
 from ..core.plan import Plan
-from ..core.records import params_digest, params_snapshot, run_record, scrub, scrub_deep, scrub_error, secret_values
+from ..core.records import scrub, scrub_deep, scrub_error, secret_values
 from ..errors import KiwiError, NotFound
 from ..policy import Admission, Call, Denied, Gate
 from ..primitives.base import Invocation, Outcome, RunListener
-from ..principal import requested
 from ..registry.base import Registry
 from ..registry.spaces import find as find_local
 from ..registry.spaces import spaces as local_spaces_of
@@ -61,6 +58,7 @@ from .listening import masked, reporting
 from .plan_notes import knowledge_source, knowledge_text, lifecycle_warnings, shadowing
 from .recorder import RecordSink, RunRecorder
 from .result import RunResult
+from .run_record import record_maker
 from .validation import validate
 
 logger = logging.getLogger("kiwi.runner")
@@ -260,7 +258,7 @@ class Runner:
         if not dry_run and self.settings.record_runs and not isinstance(result.failure, Denied):
             with telemetry.span("kiwi.record"):
                 digest = admission.digest_for(given) if admission is not None else None  # the gate's, when equal
-                make = self._record(result, plan, given, started_at, secrets or [], digest)
+                make = record_maker(self, result, plan, given, started_at, secrets or [], digest)
         self._submit(result, make, admission, record_to)
         return result, plan
 
@@ -315,7 +313,7 @@ class Runner:
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
         recording = not dry_run and self.settings.record_runs
-        make = self._record(result, plan, given, started_at, secrets) if recording else None
+        make = record_maker(self, result, plan, given, started_at, secrets) if recording else None
         self._submit(result, make, admission, record_to)
 
     async def _hold_to_trust(self, plan: Plan, requested: str, version: str | None) -> tuple[Plan, list[str]]:
@@ -543,71 +541,7 @@ class Runner:
             detail=scrub_deep(outcome.detail, secrets),
         )
 
-    def _record(
-        self,
-        result: RunResult,
-        plan: Plan | None,
-        params: Any,
-        started_at: str,
-        secrets: list[str],
-        digest: tuple[str, int] | None = None,
-    ) -> Callable[[], dict[str, Any]] | None:
-        """What makes the run's record, made behind the run (recorder.py) or by a record_to. A
-        caller may reuse its parameters once the run returns, so they are copied now when a
-        shallow copy is a whole one, else their digest is taken now (unless `digest`, the
-        gate's, is theirs already). None for an anonymous call: the database keeps no run
-        record for callers who are nobody (its audit row says how it ended)."""
-        if _anonymous(self.registry):
-            return None
-        snapshot = params_snapshot(params)
-        return partial(
-            run_record,
-            tool_id=result.tool_id,
-            version=result.version,
-            content_hash=plan.content_hash if plan else None,
-            status=result.status,
-            exit_code=result.exit_code,
-            duration_ms=result.duration_ms,
-            error=result.error,
-            chain=result.executor_chain,
-            primitive=plan.primitive if plan else None,
-            source=plan.source if plan else "registry",
-            warnings=list(result.warnings),
-            sandbox=result.detail.get("sandbox") if isinstance(result.detail, dict) else None,
-            digest=digest or (params_digest(params) if snapshot is None else None),
-            params=snapshot,
-            started_at=started_at,
-            trace_id=telemetry.trace_id(),  # now, while the run's span is current: the record is made later
-            payload=self._payload(result, params, snapshot, secrets),
-        )
-
-    def _payload(
-        self, result: RunResult, params: Any, snapshot: dict[str, Any] | None, secrets: list[str]
-    ) -> Callable[[], dict[str, Any]] | None:
-        """What makes the record's payload behind the run (None when the runner keeps none). The
-        output and stderr are the result's, masked already (_result); the parameters are masked there."""
-        if not self.settings.run_payloads:
-            return None
-        kept = snapshot if snapshot is not None else _copied(params)
-        stderr = result.detail.get("stderr") if isinstance(result.detail, dict) else None
-        stderr = stderr if isinstance(stderr, str) else None
-        return partial(run_payload, kept, result.output, stderr, secrets, masked=("output", "stderr"))
-
 
 def _variables_of(plan: Plan) -> tuple[str, ...]:
     """The ${VAR} names a plan's merged config uses, sorted."""
     return tuple(sorted(variables_in(plan.config)))
-
-
-def _copied(params: Any) -> Any:
-    """Nested parameters as they are now (a caller may reuse them once the run returns)."""
-    try:
-        return json.loads(json.dumps(params))
-    except (TypeError, ValueError):
-        return repr(params)
-
-
-def _anonymous(registry: Registry) -> bool:
-    """Whether the running call acts as nobody: the request's principal, else the registry's own."""
-    who = requested() or getattr(registry, "principal", None)
-    return getattr(who, "role", None) == "anon"
