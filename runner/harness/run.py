@@ -258,7 +258,8 @@ class Runner:
         if not dry_run and self.settings.record_runs and not isinstance(result.failure, Denied):
             with telemetry.span("kiwi.record"):
                 digest = admission.digest_for(given) if admission is not None else None  # the gate's, when equal
-                make = record_maker(self, result, plan, given, started_at, secrets or [], digest)
+                keep = self.settings.run_payloads
+                make = record_maker(self.registry, keep, result, plan, given, started_at, secrets or [], digest)
         self._submit(result, make, admission, record_to)
         return result, plan
 
@@ -313,7 +314,8 @@ class Runner:
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
         recording = not dry_run and self.settings.record_runs
-        make = record_maker(self, result, plan, given, started_at, secrets) if recording else None
+        keep = self.settings.run_payloads
+        make = record_maker(self.registry, keep, result, plan, given, started_at, secrets) if recording else None
         self._submit(result, make, admission, record_to)
 
     async def _hold_to_trust(self, plan: Plan, requested: str, version: str | None) -> tuple[Plan, list[str]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import telemetry
 from ..core.payloads import run_payload
@@ -20,12 +20,10 @@ from ..principal import requested
 from ..registry.base import Registry
 from .result import RunResult
 
-if TYPE_CHECKING:
-    from .run import Runner
-
 
 def record_maker(
-    runner: Runner,
+    registry: Registry,
+    keep_payload: bool,
     result: RunResult,
     plan: Plan | None,
     params: Any,
@@ -37,8 +35,9 @@ def record_maker(
     caller may reuse its parameters once the run returns, so they are copied now when a
     shallow copy is a whole one, else their digest is taken now (unless `digest`, the
     gate's, is theirs already). None for an anonymous call: the database keeps no run
-    record for callers who are nobody (its audit row says how it ended)."""
-    if _anonymous(runner.registry):
+    record for callers who are nobody (its audit row says how it ended). keep_payload: the
+    runner keeps run payloads (Settings.run_payloads)."""
+    if _anonymous(registry):
         return None
     snapshot = params_snapshot(params)
     return partial(
@@ -59,7 +58,7 @@ def record_maker(
         params=snapshot,
         started_at=started_at,
         trace_id=telemetry.trace_id(),  # now, while the run's span is current: the record is made later
-        payload=_payload(result, params, snapshot, secrets) if runner.settings.run_payloads else None,
+        payload=_payload(result, params, snapshot, secrets) if keep_payload else None,
     )
 
 
