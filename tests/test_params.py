@@ -168,24 +168,6 @@ def test_jsonschema_rs_and_jsonschema_give_the_same_verdict(schema: dict[str, An
     assert got == expected, (schema, params)
 
 
-_FLAT_VALUES = st.one_of(
-    st.text(), st.integers(), st.booleans(), st.none(), st.floats(allow_nan=True, allow_infinity=True)
-)
-
-
-@given(st.dictionaries(st.text(), _FLAT_VALUES, max_size=6))
-@settings(max_examples=300, deadline=None)
-def test_the_flat_shortcut_passes_only_what_the_full_walk_passes(params: dict[str, Any]) -> None:
-    """validate_params skips the shape walk for an object of scalars JSON carries as they are
-    (_flat_json): whatever the shortcut lets through, the walk finds nothing wrong with."""
-    from runner.core.params import _flat_json, _not_json
-
-    if _flat_json(params):
-        assert list(_not_json(params)) == []
-    else:
-        assert list(_not_json(params)) != []
-
-
 def test_the_flat_shortcut_still_counts_the_size() -> None:
     from runner.core.params import MAX_PARAMS_SIZE
 

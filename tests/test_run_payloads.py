@@ -10,8 +10,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from runner import Runner
 from runner.core.payloads import BUDGETS, MAX_PAYLOAD_BYTES, run_payload
@@ -117,28 +115,3 @@ def test_a_short_string_is_kept_whole_exactly_when_its_json_fits_the_budget() ->
             fitted, cut = _fit(text, budget, tail=False)
             assert (fitted == text and not cut) == (_size(text) <= budget), (char, length)
             assert _size(fitted) <= budget
-
-
-@given(
-    st.dictionaries(
-        st.text(max_size=12),
-        st.one_of(
-            st.text(max_size=40),
-            st.integers(min_value=-(2**70), max_value=2**70),
-            st.floats(),
-            st.booleans(),
-            st.none(),
-        ),
-        max_size=6,
-    ),
-    st.integers(min_value=2, max_value=600),
-)
-@settings(max_examples=400, deadline=None)
-def test_parameters_kept_unwalked_are_what_the_walk_would_keep(params: dict[str, Any], budget: int) -> None:
-    """run_payload keeps a flat object of plain scalars as it is (_plain) when its JSON surely
-    fits: then cleaning it would change nothing and fitting it would not cut it."""
-    from runner.core.payloads import _fit, _jsonb_safe, _plain
-
-    if _plain(params, budget):
-        assert _jsonb_safe(params) == params
-        assert _fit(params, budget, tail=False) == (params, False)

@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import InvalidParameters, Refused
+from .flat import flat
 from .identity import ByIdentity
 from .schema_errors import Failure, compile_schema, failures, wants
 from .text import is_utf8
@@ -92,32 +93,14 @@ def json_depth_exceeds(text: str, limit: int = MAX_PARAM_DEPTH) -> bool:
     return False
 
 
-_SCALARS = frozenset({int, bool, type(None)})
-
-
 def _flat_json(params: dict[Any, Any]) -> bool:
     """Whether `params` is what most calls send, an object of text, numbers, booleans and
     nulls that JSON carries as they are: then _not_json would find nothing, and the walk is
     skipped. (The same size as _not_json counts it; anything else goes to _not_json.)"""
-    size = 8
-    for key, value in params.items():
-        if type(key) is not str or (not key.isascii() and not is_utf8(key)):
-            return False
-        kind = type(value)
-        if kind is str:
-            if not value.isascii() and not is_utf8(value):
-                return False
-            size += len(value)
-        elif kind is float:
-            if not math.isfinite(value):
-                return False
-            size += 8
-        elif kind in _SCALARS:
-            size += 8
-        else:
-            return False
-        size += len(key)
-    return size <= MAX_PARAMS_SIZE
+    found = flat(params)
+    if found is None or found.unencodable or found.nonfinite:
+        return False
+    return 8 + found.key_chars + found.text_chars + 8 * found.others <= MAX_PARAMS_SIZE
 
 
 def _not_json(value: Any) -> Iterator[str]:

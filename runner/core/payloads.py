@@ -14,6 +14,7 @@ import json
 import math
 from typing import Any
 
+from .flat import flat
 from .records import scrub_deep
 from .text import is_utf8
 
@@ -52,38 +53,18 @@ _MOST_BYTES_A_CHAR = 6  # of JSON text, a character escaped as \uXXXX (UTF-8 tak
 
 
 _LONGEST_NUMBER = 24  # characters of a finite float's or a 64-bit integer's JSON text, at most
-_INT64 = 2**63
 
 
 def _plain(value: Any, budget: int) -> bool:
     """Whether `value` is an object of ASCII text without NUL, finite numbers, booleans and
     nulls whose JSON text surely fits `budget` (each character counted as the six of an escape):
     _jsonb_safe would change nothing and _fit would keep it, so neither walks it."""
-    if type(value) is not dict:
+    found = flat(value)
+    if found is None or not found.ascii or found.nul or found.nonfinite or found.wide:
         return False
-    size = 2
-    for key, item in value.items():
-        if type(key) is not str or not key.isascii() or "\x00" in key:
-            return False
-        kind = type(item)
-        if kind is str:
-            if not item.isascii() or "\x00" in item:
-                return False
-            size += _MOST_BYTES_A_CHAR * len(item) + 2
-        elif kind is float:
-            if not math.isfinite(item):
-                return False
-            size += _LONGEST_NUMBER
-        elif kind is int:
-            if not -_INT64 <= item < _INT64:
-                return False
-            size += _LONGEST_NUMBER
-        elif kind is not bool and item is not None:
-            return False
-        else:
-            size += _LONGEST_NUMBER
-        size += _MOST_BYTES_A_CHAR * len(key) + 4
-    return size <= budget
+    texts = _MOST_BYTES_A_CHAR * found.text_chars + 2 * found.texts
+    keys = _MOST_BYTES_A_CHAR * found.key_chars + 4 * (found.texts + found.others)
+    return 2 + texts + _LONGEST_NUMBER * found.others + keys <= budget
 
 
 def _size(value: Any) -> int:

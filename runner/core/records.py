@@ -18,6 +18,7 @@ from urllib.parse import quote, quote_plus
 import orjson
 
 from ..errors import KiwiError
+from .flat import flat
 
 MAX_ERROR_CHARS = 2000
 MAX_WARNINGS, MAX_WARNING_CHARS = 16, 1000  # tool_runs.warnings (210_run_records.sql)
@@ -48,27 +49,11 @@ def _orjson_canonical(params: dict[str, Any]) -> str:
     return orjson.dumps(params, option=orjson.OPT_SORT_KEYS).decode()
 
 
-_INT64 = 2**63
-
-
 def _ascii_flat(params: Any) -> bool:
     """Whether params is an object of ASCII keys and ASCII text, 64-bit integers, booleans and
     nulls: the parameters of most calls, which orjson writes as _CANONICAL does."""
-    if type(params) is not dict:
-        return False
-    for key, value in params.items():
-        if type(key) is not str or not key.isascii():
-            return False
-        kind = type(value)
-        if kind is str:
-            if not value.isascii():
-                return False
-        elif kind is int:
-            if not -_INT64 <= value < _INT64:
-                return False
-        elif kind is not bool and value is not None:
-            return False
-    return True
+    found = flat(params)
+    return found is not None and found.ascii and not found.floats and not found.wide
 
 
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
