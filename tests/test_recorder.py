@@ -22,6 +22,12 @@ async def registry(database_url: str) -> AsyncIterator[PostgresRegistry]:
     await reg.aclose()
 
 
+def forget(conn: psycopg.Connection, tool: str) -> None:
+    """Delete the run records and audit rows a test wrote for `tool`."""
+    conn.execute("delete from tool_runs where tool_id = %s", (tool,))
+    conn.execute("delete from audit_log where tool_id = %s", (tool,))
+
+
 def stored(conn: psycopg.Connection, ids: list[str]) -> int:
     return conn.execute("select count(*) from tool_runs where id = any(%s::uuid[])", (ids,)).fetchone()[0]
 
@@ -180,8 +186,7 @@ async def test_runs_and_their_audit_rows_are_written_in_one_round_trip(
         rows = conn.execute("select run_id::text from audit_log where tool_id = %s", (tool,)).fetchall()
         assert sorted(r[0] for r in rows) == sorted(ids)
     finally:
-        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
-        conn.execute("delete from audit_log where tool_id = %s", (tool,))
+        forget(conn, tool)
 
 
 async def test_a_bad_audit_row_beside_runs_loses_only_itself(
@@ -199,8 +204,7 @@ async def test_a_bad_audit_row_beside_runs_loses_only_itself(
         count = conn.execute("select count(*) from audit_log where tool_id = %s", (tool,)).fetchone()[0]
         assert count == 1 and recorder.lost == 1 and len(reported) == 1 and "decision" in reported[0]
     finally:
-        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
-        conn.execute("delete from audit_log where tool_id = %s", (tool,))
+        forget(conn, tool)
 
 
 async def test_a_registry_without_record_calls_is_written_kind_by_kind(
@@ -222,8 +226,7 @@ async def test_a_registry_without_record_calls_is_written_kind_by_kind(
         assert sent == ["record_calls", "record_runs", "record_audits", "record_runs", "record_audits"]
     finally:
         conn.execute("alter function public.record_calls_hidden(jsonb, jsonb) rename to record_calls")
-        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
-        conn.execute("delete from audit_log where tool_id = %s", (tool,))
+        forget(conn, tool)
 
 
 async def test_journaled_records_are_sent_as_the_text_the_journal_holds(
@@ -265,8 +268,7 @@ async def test_journaled_records_are_sent_as_the_text_the_journal_holds(
         assert recorder.written == 2 and recorder.lost == 0
     finally:
         recorder.close()
-        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
-        conn.execute("delete from audit_log where tool_id = %s", (tool,))
+        forget(conn, tool)
 
 
 async def test_a_run_and_its_audit_row_share_one_journal_line_and_are_replayed_from_it(
@@ -302,8 +304,7 @@ async def test_a_run_and_its_audit_row_share_one_journal_line_and_are_replayed_f
         assert not left, "the journal still holds what Postgres has"
     finally:
         recorder.close()
-        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
-        conn.execute("delete from audit_log where tool_id = %s", (tool,))
+        forget(conn, tool)
 
 
 async def test_a_record_submitted_with_its_audit_row_is_journaled_once(
@@ -331,5 +332,4 @@ async def test_a_record_submitted_with_its_audit_row_is_journaled_once(
         assert [str(r[0]) for r in found] == [head["then"][0]["id"]]
     finally:
         recorder.close()
-        conn.execute("delete from tool_runs where tool_id = %s", (tool,))
-        conn.execute("delete from audit_log where tool_id = %s", (tool,))
+        forget(conn, tool)
