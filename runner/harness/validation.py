@@ -60,8 +60,9 @@ DEFAULT_CHECK_TIMEOUT_S = 60.0
 # Static findings per chain: the rules come from the chain's configs and the text from the
 # tool's files, and every element's content_hash pins both.
 _findings: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
-# Syntax checks passed in this process (also marked on disk, for the next process).
-_checked: set[str] = set()
+# Syntax checks passed in this process, by content hash and command line (also marked on disk,
+# under a digest of both, for the next process).
+_checked: set[tuple[str, ...]] = set()
 
 
 def rules_of(plan: Plan) -> list[tuple[str, Mapping[str, Any]]]:
@@ -254,12 +255,13 @@ async def _syntax_check(
 ) -> None:
     # One pass: the check's own ${VAR}s resolve; a parameter or file path filled in stays as it is.
     argv = _check_argv(plan, where, rule, values, environ)
-    key = hashlib.sha256(json.dumps([plan.content_hash, argv], sort_keys=True).encode()).hexdigest()
-    if key in _checked:
+    passed = (plan.content_hash, *argv)
+    if passed in _checked:
         return
+    key = hashlib.sha256(json.dumps([plan.content_hash, argv], sort_keys=True).encode()).hexdigest()
     marker = cache_root / "validated" / key
     if marker.exists():
-        _checked.add(key)
+        _checked.add(passed)
         return
     env = passthrough(list(plan.config.get("env_passthrough") or ["PATH"]), environ)
     confine = await site.confine() if site is not None else None  # in the tool's own sandbox
@@ -286,4 +288,4 @@ async def _syntax_check(
         )
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(plan.tool_id + "\n")
-    _checked.add(key)
+    _checked.add(passed)

@@ -238,9 +238,13 @@ def reap_exited_orphans() -> None:
     the loop (a run's root, an MCP server: childwatch.started)."""
     if not _any_exited_child():  # the common case: one system call
         return
-    mine = os.getsid(0)
-    for entry in _adopted():
-        if not entry.alive and entry.session != mine and not childwatch.is_started(entry.pid):
+    mine, me = os.getsid(0), os.getpid()
+    for pid in procfs.children(me):
+        # a child awaited on the loop is not read at all: with concurrent runs, most children
+        # are, and reading the stat of one still in its exec waits for the exec to end
+        if childwatch.is_started(pid) or (entry := procfs.stat(pid)) is None:
+            continue
+        if entry.ppid == me and not entry.alive and entry.session != mine:
             _reap(entry)
 
 
