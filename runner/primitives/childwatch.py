@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TypeVarTuple
 
-__all__ = ["install", "is_started", "reap", "started"]
+__all__ = ["forget", "install", "is_started", "reap", "started"]
 
 logger = logging.getLogger("kiwi.runner")
 
@@ -68,6 +68,11 @@ def started(pid: int) -> None:
 def is_started(pid: int) -> bool:
     """Whether `pid` is a child noted by started() and not reaped yet."""
     return pid in _started
+
+
+def forget(pid: int) -> None:
+    """A child noted by started() has been reaped by whoever awaited it (a Popen's own wait)."""
+    _started.discard(pid)
 
 
 def reap(pid: int) -> int:

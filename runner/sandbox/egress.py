@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError, PrimitiveError
+from ..primitives import childwatch
 
 __all__ = ["Egress", "inside", "normalise_allow", "proxy_env"]
 
@@ -166,6 +167,8 @@ class _Proxy:
         for p in self.procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=2)
+            if p.returncode is not None:
+                childwatch.forget(p.pid)
         self.procs.clear()
 
 
@@ -274,9 +277,12 @@ class Egress:
         )
 
     def _spawn(self, argv: list[str], proxy: _Proxy) -> subprocess.Popen[bytes]:
-        """A child in its own process group, dying with us, its output in the proxy's log."""
+        """A child in its own process group, dying with us, its output in the proxy's log. Noted
+        as awaited (its Popen reaps it): the reaper, which reaps exited children of other
+        sessions at the end of every run, would otherwise take its exit status, and its pid
+        could be reused while `kill` still signals its group."""
         with open(proxy.log, "ab") as log:
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -284,6 +290,8 @@ class Egress:
                 start_new_session=True,
                 preexec_fn=functools.partial(_die_with_owner, os.getpid()),
             )
+        childwatch.started(proc.pid)
+        return proc
 
     async def _ready(self, proxy: _Proxy, table: str, needle: str) -> bool:
         """Wait, bounded, until the newest process listens; False if it exited or timed out."""
