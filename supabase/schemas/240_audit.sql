@@ -308,10 +308,12 @@ begin
              and case coalesce(jsonb_typeof(e.entry -> 'outcome'), 'null') when 'null' then true
                    when 'string' then (e.entry ->> 'outcome') in ('success', 'error', 'timeout') else false end
              and case coalesce(jsonb_typeof(e.entry -> 'id'), 'null') when 'null' then true
-                   when 'string' then (e.entry ->> 'id') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                   when 'string' then (e.entry ->> 'id') like '________-____-____-____-____________'
+                                      and (e.entry ->> 'id')::uuid is not null
                    else false end
              and case coalesce(jsonb_typeof(e.entry -> 'run_id'), 'null') when 'null' then true
-                   when 'string' then (e.entry ->> 'run_id') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                   when 'string' then (e.entry ->> 'run_id') like '________-____-____-____-____________'
+                                      and (e.entry ->> 'run_id')::uuid is not null
                    else false end
              and case coalesce(jsonb_typeof(e.entry -> 'directive'), 'null') when 'null' then true
                    when 'string' then char_length(e.entry ->> 'directive') <= 300 else false end

@@ -53,6 +53,13 @@ select jsonb_build_object('session_id', 's', 'tool_id', 't', 'decision', 'allowe
   from unnest(array['content_hash', 'params_sha256']) as f,
        unnest(array[repeat('a', 63), repeat('a', 65), repeat('A', 64), repeat('a', 63) || 'g',
                     repeat('a', 63) || E'\n', repeat('0123456789abcdef', 4)]) as v;
+-- the uuids: 8-4-4-4-12 hex digits, either case (the screen checks the layout, then casts)
+insert into cases (entry)
+select jsonb_build_object('session_id', 's', 'tool_id', 't', 'decision', 'allowed', f, v)
+  from unnest(array['id', 'run_id']) as f,
+       unnest(array['{abcdef01-2222-4333-8444-555555555555}', 'abcdef01222243338444555555555555',
+                    'abcdef0-12222-4333-8444-555555555555', 'abcdef01-2222-4333-8444-55555555555g',
+                    'abcdef01-2222-4333-8444-5555-5555555', 'ABCDEF01-2222-4333-8444-5555555555aa']) as v;
 
 alter table cases add column expected text;
 update cases set expected = (select case when cardinality(p) = 0 then null
