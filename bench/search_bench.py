@@ -14,11 +14,13 @@ A. Latency, on the synthetic registries of bench/synthetic.py (kiwi_bench_<n>, b
       kiwi_internal.nearest_tools alone, to see where the time goes; EXPLAIN (analyze) of one
       hybrid query and of nearest_tools' own query.
 B. Relevance, on the relevance set (bench/relevance: catalog.json of real MCP servers'
-   tools/list plus the seed, queries.yaml), loaded by bench/relevance/load.py into
-   kiwi_bench_relevance: recall@1, recall@5, MRR and queries that returned nothing for
-   lexical only, semantic only, hybrid, and a reference BM25 (rank_bm25, in Python, over the same
-   tools: bench/relevance/measure.py). Targets: hybrid recall@5 >= 0.95, MRR >= 0.8, every query
-   returns something, hybrid >= max(words, meaning) on both; words only >= the BM25 reference.
+   tools/list plus the seed; queries.yaml, short requests, and long_queries.yaml, tasks told in
+   two or three sentences), loaded by bench/relevance/load.py into kiwi_bench_relevance:
+   recall@1, recall@5, MRR and queries that returned nothing for lexical only, semantic only,
+   hybrid, and a reference BM25 (rank_bm25, in Python, over the same tools:
+   bench/relevance/measure.py), each set apart (bench/relevance/figures.py). Targets: hybrid
+   recall@5 >= 0.95, MRR >= 0.8 and every query answered (the short queries); on both sets,
+   hybrid >= max(words, meaning) on both figures and words only >= the BM25 reference.
 
 Run:  .venv/bin/python bench/search_bench.py [--sizes 10000,100000] [--rebuild] [--reembed]
       [--parts latency,relevance] [--relevance-db NAME  (measure a copy as it is)]
@@ -53,10 +55,9 @@ from registry_bench import (
 from registry_bench import install_helpers as install_registry_helpers
 
 # (importing relevance.load puts the repository on sys.path: the runner package below)
-from relevance.load import DEFAULT_DB, database_url, ensure_relevance_db, load_queries, missing_expected
-from relevance.measure import DEPTH, MODES, ModeFigures, evaluate
+from relevance import figures as relevance_figures
 from report import Verdict, git_commit, summary, table
-from synthetic import DEFAULT_ADMIN_URL, ROOT, Registry, ensure_registry, parse_sizes, scalar
+from synthetic import DEFAULT_ADMIN_URL, ROOT, Registry, ensure_registry, parse_sizes
 
 from runner import LocalWordLlama, PostgresRegistry, admin, embed_pending
 from runner.search.query import parse
@@ -396,37 +397,6 @@ def latency(args: argparse.Namespace) -> Latency:
 
 
 # --------------------------------------------------------------------------------------
-# B. Relevance
-# --------------------------------------------------------------------------------------
-
-
-@dataclass
-class Relevance:
-    dbname: str
-    tools: int
-    queries: int
-    figures: dict[str, ModeFigures]
-
-
-def relevance(args: argparse.Namespace) -> Relevance:
-    if args.relevance_db:
-        dbname, url = args.relevance_db, database_url(args.admin_url, args.relevance_db)
-    else:
-        db = ensure_relevance_db(DEFAULT_DB, args.admin_url, rebuild=args.rebuild, log=_log)
-        dbname, url = db.dbname, db.url
-    queries = load_queries()
-    missing = missing_expected(url, queries)
-    if missing:
-        raise SystemExit(f"{dbname}: expected tools the relevance set lacks: {', '.join(missing)}")
-    embedder = LocalWordLlama()
-    vectors = embedder.embed([parse(q.text).text for q in queries])
-    figures = evaluate(url, queries, vectors, embedder.model)
-    with psycopg.connect(url) as conn:
-        tools = int(scalar(conn, "select count(*) from public.tools"))
-    return Relevance(dbname, tools, len(queries), figures)
-
-
-# --------------------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------------------
 
@@ -508,49 +478,7 @@ def latency_section(f: Latency) -> list[str]:
     return parts
 
 
-def relevance_section(r: Relevance) -> list[str]:
-    hybrid = r.figures["hybrid"]
-    parts = [
-        f"## B. Relevance: {r.queries} queries over {r.tools} tools ({r.dbname})",
-        "",
-        f"Top {DEPTH} per query; a query is answered at the rank of the first of its expected tools. "
-        "coverage@5: share of a query's expected tools (at most 5) in its first 5.",
-        "",
-        table(
-            ["mode", "recall@1", "recall@5", "MRR", "returned nothing", "coverage@5"],
-            [
-                [
-                    m,
-                    f"{r.figures[m].recall(1):.3f}",
-                    f"{r.figures[m].recall(5):.3f}",
-                    f"{r.figures[m].mrr:.3f}",
-                    str(r.figures[m].empty),
-                    f"{r.figures[m].coverage(5):.3f}",
-                ]
-                for m in MODES
-            ],
-        ),
-        "",
-        f"Hybrid misses (not in the first 5): {len(hybrid.misses(5))}",
-        "",
-        table(
-            ["query", "rank", "expected", "first (matched by)"],
-            [
-                [
-                    a.query.text,
-                    str(a.rank) if a.rank else "-",
-                    ", ".join(a.query.written),
-                    f"{a.ranked[0]} ({a.matched_by[0]})" if a.ranked else "(nothing)",
-                ]
-                for a in hybrid.misses(5)
-            ],
-        ),
-        "",
-    ]
-    return parts
-
-
-def verdicts(lat: Latency | None, rel: Relevance | None) -> list[Verdict]:
+def verdicts(lat: Latency | None, rel: relevance_figures.Relevance | None) -> list[Verdict]:
     out: list[Verdict] = []
     if lat is not None:
         at = f"@{_k(lat.registry.n_tools)}"
@@ -582,19 +510,7 @@ def verdicts(lat: Latency | None, rel: Relevance | None) -> list[Verdict]:
             ),
         ]
     if rel is not None:
-        h = rel.figures["hybrid"]
-        out += [
-            Verdict("hybrid recall@5", h.recall(5), "", ">=", 0.95),
-            Verdict("hybrid MRR", h.mrr, "", ">=", 0.8),
-            Verdict("hybrid: share of queries that return something", 1 - h.empty / rel.queries, "", ">=", 1),
-        ]
-        lex, sem, ref = rel.figures["lexical"], rel.figures["semantic"], rel.figures["bm25"]
-        out += [
-            Verdict("hybrid recall@5 >= max(words, meaning)", h.recall(5), "", ">=", max(lex.recall(5), sem.recall(5))),
-            Verdict("hybrid MRR >= max(words, meaning)", h.mrr, "", ">=", max(lex.mrr, sem.mrr)),
-            Verdict("words only recall@5 >= the BM25 reference", lex.recall(5), "", ">=", ref.recall(5)),
-            Verdict("words only MRR >= the BM25 reference", lex.mrr, "", ">=", ref.mrr),
-        ]
+        out += relevance_figures.verdicts(rel)
     return out
 
 
@@ -620,13 +536,17 @@ def main() -> int:
     command += f" --role {args.role}" if args.role else ""
 
     lat = latency(args) if "latency" in parts else None
-    rel = relevance(args) if "relevance" in parts else None
+    rel = (
+        relevance_figures.measure(args.admin_url, args.relevance_db, args.rebuild, _log)
+        if "relevance" in parts
+        else None
+    )
 
     text = ["# Kiwi search benchmark", "", f"Reproduce: `{command}`", ""]
     text += environment(args.admin_url, commit, [lat.registry] if lat else [])
     text += [f"- caller judged: {caller_label(args.role)}; the connecting superuser's figures beside", ""]
     text += latency_section(lat) if lat else []
-    text += relevance_section(rel) if rel else []
+    text += relevance_figures.section(rel) if rel else []
     results = verdicts(lat, rel)
     text += summary(results)
     report = "\n".join(text)

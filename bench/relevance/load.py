@@ -48,6 +48,7 @@ from runner.mcp_client.importer import tool_id_for, tool_manifest  # noqa: E402
 
 CATALOG = HERE / "catalog.json"
 QUERIES = HERE / "queries.yaml"
+LONG_QUERIES = HERE / "long_queries.yaml"  # requests of two or three sentences
 MIGRATIONS_DIR = ROOT / "supabase" / "migrations"
 SEED_FILE = ROOT / "supabase" / "seed.sql"
 DEFAULT_ADMIN_URL = stack_database_url(login=STACK_SUPERUSER_LOGIN)
