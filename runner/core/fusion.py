@@ -21,8 +21,25 @@ WORDS_FLOOR, MEANING_FLOOR = 0.5, 0.0  # search_weights' lexical_floor, meaning_
 # category, parameters): search_weights' per_word, per_word_fused, terms, *_field.
 PER_WORD, PER_WORD_FUSED, TERMS = 0.75, 3.0, 3.0
 FIELDS = (1.0, 0.7, 0.7, 0.3)
+# A long request's words weigh less in a long document (BM25's length factor, its b growing
+# from 0 at LENGTH_FROM terms to LENGTH_B at LENGTH_FULL), and a repeated word more (BM25's
+# query frequency): search_weights' length_b, length_k1, length_pivot, length_from,
+# length_full, query_k3.
+LENGTH_B, LENGTH_K1, LENGTH_PIVOT, LENGTH_FROM, LENGTH_FULL, QUERY_K3 = 0.5, 1.5, 32.0, 4.0, 8.0, 8.0
 
 K = TypeVar("K", bound=Hashable)
+
+
+def length_factor(words: int, terms: int) -> float:
+    """BM25's document length factor for a document of `words` distinct words and a request of
+    `terms` terms: 1 for a short request (b 0), below 1 for a document longer than LENGTH_PIVOT."""
+    b = LENGTH_B * min(max((terms - LENGTH_FROM) / (LENGTH_FULL - LENGTH_FROM), 0.0), 1.0)
+    return (LENGTH_K1 + 1) / (1 + LENGTH_K1 * (1 - b + b * words / LENGTH_PIVOT))
+
+
+def query_weight(times: int) -> float:
+    """BM25's query frequency factor of a term the request says `times` times (1 for once)."""
+    return times * (QUERY_K3 + 1) / (QUERY_K3 + times)
 
 
 def scaled(scores: Mapping[K, float], floor: float) -> dict[K, float]:

@@ -8,7 +8,9 @@ similarity >= 0.3), ranked with search_tools' weights (runner/core/fusion.py) by
 (100), PER_WORD per word it has (PER_WORD_FUSED when fused with meaning), how much of its id
 and name the words cover (0..1), and TERMS x the best field each word is in (FIELDS: id and
 name, tags, description and category, parameters; over the query's words, 0..1). The words
-weigh alike here (a space's few tools say nothing of how rare a word is). With the query's
+weigh alike here (a space's few tools say nothing of how rare a word is), but for a long
+request they weigh less in a long tool and a word said again weighs more, as in the registry
+(fusion.length_factor, fusion.query_weight). With the query's
 embedding, the tools' texts are embedded too (by the same embedder, remembered by text) and a
 tool whose cosine similarity reaches MIN_SIMILARITY is found by meaning; the two lists are
 then fused as the registry fuses its own (runner/core/fusion.py: search_weights' weights and
@@ -23,12 +25,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.fusion import FIELDS, PER_WORD, PER_WORD_FUSED, TERMS, fuse
+from ..core.fusion import FIELDS, PER_WORD, PER_WORD_FUSED, TERMS, fuse, length_factor, query_weight
 from ..core.refs import ToolRef, normalize_ref, tool_name
 from ..registry.spaces import MANIFEST_NAME, bare_scripts, tool_dirs
 from .query import Query
@@ -278,6 +281,7 @@ class _Term:
     stems: tuple[str, ...]
     names: tuple[str, ...]  # the word as written (a prefix), or its close spellings (exact)
     prefix: bool
+    weight: float = 1.0  # BM25's query frequency factor: more when the request says it again
 
     def in_stems(self, stems: set[str]) -> bool:
         if self.prefix:
@@ -320,16 +324,21 @@ def _terms(text: str, fields: Sequence[_Fields]) -> list[_Term]:
     """The query's terms; a word (4+ letters) no tool has is read as its close spellings."""
     vocabulary = set().union(*(f.vocabulary for f in fields)) if fields else set()
     spelled = set().union(*(f.words for f in fields)) if fields else set()
+    said = Counter(w for w in words_of(text) if w not in STOP_WORDS)
+    by_root: dict[str, tuple[str, int]] = {}  # a word said again, or two of one stem: one term
+    for word, times in said.items():
+        first, before = by_root.get(stem(word), (word, 0))
+        by_root[stem(word)] = (first, before + times)
     terms: list[_Term] = []
-    for word in dict.fromkeys(w for w in words_of(text) if w not in STOP_WORDS):
-        root = stem(word)
+    for root, (word, times) in by_root.items():
+        weight = query_weight(times)
         if len(word) < 4 or any(v.startswith(root) for v in vocabulary):
-            terms.append(_Term((root,), (word,), prefix=True))
+            terms.append(_Term((root,), (word,), prefix=True, weight=weight))
             continue
         close = sorted(((trigram_similarity(word, w), w) for w in spelled), key=lambda sw: (-sw[0], sw[1]))[:2]
         fixes = tuple(w for score, w in close if score >= TYPO_SIMILARITY)
         if fixes:
-            terms.append(_Term(tuple({stem(w) for w in fixes}), fixes, prefix=False))
+            terms.append(_Term(tuple({stem(w) for w in fixes}), fixes, prefix=False, weight=weight))
     return terms
 
 
@@ -340,9 +349,11 @@ def _lexical(entry: LocalEntry, fields: _Fields, terms: Sequence[_Term], text: s
     if not had and not exact:
         return None
     named = sum(t.in_names(fields.names) for t in had)
-    weighted = sum(max(w for w, s in zip(FIELDS, fields.stems, strict=True) if t.in_stems(s)) for t in had)
-    share = weighted / max(len(terms), 1)
-    return EXACT_ID * exact + per_word * len(had) + named / max(len(fields.names), 1) + TERMS * share
+    total = sum(t.weight for t in terms) or 1.0
+    count = sum(t.weight for t in had) * len(terms) / total  # words counted, a repeated one more
+    weighted = sum(t.weight * max(w for w, s in zip(FIELDS, fields.stems, strict=True) if t.in_stems(s)) for t in had)
+    words = (per_word * count + TERMS * weighted / total) * length_factor(len(fields.vocabulary), len(terms))
+    return EXACT_ID * exact + words + named / max(len(fields.names), 1)
 
 
 # -- ranking -----------------------------------------------------------------------------------

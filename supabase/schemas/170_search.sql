@@ -4,7 +4,8 @@
 -- sees has is replaced by its closest known spellings (the fewest edits, one or two, among
 -- the registry's vocabulary: `forcast` -> forecast, never `format` or `picture` -> `pick`).
 -- Ranked by, in order of weight: the exact id (or namespace/id); the share of the query's
--- words it has (a whole word counting more than a longer word it starts); the share of its id and name those words cover; weighted full text
+-- words it has (a whole word counting more than a longer word it starts; for a long request,
+-- less in a long document, as BM25 weighs it); the share of its id and name those words cover; weighted full text
 -- (ts_rank_cd: id and name A, tags B, description and category C, parameter names and
 -- descriptions D); the most used breaks ties. The query may carry modifiers:
 --   type:T        tool type T, or tools running on runtime T / T_runtime (type:bash)
@@ -366,16 +367,34 @@ grant execute on function kiwi_internal.search_popular_floor() to anon, authenti
 -- words only MRR 0.618 -> 0.622 (BM25 0.619; recall@5 0.761 unchanged), hybrid 0.896, 0.729
 -- -> 0.896, 0.730; 0.6 and 0.8 did less. Tuned on every query: on the even-numbered half
 -- words only went 0.614 -> 0.623, on the odd one 0.623 -> 0.622.
+-- Long requests (a sentence or three, as people describe a task): a long description shares
+-- many of their common words by chance, and on requests of 25 to 50 words (bench/relevance/
+-- long_queries.yaml) words only found the right tool in the first five for 0.57 of them, against
+-- 0.79 for BM25. So the words' part of the rank is scaled by BM25's document length factor,
+-- (k1 + 1) / (1 + k1 x (1 - b + b x words of the tool / length_pivot)), length_pivot the
+-- distinct words of a typical tool's document (the relevance set's mean is 32), and b grows
+-- with the request: 0 up to length_from terms (each word of a short request is meant, and a
+-- long tool that has them all is no accident: at b 0.75 for every request, words only fell
+-- from 0.761 to 0.709 on the short ones), length_b from length_full terms, linear between. And a
+-- word the request repeats (or two words of one stem: stored, store) is one term weighing
+-- BM25's query frequency, qtf x (query_k3 + 1) / (query_k3 + qtf). Long requests then: words
+-- only recall@5 0.571 -> 0.762, MRR 0.365 -> 0.569 (BM25 0.786, 0.558), hybrid 0.810, 0.619
+-- -> 0.810, 0.639; short ones: words 0.761, 0.622 -> 0.754, 0.632, hybrid 0.896, 0.730 ->
+-- 0.896, 0.728. b 0.75 did less on long requests (0.690, 0.483), as did stronger query
+-- frequency (linear: MRR 0.581 but recall@5 0.738) and the idf of a stem's exact word.
 create function kiwi_internal.search_weights(out words float8, out meaning float8, out quality float8,
                                              out terms float8, out name_field float8, out tags_field float8,
                                              out text_field float8, out parameters_field float8,
                                              out lexical_floor float8, out meaning_floor float8, out per_word float8,
-                                             out per_word_fused float8)
+                                             out per_word_fused float8, out length_b float8, out length_k1 float8,
+                                             out length_pivot float8, out length_from float8, out length_full float8,
+                                             out query_k3 float8)
   language sql immutable parallel safe
   set search_path = ''
 as $$
   select 0.4::float8, 0.6::float8, 0.1::float8, 3::float8, 1::float8, 0.7::float8, 0.7::float8, 0.3::float8,
-         0.5::float8, 0::float8, 0.75::float8, 3::float8
+         0.5::float8, 0::float8, 0.75::float8, 3::float8, 0.5::float8, 1.5::float8, 32::float8, 4::float8,
+         8::float8, 8::float8
 $$;
 revoke execute on function kiwi_internal.search_weights() from public;
 grant execute on function kiwi_internal.search_weights() to anon, authenticated, service_role;
@@ -459,6 +478,10 @@ declare
   v_fix        text;
   v_lexemes    text[];         -- the words any tool has that start with a stem (search_term_counts)
   v_sem        text;           -- the meaning side of a hybrid answer: (id, score)
+  v_stems      text[] := '{}'; -- per term: the stem it was made from (a repeated stem adds to its term)
+  v_qtf        float8[] := '{}'; -- per term: how many of the request's words it stands for
+  v_at         int;
+  v_b          float8;         -- the length factor's b for this request (search_weights: length_*)
 begin
   if length(p_query) > 2000 then  -- before any work on it
     raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % characters)',
@@ -517,15 +540,16 @@ begin
     end if;
   end if;
 
-  -- Each distinct word that is not an English stop word is one term: its stem as a
+  -- Each distinct stem of a word that is not an English stop word is one term: the stem as a
   -- prefix, or, when no tool the caller sees has it, its closest known spellings
-  -- (similar_search_words: `forcast` is read as forecast, never as format). Every term
-  -- costs index probes, so a query is a sentence or two, not a document.
-  v_words := array(select distinct w from unnest(string_to_array(kiwi_internal.search_words_of(v_text), ' ')) w
+  -- (similar_search_words: `forcast` is read as forecast, never as format); a word said
+  -- again adds to its term's weight (query_k3). Every term costs index probes, so a query
+  -- is a sentence or two, not a document.
+  v_words := array(select w from unnest(string_to_array(kiwi_internal.search_words_of(v_text), ' ')) w
                     where w <> '');
-  if cardinality(v_words) > 64 then
+  if (select count(distinct w) from unnest(v_words) w) > 64 then
     raise exception 'search_tools: a query has at most 64 different words and 2000 characters (this one: % words)',
-      cardinality(v_words)
+      (select count(distinct w) from unnest(v_words) w)
       using errcode = '22023', hint = 'describe the tool you want in a sentence or two';
   end if;
   v_total := (select greatest(c.reltuples, 0) from pg_catalog.pg_class c where c.oid = 'public.tools'::regclass);
@@ -535,6 +559,11 @@ begin
   foreach v_word in array v_words loop
     v_stem := (select s.lexeme from unnest(to_tsvector('english', v_word)) s limit 1);
     continue when v_stem is null;
+    v_at := array_position(v_stems, v_stem);
+    if v_at is not null then  -- a word (or a stem) said again: its term weighs more
+      v_qtf[v_at] := v_qtf[v_at] + 1;
+      continue;
+    end if;
     -- BM25's document frequency of the stem as a prefix: its lexemes' public tools summed (a
     -- tool with two of them counts twice: an upper bound, which only makes a prefix weigh a
     -- little less); and the prefix as the words that start with it (at most 32 of them; else,
@@ -578,7 +607,12 @@ begin
     v_df_all := v_df_all + v_df_any;
     -- BM25's idf over the public tools' counts (172_search_term_counts.sql): a word in most tools weighs little
     v_idf := v_idf || ln(1 + (greatest(v_total, v_df) - v_df + 0.5) / (v_df + 0.5));
+    v_stems := v_stems || v_stem;
+    v_qtf := v_qtf || 1::float8;
   end loop;
+  -- each term's weight: its idf by BM25's query frequency
+  v_idf := array(select v_idf[i] * v_qtf[i] * (v_weights.query_k3 + 1) / (v_weights.query_k3 + v_qtf[i])
+                   from generate_series(1, cardinality(v_idf)) i);
   v_doc_q := array(select to_tsquery('simple', x) from unnest(v_doc_terms) x where x is not null);
   v_name_q := array(select to_tsquery('simple', x) from unnest(v_name_terms) x where x is not null);
   v_n := cardinality(v_doc_q);
@@ -600,12 +634,18 @@ begin
   -- one probe of each word per tool and only the window pays for the fields. In float8
   -- throughout (its constants typed, quality_score cast): numeric arithmetic on every
   -- matching tool cost a third of the rank's time (1,400 tools for `markdown` at 100k)
+  v_b := v_weights.length_b * least(greatest((v_n - v_weights.length_from)
+                                              / (v_weights.length_full - v_weights.length_from), 0), 1);
   v_cheap := format($f$
                    ((case when t.ref = $1 or t.tool_id = $1 then 100 else 0 end)
-                    + %s::float8 * (%s) + %s::float8 * (%%s)
+                    + %s * (%s::float8 * (%s) + %s::float8 * (%%s))
                     + (%s)::real / greatest(length(t.name_vector), 1)
                     + least(ln((1 + t.run_count + t.download_count)::float8) / 1000, 0.01::float8)
                     + %s::float8 * t.quality_score::float8)::real$f$,
+    -- BM25's length factor (1 for a short request: b 0)
+    case when v_b = 0 then '1::float8'
+         else format('(%s::float8 / (1 + %s::float8 * (1 - %s::float8 + %s::float8 * length(t.search_document) / %s::float8)))',
+                     v_weights.length_k1 + 1, v_weights.length_k1, v_b, v_b, v_weights.length_pivot) end,
     case when v_vector is null then v_weights.per_word else v_weights.per_word_fused end,
     -- (a word counts whole when the tool has it as typed, half when only a longer word
     -- starts with it: `cat` is not `category`)

@@ -41,3 +41,47 @@ def test_a_long_request_of_common_words_ranks_the_tool_with_its_rare_word_first(
     found = _found(conn, "get me the list of data files and show the kubernetes pods")
     assert found and found[0] == rare, found
     assert set(common) <= set(found), found  # the common words still find the others, after it
+
+
+# A task told in three sentences, as people write to an agent: a handful of words say what is
+# wanted (stash, uncommitted, changes), the rest is context any long description may share.
+LONG_REQUEST = (
+    "I was halfway through a change to the billing page when an urgent bug came in from a customer. "
+    "I do not want to commit the half finished work yet, so please put my uncommitted changes aside "
+    "somewhere safe and give me a clean working tree to start from."
+)
+
+
+def test_a_long_request_ranks_the_short_tool_it_describes_above_long_ones_that_share_its_words(
+    conn: psycopg.Connection, publish_tool: Callable[..., str]
+) -> None:
+    """Regression: the words of a long request were counted alike in a tool of a few words and in
+    one of a hundred, so long descriptions, which share many of a request's everyday words by
+    chance, came first (on the relevance set's long requests words only found the right tool in
+    the first five for 0.57 of them, against 0.79 for BM25). For a long request the words now
+    weigh less in a long document (BM25's length factor), and a word the request repeats more."""
+    chatty = [
+        publish_tool(
+            f"workspace_assistant_{i}",
+            {
+                "tool_type": "knowledge",
+                "description": (
+                    f"An assistant for the day ({i}). It reads what came in from a customer overnight, "
+                    "a bug or a billing question, opens the page of each request, sorts them by how urgent "
+                    "they are and drafts a reply for you to check before it is sent. Half finished replies "
+                    "are kept in a folder of drafts, with the history of every conversation, "
+                    "the people in it and the orders they placed, so that nobody on the team answers twice "
+                    "and no question is left without an answer at the end of the week. Start it in the "
+                    "morning and give it a list of priorities."
+                ),
+            },
+        )
+        for i in range(3)
+    ]
+    stash = publish_tool(
+        "stash_changes",
+        {"tool_type": "knowledge", "description": "Stash uncommitted changes, leaving a clean working tree."},
+    )
+    found = _found(conn, LONG_REQUEST)
+    assert found and found[0] == stash, found
+    assert set(chatty) <= set(found), found  # still found by their words, after it

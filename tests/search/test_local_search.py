@@ -311,3 +311,36 @@ async def test_a_local_copy_of_a_registry_tool_ranks_on_the_registrys_scale(
     assert found.search_mode.startswith("lexical")
     ranks = {r["tool_id"]: r["rank"] for r in found.rows}
     assert 0 <= ranks["hello_world"] - ranks["hello_world_copy"] < 1.2, ranks
+
+
+async def test_a_long_request_ranks_a_short_local_tool_it_describes_above_a_long_one(tmp_path: Path) -> None:
+    """Regression, as in the registry: every word of a long request counted alike in a long
+    description, which shares many everyday words with it by chance, so the long tool came
+    first. For a long request the words now weigh less in a long tool."""
+    project = tmp_path / ".ai" / "tools"
+    tool(
+        project,
+        "assistant",
+        tool_id="day_assistant",
+        tool_type="knowledge",
+        description=(
+            "An assistant for the day. It reads what came in from a customer overnight, a bug or a billing "
+            "question, opens the page of each request, sorts them by how urgent they are and drafts a reply "
+            "for you to check before it is sent. Half finished replies are kept somewhere safe in a folder of "
+            "drafts, with the history of every conversation, the people in it and the orders they placed."
+        ),
+    )
+    tool(
+        project,
+        "stash",
+        tool_id="stash_changes",
+        tool_type="knowledge",
+        description="Stash uncommitted changes, leaving a clean working tree.",
+    )
+    request = (
+        "I was halfway through a change to the billing page when an urgent bug came in from a customer. "
+        "I do not want to commit the half finished work yet, so please put my uncommitted changes aside "
+        "somewhere safe and give me a clean working tree to start from."
+    )
+    rows = await find(request, [("project", project)])
+    assert [r["tool_id"] for r in rows] == ["stash_changes", "day_assistant"], rows

@@ -42,7 +42,9 @@ ANON_INVOKER_HELPERS = {
     "OUT quality double precision, OUT terms double precision, OUT name_field double precision, "
     "OUT tags_field double precision, OUT text_field double precision, OUT parameters_field double precision, "
     "OUT lexical_floor double precision, OUT meaning_floor double precision, OUT per_word double precision, "
-    "OUT per_word_fused double precision)": ("the weights of search's signals, constants (search_tools)"),
+    "OUT per_word_fused double precision, OUT length_b double precision, OUT length_k1 double precision, "
+    "OUT length_pivot double precision, OUT length_from double precision, OUT length_full double precision, "
+    "OUT query_k3 double precision)": ("the weights of search's signals, constants (search_tools)"),
     "kiwi_internal.weighted_tsquery(p_term text, p_weight text)": "a query term's text for one field (search_tools)",
     "kiwi_internal.nearest_sql(p_model text, p_vector text, p_limit text, p_min text, p_filter text)": (
         "the text of the nearest tools' query, from placeholders (search_tools, nearest_tools)"
