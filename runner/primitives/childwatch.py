@@ -8,9 +8,10 @@ Python 3.12 does exactly this by default. `install()` does it on 3.11, once, and
 the default watcher would otherwise be used (never replacing one an embedder chose).
 
 The child is still waited for by its pid alone (waitpid(pid)), and noted as awaited
-(started()) until then, so the runner's reaper, which reaps only the orphans it adopted
-(reaper.py), and this never reap each other's processes. Children awaited elsewhere on the
-loop (launch.watch_exit: a run's root, an MCP server) are noted the same way.
+(started(), core/awaited.py) until then, so the runner's reaper, which reaps only the orphans
+it adopted (reaper.py), and this never reap each other's processes. Children awaited
+elsewhere (launch.watch_exit: a run's root, an MCP server; an egress proxy's Popen) are noted
+the same way.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import sys
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVarTuple
+
+from ..core.awaited import forget, is_started, started
 
 __all__ = ["forget", "install", "is_started", "reap", "started"]
 
@@ -56,29 +59,10 @@ def _replace_default_watcher() -> bool:
     return True
 
 
-_started: set[int] = set()  # children started in a session of their own and watched, until reaped
-
-
-def started(pid: int) -> None:
-    """Note a child this process started in a session of its own, whose exit someone awaits
-    (a run's root, an MCP server): the reaper never takes it for an adopted orphan."""
-    _started.add(pid)
-
-
-def is_started(pid: int) -> bool:
-    """Whether `pid` is a child noted by started() and not reaped yet."""
-    return pid in _started
-
-
-def forget(pid: int) -> None:
-    """A child noted by started() has been reaped by whoever awaited it (a Popen's own wait)."""
-    _started.discard(pid)
-
-
 def reap(pid: int) -> int:
     """Wait for the exited child `pid` (by its pid alone) and return its exit code (negative: the
     signal that ended it); 255 when something else reaped it first, as asyncio says then too."""
-    _started.discard(pid)
+    forget(pid)
     try:
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:

@@ -46,8 +46,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core import awaited
 from ..errors import ConfigError, PrimitiveError
-from ..primitives import childwatch
 
 __all__ = ["Egress", "inside", "normalise_allow", "proxy_env"]
 
@@ -168,7 +168,7 @@ class _Proxy:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=2)
             if p.returncode is not None:
-                childwatch.forget(p.pid)
+                awaited.forget(p.pid)
         self.procs.clear()
 
 
@@ -290,7 +290,7 @@ class Egress:
                 start_new_session=True,
                 preexec_fn=functools.partial(_die_with_owner, os.getpid()),
             )
-        childwatch.started(proc.pid)
+        awaited.started(proc.pid)
         return proc
 
     async def _ready(self, proxy: _Proxy, table: str, needle: str) -> bool:
