@@ -170,7 +170,7 @@ class _BearerBackend(BearerAuthBackend):
     token_verifier: SupabaseTokenVerifier
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, AuthenticatedUser] | None:
-        if conn.url.path.startswith(METADATA_PATH):
+        if conn.scope["path"].startswith(METADATA_PATH):  # (conn.url would build the whole URL)
             return None
         header = conn.headers.get("authorization")
         if not header:
