@@ -481,6 +481,7 @@ declare
   v_stems      text[] := '{}'; -- per term: the stem it was made from (a repeated stem adds to its term)
   v_qtf        float8[] := '{}'; -- per term: how many of the request's words it stands for
   v_at         int;
+  v_seen       text[] := '{}'; -- every stem looked up: a word repeated is looked up (and corrected) once
   v_b          float8;         -- the length factor's b for this request (search_weights: length_*)
 begin
   if length(p_query) > 2000 then  -- before any work on it
@@ -564,6 +565,8 @@ begin
       v_qtf[v_at] := v_qtf[v_at] + 1;
       continue;
     end if;
+    continue when v_stem = any (v_seen);  -- said again, and it found no term the first time
+    v_seen := v_seen || v_stem;
     -- BM25's document frequency of the stem as a prefix: its lexemes' public tools summed (a
     -- tool with two of them counts twice: an upper bound, which only makes a prefix weigh a
     -- little less); and the prefix as the words that start with it (at most 32 of them; else,
