@@ -327,8 +327,9 @@ def _terms(text: str, fields: Sequence[_Fields]) -> list[_Term]:
     said = Counter(w for w in words_of(text) if w not in STOP_WORDS)
     by_root: dict[str, tuple[str, int]] = {}  # a word said again, or two of one stem: one term
     for word, times in said.items():
-        first, before = by_root.get(stem(word), (word, 0))
-        by_root[stem(word)] = (first, before + times)
+        root = stem(word)
+        first, before = by_root.get(root, (word, 0))
+        by_root[root] = (first, before + times)
     terms: list[_Term] = []
     for root, (word, times) in by_root.items():
         weight = query_weight(times)
