@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import UsageError
 from .args import parse_params, positive_float, positive_int
+from .long_lived import settle_heap
 
 __all__ = ["add_fleet_commands", "print_queued"]
 
@@ -232,6 +233,7 @@ async def cmd_worker(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, signalled)
     print(f"worker {options.worker_id}: taking queued runs ({args.concurrency} at once); Ctrl-C stops", file=sys.stderr)
     started = time.monotonic()
+    settle_heap()
     try:
         async with background_embedding(settings):  # what any path published, found by meaning
             await worker.run(stop)

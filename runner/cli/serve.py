@@ -44,6 +44,7 @@ from ..config import DEFAULT_MAX_SESSIONS_PER_USER, DEFAULT_SESSION_IDLE_S, Sett
 from ..errors import KiwiError, UsageError
 from ..principal import acting_as, anon
 from .listen import bind, netloc
+from .long_lived import settle_heap
 
 __all__ = ["add_serve_command", "cmd_serve", "main", "serve"]
 
@@ -210,6 +211,7 @@ async def serve(
             _say(f"serving MCP over stdio as {principal.describe()}")
             from ..mcp_server.stdio import serve_stdio  # the wire read and written by the loop, not threads
 
+            settle_heap()
             with acting_as(principal):
                 await serve_stdio(server)
     elif transport == "http":
@@ -278,6 +280,7 @@ async def _serve_http(
             config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
             if not quiet:
                 _banner(host, port, resource, public_url, auth, principal, admin, limits)
+            settle_heap()
             try:
                 with acting_as(principal):
                     await uvicorn.Server(config).serve(sockets=sockets)
