@@ -22,19 +22,35 @@ WORDS_FLOOR, MEANING_FLOOR = 0.5, 0.0  # search_weights' lexical_floor, meaning_
 PER_WORD, PER_WORD_FUSED, TERMS = 0.75, 3.0, 3.0
 FIELDS = (1.0, 0.7, 0.7, 0.3)
 # A long request's words weigh less in a long document (BM25's length factor, its b growing
-# from 0 at LENGTH_FROM terms to LENGTH_B at LENGTH_FULL), and a repeated word more (BM25's
-# query frequency): search_weights' length_b, length_k1, length_pivot, length_from,
-# length_full, query_k3.
-LENGTH_B, LENGTH_K1, LENGTH_PIVOT, LENGTH_FROM, LENGTH_FULL, QUERY_K3 = 0.5, 1.5, 32.0, 4.0, 8.0, 8.0
+# from 0 at LENGTH_FROM terms to LENGTH_B at LENGTH_FULL) and more the more often the document
+# says them (BM25's term frequency), and a repeated word more (BM25's query frequency):
+# search_weights' length_b, length_k1, length_pivot, length_from, length_full, query_k3.
+LENGTH_B, LENGTH_K1, LENGTH_PIVOT, LENGTH_FROM, LENGTH_FULL, QUERY_K3 = 0.85, 1.5, 32.0, 4.0, 8.0, 8.0
 
 K = TypeVar("K", bound=Hashable)
+
+
+def length_b(terms: int) -> float:
+    """BM25's b for a request of `terms` terms: 0 for a short one, LENGTH_B from LENGTH_FULL."""
+    return LENGTH_B * min(max((terms - LENGTH_FROM) / (LENGTH_FULL - LENGTH_FROM), 0.0), 1.0)
 
 
 def length_factor(words: int, terms: int) -> float:
     """BM25's document length factor for a document of `words` distinct words and a request of
     `terms` terms: 1 for a short request (b 0), below 1 for a document longer than LENGTH_PIVOT."""
-    b = LENGTH_B * min(max((terms - LENGTH_FROM) / (LENGTH_FULL - LENGTH_FROM), 0.0), 1.0)
+    b = length_b(terms)
     return (LENGTH_K1 + 1) / (1 + LENGTH_K1 * (1 - b + b * words / LENGTH_PIVOT))
+
+
+def tf_factor(tf: int, words: int, terms: int) -> float:
+    """BM25's term frequency for a term the document says `tf` times, as a factor of
+    length_factor (together tf (k1 + 1) / (tf + k1 norm)): 1 for a term said once, and for
+    every term of a short request (search_tf_factor in SQL)."""
+    b = length_b(terms)
+    if b == 0 or tf <= 1:
+        return 1.0
+    norm = 1 - b + b * words / LENGTH_PIVOT
+    return tf * (LENGTH_K1 * norm + 1) / (tf + LENGTH_K1 * norm)
 
 
 def query_weight(times: int) -> float:

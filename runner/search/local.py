@@ -9,8 +9,9 @@ similarity >= 0.3), ranked with search_tools' weights (runner/core/fusion.py) by
 and name the words cover (0..1), and TERMS x the best field each word is in (FIELDS: id and
 name, tags, description and category, parameters; over the query's words, 0..1). The words
 weigh alike here (a space's few tools say nothing of how rare a word is), but for a long
-request they weigh less in a long tool and a word said again weighs more, as in the registry
-(fusion.length_factor, fusion.query_weight). With the query's
+request they weigh less in a long tool, more the more often the tool says them, and a word
+said again weighs more, as in the registry (fusion.length_factor, fusion.tf_factor,
+fusion.query_weight). With the query's
 embedding, the tools' texts are embedded too (by the same embedder, remembered by text) and a
 tool whose cosine similarity reaches MIN_SIMILARITY is found by meaning; the two lists are
 then fused as the registry fuses its own (runner/core/fusion.py: search_weights' weights and
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.fusion import FIELDS, PER_WORD, PER_WORD_FUSED, TERMS, fuse, length_factor, query_weight
+from ..core.fusion import FIELDS, PER_WORD, PER_WORD_FUSED, TERMS, fuse, length_factor, query_weight, tf_factor
 from ..core.refs import ToolRef, normalize_ref, tool_name
 from ..registry.spaces import MANIFEST_NAME, bare_scripts, tool_dirs
 from .query import Query
@@ -288,6 +289,10 @@ class _Term:
             return any(s.startswith(p) for s in stems for p in self.stems)
         return any(p in stems for p in self.stems)
 
+    def times_in(self, said: Counter[str]) -> int:
+        """How often a tool says this word: every occurrence of a stem it matches."""
+        return sum(n for s, n in said.items() if self.in_stems({s}))
+
     def in_names(self, names: set[str]) -> bool:
         if self.prefix:
             return any(n.startswith(p) for n in names for p in self.names)
@@ -301,6 +306,7 @@ class _Fields:
     stems: tuple[set[str], ...]
     names: set[str]
     words: set[str]  # every word as written, for reading a misspelt query word
+    said: Counter[str]  # each stem by how often the tool says it, in any field (BM25's term frequency)
 
     @classmethod
     def of(cls, entry: LocalEntry) -> _Fields:
@@ -313,7 +319,9 @@ class _Fields:
             " ".join(f"{name} {desc}" for name, desc in _parameters(m.get("parameters"))),
         )
         words = [[w for w in words_of(t) if w not in STOP_WORDS] for t in texts]
-        return cls(tuple({stem(w) for w in ws} for ws in words), set(words_of(texts[0])), set().union(*words))
+        stems = [[stem(w) for w in ws] for ws in words]
+        said = Counter(s for ss in stems for s in ss)
+        return cls(tuple(set(ss) for ss in stems), set(words_of(texts[0])), set().union(*words), said)
 
     @property
     def vocabulary(self) -> set[str]:
@@ -351,9 +359,11 @@ def _lexical(entry: LocalEntry, fields: _Fields, terms: Sequence[_Term], text: s
         return None
     named = sum(t.in_names(fields.names) for t in had)
     total = sum(t.weight for t in terms) or 1.0
-    count = sum(t.weight for t in had) * len(terms) / total  # words counted, a repeated one more
+    size = len(fields.vocabulary)
+    # words counted, a repeated one more, and in a long request one the tool says often more
+    count = sum(t.weight * tf_factor(t.times_in(fields.said), size, len(terms)) for t in had) * len(terms) / total
     weighted = sum(t.weight * max(w for w, s in zip(FIELDS, fields.stems, strict=True) if t.in_stems(s)) for t in had)
-    words = (per_word * count + TERMS * weighted / total) * length_factor(len(fields.vocabulary), len(terms))
+    words = (per_word * count + TERMS * weighted / total) * length_factor(size, len(terms))
     return EXACT_ID * exact + words + named / max(len(fields.names), 1)
 
 

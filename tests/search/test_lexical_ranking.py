@@ -85,3 +85,36 @@ def test_a_long_request_ranks_the_short_tool_it_describes_above_long_ones_that_s
     found = _found(conn, LONG_REQUEST)
     assert found and found[0] == stash, found
     assert set(chatty) <= set(found), found  # still found by their words, after it
+
+
+# Two tools alike but for how often they say the request's word "error": one says it four
+# times, the other once; the words of the request they have are the same.
+_DIGEST = (
+    "A digest of what the monitoring service captured for a web app in production since its last "
+    "release: each entry with its time, its page and the people who saw it. {said}"
+)
+ERRORS_REQUEST = (
+    "Users are reporting errors in production since this morning's release. Look up the errors that "
+    "our error monitoring service captured for the web app today so we can see what is going wrong."
+)
+
+
+def test_a_long_request_ranks_the_tool_that_says_its_word_often_above_one_that_says_it_once(
+    conn: psycopg.Connection, publish_tool: Callable[..., str]
+) -> None:
+    """BM25's term frequency, for a long request: of two tools with the same words, the one that
+    says the request's word again and again is about it. Before, the words' part of the rank
+    counted the word once in each, and the length factor (a little lower for the one with two
+    more words) put the once-only tool first."""
+    once = publish_tool(
+        "digest_a", {"tool_type": "knowledge", "description": _DIGEST.format(said="An error is an entry too.")}
+    )
+    often = publish_tool(
+        "digest_b",
+        {
+            "tool_type": "knowledge",
+            "description": _DIGEST.format(said="Errors: an error, the error's page, every error again: an entry."),
+        },
+    )
+    found = _found(conn, ERRORS_REQUEST)
+    assert found[:2] == [often, once], found

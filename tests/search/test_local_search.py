@@ -344,3 +344,28 @@ async def test_a_long_request_ranks_a_short_local_tool_it_describes_above_a_long
     )
     rows = await find(request, [("project", project)])
     assert [r["tool_id"] for r in rows] == ["stash_changes", "day_assistant"], rows
+
+
+async def test_a_long_request_ranks_the_local_tool_that_says_its_word_often_first(tmp_path: Path) -> None:
+    """As in the registry (BM25's term frequency, for a long request): of two tools with the
+    request's same words, the one that says "error" four times ranks above the one that says
+    it once; before, the words counted once in each and the shorter tool came first."""
+    project = tmp_path / ".ai" / "tools"
+    digest = (
+        "A digest of what the monitoring service captured for a web app in production since its last "
+        "release: each entry with its time, its page and the people who saw it. "
+    )
+    tool(project, "a", tool_id="digest_a", tool_type="knowledge", description=digest + "An error is an entry too.")
+    tool(
+        project,
+        "b",
+        tool_id="digest_b",
+        tool_type="knowledge",
+        description=digest + "Errors: an error, the error's page, every error again: an entry.",
+    )
+    request = (
+        "Users are reporting errors in production since this morning's release. Look up the errors that "
+        "our error monitoring service captured for the web app today so we can see what is going wrong."
+    )
+    rows = await find(request, [("project", project)])
+    assert [r["tool_id"] for r in rows] == ["digest_b", "digest_a"], rows

@@ -46,6 +46,10 @@ ANON_INVOKER_HELPERS = {
     "OUT length_pivot double precision, OUT length_from double precision, OUT length_full double precision, "
     "OUT query_k3 double precision)": ("the weights of search's signals, constants (search_tools)"),
     "kiwi_internal.weighted_tsquery(p_term text, p_weight text)": "a query term's text for one field (search_tools)",
+    "kiwi_internal.search_tf_weighted(p_document tsvector, p_parts double precision[], p_lexemes text[], "
+    "p_bounds integer[], p_prefixes text[], p_k1 double precision, p_b double precision, p_pivot double precision)": (
+        "arithmetic over the tsvector it is given, reads no table (search_tools' term frequency)"
+    ),
     "kiwi_internal.nearest_sql(p_model text, p_vector text, p_limit text, p_min text, p_filter text)": (
         "the text of the nearest tools' query, from placeholders (search_tools, nearest_tools)"
     ),
