@@ -45,7 +45,7 @@ def length_factor(words: int, terms: int) -> float:
 def tf_factor(tf: int, words: int, terms: int) -> float:
     """BM25's term frequency for a term the document says `tf` times, as a factor of
     length_factor (together tf (k1 + 1) / (tf + k1 norm)): 1 for a term said once, and for
-    every term of a short request (search_tf_factor in SQL)."""
+    every term of a short request (kiwi_internal.search_tf_weighted in SQL)."""
     b = length_b(terms)
     if b == 0 or tf <= 1:
         return 1.0

@@ -3974,8 +3974,8 @@ grant execute on function kiwi_internal.weighted_tsquery(text, text) to anon, au
 -- words / pivot), so that together they are BM25's own. tf is how often the document says the
 -- term: every position of a lexeme it matches, term i's lexemes being p_lexemes[p_bounds[i] + 1
 -- .. p_bounds[i + 1]], or any starting with p_prefixes[i]. A term said once (or a document
--- without positions) keeps its part as it is. One pass over the document for every term: a
--- call per term cost about 20 us a tool.
+-- without positions) keeps its part as it is. The document is read once for all the terms (a
+-- call for each term cost about 20 us a term and tool).
 create function kiwi_internal.search_tf_weighted(p_document tsvector, p_parts float8[], p_lexemes text[],
                                                  p_bounds int[], p_prefixes text[], p_k1 float8, p_b float8,
                                                  p_pivot float8) returns float8
