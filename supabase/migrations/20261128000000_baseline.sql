@@ -3985,11 +3985,12 @@ as $$
   with said as materialized (
     select u.lexeme, cardinality(u.positions) as n from unnest(p_document) u where u.positions is not null
   )
-  select coalesce(sum(p_parts[i] * case when f.tf > 1 then f.tf * (p_k1 * f.norm + 1) / (f.tf + p_k1 * f.norm)
+  select coalesce(sum(p_parts[i] * case when f.tf > 1 then f.tf * (p_k1 * l.norm + 1) / (f.tf + p_k1 * l.norm)
                                         else 1 end), 0)
-    from generate_subscripts(p_parts, 1) i
+    from (select 1 - p_b + p_b * length(p_document) / p_pivot as norm) l,
+         generate_subscripts(p_parts, 1) i
     cross join lateral (
-      select coalesce(sum(d.n), 0)::float8 as tf, 1 - p_b + p_b * length(p_document) / p_pivot as norm
+      select coalesce(sum(d.n), 0)::float8 as tf
         from said d
        where d.lexeme = any (p_lexemes[p_bounds[i] + 1 : p_bounds[i + 1]])
           or starts_with(d.lexeme, p_prefixes[i])) f
@@ -4073,7 +4074,7 @@ declare
   v_total      float8;         -- how many tools there are (the planner's count, else the public ones counted)
   v_words_sql  text;           -- the terms' weighted share, 0..1 (see below)
   v_fix        text;
-  v_lexemes    text[];         -- the words any tool has that start with a stem (search_term_counts)
+  v_lexemes    text[];         -- the words tools have that start with a stem (search_term_counts); a typo: its fixes' stems
   v_sem        text;           -- the meaning side of a hybrid answer: (id, score)
   v_stems      text[] := '{}'; -- per term: the stem it was made from (a repeated stem adds to its term)
   v_qtf        float8[] := '{}'; -- per term: how many of the request's words it stands for
@@ -4186,29 +4187,28 @@ begin
                and (t.visibility = 'public' or v_admin or t.namespace = any (v_ns))) = 0 then
       v_fixes := kiwi_internal.similar_search_words(v_word);
       continue when cardinality(v_fixes) = 0;
-      v_fix := (select string_agg(quote_literal(s.lexeme), ' | ')
-                  from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s);
-      continue when v_fix is null;
+      v_lexemes := array(select s.lexeme from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s);
+      continue when cardinality(v_lexemes) = 0;
+      v_fix := (select string_agg(quote_literal(l), ' | ') from unnest(v_lexemes) l);
       v_doc_terms := v_doc_terms || v_fix;
       v_exact := v_exact || v_fix;
-      v_tf_lexemes := v_tf_lexemes || array(select s.lexeme from unnest(v_fixes) c, unnest(to_tsvector('english', c)) s);
+      v_tf_lexemes := v_tf_lexemes || v_lexemes;
       v_tf_prefix := v_tf_prefix || null::text;
       v_name_terms := v_name_terms || (select string_agg(quote_literal(c), ' | ') from unnest(v_fixes) c);
       select coalesce(sum(greatest(c.tools, 0)), 0), coalesce(sum(greatest(c.any_tools, 0)), 0)
         into v_df, v_df_any
         from kiwi_internal.search_term_counts c
-       where c.lexeme = any (array(select s.lexeme from unnest(v_fixes) f, unnest(to_tsvector('english', f)) s));
+       where c.lexeme = any (v_lexemes);
     else
-      v_doc_terms := v_doc_terms || case when cardinality(v_lexemes) between 1 and 32
-                                         then (select string_agg(quote_literal(l), ' | ') from unnest(v_lexemes) l)
-                                         else quote_literal(v_stem) || ':*' end;
-      v_exact := v_exact || quote_literal(v_stem);
       if cardinality(v_lexemes) between 1 and 32 then
+        v_doc_terms := v_doc_terms || (select string_agg(quote_literal(l), ' | ') from unnest(v_lexemes) l);
         v_tf_lexemes := v_tf_lexemes || v_lexemes;
         v_tf_prefix := v_tf_prefix || null::text;
       else
+        v_doc_terms := v_doc_terms || (quote_literal(v_stem) || ':*');
         v_tf_prefix := v_tf_prefix || v_stem;
       end if;
+      v_exact := v_exact || quote_literal(v_stem);
       v_name_terms := v_name_terms || (quote_literal(v_word) || ':*');
     end if;
     v_tf_bounds := v_tf_bounds || cardinality(v_tf_lexemes);
