@@ -51,12 +51,13 @@ import jsonpath
 
 from .. import telemetry
 from ..core.expand import as_text, expand_vars, fill, fill_deep, variables_in
+from ..core.identity import ByIdentity
 from ..core.plan import Plan
 from ..errors import ConfigError
 from .base import Invocation, Outcome, Status
 from .http_pages import page_spec, paginate
 from .http_stream import Body, StreamSpec, read_body, stream_spec
-from .http_transport import default_transport, environment_proxies, no_cookies
+from .http_transport import CookielessClient, default_transport, environment_proxies
 from .linear_jsonpath import LINEAR_JSONPATH
 from .redirects import RedirectPolicy, Redirects, Secrets, send_following
 from .subprocess import seconds
@@ -93,9 +94,7 @@ class HttpClientPrimitive:
                 # mount them beside ours, or keep httpx's own when they cannot be read.
                 mounts = environment_proxies(self._limits)
                 transport = pool if mounts is not None else None
-            self._client = httpx.AsyncClient(
-                transport=transport, mounts=mounts, limits=self._limits, cookies=no_cookies()
-            )
+            self._client = CookielessClient(transport=transport, mounts=mounts, limits=self._limits)
         return self._client
 
     def accepts(self, plan: Plan) -> bool:
@@ -223,10 +222,10 @@ class _Redactor:
 
     def __init__(self, config: Mapping[str, Any], environ: Mapping[str, str]) -> None:
         forms: set[str] = set()
-        for name in variables_in(config):
+        for name in _variables_of(config):
             value = environ.get(name)
             if value:
-                forms |= {value, quote(value, safe=""), quote_plus(value, safe="")}
+                forms |= _written_forms(value)
         self._secrets = sorted(forms, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
@@ -244,6 +243,15 @@ class _Redactor:
         if isinstance(value, dict):
             return {k: self.deep(v) for k, v in value.items()}
         return value
+
+
+_variables_of = ByIdentity(lambda config: frozenset(variables_in(config)))  # a cached plan's config: once
+
+
+@functools.lru_cache(maxsize=1024)
+def _written_forms(value: str) -> frozenset[str]:
+    """A secret as a run may write it: raw, and percent-encoded for a path or a query."""
+    return frozenset({value, quote(value, safe=""), quote_plus(value, safe="")})
 
 
 class _Templates:
@@ -309,8 +317,22 @@ def _build_request(client: httpx.AsyncClient, inv: Invocation) -> httpx.Request:
         kwargs["json"] = inv.params
     timeout = seconds(config, "timeout", DEFAULT_TIMEOUT_S, inv.plan.tool_id)
     # values in UTF-8 (a parameter may not be ASCII); names in ASCII, as httpx encodes them
-    raw_headers = {k.encode("ascii"): v.encode() for k, v in headers.items()}
-    return client.build_request(method, url, params=query or None, headers=raw_headers, timeout=timeout, **kwargs)
+    raw_headers = [(k.encode("ascii"), v.encode()) for k, v in headers.items()]
+    return httpx.Request(
+        method,
+        url,
+        params=query or None,
+        headers=_with_defaults(client.headers, raw_headers),
+        extensions={"timeout": httpx.Timeout(timeout).as_dict()},
+        **kwargs,
+    )
+
+
+def _with_defaults(defaults: httpx.Headers, given: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The client's default headers (User-Agent, Accept, ...) but those the config sets, then the
+    config's: what client.build_request merges, without parsing the URL and headers twice more."""
+    named = {name.lower() for name, _ in given}
+    return [(name, value) for name, value in defaults.raw if name.lower() not in named] + given
 
 
 def _add_auth(auth: Mapping[str, Any] | None, t: _Templates, headers: dict[str, str], query: dict[str, str]) -> None:
@@ -341,7 +363,7 @@ def _outcome(reply: _Reply, transform: tuple[str, Any] | None) -> Outcome:
     """Turns the final response into an Outcome: parsed body (or the pieces of a streamed one),
     HTTP errors, the cut, the transform."""
     response, read = reply.response, reply.body
-    text = read.raw.decode(response.encoding or "utf-8", errors="replace")
+    text = read.raw.decode(_encoding(response), errors="replace")
     body: Any = None
     is_json = False
     if read.items is not None and response.is_success:
@@ -382,6 +404,14 @@ def _outcome(reply: _Reply, transform: tuple[str, Any] | None) -> Outcome:
     if status == "success" and transform is not None:
         with_transform(outcome, transform, usable=is_json and not isinstance(body, str))
     return outcome
+
+
+def _encoding(response: httpx.Response) -> str:
+    """The body's text encoding: its Content-Type's charset, else UTF-8 (httpx's default), without
+    parsing a Content-Type that names no charset."""
+    if "charset" not in response.headers.get("content-type", "").lower():
+        return "utf-8"
+    return response.encoding or "utf-8"
 
 
 def with_transform(outcome: Outcome, transform: tuple[str, Any], *, usable: bool) -> None:

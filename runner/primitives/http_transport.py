@@ -1,6 +1,6 @@
 """The http_client primitive's pool: aiohttp's connection pool behind httpx, when aiohttp is
-installed (about three times the requests per second of httpcore's on one core), and a cookie
-jar that keeps nothing."""
+installed (about three times the requests per second of httpcore's on one core), in a client
+whose cookies keep nothing."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["AiohttpTransport", "default_transport", "environment_proxies", "no_cookies"]
+__all__ = ["AiohttpTransport", "CookielessClient", "default_transport", "environment_proxies", "no_cookies"]
 
 
 def default_transport(limits: httpx.Limits) -> httpx.AsyncBaseTransport | None:
@@ -143,7 +143,37 @@ def _as_httpx_errors() -> Iterator[None]:
 
 
 def no_cookies() -> CookieJar:
-    """A jar that keeps nothing: one client serves every run of every caller, so a cookie one
-    run was given must never ride along with another's (a tool sends cookies it names in its
-    headers). A jar, not httpx.Cookies: httpx copies a Cookies into a jar of its own policy."""
+    """A jar whose policy refuses every domain: under the pool's cookies (_NoCookies), should a
+    cookie reach it anyway, it is never sent."""
     return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+
+
+class _NoCookies(httpx.Cookies):
+    """Cookies that neither take a response's Set-Cookie nor put a Cookie header on a request:
+    httpx would otherwise wrap every response and request in urllib's shapes for the jar to
+    refuse (a tenth of a run's CPU)."""
+
+    def __init__(self) -> None:
+        super().__init__(no_cookies())
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        return None
+
+    def set_cookie_header(self, request: httpx.Request) -> None:
+        return None
+
+
+class CookielessClient(httpx.AsyncClient):
+    """httpx's client with cookies that keep nothing (_NoCookies): one client serves every run
+    of every caller, so a cookie one run was given must never ride along with another's (a tool
+    sends the cookies it names in its headers)."""
+
+    _none = _NoCookies()
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._none
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        raise TypeError("the http_client pool keeps no cookies: a tool sends the cookies it names in its headers")

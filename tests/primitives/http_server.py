@@ -9,6 +9,7 @@ Routes (any method):
   /big/<bytes>         a text body of that many bytes
   /leak                401 whose body repeats the Authorization header it got
   /cookie/<value>      as /echo, and sets the cookie session=<value>
+  /text/<charset>      "café" in that charset as text/plain, naming it ("none": UTF-8, named not)
   /redirect/<code>/<to>  that status with Location: <to> percent-decoded (none without it)
 
 Every request is also kept in the server's `received` list (what a redirect target got).
@@ -55,6 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
             "path": parts.path,
             "query": parse_qs(parts.query),
             "headers": dict(self.headers.items()),
+            "header_lines": [[name.lower(), value] for name, value in self.headers.items()],
             "body": body,
         }
         self.server.received.append(seen)
@@ -75,6 +77,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, "x" * int(segments[1]), content_type="text/plain")
         elif route == "cookie":
             self._send(200, seen, cookie=f"session={segments[1]}; Path=/")
+        elif route == "text":
+            named = segments[1] != "none"
+            self._send(
+                200,
+                "café".encode(segments[1] if named else "utf-8"),
+                content_type=f"text/plain; charset={segments[1]}" if named else "text/plain",
+            )
         elif route == "leak":
             self._send(401, {"message": f"bad credentials: {self.headers.get('Authorization')}"})
         else:
@@ -90,7 +99,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(
         self, status: int, payload: object, content_type: str = "application/json", cookie: str | None = None
     ) -> None:
-        data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+        if isinstance(payload, bytes):
+            data = payload
+        else:
+            data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
         self.send_response(status)
         if cookie is not None:
             self.send_header("Set-Cookie", cookie)

@@ -135,6 +135,28 @@ async def test_query_headers_and_var_defaults(prim: HttpClientPrimitive, base: s
     assert "X-Dropped" not in out.output["headers"]
 
 
+async def test_a_header_the_config_sets_replaces_the_clients_default_once(prim: HttpClientPrimitive, base: str) -> None:
+    """The request is built beside the client, not by client.build_request: its default headers
+    must still go out, and one the config names (in any case) must go out once, as the config's."""
+    config = {"url": base + "/echo", "headers": {"user-agent": "kiwi/0.2", "Accept": "application/json"}}
+    out = await run(prim, config)
+    assert out.status == "success", out.error
+    lines = out.output["header_lines"]
+    assert [v for k, v in lines if k == "user-agent"] == ["kiwi/0.2"]
+    assert [v for k, v in lines if k == "accept"] == ["application/json"]
+    assert [k for k, _ in lines].count("accept-encoding") == 1  # a default the config left alone
+    assert [v for k, v in lines if k == "connection"] == ["keep-alive"]
+
+
+@pytest.mark.parametrize(("charset", "expected"), [("latin-1", "café"), ("utf-8", "café"), ("none", "café")])
+async def test_a_text_body_is_read_in_the_charset_it_names_else_utf8(
+    prim: HttpClientPrimitive, base: str, charset: str, expected: str
+) -> None:
+    out = await run(prim, {"url": f"{base}/text/{charset}"})
+    assert out.status == "success", out.error
+    assert out.output == expected
+
+
 async def test_a_parameter_is_never_expanded_as_a_variable(prim: HttpClientPrimitive, base: str) -> None:
     config = {"method": "POST", "url": base + "/echo", "body_template": {"m": "{m}", "s": "say {m}"}}
     out = await run(prim, config, {"m": "${SECRET}"}, environ={"SECRET": "hidden-value"})

@@ -276,6 +276,21 @@ async def test_a_cookie_one_run_was_given_never_rides_along_with_another_run(
     assert "cookie" not in {k.lower() for k in home.received[-1]["headers"]}
 
 
+async def test_the_pool_refuses_cookies_set_on_it_and_keeps_none_across_a_redirect(
+    prim: HttpClientPrimitive, home: Served
+) -> None:
+    """The pool's cookies are a no-op jar (no urllib wrapping per response): setting cookies on
+    the shared client is refused, and a Set-Cookie on a redirect hop is not sent to the next."""
+    with pytest.raises(TypeError, match="keeps no cookies"):
+        prim.client.cookies = {"session": "mallory"}
+    out = await run(prim, {"url": redirect(home, "/cookie/hop-token")})
+    assert out.status == "success", out.error
+    followed = await run(prim, {"url": redirect(home, "/echo/after")})
+    assert followed.status == "success", followed.error
+    assert "hop-token" not in repr(home.received[-1]["headers"])
+    assert not prim.client.cookies
+
+
 async def test_the_rest_registry_never_follows_a_redirect_with_its_keys(home: Served, other: Served) -> None:
     """Regression: the REST backend's client followed redirects and httpx keeps an `apikey`
     header across origins, so a redirect from the API carried the project key elsewhere."""
