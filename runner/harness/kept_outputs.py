@@ -11,6 +11,7 @@ context or a terminal gets a path and a glimpse, not megabytes. The last
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import time
@@ -50,7 +51,7 @@ def keep_large_output(result: Result, settings: Settings) -> Result:
         return result
     if isinstance(result.output, str) and 6 * len(result.output) + 2 <= settings.large_output_bytes:
         return result  # a text whose JSON, every character escaped to six bytes at most, is small
-    if not (settings.project_dir / ".ai").is_dir():
+    if not os.path.isdir(_ai_folder(settings.project_dir)):
         return result
     text = json.dumps(result.output, ensure_ascii=False, indent=2, default=str)
     size = len(text.encode())
@@ -68,6 +69,12 @@ def keep_large_output(result: Result, settings: Settings) -> Result:
     result.output = _pointer(folder / name, size, text)
     result.warnings.append(f"the output ({size} bytes) was written to {folder / name}")
     return result
+
+
+@functools.lru_cache(maxsize=16)
+def _ai_folder(project: Path) -> str:
+    """`<project>/.ai`, joined once: a server asks on every run, and a Path join costs more than the stat."""
+    return os.path.join(project, ".ai")
 
 
 def _pointer(path: Path, size: int, text: str) -> dict[str, Any]:
