@@ -4,6 +4,9 @@ runner/'s packages are layered, lowest first (README, "Architecture"). A module 
 its own layer or lower ones, never higher; no module loads another by a "module:Class" string;
 there are no import circles (a function-level import counts, a TYPE_CHECKING one does not, as it
 never runs); and the size rules hold. A reviewer repeats these with `pytest tests/test_layers.py`.
+
+Slow: parsing every module of runner/ takes about two seconds on a small machine, so
+`make test-fast` leaves these checks to `make test`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ from collections import deque
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
 
 RUNNER = Path(__file__).resolve().parent.parent / "runner"
 
