@@ -259,6 +259,50 @@ def test_a_session_acts_only_for_its_own_project(kiwi: Kiwi, user: str) -> None:
     assert whoami(kiwi, KIWI_ACCESS_TOKEN=token)["user_id"] == other
 
 
+def test_a_long_lived_command_renews_the_sessions_token_and_never_becomes_another_user(
+    kiwi: Kiwi, user: str, config_home: Path, gotrue: FakeGoTrue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a command that outlives its access token (`kiwi serve` over stdio, an hour in)
+    kept sending it. The CLI now names the token it took from the session and how to renew it,
+    and the REST backend it connects asks for a fresh one; a renewal never hands the process
+    another user's session, and a signed-out session is not renewed at all."""
+    from runner import Refused
+    from runner.cli.main import use_session
+    from runner.config import Settings
+    from runner.registry import connect
+    from runner.supabase_auth.renewal import renewer_of
+
+    assert login(kiwi).code == 0
+    for name in ("KIWI_ACCESS_TOKEN", "KIWI_ADMIN", "KIWI_DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config_home))
+    monkeypatch.setenv("SUPABASE_URL", gotrue.base)
+    monkeypatch.setenv("SUPABASE_ANON_KEY", ANON_KEY)
+    monkeypatch.setenv("KIWI_BACKEND", "rest")
+    monkeypatch.chdir(tmp_path / "cwd")
+    use_session()
+    token = os.environ["KIWI_ACCESS_TOKEN"]
+    renew = renewer_of(token)
+    assert renew is not None and connect(Settings.load()).backend._renew is renew  # what the REST backend asks
+    assert renew()[0] == token and gotrue.log == ["password"], "a fresh token is not refreshed"
+
+    time.sleep(1.1)  # the fake signs the same claims within a second: a new iat tells the tokens apart
+    expire(config_home)
+    fresh, expires_at = renew()
+    assert fresh != token and gotrue.log == ["password", "refresh_token"]
+    assert expires_at > time.time() + 600 and from_token(fresh, secret=LOCAL_JWT_SECRET).user_id == user
+
+    gotrue.add_user("grace@example.com", "another long passphrase")
+    other = kiwi("login", "--email", "grace@example.com", "--password-stdin", stdin="another long passphrase\n")
+    assert other.code == 0, other.err
+    with pytest.raises(Refused, match="another user's"):
+        renew()
+    assert kiwi("logout").code == 0
+    with pytest.raises(Refused, match="is gone") as gone:
+        renew()
+    assert gone.value.hint and "kiwi login" in gone.value.hint
+
+
 def test_login_without_a_hosted_project_says_what_to_set(kiwi: Kiwi) -> None:
     done = login(kiwi, SUPABASE_URL="", SUPABASE_ANON_KEY="")
     assert done.code == 2 and "SUPABASE_URL" in done.err and "kiwi token" in done.err

@@ -97,19 +97,22 @@ SESSIONLESS = ("login", "logout", "token")
 def use_session() -> None:
     """Act as the user `kiwi login` signed in, when the configured project has a stored session
     (its access token refreshed if it expired): every Settings.load() of this process sees it
-    as KIWI_ACCESS_TOKEN. An explicit KIWI_ACCESS_TOKEN, or admin, wins; without a session
-    file this costs one stat."""
+    as KIWI_ACCESS_TOKEN, renewed by the REST backend of a command that outlives it. An explicit
+    KIWI_ACCESS_TOKEN, or admin, wins; without a session file this costs one stat."""
     from .session import session_file
 
     admin = (os.environ.get("KIWI_ADMIN") or "").strip().lower() in ("1", "true", "yes")
     if admin or os.environ.get("KIWI_ACCESS_TOKEN") or not session_file().exists():
         return
     from ..config import Settings
-    from .session import signed_in
+    from ..supabase_auth.renewal import renewable
+    from .session import renewal, signed_in
 
-    session = signed_in(Settings.load())
+    settings = Settings.load()
+    session = signed_in(settings)
     if session is not None:
         os.environ["KIWI_ACCESS_TOKEN"] = session.access_token
+        renewable(session.access_token, renewal(settings, session.user_id))  # a long-lived command outlives it
 
 
 def entrypoint() -> NoReturn:

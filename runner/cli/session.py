@@ -25,12 +25,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from ..errors import Refused, UsageError
 from ..supabase_auth.grants import REFRESH_MARGIN_S, Session, revoke, sign_in
 from ..supabase_auth.grants import refresh as _refresh
 
@@ -43,6 +43,7 @@ __all__ = [
     "forget",
     "load",
     "refresh",
+    "renewal",
     "revoke",
     "session_file",
     "sign_in",
@@ -112,6 +113,25 @@ def _locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def renewal(settings: Settings, user_id: str) -> Callable[[], tuple[str, float]]:
+    """How a long-lived process renews the access token it took from the stored session
+    (supabase_auth/renewal.py): the session's token, refreshed and stored again when about to
+    expire. Signed out meanwhile, or signed in as someone else, the process acts as nobody:
+    it says to sign in again (it never turns into another user)."""
+
+    def renew() -> tuple[str, float]:
+        session = signed_in(settings)
+        if session is None or session.user_id != user_id:
+            why = "is gone (kiwi logout)" if session is None else "is now another user's"
+            raise Refused(
+                f"the kiwi login session this process acts for {why}: it cannot renew its access token",
+                hint="sign in again with `kiwi login`, then start this command again",
+            )
+        return session.access_token, float(session.expires_at)
+
+    return renew
 
 
 def signed_in(settings: Settings, environ: Mapping[str, str] | None = None) -> Session | None:

@@ -59,9 +59,11 @@ def connect(settings: Settings, *, one_shot: bool = False) -> Registry:
                 "the rest backend needs SUPABASE_URL and a key",
                 hint="set SUPABASE_URL and SUPABASE_KEY (or SUPABASE_ANON_KEY)",
             )
+        from ..supabase_auth.renewal import renewer_of
         from .rest import RestRegistry
 
-        return RestRegistry(settings.supabase_url, settings.supabase_key, access_token=settings.supabase_access_token)
+        token = settings.supabase_access_token
+        return RestRegistry(settings.supabase_url, settings.supabase_key, access_token=token, renew=renewer_of(token))
     if settings.backend == "postgres":
         from .postgres import PostgresRegistry
 

@@ -17,6 +17,7 @@ at once.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,8 @@ from supabase import AsyncClient, AsyncClientOptions, AsyncSupabaseException, ac
 
 from ..errors import KiwiError, Refused, RegistryUnavailable, UsageError
 from ..principal import requested
+from ..supabase_auth.grants import REFRESH_MARGIN_S
+from ..supabase_auth.renewal import Renew, expiry_of
 from .base import Registry, Returns, Select
 from .errors import from_sqlstate
 
@@ -46,7 +49,9 @@ class RestBackend:
 
     With `access_token` (a signed-in user's JWT, from Supabase Auth) the key goes only in
     `apikey` and the token in `Authorization: Bearer`, so PostgREST runs every request as
-    that user: RLS, their namespaces, publishing where they are members."""
+    that user: RLS, their namespaces, publishing where they are members. With `renew` (the
+    token came from the session `kiwi login` keeps: supabase_auth/renewal.py) a fresh token
+    of the same session is sent from shortly before the first one expires."""
 
     cache = None  # PostgREST sends no change notifications: every call asks
 
@@ -58,10 +63,15 @@ class RestBackend:
         access_token: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 30.0,
+        renew: Renew | None = None,
     ) -> None:
         self._url = url.rstrip("/")
         self._key = key
-        self._access_token = access_token
+        self._access_token = access_token  # whom this backend acts as (the caller it serves)
+        self._sent = access_token  # the token it sends for them: renewed when `renew` is given
+        self._renew = renew if access_token else None
+        self._expires_at = expiry_of(access_token) if self._renew and access_token else 0.0
+        self._renewing: asyncio.Lock | None = None
         self._transport = transport
         self._timeout = timeout
         self._http: httpx.AsyncClient | None = None
@@ -86,6 +96,8 @@ class RestBackend:
                 f"the REST backend acts only as the token it was configured with, not as {asked.describe()}",
                 hint="serve several callers over the Postgres backend (KIWI_DATABASE_URL)",
             )
+        if self._renew is not None and time.time() >= self._expires_at - REFRESH_MARGIN_S:
+            await self._renewed()
         client = await self._connect()
         if not isinstance(returns, Select):
             return await self._execute(client.rpc(function, dict(args)))
@@ -104,6 +116,19 @@ class RestBackend:
             await http.aclose()
 
     # -- plumbing ----------------------------------------------------------------------
+
+    async def _renewed(self) -> None:
+        """Send a fresh token of the same session from now on (one renewal for concurrent calls)."""
+        assert self._renew is not None
+        if self._renewing is None:
+            self._renewing = asyncio.Lock()
+        async with self._renewing:
+            if time.time() < self._expires_at - REFRESH_MARGIN_S:
+                return  # another call renewed it meanwhile
+            token, self._expires_at = await asyncio.to_thread(self._renew)  # a file lock and an HTTP call
+            self._sent = token
+            if self._client is not None:
+                self._client.postgrest.auth(token)
 
     async def _execute(self, request: Any) -> Any:
         try:
@@ -135,8 +160,8 @@ class RestBackend:
                     auto_refresh_token=False,
                     persist_session=False,
                 )
-                if self._access_token:  # supabase-py keeps an Authorization it is given instead of the key's
-                    options.headers["Authorization"] = f"Bearer {self._access_token}"
+                if self._sent:  # supabase-py keeps an Authorization it is given instead of the key's
+                    options.headers["Authorization"] = f"Bearer {self._sent}"
                 try:
                     client = await acreate_client(self._url, self._key, options)
                 except AsyncSupabaseException as exc:
@@ -176,8 +201,10 @@ class RestRegistry(Registry):
         access_token: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 30.0,
+        renew: Renew | None = None,
     ) -> None:
-        super().__init__(RestBackend(url, key, access_token=access_token, transport=transport, timeout=timeout))
+        backend = RestBackend(url, key, access_token=access_token, transport=transport, timeout=timeout, renew=renew)
+        super().__init__(backend)
 
     def __repr__(self) -> str:
         return f"RestRegistry({self.backend._url!r})"

@@ -19,6 +19,7 @@ in the environment; the project must have Kiwi's migrations and seed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -459,3 +460,56 @@ async def test_live_supabase_project() -> None:
         assert (await reg.search("hello world"))[0]["tool_id"] == "hello_world"
         with pytest.raises(NotFound):
             await reg.execution_plan("no_such_tool_zz")
+
+
+async def test_a_token_from_a_kiwi_login_session_is_renewed_before_it_expires(fake: FakePostgREST) -> None:
+    """Regression: a long-lived process (`kiwi serve` over stdio) acting as a `kiwi login` session
+    sent the access token it started with for ever, and PostgREST refused every request once it
+    expired, an hour in. With `renew`, a fresh token of the session goes out from shortly before
+    the first one expires (once for concurrent calls), while the backend still serves only the
+    caller it was configured for."""
+    from runner import acting_as, from_token
+
+    user = uuid.uuid4()
+    first, fresh = user_token(user, expires_in=30), user_token(user, expires_in=3600)  # the first within the margin
+    renewals: list[str] = []
+
+    def renew() -> tuple[str, float]:
+        renewals.append(fresh)
+        return fresh, time.time() + 3600
+
+    transport = httpx.MockTransport(fake)
+    async with RestRegistry(URL, ANON_KEY, access_token=first, transport=transport, renew=renew) as reg:
+        found = await asyncio.gather(*(reg.search("hello world") for _ in range(5)))
+        assert all(rows[0]["tool_id"] == "hello_world" for rows in found)
+        assert renewals == [fresh], "renewed once, before the first request"
+        sent = {r.headers["authorization"] for r in fake.requests}
+        assert sent == {f"Bearer {fresh}"}, "the expiring token was never sent"
+        caller = from_token(first, secret=JWT_SECRET, audience="authenticated")
+        with acting_as(caller):  # the caller it serves is still the one it was configured with
+            assert (await reg.execution_plan("hello_world"))["tool_id"] == "hello_world"
+        assert renewals == [fresh], "a fresh token is used as it is"
+        stranger = from_token(user_token(uuid.uuid4()), secret=JWT_SECRET, audience="authenticated")
+        with acting_as(stranger), pytest.raises(Refused, match="acts only as the token"):
+            await reg.search("hello")
+
+
+async def test_a_session_that_cannot_be_renewed_sends_nothing_and_says_sign_in_again(fake: FakePostgREST) -> None:
+    def renew() -> tuple[str, float]:
+        raise Refused("the kiwi login session this process acts for is gone", hint="sign in again with `kiwi login`")
+
+    expiring = user_token(uuid.uuid4(), expires_in=10)
+    transport = httpx.MockTransport(fake)
+    async with RestRegistry(URL, ANON_KEY, access_token=expiring, transport=transport, renew=renew) as reg:
+        with pytest.raises(Refused, match="is gone") as caught:
+            await reg.search("hello")
+    assert caught.value.hint and "kiwi login" in caught.value.hint
+    assert fake.requests == [], "no request went out with a token about to expire"
+
+
+async def test_a_token_given_explicitly_is_sent_as_it_is(fake: FakePostgREST) -> None:
+    """KIWI_ACCESS_TOKEN set by hand (no `kiwi login` session behind it) is never renewed."""
+    given = user_token(uuid.uuid4(), expires_in=30)
+    async with RestRegistry(URL, ANON_KEY, access_token=given, transport=httpx.MockTransport(fake)) as reg:
+        await reg.search("hello")
+    assert fake.requests[-1].headers["authorization"] == f"Bearer {given}"
