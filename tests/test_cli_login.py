@@ -270,10 +270,11 @@ def test_a_long_lived_command_renews_the_sessions_token_and_never_becomes_anothe
     from runner.cli.main import use_session
     from runner.config import Settings
     from runner.registry import connect
+    from runner.registry.storage import Storage
     from runner.supabase_auth.renewal import renewer_of
 
     assert login(kiwi).code == 0
-    for name in ("KIWI_ACCESS_TOKEN", "KIWI_ADMIN", "KIWI_DATABASE_URL"):
+    for name in ("KIWI_ACCESS_TOKEN", "KIWI_ADMIN", "KIWI_DATABASE_URL", "KIWI_STORAGE_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config_home))
     monkeypatch.setenv("SUPABASE_URL", gotrue.base)
@@ -284,6 +285,8 @@ def test_a_long_lived_command_renews_the_sessions_token_and_never_becomes_anothe
     token = os.environ["KIWI_ACCESS_TOKEN"]
     renew = renewer_of(token)
     assert renew is not None and connect(Settings.load()).backend._renew is renew  # what the REST backend asks
+    stored_files = Storage.configured(Settings.load())
+    assert stored_files is not None and stored_files.renew is renew  # and what fetches files from Storage ask
     assert renew()[0] == token and gotrue.log == ["password"], "a fresh token is not refreshed"
 
     time.sleep(1.1)  # the fake signs the same claims within a second: a new iat tells the tokens apart

@@ -159,3 +159,24 @@ async def test_mcp_publish_puts_a_large_file_in_storage_as_kiwi_publish_does(
         assert row is not None and row[0] is True and row[1] in storage.objects, row
     finally:
         conn.execute("delete from tools where ref = %s", (f"local/{tool_id}",))
+
+
+async def test_a_session_token_is_renewed_for_storage_and_a_stale_one_refused() -> None:
+    """A long-lived command's Storage key from a `kiwi login` session is asked of the session on
+    each fetch (renewed shortly before it expires), not the token the command started with."""
+    import hashlib
+
+    from runner.core.plan import PlanFile
+    from runner.errors import Refused
+    from runner.registry.storage import Storage
+
+    data = b"x" * 100
+    digest = hashlib.sha256(data).hexdigest()
+    with fake_storage(token="fresh-session-token") as store:
+        stale = Storage(store.url, "stale-session-token")
+        store.objects[stale.key_for(digest)] = data
+        stored = PlanFile("big.bin", digest, len(data), False, None, storage_key=stale.key_for(digest))
+        with pytest.raises(Refused, match="403"):
+            await stale.download(stored)
+        renewed = Storage(store.url, "stale-session-token", renew=lambda: ("fresh-session-token", 2e9))
+        assert await renewed.download(stored) == data

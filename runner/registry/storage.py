@@ -11,13 +11,15 @@ whose bytes do not match is refused and never kept.
 Storage is reached over its HTTP API, `<KIWI_STORAGE_URL>/object/<bucket>/<path>` (by default
 `<SUPABASE_URL>/storage/v1`), with `Authorization: Bearer <key>` and the project's key as
 `apikey`: the key is KIWI_STORAGE_KEY, else the signed-in user's access token (Storage's
-policies then see that user), else the project's key.
+policies then see that user; one from a `kiwi login` session is renewed as the REST backend
+renews it: supabase_auth/renewal.py), else the project's key.
 Only keys in the configured bucket that end in the file's own sha256 are fetched, so a
 published row cannot point a run at any other object the runner's key can read.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import tempfile
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Settings
 from ..core.plan import Plan, PlanFile
 from ..errors import IntegrityError, Refused
+from ..supabase_auth.renewal import Renew, renewer_of
 
 if TYPE_CHECKING:
     import httpx  # imported when Storage is used: a `kiwi run` of inline files never pays for it
@@ -47,6 +50,7 @@ class Storage:
     bucket: str = DEFAULT_BUCKET
     inline_bytes: int = DEFAULT_INLINE_BYTES
     apikey: str | None = field(default=None, repr=False)  # the project's key, when the bearer is a user's token
+    renew: Renew | None = field(default=None, repr=False, compare=False)  # `key` came from a kiwi login session
 
     @classmethod
     def configured(cls, settings: Settings, environ: Mapping[str, str] | None = None) -> Storage | None:
@@ -64,18 +68,26 @@ class Storage:
         except ValueError:
             raise Refused(f"KIWI_INLINE_FILE_BYTES must be a number of bytes, not {inline!r}") from None
         bucket = env.get("KIWI_STORAGE_BUCKET") or DEFAULT_BUCKET
-        return cls(url.rstrip("/"), key, bucket, inline_bytes, settings.supabase_key)
+        renew = renewer_of(key) if key == settings.supabase_access_token else None
+        return cls(url.rstrip("/"), key, bucket, inline_bytes, settings.supabase_key, renew)
 
     def key_for(self, sha256: str) -> str:
         return f"{self.bucket}/sha256/{sha256}"
 
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}", "apikey": self.apikey or self.key}
+    async def _headers(self) -> dict[str, str]:
+        """The key, or a session's token as fresh as the session keeps it (a file read; the refresh
+        grant when it is about to expire)."""
+        key = self.key if self.renew is None else (await asyncio.to_thread(self.renew))[0]
+        return {"Authorization": f"Bearer {key}", "apikey": self.apikey or key}
 
     async def upload(self, data: bytes, sha256: str, media_type: str | None) -> str:
         """Puts the bytes at their content address (again, if they are there: the same bytes)."""
         storage_key = self.key_for(sha256)
-        headers = {**self._headers(), "Content-Type": media_type or "application/octet-stream", "x-upsert": "true"}
+        headers = {
+            **(await self._headers()),
+            "Content-Type": media_type or "application/octet-stream",
+            "x-upsert": "true",
+        }
         import httpx
 
         async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
@@ -101,7 +113,7 @@ class Storage:
 
         async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
             try:
-                response = await client.get(f"{self.url}/object/{f.storage_key}", headers=self._headers())
+                response = await client.get(f"{self.url}/object/{f.storage_key}", headers=await self._headers())
             except httpx.HTTPError as exc:
                 raise Refused(f"cannot fetch file {f.path} from Supabase Storage at {self.url}: {exc}") from None
         if not response.is_success:
