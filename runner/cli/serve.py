@@ -381,17 +381,20 @@ async def _operated(settings: Settings) -> Any:
     registry = connect(settings, one_shot=True)
     status, refresh, queue = registry_probes(registry)
     watching = asyncio.create_task(queue.watch()) if telemetry.started() else None
+    metrics = prometheus_sink()
+    writing = asyncio.create_task(metrics.keep_gauges()) if metrics.shared else None  # one of several processes
     try:
         yield partial(
             Operated,
             status=status,
             refresh=refresh,
-            metrics=prometheus_sink(),
+            metrics=metrics,
             metrics_token=os.environ.get("KIWI_METRICS_TOKEN"),
         )
     finally:
-        if watching is not None:
-            watching.cancel()
+        for task in (watching, writing):
+            if task is not None:
+                task.cancel()
         await registry.aclose()
 
 

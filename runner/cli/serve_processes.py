@@ -39,7 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.multiprocess import mark_process_dead
+
 from ..errors import UsageError
+from ..telemetry.prometheus import MULTIPROCESS_DIR
 from .listen import bind
 
 __all__ = ["ProcessSlot", "listening_socket", "parse_process", "supervise", "unix_socket"]
@@ -48,6 +51,7 @@ STOP_TIMEOUT_S = 15.0
 """How long the processes have to end after SIGTERM (their graceful shutdown is 5 s) before SIGKILL."""
 START_TIMEOUT_S = 120.0
 MAX_BACKOFF_S = 30.0
+METRICS_DIR = "metrics"  # under the run directory: every process's values, for /metrics
 STEADY_S = 10.0
 """A process that ran this long before ending is restarted at once; sooner, after a pause."""
 
@@ -133,8 +137,15 @@ async def supervise(argv: list[str], *, host: str, port: int, processes: int, sa
 
 
 def _start(slot: ProcessSlot, base: list[str], run_dir: Path) -> None:
+    """Start process `slot.index`, its metrics kept in the run directory with the others' (any of
+    them answers /metrics for all: runner/telemetry/prometheus.py)."""
+    metrics = run_dir / METRICS_DIR
+    metrics.mkdir(mode=0o700, exist_ok=True)
     slot.proc = subprocess.Popen(
-        [*base, "--process", f"{slot.index}:{run_dir}"], stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+        [*base, "--process", f"{slot.index}:{run_dir}"],
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, MULTIPROCESS_DIR: str(metrics)},
+        preexec_fn=_die_with_parent,
     )
     slot.started = time.monotonic()
 
@@ -149,6 +160,7 @@ async def _restart(slot: ProcessSlot, base: list[str], run_dir: Path, stopping: 
         f"process {slot.index} (pid {slot.proc.pid}) ended (exit {code}) after {ran:.1f} s; starting it again"
         + (f" in {pause:g} s" if pause else "")
     )
+    mark_process_dead(slot.proc.pid, str(run_dir / METRICS_DIR))  # its live gauges go; its counts stay in the sums
     slot.proc = None
     if pause:
         with contextlib.suppress(TimeoutError):

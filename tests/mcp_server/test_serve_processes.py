@@ -127,6 +127,58 @@ def test_a_sessions_event_stream_is_relayed_and_ends_with_its_client(served: Ser
     assert any(x["client"] is None for x in gets), "some stream was forwarded to the session's process"
 
 
+def runs_counted(text: str, tool: str = "hello_world") -> float:
+    """kiwi_runs_total of a tool's successful runs in a /metrics page (0 when none yet)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "kiwi_runs_total" and sample.labels == {"tool": tool, "status": "success"}
+    )
+
+
+def scrapes(served: Served, times: int) -> list[tuple[float, int]]:
+    """/metrics through the shared port, each on a new connection: the runs it counts, and the
+    process that answered (the request log's pid)."""
+    metrics = served.url.removesuffix("/mcp") + "/metrics"
+    found = []
+    for _ in range(times):
+        answer = httpx.get(metrics, timeout=30)
+        assert answer.status_code == 200, answer.text
+        found.append(runs_counted(answer.text))
+    lines = [json.loads(x) for x in served.stderr().splitlines() if x.startswith("{")]
+    pids = [int(x["pid"]) for x in lines if x.get("event") == "http_request" and x.get("path") == "/metrics"]
+    return list(zip(found, pids[-times:], strict=True))
+
+
+async def _runs(served: Served, n: int) -> None:
+    """n runs of hello_world, each from its own SDK client (its own connection)."""
+
+    async def one() -> None:
+        async with mcp_client(served.url, user_token()) as client:
+            result = await client.call_tool("execute", {"action": "run", "item_id": "hello_world", "parameters": {}})
+            assert not result.is_error, result
+
+    await asyncio.gather(*(one() for _ in range(n)))
+
+
+def test_metrics_count_every_processs_runs_whichever_answers(served: Served) -> None:
+    """Regression: each process answered /metrics with its own counts, so successive scrapes
+    through the shared port went up and down with the process the kernel picked."""
+    before = scrapes(served, 8)
+    assert len({count for count, _ in before}) == 1, before
+    ran_before = len(requests(served))
+
+    asyncio.run(_runs(served, 10))
+    ran_by = {x["pid"] for x in requests(served)[ran_before:] if x["client"] is not None}
+    assert ran_by == set(children(served)), "both processes ran some of the runs"
+    after = scrapes(served, 12)
+    assert {count for count, _ in after} == {before[0][0] + 10}, after
+    assert {pid for _, pid in after} == set(children(served)), "each process answered some scrapes"
+
+
 def test_a_killed_process_is_started_again_and_sigterm_leaves_none(database_url: str, tmp_path: Path) -> None:
     with kiwi_http_server(database_url, tmp_path / "procs", "--processes", "2") as served:
         _kill_one_then_the_supervisor(served)
@@ -136,11 +188,14 @@ def _kill_one_then_the_supervisor(served: Served) -> None:
     first, second = children(served)
     run_dir = _run_dir(first)
     assert (run_dir / "process-0.sock").exists()
+    asyncio.run(_runs(served, 6))
+    counted = {count for count, _ in scrapes(served, 6)}
     os.kill(second, signal.SIGKILL)
     wait_for(lambda: "process 1 started again" in served.stderr())
     replaced = int(re.findall(r"process 1 started again: pid (\d+)", served.stderr())[-1])
     assert replaced != second and alive(replaced) and alive(first)
     wait_for(lambda: asyncio.run(_serves_twice(served, replaced)))
+    assert {count for count, _ in scrapes(served, 8)} == counted, "the killed process's runs still count"
 
     assert served.proc is not None
     os.kill(served.pid, signal.SIGTERM)
