@@ -266,10 +266,8 @@ def test_a_long_lived_command_renews_the_sessions_token_and_never_becomes_anothe
     kept sending it. The CLI now names the token it took from the session and how to renew it,
     and the REST backend it connects asks for a fresh one; a renewal never hands the process
     another user's session, and a signed-out session is not renewed at all."""
-    from runner import Refused
+    from runner import Refused, Settings, connect
     from runner.cli.main import use_session
-    from runner.config import Settings
-    from runner.registry import connect
     from runner.registry.storage import Storage
     from runner.supabase_auth.renewal import renewer_of
 

@@ -166,8 +166,7 @@ async def test_a_session_token_is_renewed_for_storage_and_a_stale_one_refused() 
     each fetch (renewed shortly before it expires), not the token the command started with."""
     import hashlib
 
-    from runner.core.plan import PlanFile
-    from runner.errors import Refused
+    from runner import PlanFile, Refused
     from runner.registry.storage import Storage
 
     data = b"x" * 100
