@@ -67,6 +67,7 @@ class PrometheusSink:
             multiprocess_mode="livesum",
         )
         self.shared = os.environ.get(MULTIPROCESS_DIR) or None  # a directory every process writes to
+        self._written: dict[Gauge, set[str]] = {}  # the labels each labelled gauge was set for so far
 
     def run(self, tool: str, status: str, seconds: float) -> None:
         self._runs.labels(tool, status).inc()
@@ -78,9 +79,7 @@ class PrometheusSink:
     def render(self) -> bytes:
         """The exposition, its gauges read now (every process's, when several share a directory)."""
         now = gauges()
-        self._queue.clear()
-        for status, runs in now.get("kiwi.queue.depth", {}).items():
-            self._queue.labels(status).set(runs)
+        self._by_label(self._queue, now.get("kiwi.queue.depth", {}))
         self._write_pools(now)
         if self.shared is None:
             return generate_latest(self.registry)
@@ -90,10 +89,20 @@ class PrometheusSink:
 
     def _write_pools(self, now: dict[str, dict[str, float]]) -> None:
         self._pool.set(sum(now.get("kiwi.mcp.pool.sessions", {}).values()))
-        if self.shared is None:  # a state no longer seen goes (a shared file keeps what was written)
-            self._db.clear()
-        for state, connections in now.get("kiwi.db.pool.connections", {}).items():
-            self._db.labels(state).set(connections)
+        self._by_label(self._db, now.get("kiwi.db.pool.connections", {}))
+
+    def _by_label(self, gauge: Gauge, values: dict[str, float]) -> None:
+        """A labelled gauge set to `values`; a label set before and absent now goes from the page:
+        cleared, or set to 0 when shared (a shared file keeps every value it was given)."""
+        written = self._written.setdefault(gauge, set())
+        if self.shared is None:
+            gauge.clear()
+        else:
+            for gone in written - values.keys():
+                gauge.labels(gone).set(0)
+        for label, value in values.items():
+            gauge.labels(label).set(value)
+        written.update(values)
 
     async def keep_gauges(self, every_s: float = GAUGES_EVERY_S) -> None:
         """While one of several processes: write this process's pools' gauges every few seconds,

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +21,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from runner.testing.http_serving import Served, free_port, kiwi_http_server, mcp_client, user_token
+from runner.testing.http_serving import ROOT, Served, free_port, kiwi_http_server, mcp_client, user_token
 from runner.testing.otlp_receiver import OtlpReceiver, Received, otlp_receiver
 
 pytestmark = pytest.mark.slow
@@ -143,3 +146,25 @@ def test_readiness_fails_when_the_database_does_not_answer(tmp_path: Path) -> No
         assert httpx.get(down.base + "/healthz", timeout=30).status_code == 200
         ready = httpx.get(down.base + "/readyz", timeout=30)
         assert ready.status_code == 503 and ready.json()["status"] == "not ready", ready.text
+
+
+def test_a_shared_gauges_label_that_went_away_reads_zero_not_its_last_value(tmp_path: Path) -> None:
+    """Under --processes the gauges live in files that keep every value written: a queue status
+    (or a pool state) no longer seen must read 0, not what it last was. In a process of its own,
+    as prometheus_client picks its multiprocess values when it is imported."""
+    probe = """
+import runner.telemetry as t
+from runner.telemetry.prometheus import PrometheusSink
+depth = {"queued": 2.0, "retrying": 3.0}
+t.set_gauge_source("kiwi.queue.depth", lambda: depth)
+sink = PrometheusSink()
+sink.render()
+depth.pop("retrying")
+print(sink.render().decode())
+"""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert 'kiwi_queue_depth{status="queued"} 2.0' in lines
+    assert 'kiwi_queue_depth{status="retrying"} 0.0' in lines, done.stdout
