@@ -11,8 +11,6 @@ logout`) cannot be renewed: the requests are then refused, saying to sign in aga
 
 from __future__ import annotations
 
-import base64
-import json
 import math
 from collections.abc import Callable
 
@@ -35,9 +33,9 @@ def renewer_of(token: str | None) -> Renew | None:
 def expiry_of(token: str) -> float:
     """The `exp` claim of a JWT, read without checking its signature (whoever receives the token
     checks that); infinity when it has none or is not a JWT."""
+    import jwt  # PyJWT, as runner/principal.py verifies tokens with it
+
     try:
-        payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        return float(claims["exp"])
-    except (IndexError, ValueError, KeyError, TypeError):
+        return float(jwt.decode(token, options={"verify_signature": False})["exp"])
+    except (jwt.PyJWTError, KeyError, TypeError, ValueError):
         return math.inf
